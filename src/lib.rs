@@ -1,0 +1,29 @@
+//! redlockd: a lock-service daemon. Services in any language call its gRPC
+//! API; inside, it runs the Redlock algorithm against N independent
+//! Valkey/Redis masters.
+//!
+//! Module map:
+//! - [`redlock`]: the algorithm (quorum, validity, fencing, retry), no gRPC, no
+//!   Valkey client: masters are a trait;
+//! - [`node`]: one Valkey/Redis master over fred (scripts, server detection);
+//! - [`service`]: the gRPC layer: validate, call the engine, map the outcome;
+//! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
+//! - [`config`]: the one typed configuration, loaded once;
+//! - [`masters`]: local master processes for `--dev` and the test suite;
+//! - [`signal`]: SIGTERM/SIGINT.
+
+pub mod config;
+pub mod masters;
+pub mod node;
+pub mod redlock;
+pub mod server;
+pub mod service;
+pub mod signal;
+
+pub use server::run;
+
+/// Code generated from `proto/redlock/v1/lock.proto` at build time.
+pub mod pb {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    tonic::include_proto!("redlock.v1");
+}

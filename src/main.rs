@@ -1,0 +1,148 @@
+//! The `redlockd` binary: configuration -> logs -> serve -> drain -> exit code.
+
+use clap::Parser;
+use redlockd::config::Config;
+use redlockd::masters::{find_any_server, LocalMasters};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio::net::TcpListener;
+
+/// Number of masters `--dev` starts.
+const DEV_MASTERS: usize = 5;
+
+/// redlockd: quorum locks (Redlock over independent Valkey/Redis masters)
+/// behind a gRPC API.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TOML configuration file (see config/redlockd.toml). Environment
+    /// variables REDLOCKD__<SECTION>__<KEY> override it.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+
+    /// Try it out: start five local masters (valkey-server, else
+    /// redis-server, on PATH or at REDLOCKD_SERVER_BIN) with no persistence
+    /// and serve against them; they stop with the daemon.
+    #[arg(long)]
+    dev: bool,
+}
+
+/// Exit status for an unusable configuration.
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut config = match Config::read(args.config.as_deref()) {
+        Ok(config) => config,
+        Err(error) => return config_error(&error),
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Kept alive until the daemon stops; dropping it stops the masters.
+    let dev_masters = if args.dev {
+        match start_dev_masters() {
+            Ok(masters) => {
+                config.redlock.nodes = masters.urls();
+                Some(masters)
+            }
+            Err(error) => {
+                tracing::error!("--dev: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    if let Err(error) = config.validate() {
+        return config_error(&error);
+    }
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    let code = runtime.block_on(serve(config, dev_masters.is_some()));
+    drop(dev_masters);
+    code
+}
+
+fn config_error(error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("redlockd: {error}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+}
+
+fn start_dev_masters() -> Result<LocalMasters, redlockd::masters::MastersError> {
+    let binary = find_any_server()?;
+    let masters = LocalMasters::start(&binary, DEV_MASTERS)?;
+    tracing::info!(server = masters.version(), urls = ?masters.urls(), "--dev: started local masters (no persistence)");
+    Ok(masters)
+}
+
+async fn serve(config: Config, dev: bool) -> ExitCode {
+    let listener = match TcpListener::bind(config.server.listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(listen = %config.server.listen, %error, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    if dev {
+        print_dev_help(&config);
+    }
+    let grace = config.server.shutdown_grace;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = redlockd::run(config, listener, async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|stop| *stop).await;
+    });
+    tokio::pin!(server);
+    let early = tokio::select! {
+        result = &mut server => Some(result),
+        () = redlockd::signal::terminate() => None,
+    };
+    let result = match early {
+        Some(result) => result,
+        None => {
+            tracing::info!(grace = ?grace, "stopping: draining in-flight calls");
+            let _ = stop.send(true);
+            match tokio::time::timeout(grace, server).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::warn!("shutdown grace elapsed with calls still in flight; exiting");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(%error, "server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_dev_help(config: &Config) {
+    let addr = config.server.listen;
+    println!(
+        "\nredlockd --dev is serving on {addr} with {} local masters. Try:\n\n  \
+         grpcurl -plaintext -import-path proto -proto redlock/v1/lock.proto \\\n    \
+         -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}' {addr} redlock.v1.LockService/Acquire\n\n\
+         Stop with Ctrl-C.\n",
+        config.redlock.nodes.len()
+    );
+}

@@ -1,0 +1,340 @@
+//! One Valkey/Redis master over fred: the [`Node`] the engine talks to.
+//!
+//! fred's defaults are wrong for Redlock (no command timeout, three attempts
+//! per command, commands queued while disconnected). Here every command
+//! carries `node_timeout`, a single attempt and fail-fast, so a slow or dead
+//! master costs a call at most `node_timeout` and a disconnected one nothing;
+//! reconnection is a separate, backed-off policy. Each master is one
+//! multiplexed connection shared by all requests.
+
+pub mod scripts;
+pub mod server_info;
+
+use crate::redlock::fence::FenceRead;
+use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use fred::clients::WithOptions;
+use fred::prelude::{
+    Builder, Client, ClientLike, Config as FredConfig, ErrorKind, EventInterface, Options,
+    ReconnectPolicy, TcpConfig, Value,
+};
+use fred::types::{ClusterHash, CustomCommand, InfoKind};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use scripts::{Script, Scripts};
+use server_info::ServerInfo;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long fred may take to open a TCP connection to a master; commands do
+/// not wait for it (fail-fast), only reconnection does.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A master could not even be configured (bad URL).
+#[derive(Debug, thiserror::Error)]
+#[error("master {name}: {reason}")]
+pub struct NodeSetupError {
+    name: String,
+    reason: String,
+}
+
+/// A master reached through one multiplexed fred connection.
+pub struct FredNode {
+    name: String,
+    client: Client,
+    /// The same connection with per-command options: timeout, one attempt, fail-fast.
+    command: WithOptions<Client>,
+    scripts: Arc<Scripts>,
+    /// Whether the master has `DELIFEQ`, refreshed at every (re)connection.
+    delifeq: Arc<AtomicBool>,
+}
+
+impl FredNode {
+    /// Configures the client for `url` and starts connecting in the
+    /// background; the node is usable at once (calls fail fast until the
+    /// connection is up).
+    pub fn connect(
+        url: &str,
+        node_timeout: Duration,
+        scripts: Arc<Scripts>,
+    ) -> Result<FredNode, NodeSetupError> {
+        let name = node_name(url);
+        let mut config = FredConfig::from_url(url).map_err(|e| NodeSetupError {
+            name: name.clone(),
+            reason: e.details().to_owned(),
+        })?;
+        config.fail_fast = true;
+        let mut builder = Builder::from_config(config);
+        builder
+            .with_connection_config(|c| {
+                c.connection_timeout = CONNECT_TIMEOUT;
+                c.internal_command_timeout = CONNECT_TIMEOUT;
+                c.max_command_attempts = 1;
+                c.tcp = TcpConfig {
+                    nodelay: Some(true),
+                    ..TcpConfig::default()
+                };
+            })
+            .with_performance_config(|p| p.default_command_timeout = node_timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 20, 2_000, 2));
+        let client = builder.build().map_err(|e| NodeSetupError {
+            name: name.clone(),
+            reason: e.details().to_owned(),
+        })?;
+        let command = client.with_options(&Options {
+            timeout: Some(node_timeout),
+            max_attempts: Some(1),
+            fail_fast: true,
+            ..Options::default()
+        });
+        let node = FredNode {
+            name,
+            client,
+            command,
+            scripts,
+            delifeq: Arc::new(AtomicBool::new(false)),
+        };
+        node.client.connect();
+        node.watch_server();
+        Ok(node)
+    }
+
+    /// Waits until the first connection is up, or `timeout` passes.
+    pub async fn wait_connected(&self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.client.wait_for_connect()).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Closes the connection (at daemon shutdown).
+    pub async fn close(&self) {
+        let _ = self.client.quit().await;
+    }
+
+    /// Re-reads `INFO server` after every (re)connection: a master may have
+    /// been replaced by another version while we were away.
+    fn watch_server(&self) {
+        let client = self.client.clone();
+        let delifeq = self.delifeq.clone();
+        let name = self.name.clone();
+        let mut reconnects = self.client.reconnect_rx();
+        tokio::spawn(async move {
+            loop {
+                if client.wait_for_connect().await.is_ok() {
+                    match client.info::<String>(Some(InfoKind::Server)).await {
+                        Ok(text) => match ServerInfo::parse(&text) {
+                            Some(info) => {
+                                delifeq.store(info.has_delifeq(), Ordering::Relaxed);
+                                tracing::info!(
+                                    node = %name,
+                                    software = %info.software,
+                                    version = ?info.version,
+                                    delifeq = info.has_delifeq(),
+                                    "master connected"
+                                );
+                            }
+                            None => tracing::warn!(node = %name, "unrecognised INFO server reply"),
+                        },
+                        Err(error) => tracing::warn!(node = %name, %error, "INFO server failed"),
+                    }
+                }
+                if reconnects.recv().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// EVALSHA, falling back to EVAL once if the master lost its script cache.
+    async fn eval(&self, script: &Script, keys: &[&str], args: Vec<Value>) -> Result<Value, NodeError> {
+        let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+        argv.push(script.sha.as_str().into());
+        argv.push(Value::Integer(keys.len() as i64));
+        argv.extend(keys.iter().map(|k| Value::from(*k)));
+        argv.extend(args);
+        match self.custom("EVALSHA", argv.clone()).await {
+            Err(NodeError::Server(message)) if message.contains("NOSCRIPT") => {
+                argv[0] = script.lua.into();
+                self.custom("EVAL", argv).await
+            }
+            other => other,
+        }
+    }
+
+    async fn custom(&self, command: &'static str, args: Vec<Value>) -> Result<Value, NodeError> {
+        let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
+        self.command
+            .custom::<Value, Value>(cmd, args)
+            .await
+            .map_err(node_error)
+    }
+}
+
+impl Node for FredNode {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<AcquireVote, NodeError>> {
+        async move {
+            let args = vec![token.expose().into(), millis(ttl)];
+            let reply = self
+                .eval(&self.scripts.acquire, &[&keys.lock, &keys.fence], args)
+                .await?;
+            let fields = array(reply)?;
+            match fields.as_slice() {
+                [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
+                    max: unsigned(max)?,
+                    now_micros: unsigned(now)?,
+                })),
+                [_, pttl] => Ok(AcquireVote::Refused {
+                    holder_ttl: u64::try_from(integer(pttl)?).ok().map(Duration::from_millis),
+                }),
+                other => Err(NodeError::Protocol(format!("acquire: {other:?}"))),
+            }
+        }
+        .boxed()
+    }
+
+    fn commit_fence<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        fence: u64,
+        fence_ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, NodeError>> {
+        async move {
+            let args = vec![
+                token.expose().into(),
+                Value::String(fence.to_string().into()),
+                millis(fence_ttl),
+            ];
+            let reply = self
+                .eval(&self.scripts.commit_fence, &[&keys.lock, &keys.fence], args)
+                .await?;
+            Ok(integer(&reply)? == 1)
+        }
+        .boxed()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+        fence_ttl: Duration,
+    ) -> BoxFuture<'a, Result<ExtendVote, NodeError>> {
+        async move {
+            let args = vec![token.expose().into(), millis(ttl), millis(fence_ttl)];
+            let reply = self
+                .eval(&self.scripts.extend, &[&keys.lock, &keys.fence], args)
+                .await?;
+            let fields = array(reply)?;
+            match fields.as_slice() {
+                [flag] if integer(flag)? == 0 => Ok(ExtendVote::NotHeld),
+                [_, fence] => Ok(ExtendVote::Extended {
+                    fence: Some(unsigned(fence)?).filter(|f| *f > 0),
+                }),
+                other => Err(NodeError::Protocol(format!("extend: {other:?}"))),
+            }
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+    ) -> BoxFuture<'a, Result<bool, NodeError>> {
+        async move {
+            let reply = if self.delifeq.load(Ordering::Relaxed) {
+                let args = vec![keys.lock.as_str().into(), token.expose().into()];
+                self.custom("DELIFEQ", args).await?
+            } else {
+                let args = vec![token.expose().into()];
+                self.eval(&self.scripts.release, &[&keys.lock], args).await?
+            };
+            Ok(integer(&reply)? == 1)
+        }
+        .boxed()
+    }
+
+    fn check<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+    ) -> BoxFuture<'a, Result<Option<Duration>, NodeError>> {
+        async move {
+            let args = vec![token.expose().into()];
+            let reply = self.eval(&self.scripts.check, &[&keys.lock], args).await?;
+            // -3: not ours; -2: gone; -1: no expiry (never set by us): not held.
+            Ok(u64::try_from(integer(&reply)?)
+                .ok()
+                .map(Duration::from_millis))
+        }
+        .boxed()
+    }
+}
+
+/// A master's name for logs and metrics: `host:port` from its URL, never the
+/// user or password.
+pub fn node_name(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    host.split(['/', '?']).next().unwrap_or(host).to_owned()
+}
+
+fn millis(duration: Duration) -> Value {
+    Value::Integer(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn node_error(error: fred::error::Error) -> NodeError {
+    match error.kind() {
+        ErrorKind::Timeout => NodeError::Timeout,
+        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
+            NodeError::Unavailable(error.details().to_owned())
+        }
+        _ => NodeError::Server(error.details().to_owned()),
+    }
+}
+
+fn array(value: Value) -> Result<Vec<Value>, NodeError> {
+    match value {
+        Value::Array(fields) => Ok(fields),
+        other => Err(NodeError::Protocol(format!("expected an array, got {other:?}"))),
+    }
+}
+
+fn integer(value: &Value) -> Result<i64, NodeError> {
+    match value {
+        Value::Integer(i) => Some(*i),
+        Value::String(s) => s.parse().ok(),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+        _ => None,
+    }
+    .ok_or_else(|| NodeError::Protocol(format!("expected an integer, got {value:?}")))
+}
+
+fn unsigned(value: &Value) -> Result<u64, NodeError> {
+    u64::try_from(integer(value)?)
+        .map_err(|_| NodeError::Protocol(format!("expected a non-negative integer, got {value:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Node names never carry credentials.
+    #[test]
+    fn names_hide_credentials() {
+        assert_eq!(node_name("redis://127.0.0.1:6379"), "127.0.0.1:6379");
+        assert_eq!(node_name("rediss://user:secret@db.example:6380/0"), "db.example:6380");
+        assert_eq!(node_name("redis://:p@ss@h:1"), "h:1");
+    }
+}

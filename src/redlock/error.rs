@@ -1,0 +1,48 @@
+//! The engine's errors: what went wrong with a lock call, and with one master.
+
+use super::quorum::Tally;
+use super::token::TokenError;
+
+/// Why a lock operation did not succeed. The gRPC layer maps each variant to
+/// one status code in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The resource stayed held by someone else for the whole wait.
+    #[error("resource is held by another owner ({0})")]
+    Contended(Tally),
+    /// The token does not hold the lock on a majority of masters.
+    #[error("the token does not hold the lock on a majority ({0})")]
+    NotHeld(Tally),
+    /// Too few masters answered in time to decide; nothing is left locked.
+    #[error("no quorum of masters answered in time ({0})")]
+    NoQuorum(Tally),
+    /// A quorum agreed, but the round took so long that no validity was left.
+    #[error("a quorum agreed but the lease was used up by the round itself ({0})")]
+    Expired(Tally),
+    /// The caller's deadline passed before the operation completed.
+    #[error("the caller's deadline passed")]
+    DeadlineExceeded,
+    /// A bug or a broken runtime (a task that died); never an expected outcome.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+    /// A token could not be generated.
+    #[error("token: {0}")]
+    Token(#[from] TokenError),
+}
+
+/// Why one master did not give an answer to one command.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NodeError {
+    /// No answer within `node_timeout`.
+    #[error("timed out")]
+    Timeout,
+    /// Not connected (fail-fast while disconnected or reconnecting).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// The master answered with an error.
+    #[error("server error: {0}")]
+    Server(String),
+    /// The master answered something the scripts never return.
+    #[error("unexpected reply: {0}")]
+    Protocol(String),
+}

@@ -1,0 +1,41 @@
+//! Where a resource's lock lives on each master.
+//!
+//! With the default prefix `redlock:`, resource `orders/42` uses:
+//! - `redlock:lock:orders/42`: a string holding the lock token, with the
+//!   lock's ttl as its expiry (`SET NX PX`);
+//! - `redlock:fence:orders/42`: a hash with `max` (the largest fence committed
+//!   for the resource on this master), `holder` and `fence` (the token and
+//!   fence of the latest commit, so Extend can report the fence), expiring
+//!   after `fence_ttl`. See [`super::fence`].
+
+/// The two keys of one resource, built once per request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKeys {
+    /// The lock key: its value is the holder's token.
+    pub lock: String,
+    /// The fence hash, see the module doc.
+    pub fence: String,
+}
+
+impl LockKeys {
+    /// Keys for `resource` under `prefix`.
+    pub fn new(prefix: &str, resource: &str) -> LockKeys {
+        LockKeys {
+            lock: format!("{prefix}lock:{resource}"),
+            fence: format!("{prefix}fence:{resource}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented layout.
+    #[test]
+    fn layout() {
+        let k = LockKeys::new("redlock:", "orders/42");
+        assert_eq!(k.lock, "redlock:lock:orders/42");
+        assert_eq!(k.fence, "redlock:fence:orders/42");
+    }
+}

@@ -1,0 +1,390 @@
+//! The Redlock algorithm over N independent masters, with no gRPC and no
+//! Valkey client in it: masters are reached through the [`Node`] trait.
+//!
+//! Every operation sends one round of commands to all masters at once, each
+//! bounded by `node_timeout`, and stops listening as soon as the round is
+//! decided ([`quorum`]). Time is measured on tokio's monotonic clock from
+//! before the first send, and the answer's validity is
+//! `ttl - elapsed - drift` ([`validity`]). An acquisition that does not end in
+//! a grant is released on every master, including those that refused or timed
+//! out (a timed-out SET may still have landed).
+
+pub mod error;
+pub mod fence;
+pub mod keys;
+pub mod node;
+pub mod quorum;
+pub mod retry;
+pub mod token;
+pub mod validity;
+
+pub use error::{LockError, NodeError};
+pub use keys::LockKeys;
+pub use node::{AcquireVote, ExtendVote, Node};
+pub use quorum::{Decision, Quorum, Tally};
+pub use retry::RetryPolicy;
+pub use token::{Token, TokenError};
+
+use fence::FenceRead;
+use futures::future::{join_all, BoxFuture};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The engine's tunables, taken from the `redlock` section of the configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Prefix of every key the engine writes (see [`keys`]).
+    pub key_prefix: String,
+    /// The longest one master may take to answer one command.
+    pub node_timeout: Duration,
+    /// Clock-rate allowance, part of every validity.
+    pub drift_factor: f64,
+    /// Pause between acquisition attempts while waiting.
+    pub retry: RetryPolicy,
+    /// Expiry of the fence hashes (see [`fence`]).
+    pub fence_ttl: Duration,
+}
+
+/// A granted or extended lock, as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    /// The resource the lock is on.
+    pub resource: String,
+    /// The secret proving ownership.
+    pub token: Token,
+    /// The grant's fencing token (see [`fence`]).
+    pub fence: u64,
+    /// How long the lock is guaranteed to stay held, from now.
+    pub validity: Duration,
+}
+
+/// The engine refuses to exist without masters.
+#[derive(Debug, thiserror::Error)]
+#[error("at least one master is required")]
+pub struct NoMasters;
+
+/// The Redlock engine: cheap to share behind an `Arc`, safe to call
+/// concurrently.
+pub struct Redlock {
+    nodes: Vec<Arc<dyn Node>>,
+    quorum: Quorum,
+    settings: Settings,
+}
+
+/// One master's answer in a round, tagged with the master's index.
+type Answer<T> = (usize, Result<T, NodeError>);
+
+impl Redlock {
+    /// An engine over `nodes`; the quorum is a majority of them.
+    pub fn new(nodes: Vec<Arc<dyn Node>>, settings: Settings) -> Result<Redlock, NoMasters> {
+        let quorum = Quorum::majority(nodes.len()).ok_or(NoMasters)?;
+        Ok(Redlock {
+            nodes,
+            quorum,
+            settings,
+        })
+    }
+
+    /// The quorum this engine needs.
+    pub fn quorum(&self) -> Quorum {
+        self.quorum
+    }
+
+    /// The engine's tunables.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Takes the lock on `resource` for `ttl`, trying again after a jittered
+    /// pause while it is held elsewhere or masters are unreachable, until
+    /// `wait` has elapsed (zero: one attempt).
+    pub async fn acquire(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock, LockError> {
+        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let token = Token::generate()?;
+        let give_up_at = Instant::now() + wait;
+        loop {
+            let error = match self.attempt(&keys, &token, ttl).await {
+                Ok((fence, validity)) => {
+                    return Ok(Lock {
+                        resource: resource.to_owned(),
+                        token,
+                        fence,
+                        validity,
+                    })
+                }
+                Err(error) => error,
+            };
+            let remaining = give_up_at.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(error);
+            }
+            let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// [`Redlock::acquire`] on a task of its own, so that dropping the returned
+    /// future (the caller cancelled, or its deadline passed) never leaves a
+    /// lock behind: a grant that completes after the caller has gone is
+    /// released at once.
+    pub fn acquire_detached(
+        self: &Arc<Self>,
+        resource: String,
+        ttl: Duration,
+        wait: Duration,
+    ) -> impl std::future::Future<Output = Result<Lock, LockError>> + Send + 'static {
+        let engine = Arc::clone(self);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let result = engine.acquire(&resource, ttl, wait).await;
+            if let Err(Ok(orphan)) = answer.send(result) {
+                tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
+                // Best effort: if this fails too, the lock expires with its ttl.
+                let _ = engine.release(&orphan.resource, &orphan.token).await;
+            }
+        });
+        async move {
+            answered
+                .await
+                .unwrap_or(Err(LockError::Internal("the acquisition task ended without an answer")))
+        }
+    }
+
+    /// One acquisition attempt: the acquire round, then the fence commit
+    /// round. On any failure the token is released everywhere before
+    /// returning.
+    async fn attempt(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<(u64, Duration), LockError> {
+        let start = Instant::now();
+        let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
+        let votes = self
+            .round(
+                self.all(),
+                |node| node.acquire(keys, token, ttl),
+                |index, vote, tally| match vote {
+                    AcquireVote::Granted(read) => {
+                        tally.yes += 1;
+                        granted.push((index, read));
+                    }
+                    AcquireVote::Refused { .. } => tally.no += 1,
+                },
+            )
+            .await;
+        if votes.decision() != Decision::Reached {
+            self.release_everywhere(keys, token).await;
+            return Err(if votes.refused_by_majority() {
+                LockError::Contended(votes)
+            } else {
+                LockError::NoQuorum(votes)
+            });
+        }
+
+        let fence = fence::next_fence(granted.iter().map(|&(_, read)| read));
+        let fence_ttl = self.settings.fence_ttl;
+        let commits = self
+            .round(
+                granted.iter().map(|&(index, _)| index),
+                |node| node.commit_fence(keys, token, fence, fence_ttl),
+                |_, committed, tally| {
+                    if committed {
+                        tally.yes += 1
+                    } else {
+                        tally.no += 1
+                    }
+                },
+            )
+            .await;
+        let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);
+        match (commits.decision(), validity) {
+            (Decision::Reached, Some(validity)) => Ok((fence, validity)),
+            (decision, _) => {
+                self.release_everywhere(keys, token).await;
+                Err(match decision {
+                    Decision::Reached => LockError::Expired(commits),
+                    _ => LockError::NoQuorum(commits),
+                })
+            }
+        }
+    }
+
+    /// Resets the lock's time to live to `ttl` if `token` still holds it on a
+    /// majority; the new validity counts from before the round.
+    pub async fn extend(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Lock, LockError> {
+        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let start = Instant::now();
+        let fence_ttl = self.settings.fence_ttl;
+        let mut fence = None;
+        let votes = self
+            .round(
+                self.all(),
+                |node| node.extend(&keys, token, ttl, fence_ttl),
+                |_, vote, tally| match vote {
+                    ExtendVote::Extended { fence: seen } => {
+                        tally.yes += 1;
+                        fence = fence.max(seen);
+                    }
+                    ExtendVote::NotHeld => tally.no += 1,
+                },
+            )
+            .await;
+        match votes.decision() {
+            Decision::Reached => {
+                let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor)
+                    .ok_or(LockError::Expired(votes))?;
+                Ok(Lock {
+                    resource: resource.to_owned(),
+                    token: token.clone(),
+                    // Any two majorities intersect, so a master of this round
+                    // took part in the grant's commit and reported its fence.
+                    fence: fence.unwrap_or_default(),
+                    validity,
+                })
+            }
+            _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
+            _ => Err(LockError::NoQuorum(votes)),
+        }
+    }
+
+    /// Deletes the lock on every master where `token` holds it. Returns
+    /// whether it was still held on a majority; an error when too few masters
+    /// answered to tell (the release was still sent to all of them).
+    pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let tally = self.release_everywhere(&keys, token).await;
+        match tally.decision() {
+            Decision::Reached => Ok(true),
+            _ if tally.refused_by_majority() => Ok(false),
+            _ => Err(LockError::NoQuorum(tally)),
+        }
+    }
+
+    /// Whether `token` holds the lock on a majority, and for how much longer
+    /// at least (the quorum-th largest remaining PTTL, less the time the round
+    /// took and drift).
+    pub async fn validate(
+        &self,
+        resource: &str,
+        token: &Token,
+    ) -> Result<Option<Duration>, LockError> {
+        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let start = Instant::now();
+        let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
+        let votes = self
+            .round(
+                self.all(),
+                |node| node.check(&keys, token),
+                |_, held, tally| match held {
+                    Some(pttl) => {
+                        tally.yes += 1;
+                        remaining.push(pttl);
+                    }
+                    None => tally.no += 1,
+                },
+            )
+            .await;
+        match votes.decision() {
+            Decision::Reached => {
+                remaining.sort_unstable_by(|a, b| b.cmp(a));
+                let quorum_th = remaining
+                    .get(self.quorum.needed() - 1)
+                    .copied()
+                    .unwrap_or_default();
+                Ok(validity::validity(
+                    quorum_th,
+                    start.elapsed(),
+                    self.settings.drift_factor,
+                ))
+            }
+            _ if votes.refused_by_majority() => Ok(None),
+            _ => Err(LockError::NoQuorum(votes)),
+        }
+    }
+
+    /// Sends a compare-and-delete to every master and waits for all of them
+    /// (each bounded by `node_timeout`), so nothing of this token is left on
+    /// a master that answered.
+    async fn release_everywhere(&self, keys: &LockKeys, token: &Token) -> Tally {
+        let answers = join_all(self.all().map(|index| self.call(index, |n| n.release(keys, token)))).await;
+        let mut tally = Tally::new(self.quorum);
+        for (index, answer) in answers {
+            match answer {
+                Ok(true) => tally.yes += 1,
+                Ok(false) => tally.no += 1,
+                Err(error) => self.count_failure(index, "release", &error, &mut tally),
+            }
+        }
+        tally
+    }
+
+    /// Runs `command` on the masters `targets` concurrently, feeding each
+    /// answer to `on_answer` until the round is decided; stragglers are not
+    /// waited for. Failures are counted here.
+    async fn round<'a, T: 'a, C, A>(
+        &'a self,
+        targets: impl Iterator<Item = usize>,
+        command: C,
+        mut on_answer: A,
+    ) -> Tally
+    where
+        C: Fn(&'a dyn Node) -> BoxFuture<'a, Result<T, NodeError>>,
+        A: FnMut(usize, T, &mut Tally),
+    {
+        let mut pending: FuturesUnordered<_> =
+            targets.map(|index| self.call(index, &command)).collect();
+        let mut tally = Tally::new(self.quorum);
+        while let Some((index, answer)) = pending.next().await {
+            match answer {
+                Ok(value) => on_answer(index, value, &mut tally),
+                Err(error) => self.count_failure(index, "command", &error, &mut tally),
+            }
+            if tally.decision() != Decision::Pending {
+                break;
+            }
+        }
+        tally
+    }
+
+    /// One command to one master, bounded by `node_timeout`.
+    fn call<'a, T>(
+        &'a self,
+        index: usize,
+        command: impl FnOnce(&'a dyn Node) -> BoxFuture<'a, Result<T, NodeError>>,
+    ) -> impl std::future::Future<Output = Answer<T>> + 'a
+    where
+        T: 'a,
+    {
+        let future = command(self.nodes[index].as_ref());
+        let timeout = self.settings.node_timeout;
+        async move {
+            let answer = tokio::time::timeout(timeout, future)
+                .await
+                .unwrap_or(Err(NodeError::Timeout));
+            (index, answer)
+        }
+    }
+
+    fn count_failure(&self, index: usize, what: &str, error: &NodeError, tally: &mut Tally) {
+        tally.failed += 1;
+        tracing::debug!(node = self.nodes[index].name(), what, %error, "master did not answer");
+    }
+
+    fn all(&self) -> std::ops::Range<usize> {
+        0..self.nodes.len()
+    }
+}

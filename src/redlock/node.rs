@@ -1,0 +1,88 @@
+//! All the algorithm knows of a master: five atomic operations on one
+//! resource's keys. The real implementation speaks to Valkey/Redis through
+//! fred (`crate::node`); tests of the algorithm can drive fakes.
+//!
+//! An implementation should give up on a command after `node_timeout` by
+//! itself, but need not: the engine bounds every call with its own timeout.
+
+use super::fence::FenceRead;
+use super::keys::LockKeys;
+use super::token::Token;
+use super::NodeError;
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// One master's answer to the acquire script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireVote {
+    /// `SET NX PX` succeeded; the fence counter and clock read atomically with it.
+    Granted(FenceRead),
+    /// Someone else holds the key; its remaining time to live, when known.
+    Refused {
+        /// The holder's remaining PTTL on this master.
+        holder_ttl: Option<Duration>,
+    },
+}
+
+/// One master's answer to the extend script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtendVote {
+    /// The token held the key and its expiry was reset; the fence committed
+    /// for this token on this master, when this master took part in the commit.
+    Extended {
+        /// The lock's fence, if this master recorded it.
+        fence: Option<u64>,
+    },
+    /// The token does not hold the key here.
+    NotHeld,
+}
+
+/// A Valkey/Redis master as the Redlock algorithm sees it.
+pub trait Node: Send + Sync {
+    /// A short name for logs and metrics (never a password).
+    fn name(&self) -> &str;
+
+    /// `SET lock token NX PX ttl`, and on success read the fence counter and
+    /// the master's clock in the same atomic step.
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<AcquireVote, NodeError>>;
+
+    /// Records `fence` as the resource's fence (raising `max` if needed) and
+    /// refreshes the fence hash's expiry, only if `token` holds the lock
+    /// here. Returns whether it did.
+    fn commit_fence<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        fence: u64,
+        fence_ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, NodeError>>;
+
+    /// Compare-and-PEXPIRE: resets the lock's expiry to `ttl` (and the fence
+    /// hash's to `fence_ttl`) if `token` holds it.
+    fn extend<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+        fence_ttl: Duration,
+    ) -> BoxFuture<'a, Result<ExtendVote, NodeError>>;
+
+    /// Compare-and-delete; returns whether the token's key was deleted.
+    fn release<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+    ) -> BoxFuture<'a, Result<bool, NodeError>>;
+
+    /// The lock's remaining PTTL here if `token` holds it, else `None`.
+    fn check<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+    ) -> BoxFuture<'a, Result<Option<Duration>, NodeError>>;
+}

@@ -1,0 +1,177 @@
+//! Counting the masters' answers to one round of a Redlock call.
+//!
+//! A round is decided as soon as either a majority said yes, or so many said
+//! no or failed that a majority is out of reach; the engine stops waiting for
+//! stragglers at that point.
+
+use std::fmt;
+
+/// The size of a majority of `n` masters; built only through [`Quorum::majority`],
+/// so it is never zero and never larger than `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quorum {
+    masters: usize,
+    needed: usize,
+}
+
+impl Quorum {
+    /// The majority of `masters` (N/2 + 1); `None` for zero masters.
+    pub fn majority(masters: usize) -> Option<Quorum> {
+        (masters > 0).then_some(Quorum {
+            masters,
+            needed: masters / 2 + 1,
+        })
+    }
+
+    /// Number of masters taking part.
+    pub fn masters(self) -> usize {
+        self.masters
+    }
+
+    /// Number of agreeing masters that make a decision.
+    pub fn needed(self) -> usize {
+        self.needed
+    }
+
+    /// How many masters may be lost (or say no) while a quorum is still possible.
+    pub fn tolerated(self) -> usize {
+        self.masters - self.needed
+    }
+}
+
+/// Where a round stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Not decided yet: keep waiting for answers.
+    Pending,
+    /// A majority said yes.
+    Reached,
+    /// A majority can no longer say yes.
+    Impossible,
+}
+
+/// The answers of one round so far, kept apart so a failure can say why it
+/// failed (refused by a holder, or masters unreachable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    quorum: Quorum,
+    /// Masters that said yes (granted, extended, deleted, holds).
+    pub yes: usize,
+    /// Masters that answered no (held by someone else, token not there).
+    pub no: usize,
+    /// Masters that did not answer in time or answered with an error.
+    pub failed: usize,
+}
+
+impl Tally {
+    /// An empty tally for one round.
+    pub fn new(quorum: Quorum) -> Tally {
+        Tally {
+            quorum,
+            yes: 0,
+            no: 0,
+            failed: 0,
+        }
+    }
+
+    /// The quorum this tally counts against.
+    pub fn quorum(&self) -> Quorum {
+        self.quorum
+    }
+
+    /// Where the round stands.
+    pub fn decision(&self) -> Decision {
+        if self.yes >= self.quorum.needed {
+            Decision::Reached
+        } else if self.no + self.failed > self.quorum.tolerated() {
+            Decision::Impossible
+        } else {
+            Decision::Pending
+        }
+    }
+
+    /// True when the "no" answers alone rule out a majority: the outcome is a
+    /// real answer (held by someone else / not held), not an outage.
+    pub fn refused_by_majority(&self) -> bool {
+        self.no > self.quorum.tolerated()
+    }
+
+    /// True when every master has answered or failed.
+    pub fn complete(&self) -> bool {
+        self.yes + self.no + self.failed >= self.quorum.masters
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} yes, {} no, {} failed of {} masters (quorum {})",
+            self.yes, self.no, self.failed, self.quorum.masters, self.quorum.needed
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// N/2 + 1 for the usual sizes, none for zero.
+    #[test]
+    fn majority_sizes() {
+        let needed = |n| Quorum::majority(n).map(Quorum::needed);
+        assert_eq!(needed(0), None);
+        assert_eq!(needed(1), Some(1));
+        assert_eq!(needed(2), Some(2));
+        assert_eq!(needed(3), Some(2));
+        assert_eq!(needed(4), Some(3));
+        assert_eq!(needed(5), Some(3));
+        assert_eq!(Quorum::majority(5).map(Quorum::tolerated), Some(2));
+    }
+
+    /// With five masters, two losses are survivable and three are not.
+    #[test]
+    fn five_masters_survive_two_failures() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        t.failed = 2;
+        assert_eq!(t.decision(), Decision::Pending);
+        t.yes = 3;
+        assert_eq!(t.decision(), Decision::Reached);
+        let mut t = Tally::new(q);
+        t.failed = 3;
+        assert_eq!(t.decision(), Decision::Impossible);
+        assert!(!t.refused_by_majority());
+    }
+
+    /// Refusals alone decide "held by someone else"; mixed losses do not.
+    #[test]
+    fn refusal_versus_outage() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        t.no = 3;
+        assert!(t.refused_by_majority());
+        let mut t = Tally::new(q);
+        t.no = 2;
+        t.failed = 1;
+        assert_eq!(t.decision(), Decision::Impossible);
+        assert!(!t.refused_by_majority());
+    }
+
+    proptest! {
+        /// Two majorities of the same masters always share a master, and a
+        /// round can never be both reached and impossible.
+        #[test]
+        fn majorities_intersect(n in 1usize..64, yes in 0usize..64, no in 0usize..64, failed in 0usize..64) {
+            let q = Quorum::majority(n).expect("n > 0");
+            prop_assert!(2 * q.needed() > n);
+            prop_assert!(q.needed() <= n);
+            let t = Tally { quorum: q, yes: yes.min(n), no: no.min(n - yes.min(n)), failed: 0 };
+            let t = Tally { failed: failed.min(n - t.yes - t.no), ..t };
+            if t.complete() {
+                prop_assert_ne!(t.decision(), Decision::Pending);
+            }
+        }
+    }
+}

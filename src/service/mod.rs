@@ -1,0 +1,150 @@
+//! The gRPC face of the engine: each handler validates the request
+//! ([`request`]), calls the engine, and maps the outcome ([`status`]).
+//! No lock logic lives here.
+
+pub mod deadline;
+pub mod request;
+pub mod status;
+
+use crate::pb;
+use crate::pb::lock_service_server::LockService;
+use crate::redlock::{Lock, LockError, Redlock};
+use request::Limits;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Time kept in reserve before the caller's deadline, so that an acquisition
+/// gives up (and answers DEADLINE_EXCEEDED) while the caller still listens.
+const DEADLINE_RESERVE: Duration = Duration::from_millis(5);
+
+/// The `redlock.v1.LockService` implementation.
+pub struct LockApi {
+    engine: Arc<Redlock>,
+    limits: Limits,
+}
+
+impl LockApi {
+    /// Serves `engine`, checking requests against `limits`.
+    pub fn new(engine: Arc<Redlock>, limits: Limits) -> LockApi {
+        LockApi { engine, limits }
+    }
+}
+
+impl From<Lock> for pb::Lock {
+    fn from(lock: Lock) -> pb::Lock {
+        pb::Lock {
+            resource: lock.resource,
+            token: lock.token.expose().to_owned(),
+            fence: lock.fence,
+            validity: Some(proto_duration(lock.validity)),
+        }
+    }
+}
+
+fn proto_duration(duration: Duration) -> prost_types::Duration {
+    prost_types::Duration::try_from(duration).unwrap_or(prost_types::Duration {
+        seconds: i64::MAX,
+        nanos: 0,
+    })
+}
+
+/// The stream type of `Hold` (sessions come with their own issue).
+pub type HoldStream = Pin<Box<dyn Stream<Item = Result<pb::HoldEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl LockService for LockApi {
+    async fn acquire(
+        &self,
+        request: Request<pb::AcquireRequest>,
+    ) -> Result<Response<pb::AcquireResponse>, Status> {
+        let deadline = deadline::caller_deadline(request.metadata());
+        let args = self.limits.acquire(request.into_inner())?;
+        let started = Instant::now();
+        let result = self.acquire_until(args.resource.clone(), args.ttl, args.wait, deadline).await;
+        tracing::debug!(rpc = "Acquire", resource = %args.resource, owner = %args.owner,
+            outcome = ?result.as_ref().map(|_| ()).map_err(status::code), elapsed = ?started.elapsed());
+        Ok(Response::new(pb::AcquireResponse {
+            lock: Some(result?.into()),
+        }))
+    }
+
+    async fn extend(
+        &self,
+        request: Request<pb::ExtendRequest>,
+    ) -> Result<Response<pb::ExtendResponse>, Status> {
+        let args = self.limits.extend(request.into_inner())?;
+        let result = self.engine.extend(&args.resource, &args.token, args.ttl).await;
+        tracing::debug!(rpc = "Extend", resource = %args.resource, outcome = ?result.as_ref().map(|_| ()).map_err(status::code));
+        Ok(Response::new(pb::ExtendResponse {
+            lock: Some(result?.into()),
+        }))
+    }
+
+    async fn release(
+        &self,
+        request: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let request = request.into_inner();
+        let lock = self.limits.lock_ref(request.resource, &request.token)?;
+        let result = self.engine.release(&lock.resource, &lock.token).await;
+        tracing::debug!(rpc = "Release", resource = %lock.resource, outcome = ?result.as_ref().map_err(status::code));
+        Ok(Response::new(pb::ReleaseResponse { was_held: result? }))
+    }
+
+    async fn validate(
+        &self,
+        request: Request<pb::ValidateRequest>,
+    ) -> Result<Response<pb::ValidateResponse>, Status> {
+        let request = request.into_inner();
+        let lock = self.limits.lock_ref(request.resource, &request.token)?;
+        let result = self.engine.validate(&lock.resource, &lock.token).await;
+        tracing::debug!(rpc = "Validate", resource = %lock.resource, outcome = ?result.as_ref().map(Option::is_some).map_err(status::code));
+        let validity = result?;
+        Ok(Response::new(pb::ValidateResponse {
+            held: validity.is_some(),
+            validity: validity.map(proto_duration),
+        }))
+    }
+
+    type HoldStream = HoldStream;
+
+    async fn hold(
+        &self,
+        _request: Request<Streaming<pb::HoldRequest>>,
+    ) -> Result<Response<Self::HoldStream>, Status> {
+        Err(Status::unimplemented("Hold sessions are not implemented yet"))
+    }
+}
+
+impl LockApi {
+    /// Acquires on a detached task (see [`Redlock::acquire_detached`]), giving
+    /// up in time to answer DEADLINE_EXCEEDED before the caller's deadline.
+    async fn acquire_until(
+        &self,
+        resource: String,
+        ttl: Duration,
+        wait: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, LockError> {
+        let Some(deadline) = deadline else {
+            return self.engine.acquire_detached(resource, ttl, wait).await;
+        };
+        let usable = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(DEADLINE_RESERVE);
+        let truncated = usable < wait;
+        let attempt = self.engine.acquire_detached(resource, ttl, wait.min(usable));
+        match tokio::time::timeout_at(deadline, attempt).await {
+            Ok(Ok(lock)) => Ok(lock),
+            // The wait was cut short by the deadline: that is why it failed.
+            Ok(Err(_)) if truncated => Err(LockError::DeadlineExceeded),
+            Ok(Err(error)) => Err(error),
+            // Dropping the detached attempt releases anything it still gets.
+            Err(_elapsed) => Err(LockError::DeadlineExceeded),
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Checking requests at the door: every field is validated here, with a
+//! message naming it, before anything reaches the engine (and so a master).
+
+use crate::config::RedlockConfig;
+use crate::pb;
+use crate::redlock::{Token, TokenError};
+use std::time::Duration;
+
+/// Longest accepted `owner` (it is only a label for logs).
+const MAX_OWNER_LEN: usize = 128;
+
+/// A request field that breaks a rule; becomes INVALID_ARGUMENT.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidRequest {
+    /// The offending field, as named in the proto.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> InvalidRequest {
+    InvalidRequest {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// The bounds requests are checked against, from the `redlock` configuration.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Shortest ttl accepted.
+    pub min_ttl: Duration,
+    /// Longest ttl accepted.
+    pub max_ttl: Duration,
+    /// Longest wait accepted.
+    pub max_wait: Duration,
+    /// Longest resource name, in bytes.
+    pub max_resource_len: usize,
+}
+
+impl From<&RedlockConfig> for Limits {
+    fn from(config: &RedlockConfig) -> Limits {
+        Limits {
+            min_ttl: config.min_ttl,
+            max_ttl: config.max_ttl,
+            max_wait: config.max_wait,
+            max_resource_len: config.max_resource_len,
+        }
+    }
+}
+
+/// A valid Acquire.
+#[derive(Debug, Clone)]
+pub struct AcquireArgs {
+    /// Non-empty, bounded, no control characters.
+    pub resource: String,
+    /// Within [min_ttl, max_ttl].
+    pub ttl: Duration,
+    /// Within [0, max_wait].
+    pub wait: Duration,
+    /// The caller's free-form label (may be empty).
+    pub owner: String,
+}
+
+/// A valid Extend.
+#[derive(Debug, Clone)]
+pub struct ExtendArgs {
+    /// As for Acquire.
+    pub resource: String,
+    /// Has the shape of a token this daemon issues.
+    pub token: Token,
+    /// Within [min_ttl, max_ttl].
+    pub ttl: Duration,
+}
+
+/// A valid Release or Validate: the lock's identity.
+#[derive(Debug, Clone)]
+pub struct LockRef {
+    /// As for Acquire.
+    pub resource: String,
+    /// Has the shape of a token this daemon issues.
+    pub token: Token,
+}
+
+impl Limits {
+    /// Checks an Acquire.
+    pub fn acquire(&self, request: pb::AcquireRequest) -> Result<AcquireArgs, InvalidRequest> {
+        if request.owner.len() > MAX_OWNER_LEN {
+            return Err(invalid("owner", format!("longer than {MAX_OWNER_LEN} bytes")));
+        }
+        if request.owner.chars().any(char::is_control) {
+            return Err(invalid("owner", "contains control characters"));
+        }
+        Ok(AcquireArgs {
+            ttl: self.ttl("ttl", request.ttl)?,
+            wait: self.wait(request.wait)?,
+            resource: self.resource(request.resource)?,
+            owner: request.owner,
+        })
+    }
+
+    /// Checks an Extend.
+    pub fn extend(&self, request: pb::ExtendRequest) -> Result<ExtendArgs, InvalidRequest> {
+        Ok(ExtendArgs {
+            ttl: self.ttl("ttl", request.ttl)?,
+            token: token(&request.token)?,
+            resource: self.resource(request.resource)?,
+        })
+    }
+
+    /// Checks a Release or Validate.
+    pub fn lock_ref(&self, resource: String, token_text: &str) -> Result<LockRef, InvalidRequest> {
+        Ok(LockRef {
+            token: token(token_text)?,
+            resource: self.resource(resource)?,
+        })
+    }
+
+    fn resource(&self, resource: String) -> Result<String, InvalidRequest> {
+        if resource.is_empty() {
+            return Err(invalid("resource", "must not be empty"));
+        }
+        if resource.len() > self.max_resource_len {
+            return Err(invalid(
+                "resource",
+                format!("longer than {} bytes", self.max_resource_len),
+            ));
+        }
+        if resource.chars().any(char::is_control) {
+            return Err(invalid("resource", "contains control characters"));
+        }
+        Ok(resource)
+    }
+
+    fn ttl(
+        &self,
+        field: &'static str,
+        ttl: Option<prost_types::Duration>,
+    ) -> Result<Duration, InvalidRequest> {
+        let ttl = duration(field, ttl.ok_or_else(|| invalid(field, "is required"))?)?;
+        if ttl < self.min_ttl || ttl > self.max_ttl {
+            return Err(invalid(
+                field,
+                format!(
+                    "{} is outside [{}, {}]",
+                    humantime::format_duration(ttl),
+                    humantime::format_duration(self.min_ttl),
+                    humantime::format_duration(self.max_ttl)
+                ),
+            ));
+        }
+        Ok(ttl)
+    }
+
+    fn wait(&self, wait: Option<prost_types::Duration>) -> Result<Duration, InvalidRequest> {
+        let wait = wait.map(|w| duration("wait", w)).transpose()?.unwrap_or_default();
+        if wait > self.max_wait {
+            return Err(invalid(
+                "wait",
+                format!(
+                    "{} is over max_wait {}",
+                    humantime::format_duration(wait),
+                    humantime::format_duration(self.max_wait)
+                ),
+            ));
+        }
+        Ok(wait)
+    }
+}
+
+fn duration(field: &'static str, value: prost_types::Duration) -> Result<Duration, InvalidRequest> {
+    if value.seconds < 0 || value.nanos < 0 {
+        return Err(invalid(field, "must not be negative"));
+    }
+    Duration::try_from(value).map_err(|e| invalid(field, e.to_string()))
+}
+
+fn token(text: &str) -> Result<Token, InvalidRequest> {
+    Token::parse(text).map_err(|e: TokenError| invalid("token", e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            min_ttl: Duration::from_millis(10),
+            max_ttl: Duration::from_secs(3600),
+            max_wait: Duration::from_secs(300),
+            max_resource_len: 8,
+        }
+    }
+
+    fn secs(seconds: i64, nanos: i32) -> Option<prost_types::Duration> {
+        Some(prost_types::Duration { seconds, nanos })
+    }
+
+    fn acquire(resource: &str, ttl: Option<prost_types::Duration>, wait: Option<prost_types::Duration>) -> Result<AcquireArgs, InvalidRequest> {
+        limits().acquire(pb::AcquireRequest {
+            resource: resource.into(),
+            ttl,
+            wait,
+            owner: String::new(),
+        })
+    }
+
+    fn field_of<T: std::fmt::Debug>(result: Result<T, InvalidRequest>) -> &'static str {
+        result.expect_err("must be rejected").field
+    }
+
+    /// Each rule names its field.
+    #[test]
+    fn acquire_rules_name_their_field() {
+        assert!(acquire("r", secs(1, 0), None).is_ok());
+        assert_eq!(field_of(acquire("", secs(1, 0), None)), "resource");
+        assert_eq!(field_of(acquire("123456789", secs(1, 0), None)), "resource");
+        assert_eq!(field_of(acquire("a\nb", secs(1, 0), None)), "resource");
+        assert_eq!(field_of(acquire("r", None, None)), "ttl");
+        assert_eq!(field_of(acquire("r", secs(0, 9_000_000), None)), "ttl");
+        assert_eq!(field_of(acquire("r", secs(3601, 0), None)), "ttl");
+        assert_eq!(field_of(acquire("r", secs(-1, 0), None)), "ttl");
+        assert_eq!(field_of(acquire("r", secs(1, 0), secs(-1, 0))), "wait");
+        assert_eq!(field_of(acquire("r", secs(1, 0), secs(0, -5))), "wait");
+        assert_eq!(field_of(acquire("r", secs(1, 0), secs(301, 0))), "wait");
+    }
+
+    /// Bounds are inclusive; the byte length, not the char count, is limited.
+    #[test]
+    fn bounds_are_inclusive() {
+        assert!(acquire("12345678", secs(0, 10_000_000), secs(300, 0)).is_ok());
+        assert!(acquire("r", secs(3600, 0), secs(0, 0)).is_ok());
+        assert_eq!(field_of(acquire("ééééé", secs(1, 0), None)), "resource");
+    }
+
+    /// Tokens are checked for shape before any master is asked.
+    #[test]
+    fn token_shape() {
+        let ok = "0123456789abcdef0123456789abcdef";
+        assert!(limits().lock_ref("r".into(), ok).is_ok());
+        assert_eq!(field_of(limits().lock_ref("r".into(), "")), "token");
+        assert_eq!(field_of(limits().lock_ref("r".into(), "nope")), "token");
+        assert_eq!(field_of(limits().lock_ref(String::new(), ok)), "resource");
+    }
+}

@@ -1,0 +1,51 @@
+//! The one place where an outcome becomes a gRPC status code, following the
+//! contract in `proto/redlock/v1/lock.proto`.
+
+use super::request::InvalidRequest;
+use crate::redlock::LockError;
+use tonic::{Code, Status};
+
+/// The status code for an engine outcome.
+pub fn code(error: &LockError) -> Code {
+    match error {
+        LockError::Contended(_) => Code::Aborted,
+        LockError::NotHeld(_) => Code::FailedPrecondition,
+        LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
+        LockError::DeadlineExceeded => Code::DeadlineExceeded,
+        LockError::Token(_) | LockError::Internal(_) => Code::Internal,
+    }
+}
+
+impl From<LockError> for Status {
+    fn from(error: LockError) -> Status {
+        Status::new(code(&error), error.to_string())
+    }
+}
+
+impl From<InvalidRequest> for Status {
+    fn from(error: InvalidRequest) -> Status {
+        Status::invalid_argument(error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redlock::{Quorum, Tally};
+
+    /// The contract's table, pinned.
+    #[test]
+    fn contract_codes() {
+        let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
+        assert_eq!(code(&LockError::Contended(tally)), Code::Aborted);
+        assert_eq!(code(&LockError::NotHeld(tally)), Code::FailedPrecondition);
+        assert_eq!(code(&LockError::NoQuorum(tally)), Code::Unavailable);
+        assert_eq!(code(&LockError::Expired(tally)), Code::Unavailable);
+        assert_eq!(code(&LockError::DeadlineExceeded), Code::DeadlineExceeded);
+        let invalid = InvalidRequest {
+            field: "ttl",
+            reason: "is required".into(),
+        };
+        assert_eq!(Status::from(invalid).code(), Code::InvalidArgument);
+    }
+}
