@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 /// How long start-up waits for the masters' first connections before
 /// serving anyway (a master that is down is retried in the background).
@@ -83,9 +83,12 @@ pub async fn run(
         "serving redlock.v1.LockService"
     );
     let served = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(LockServiceServer::new(api))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
+        // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
+        // client's delayed ACK hold a response back by ~40 ms, which the
+        // caller would wrongly count against the lock's validity.
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), shutdown)
         .await;
     join_all(nodes.iter().map(|n| n.close())).await;
     Ok(served?)

@@ -22,6 +22,9 @@ pub enum LockError {
     /// The caller's deadline passed before the operation completed.
     #[error("the caller's deadline passed")]
     DeadlineExceeded,
+    /// The caller went away while waiting; nothing was left locked.
+    #[error("the caller cancelled")]
+    Cancelled,
     /// A bug or a broken runtime (a task that died); never an expected outcome.
     #[error("internal error: {0}")]
     Internal(&'static str),

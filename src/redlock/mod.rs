@@ -15,6 +15,7 @@ pub mod keys;
 pub mod node;
 pub mod quorum;
 pub mod retry;
+pub mod round;
 pub mod token;
 pub mod validity;
 
@@ -26,7 +27,8 @@ pub use retry::RetryPolicy;
 pub use token::{Token, TokenError};
 
 use fence::FenceRead;
-use futures::future::{join_all, BoxFuture};
+use futures::future::join_all;
+use round::{Command, Reply, Subject};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,9 +75,6 @@ pub struct Redlock {
     settings: Settings,
 }
 
-/// One master's answer in a round, tagged with the master's index.
-type Answer<T> = (usize, Result<T, NodeError>);
-
 impl Redlock {
     /// An engine over `nodes`; the quorum is a majority of them.
     pub fn new(nodes: Vec<Arc<dyn Node>>, settings: Settings) -> Result<Redlock, NoMasters> {
@@ -106,15 +105,58 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock, LockError> {
-        let keys = LockKeys::new(&self.settings.key_prefix, resource);
-        let token = Token::generate()?;
+        self.acquire_until_stopped(resource, ttl, wait, std::future::pending())
+            .await
+    }
+
+    /// [`Redlock::acquire`] on a task of its own, so that dropping the returned
+    /// future (the caller cancelled, or its deadline passed) never leaves a
+    /// lock behind: the task stops retrying, and a grant that completes after
+    /// the caller has gone is released at once.
+    pub fn acquire_detached(
+        self: &Arc<Self>,
+        resource: String,
+        ttl: Duration,
+        wait: Duration,
+    ) -> impl std::future::Future<Output = Result<Lock, LockError>> + Send + 'static {
+        let engine = Arc::clone(self);
+        let (mut answer, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let result = engine
+                .acquire_until_stopped(&resource, ttl, wait, answer.closed())
+                .await;
+            if let Err(Ok(orphan)) = answer.send(result) {
+                tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
+                // Best effort: if this fails too, the lock expires with its ttl.
+                let _ = engine.release(&orphan.resource, &orphan.token).await;
+            }
+        });
+        async move {
+            answered.await.unwrap_or(Err(LockError::Internal(
+                "the acquisition task ended without an answer",
+            )))
+        }
+    }
+
+    /// The wait loop: attempts until a grant, until `wait` elapses, or until
+    /// `stop` completes. `stop` is only heeded between attempts: an attempt
+    /// always runs to its end, which cleans up after itself.
+    async fn acquire_until_stopped(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Lock, LockError> {
+        let subject = self.subject(resource, Token::generate()?);
         let give_up_at = Instant::now() + wait;
+        tokio::pin!(stop);
         loop {
-            let error = match self.attempt(&keys, &token, ttl).await {
+            let error = match self.attempt(&subject, ttl).await {
                 Ok((fence, validity)) => {
                     return Ok(Lock {
                         resource: resource.to_owned(),
-                        token,
+                        token: subject.token.clone(),
                         fence,
                         validity,
                     })
@@ -126,34 +168,10 @@ impl Redlock {
                 return Err(error);
             }
             let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// [`Redlock::acquire`] on a task of its own, so that dropping the returned
-    /// future (the caller cancelled, or its deadline passed) never leaves a
-    /// lock behind: a grant that completes after the caller has gone is
-    /// released at once.
-    pub fn acquire_detached(
-        self: &Arc<Self>,
-        resource: String,
-        ttl: Duration,
-        wait: Duration,
-    ) -> impl std::future::Future<Output = Result<Lock, LockError>> + Send + 'static {
-        let engine = Arc::clone(self);
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let result = engine.acquire(&resource, ttl, wait).await;
-            if let Err(Ok(orphan)) = answer.send(result) {
-                tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
-                // Best effort: if this fails too, the lock expires with its ttl.
-                let _ = engine.release(&orphan.resource, &orphan.token).await;
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = &mut stop => return Err(LockError::Cancelled),
             }
-        });
-        async move {
-            answered
-                .await
-                .unwrap_or(Err(LockError::Internal("the acquisition task ended without an answer")))
         }
     }
 
@@ -162,27 +180,24 @@ impl Redlock {
     /// returning.
     async fn attempt(
         &self,
-        keys: &LockKeys,
-        token: &Token,
+        subject: &Arc<Subject>,
         ttl: Duration,
     ) -> Result<(u64, Duration), LockError> {
         let start = Instant::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let votes = self
-            .round(
-                self.all(),
-                |node| node.acquire(keys, token, ttl),
-                |index, vote, tally| match vote {
-                    AcquireVote::Granted(read) => {
+            .round(subject, self.all(), Command::Acquire { ttl }, |index, reply, tally| {
+                match reply {
+                    Reply::Acquire(AcquireVote::Granted(read)) => {
                         tally.yes += 1;
                         granted.push((index, read));
                     }
-                    AcquireVote::Refused { .. } => tally.no += 1,
-                },
-            )
+                    _ => tally.no += 1,
+                }
+            })
             .await;
         if votes.decision() != Decision::Reached {
-            self.release_everywhere(keys, token).await;
+            self.release_everywhere(subject).await;
             return Err(if votes.refused_by_majority() {
                 LockError::Contended(votes)
             } else {
@@ -191,25 +206,22 @@ impl Redlock {
         }
 
         let fence = fence::next_fence(granted.iter().map(|&(_, read)| read));
-        let fence_ttl = self.settings.fence_ttl;
+        let commit = Command::CommitFence {
+            fence,
+            fence_ttl: self.settings.fence_ttl,
+        };
+        let granting = granted.iter().map(|&(index, _)| index);
         let commits = self
-            .round(
-                granted.iter().map(|&(index, _)| index),
-                |node| node.commit_fence(keys, token, fence, fence_ttl),
-                |_, committed, tally| {
-                    if committed {
-                        tally.yes += 1
-                    } else {
-                        tally.no += 1
-                    }
-                },
-            )
+            .round(subject, granting, commit, |_, reply, tally| match reply {
+                Reply::Committed(true) => tally.yes += 1,
+                _ => tally.no += 1,
+            })
             .await;
         let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
-                self.release_everywhere(keys, token).await;
+                self.release_everywhere(subject).await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
                     _ => LockError::NoQuorum(commits),
@@ -226,22 +238,21 @@ impl Redlock {
         token: &Token,
         ttl: Duration,
     ) -> Result<Lock, LockError> {
-        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let subject = self.subject(resource, token.clone());
         let start = Instant::now();
-        let fence_ttl = self.settings.fence_ttl;
+        let command = Command::Extend {
+            ttl,
+            fence_ttl: self.settings.fence_ttl,
+        };
         let mut fence = None;
         let votes = self
-            .round(
-                self.all(),
-                |node| node.extend(&keys, token, ttl, fence_ttl),
-                |_, vote, tally| match vote {
-                    ExtendVote::Extended { fence: seen } => {
-                        tally.yes += 1;
-                        fence = fence.max(seen);
-                    }
-                    ExtendVote::NotHeld => tally.no += 1,
-                },
-            )
+            .round(&subject, self.all(), command, |_, reply, tally| match reply {
+                Reply::Extend(ExtendVote::Extended { fence: seen }) => {
+                    tally.yes += 1;
+                    fence = fence.max(seen);
+                }
+                _ => tally.no += 1,
+            })
             .await;
         match votes.decision() {
             Decision::Reached => {
@@ -265,8 +276,9 @@ impl Redlock {
     /// whether it was still held on a majority; an error when too few masters
     /// answered to tell (the release was still sent to all of them).
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        let keys = LockKeys::new(&self.settings.key_prefix, resource);
-        let tally = self.release_everywhere(&keys, token).await;
+        let tally = self
+            .release_everywhere(&self.subject(resource, token.clone()))
+            .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
             _ if tally.refused_by_majority() => Ok(false),
@@ -282,21 +294,17 @@ impl Redlock {
         resource: &str,
         token: &Token,
     ) -> Result<Option<Duration>, LockError> {
-        let keys = LockKeys::new(&self.settings.key_prefix, resource);
+        let subject = self.subject(resource, token.clone());
         let start = Instant::now();
         let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
         let votes = self
-            .round(
-                self.all(),
-                |node| node.check(&keys, token),
-                |_, held, tally| match held {
-                    Some(pttl) => {
-                        tally.yes += 1;
-                        remaining.push(pttl);
-                    }
-                    None => tally.no += 1,
-                },
-            )
+            .round(&subject, self.all(), Command::Check, |_, reply, tally| match reply {
+                Reply::Held(Some(pttl)) => {
+                    tally.yes += 1;
+                    remaining.push(pttl);
+                }
+                _ => tally.no += 1,
+            })
             .await;
         match votes.decision() {
             Decision::Reached => {
@@ -317,41 +325,39 @@ impl Redlock {
     }
 
     /// Sends a compare-and-delete to every master and waits for all of them
-    /// (each bounded by `node_timeout`), so nothing of this token is left on
-    /// a master that answered.
-    async fn release_everywhere(&self, keys: &LockKeys, token: &Token) -> Tally {
-        let answers = join_all(self.all().map(|index| self.call(index, |n| n.release(keys, token)))).await;
+    /// (each bounded by `node_timeout`), so that when it returns nothing of
+    /// this token is left on a master that answered.
+    async fn release_everywhere(&self, subject: &Arc<Subject>) -> Tally {
+        let replies = join_all(self.all().map(|index| self.dispatch(index, subject, Command::Release))).await;
         let mut tally = Tally::new(self.quorum);
-        for (index, answer) in answers {
-            match answer {
-                Ok(true) => tally.yes += 1,
-                Ok(false) => tally.no += 1,
-                Err(error) => self.count_failure(index, "release", &error, &mut tally),
+        for (index, reply) in replies {
+            match reply {
+                Ok(Reply::Released(true)) => tally.yes += 1,
+                Ok(_) => tally.no += 1,
+                Err(error) => self.count_failure(index, &error, &mut tally),
             }
         }
         tally
     }
 
-    /// Runs `command` on the masters `targets` concurrently, feeding each
-    /// answer to `on_answer` until the round is decided; stragglers are not
-    /// waited for. Failures are counted here.
-    async fn round<'a, T: 'a, C, A>(
-        &'a self,
+    /// Sends `command` to the masters `targets` at once, feeding each reply to
+    /// `on_answer` until the round is decided. Stragglers are not waited for,
+    /// but not cancelled either (see [`round`]). Failures are counted here.
+    async fn round(
+        &self,
+        subject: &Arc<Subject>,
         targets: impl Iterator<Item = usize>,
-        command: C,
-        mut on_answer: A,
-    ) -> Tally
-    where
-        C: Fn(&'a dyn Node) -> BoxFuture<'a, Result<T, NodeError>>,
-        A: FnMut(usize, T, &mut Tally),
-    {
-        let mut pending: FuturesUnordered<_> =
-            targets.map(|index| self.call(index, &command)).collect();
+        command: Command,
+        mut on_answer: impl FnMut(usize, Reply, &mut Tally),
+    ) -> Tally {
+        let mut pending: FuturesUnordered<_> = targets
+            .map(|index| self.dispatch(index, subject, command))
+            .collect();
         let mut tally = Tally::new(self.quorum);
-        while let Some((index, answer)) = pending.next().await {
-            match answer {
-                Ok(value) => on_answer(index, value, &mut tally),
-                Err(error) => self.count_failure(index, "command", &error, &mut tally),
+        while let Some((index, reply)) = pending.next().await {
+            match reply {
+                Ok(reply) => on_answer(index, reply, &mut tally),
+                Err(error) => self.count_failure(index, &error, &mut tally),
             }
             if tally.decision() != Decision::Pending {
                 break;
@@ -360,28 +366,40 @@ impl Redlock {
         tally
     }
 
-    /// One command to one master, bounded by `node_timeout`.
-    fn call<'a, T>(
-        &'a self,
+    /// Runs one command against one master on its own task, bounded by
+    /// `node_timeout`. Dropping the returned future detaches the task.
+    fn dispatch(
+        &self,
         index: usize,
-        command: impl FnOnce(&'a dyn Node) -> BoxFuture<'a, Result<T, NodeError>>,
-    ) -> impl std::future::Future<Output = Answer<T>> + 'a
-    where
-        T: 'a,
-    {
-        let future = command(self.nodes[index].as_ref());
+        subject: &Arc<Subject>,
+        command: Command,
+    ) -> impl std::future::Future<Output = (usize, Result<Reply, NodeError>)> + Send + 'static {
+        let node = Arc::clone(&self.nodes[index]);
+        let subject = Arc::clone(subject);
         let timeout = self.settings.node_timeout;
-        async move {
-            let answer = tokio::time::timeout(timeout, future)
+        let task = tokio::spawn(async move {
+            tokio::time::timeout(timeout, command.send(node.as_ref(), &subject))
                 .await
-                .unwrap_or(Err(NodeError::Timeout));
-            (index, answer)
+                .unwrap_or(Err(NodeError::Timeout))
+        });
+        async move {
+            let reply = task
+                .await
+                .unwrap_or_else(|e| Err(NodeError::Protocol(format!("command task failed: {e}"))));
+            (index, reply)
         }
     }
 
-    fn count_failure(&self, index: usize, what: &str, error: &NodeError, tally: &mut Tally) {
+    fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
+        Arc::new(Subject {
+            keys: LockKeys::new(&self.settings.key_prefix, resource),
+            token,
+        })
+    }
+
+    fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {
         tally.failed += 1;
-        tracing::debug!(node = self.nodes[index].name(), what, %error, "master did not answer");
+        tracing::debug!(node = self.nodes[index].name(), %error, "master did not answer");
     }
 
     fn all(&self) -> std::ops::Range<usize> {

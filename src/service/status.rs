@@ -12,6 +12,7 @@ pub fn code(error: &LockError) -> Code {
         LockError::NotHeld(_) => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,
+        LockError::Cancelled => Code::Cancelled,
         LockError::Token(_) | LockError::Internal(_) => Code::Internal,
     }
 }
