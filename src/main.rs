@@ -142,7 +142,9 @@ fn print_dev_help(config: &Config) {
         "\nredlockd --dev is serving on {addr} with {} local masters. Try:\n\n  \
          grpcurl -plaintext -import-path proto -proto redlock/v1/lock.proto \\\n    \
          -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}' {addr} redlock.v1.LockService/Acquire\n\n\
+         masters: {}\n\
          Stop with Ctrl-C.\n",
-        config.redlock.nodes.len()
+        config.redlock.nodes.len(),
+        config.redlock.nodes.join(" ")
     );
 }

@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::node::scripts::Scripts;
 use crate::node::{FredNode, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
-use crate::redlock::{Node, NoMasters, Redlock, RetryPolicy, Settings};
+use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::{request::Limits, LockApi};
 use futures::future::join_all;
 use std::future::Future;
@@ -49,21 +49,31 @@ pub fn engine_settings(config: &Config) -> Settings {
 
 /// Connects to the configured masters and returns the engine over them,
 /// plus the nodes themselves (to close them at shutdown).
-pub async fn build_engine(config: &Config) -> Result<(Arc<Redlock>, Vec<Arc<FredNode>>), ServeError> {
+pub async fn build_engine(
+    config: &Config,
+) -> Result<(Arc<Redlock>, Vec<Arc<FredNode>>), ServeError> {
     let scripts = Arc::new(Scripts::new());
     let nodes = config
         .redlock
         .nodes
         .iter()
-        .map(|url| FredNode::connect(url, config.redlock.node_timeout, scripts.clone()).map(Arc::new))
+        .map(|url| {
+            FredNode::connect(url, config.redlock.node_timeout, scripts.clone()).map(Arc::new)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
     for (node, up) in nodes.iter().zip(connected) {
         if !up {
-            tracing::warn!(node = node.name(), "master not reachable at start-up; retrying in the background");
+            tracing::warn!(
+                node = node.name(),
+                "master not reachable at start-up; retrying in the background"
+            );
         }
     }
-    let as_nodes = nodes.iter().map(|n| Arc::clone(n) as Arc<dyn Node>).collect();
+    let as_nodes = nodes
+        .iter()
+        .map(|n| Arc::clone(n) as Arc<dyn Node>)
+        .collect();
     let engine = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
     Ok((engine, nodes))
 }
@@ -88,7 +98,10 @@ pub async fn run(
         // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
         // client's delayed ACK hold a response back by ~40 ms, which the
         // caller would wrongly count against the lock's validity.
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), shutdown)
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
         .await;
     join_all(nodes.iter().map(|n| n.close())).await;
     Ok(served?)

@@ -12,7 +12,11 @@ against_both_servers!(every_invalid_case_is_rejected_before_the_masters);
 
 const GOOD_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-fn acquire_req(resource: &str, ttl: Option<prost_types::Duration>, wait: Option<prost_types::Duration>) -> pb::AcquireRequest {
+fn acquire_req(
+    resource: &str,
+    ttl: Option<prost_types::Duration>,
+    wait: Option<prost_types::Duration>,
+) -> pb::AcquireRequest {
     pb::AcquireRequest {
         resource: resource.into(),
         ttl,
@@ -50,20 +54,63 @@ async fn every_invalid_case_is_rejected_before_the_masters(flavor: Flavor) {
     for (field, request) in acquires {
         let status = c.acquire(request).await.expect_err("invalid");
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert!(status.message().starts_with(field), "{field}: {}", status.message());
+        assert!(
+            status.message().starts_with(field),
+            "{field}: {}",
+            status.message()
+        );
     }
 
     let extends = [
-        ("token", pb::ExtendRequest { resource: "r".into(), token: String::new(), ttl: ms(1_000) }),
-        ("token", pb::ExtendRequest { resource: "r".into(), token: "not-a-token".into(), ttl: ms(1_000) }),
-        ("ttl", pb::ExtendRequest { resource: "r".into(), token: GOOD_TOKEN.into(), ttl: None }),
-        ("ttl", pb::ExtendRequest { resource: "r".into(), token: GOOD_TOKEN.into(), ttl: ms(1) }),
-        ("resource", pb::ExtendRequest { resource: String::new(), token: GOOD_TOKEN.into(), ttl: ms(1_000) }),
+        (
+            "token",
+            pb::ExtendRequest {
+                resource: "r".into(),
+                token: String::new(),
+                ttl: ms(1_000),
+            },
+        ),
+        (
+            "token",
+            pb::ExtendRequest {
+                resource: "r".into(),
+                token: "not-a-token".into(),
+                ttl: ms(1_000),
+            },
+        ),
+        (
+            "ttl",
+            pb::ExtendRequest {
+                resource: "r".into(),
+                token: GOOD_TOKEN.into(),
+                ttl: None,
+            },
+        ),
+        (
+            "ttl",
+            pb::ExtendRequest {
+                resource: "r".into(),
+                token: GOOD_TOKEN.into(),
+                ttl: ms(1),
+            },
+        ),
+        (
+            "resource",
+            pb::ExtendRequest {
+                resource: String::new(),
+                token: GOOD_TOKEN.into(),
+                ttl: ms(1_000),
+            },
+        ),
     ];
     for (field, request) in extends {
         let status = c.extend(request).await.expect_err("invalid");
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert!(status.message().starts_with(field), "{field}: {}", status.message());
+        assert!(
+            status.message().starts_with(field),
+            "{field}: {}",
+            status.message()
+        );
     }
 
     for (field, resource, token) in [
@@ -73,20 +120,34 @@ async fn every_invalid_case_is_rejected_before_the_masters(flavor: Flavor) {
         ("resource", long.as_str(), GOOD_TOKEN),
     ] {
         let status = c
-            .release(pb::ReleaseRequest { resource: resource.into(), token: token.into() })
+            .release(pb::ReleaseRequest {
+                resource: resource.into(),
+                token: token.into(),
+            })
             .await
             .expect_err("invalid");
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert!(status.message().starts_with(field), "{field}: {}", status.message());
+        assert!(
+            status.message().starts_with(field),
+            "{field}: {}",
+            status.message()
+        );
         let status = c
-            .validate(pb::ValidateRequest { resource: resource.into(), token: token.into() })
+            .validate(pb::ValidateRequest {
+                resource: resource.into(),
+                token: token.into(),
+            })
             .await
             .expect_err("invalid");
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     }
 
     for (i, count) in before.into_iter().enumerate() {
-        assert_eq!(h.lock_commands(i).await, count, "master {i} received a lock command");
+        assert_eq!(
+            h.lock_commands(i).await,
+            count,
+            "master {i} received a lock command"
+        );
     }
     // The counter does move for a valid request: the check above can fail.
     acquire(&mut c, "r", 1_000, 0).await.expect("valid");

@@ -20,17 +20,25 @@ against_both_servers!(
 async fn grant_is_on_a_majority_and_validity_is_honest(flavor: Flavor) {
     let h = Harness::start(flavor).await;
     let mut c = h.client().await;
-    let lock = acquire(&mut c, "life", 300, 0).await.expect("free resource is granted");
+    let lock = acquire(&mut c, "life", 300, 0)
+        .await
+        .expect("free resource is granted");
     let answered = Instant::now();
     let validity = std_duration(lock.validity);
-    assert!(validity > Duration::ZERO && validity < Duration::from_millis(300), "{validity:?}");
+    assert!(
+        validity > Duration::ZERO && validity < Duration::from_millis(300),
+        "{validity:?}"
+    );
     assert!(lock.fence > 0);
     assert_eq!(lock.token.len(), 32);
     assert!(h.holders("life", &lock.token).await >= 3);
 
     let v = validate(&mut c, &lock).await.expect("validate");
     assert!(v.held);
-    assert!(std_duration(v.validity) < Duration::from_millis(300), "{v:?}");
+    assert!(
+        std_duration(v.validity) < Duration::from_millis(300),
+        "{v:?}"
+    );
 
     // Watch the masters until a majority no longer holds the token.
     eventually(Duration::from_secs(5), "the lock expires", || async {
@@ -68,31 +76,43 @@ async fn extend_after_expiry_fails(flavor: Flavor) {
 async fn wrong_token_and_double_release(flavor: Flavor) {
     let h = Harness::start(flavor).await;
     let mut c = h.client().await;
-    let lock = acquire(&mut c, "guarded", 10_000, 0).await.expect("granted");
+    let lock = acquire(&mut c, "guarded", 10_000, 0)
+        .await
+        .expect("granted");
     let mut impostor = lock.clone();
     impostor.token = "0123456789abcdef0123456789abcdef".into();
     assert!(!release(&mut c, &impostor).await.expect("release"));
     assert!(!validate(&mut c, &impostor).await.expect("validate").held);
-    eventually(Duration::from_secs(2), "the lock is untouched on all 5", || async {
-        h.holders("guarded", &lock.token).await == 5
-    })
+    eventually(
+        Duration::from_secs(2),
+        "the lock is untouched on all 5",
+        || async { h.holders("guarded", &lock.token).await == 5 },
+    )
     .await;
     assert!(validate(&mut c, &lock).await.expect("validate").held);
-    let status = acquire(&mut c, "guarded", 1_000, 0).await.expect_err("still held");
+    let status = acquire(&mut c, "guarded", 1_000, 0)
+        .await
+        .expect_err("still held");
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
 
     assert!(release(&mut c, &lock).await.expect("release"));
     assert!(!release(&mut c, &lock).await.expect("second release"));
     assert!(h.keys("redlock:lock:guarded").await.is_empty());
-    acquire(&mut c, "guarded", 1_000, 0).await.expect("free again");
+    acquire(&mut c, "guarded", 1_000, 0)
+        .await
+        .expect("free again");
 }
 
 /// Extend resets the masters' expiry to the new ttl and keeps the fence.
 async fn extend_keeps_fence_and_resets_ttl(flavor: Flavor) {
     let h = Harness::start(flavor).await;
     let mut c = h.client().await;
-    let lock = acquire(&mut c, "long-job", 5_000, 0).await.expect("granted");
-    let extended = extend(&mut c, &lock, 60_000).await.expect("held, so extendable");
+    let lock = acquire(&mut c, "long-job", 5_000, 0)
+        .await
+        .expect("granted");
+    let extended = extend(&mut c, &lock, 60_000)
+        .await
+        .expect("held, so extendable");
     assert_eq!(extended.fence, lock.fence);
     assert_eq!(extended.token, lock.token);
     assert!(std_duration(extended.validity) > Duration::from_secs(50));
@@ -107,8 +127,10 @@ async fn extend_keeps_fence_and_resets_ttl(flavor: Flavor) {
         n
     };
     assert!(extended_on().await >= 3);
-    eventually(Duration::from_secs(2), "every master is extended", || async {
-        extended_on().await == 5
-    })
+    eventually(
+        Duration::from_secs(2),
+        "every master is extended",
+        || async { extended_on().await == 5 },
+    )
     .await;
 }

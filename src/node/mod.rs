@@ -47,6 +47,10 @@ pub struct FredNode {
     scripts: Arc<Scripts>,
     /// Whether the master has `DELIFEQ`, refreshed at every (re)connection.
     delifeq: Arc<AtomicBool>,
+    /// Set when fred reports the connection lost, cleared when it is back.
+    /// fred keeps its state "connected" until its first reconnection attempt
+    /// fails, and queues commands meanwhile; this flag makes them fail at once.
+    down: Arc<AtomicBool>,
 }
 
 impl FredNode {
@@ -63,7 +67,10 @@ impl FredNode {
             name: name.clone(),
             reason: e.details().to_owned(),
         })?;
-        config.fail_fast = true;
+        // Client-level fail-fast would also give up on the *first* connection
+        // (a master down at start-up would never be retried); commands get
+        // fail-fast through their own options instead.
+        config.fail_fast = false;
         let mut builder = Builder::from_config(config);
         builder
             .with_connection_config(|c| {
@@ -93,6 +100,7 @@ impl FredNode {
             command,
             scripts,
             delifeq: Arc::new(AtomicBool::new(false)),
+            down: Arc::new(AtomicBool::new(false)),
         };
         node.client.connect();
         node.watch_server();
@@ -119,9 +127,22 @@ impl FredNode {
         let delifeq = self.delifeq.clone();
         let name = self.name.clone();
         let mut reconnects = self.client.reconnect_rx();
+        let down = self.down.clone();
+        let mut errors = self.client.error_rx();
+        let name_for_errors = self.name.clone();
+        let down_on_error = self.down.clone();
+        tokio::spawn(async move {
+            // Connection-level errors only (fred does not broadcast command errors).
+            while let Ok((error, _)) = errors.recv().await {
+                if !down_on_error.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(node = %name_for_errors, %error, "master connection lost");
+                }
+            }
+        });
         tokio::spawn(async move {
             loop {
                 if client.wait_for_connect().await.is_ok() {
+                    down.store(false, Ordering::Relaxed);
                     match client.info::<String>(Some(InfoKind::Server)).await {
                         Ok(text) => match ServerInfo::parse(&text) {
                             Some(info) => {
@@ -147,7 +168,12 @@ impl FredNode {
     }
 
     /// EVALSHA, falling back to EVAL once if the master lost its script cache.
-    async fn eval(&self, script: &Script, keys: &[&str], args: Vec<Value>) -> Result<Value, NodeError> {
+    async fn eval(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: Vec<Value>,
+    ) -> Result<Value, NodeError> {
         let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
         argv.push(script.sha.as_str().into());
         argv.push(Value::Integer(keys.len() as i64));
@@ -163,6 +189,11 @@ impl FredNode {
     }
 
     async fn custom(&self, command: &'static str, args: Vec<Value>) -> Result<Value, NodeError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(NodeError::Unavailable(
+                "connection lost; reconnecting".into(),
+            ));
+        }
         let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
         self.command
             .custom::<Value, Value>(cmd, args)
@@ -194,7 +225,9 @@ impl Node for FredNode {
                     now_micros: unsigned(now)?,
                 })),
                 [_, pttl] => Ok(AcquireVote::Refused {
-                    holder_ttl: u64::try_from(integer(pttl)?).ok().map(Duration::from_millis),
+                    holder_ttl: u64::try_from(integer(pttl)?)
+                        .ok()
+                        .map(Duration::from_millis),
                 }),
                 other => Err(NodeError::Protocol(format!("acquire: {other:?}"))),
             }
@@ -258,7 +291,8 @@ impl Node for FredNode {
                 self.custom("DELIFEQ", args).await?
             } else {
                 let args = vec![token.expose().into()];
-                self.eval(&self.scripts.release, &[&keys.lock], args).await?
+                self.eval(&self.scripts.release, &[&keys.lock], args)
+                    .await?
             };
             Ok(integer(&reply)? == 1)
         }
@@ -307,7 +341,9 @@ fn node_error(error: fred::error::Error) -> NodeError {
 fn array(value: Value) -> Result<Vec<Value>, NodeError> {
     match value {
         Value::Array(fields) => Ok(fields),
-        other => Err(NodeError::Protocol(format!("expected an array, got {other:?}"))),
+        other => Err(NodeError::Protocol(format!(
+            "expected an array, got {other:?}"
+        ))),
     }
 }
 
@@ -334,7 +370,10 @@ mod tests {
     #[test]
     fn names_hide_credentials() {
         assert_eq!(node_name("redis://127.0.0.1:6379"), "127.0.0.1:6379");
-        assert_eq!(node_name("rediss://user:secret@db.example:6380/0"), "db.example:6380");
+        assert_eq!(
+            node_name("rediss://user:secret@db.example:6380/0"),
+            "db.example:6380"
+        );
         assert_eq!(node_name("redis://:p@ss@h:1"), "h:1");
     }
 }

@@ -49,9 +49,7 @@ pub struct FenceRead {
 /// and no lower than the latest wall clock among them.
 pub fn next_fence(reads: impl IntoIterator<Item = FenceRead>) -> u64 {
     reads.into_iter().fold(1, |fence, read| {
-        fence
-            .max(read.max.saturating_add(1))
-            .max(read.now_micros)
+        fence.max(read.max.saturating_add(1)).max(read.now_micros)
     })
 }
 

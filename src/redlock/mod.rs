@@ -16,6 +16,8 @@ pub mod node;
 pub mod quorum;
 pub mod retry;
 pub mod round;
+#[cfg(test)]
+mod tests;
 pub mod token;
 pub mod validity;
 
@@ -28,8 +30,8 @@ pub use token::{Token, TokenError};
 
 use fence::FenceRead;
 use futures::future::join_all;
-use round::{Command, Reply, Subject};
 use futures::stream::{FuturesUnordered, StreamExt};
+use round::{Command, Reply, Subject};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -186,15 +188,18 @@ impl Redlock {
         let start = Instant::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let votes = self
-            .round(subject, self.all(), Command::Acquire { ttl }, |index, reply, tally| {
-                match reply {
+            .round(
+                subject,
+                self.all(),
+                Command::Acquire { ttl },
+                |index, reply, tally| match reply {
                     Reply::Acquire(AcquireVote::Granted(read)) => {
                         tally.yes += 1;
                         granted.push((index, read));
                     }
                     _ => tally.no += 1,
-                }
-            })
+                },
+            )
             .await;
         if votes.decision() != Decision::Reached {
             self.release_everywhere(subject).await;
@@ -246,13 +251,18 @@ impl Redlock {
         };
         let mut fence = None;
         let votes = self
-            .round(&subject, self.all(), command, |_, reply, tally| match reply {
-                Reply::Extend(ExtendVote::Extended { fence: seen }) => {
-                    tally.yes += 1;
-                    fence = fence.max(seen);
-                }
-                _ => tally.no += 1,
-            })
+            .round(
+                &subject,
+                self.all(),
+                command,
+                |_, reply, tally| match reply {
+                    Reply::Extend(ExtendVote::Extended { fence: seen }) => {
+                        tally.yes += 1;
+                        fence = fence.max(seen);
+                    }
+                    _ => tally.no += 1,
+                },
+            )
             .await;
         match votes.decision() {
             Decision::Reached => {
@@ -298,13 +308,18 @@ impl Redlock {
         let start = Instant::now();
         let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
         let votes = self
-            .round(&subject, self.all(), Command::Check, |_, reply, tally| match reply {
-                Reply::Held(Some(pttl)) => {
-                    tally.yes += 1;
-                    remaining.push(pttl);
-                }
-                _ => tally.no += 1,
-            })
+            .round(
+                &subject,
+                self.all(),
+                Command::Check,
+                |_, reply, tally| match reply {
+                    Reply::Held(Some(pttl)) => {
+                        tally.yes += 1;
+                        remaining.push(pttl);
+                    }
+                    _ => tally.no += 1,
+                },
+            )
             .await;
         match votes.decision() {
             Decision::Reached => {
@@ -328,7 +343,11 @@ impl Redlock {
     /// (each bounded by `node_timeout`), so that when it returns nothing of
     /// this token is left on a master that answered.
     async fn release_everywhere(&self, subject: &Arc<Subject>) -> Tally {
-        let replies = join_all(self.all().map(|index| self.dispatch(index, subject, Command::Release))).await;
+        let replies = join_all(
+            self.all()
+                .map(|index| self.dispatch(index, subject, Command::Release)),
+        )
+        .await;
         let mut tally = Tally::new(self.quorum);
         for (index, reply) in replies {
             match reply {

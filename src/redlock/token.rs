@@ -45,7 +45,9 @@ impl Token {
             return Err(TokenError::Empty);
         }
         let well_formed = text.len() == TOKEN_BYTES * 2
-            && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if well_formed {
             Ok(Token(text.to_owned()))
         } else {

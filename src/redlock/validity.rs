@@ -15,8 +15,8 @@ pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
     // `drift_factor` is validated to be finite and in [0, 0.5) at start-up;
     // `try_from_secs_f64` still guards against anything else.
-    let proportional = Duration::try_from_secs_f64(ttl.as_secs_f64() * drift_factor)
-        .unwrap_or(Duration::MAX);
+    let proportional =
+        Duration::try_from_secs_f64(ttl.as_secs_f64() * drift_factor).unwrap_or(Duration::MAX);
     proportional.saturating_add(DRIFT_FLOOR)
 }
 

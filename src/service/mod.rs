@@ -64,7 +64,9 @@ impl LockService for LockApi {
         let deadline = deadline::caller_deadline(request.metadata());
         let args = self.limits.acquire(request.into_inner())?;
         let started = Instant::now();
-        let result = self.acquire_until(args.resource.clone(), args.ttl, args.wait, deadline).await;
+        let result = self
+            .acquire_until(args.resource.clone(), args.ttl, args.wait, deadline)
+            .await;
         tracing::debug!(rpc = "Acquire", resource = %args.resource, owner = %args.owner,
             outcome = ?result.as_ref().map(|_| ()).map_err(status::code), elapsed = ?started.elapsed());
         Ok(Response::new(pb::AcquireResponse {
@@ -77,7 +79,10 @@ impl LockService for LockApi {
         request: Request<pb::ExtendRequest>,
     ) -> Result<Response<pb::ExtendResponse>, Status> {
         let args = self.limits.extend(request.into_inner())?;
-        let result = self.engine.extend(&args.resource, &args.token, args.ttl).await;
+        let result = self
+            .engine
+            .extend(&args.resource, &args.token, args.ttl)
+            .await;
         tracing::debug!(rpc = "Extend", resource = %args.resource, outcome = ?result.as_ref().map(|_| ()).map_err(status::code));
         Ok(Response::new(pb::ExtendResponse {
             lock: Some(result?.into()),
@@ -116,7 +121,9 @@ impl LockService for LockApi {
         &self,
         _request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<Self::HoldStream>, Status> {
-        Err(Status::unimplemented("Hold sessions are not implemented yet"))
+        Err(Status::unimplemented(
+            "Hold sessions are not implemented yet",
+        ))
     }
 }
 
@@ -137,7 +144,9 @@ impl LockApi {
             .saturating_duration_since(Instant::now())
             .saturating_sub(DEADLINE_RESERVE);
         let truncated = usable < wait;
-        let attempt = self.engine.acquire_detached(resource, ttl, wait.min(usable));
+        let attempt = self
+            .engine
+            .acquire_detached(resource, ttl, wait.min(usable));
         match tokio::time::timeout_at(deadline, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             // The wait was cut short by the deadline: that is why it failed.

@@ -87,7 +87,10 @@ impl Limits {
     /// Checks an Acquire.
     pub fn acquire(&self, request: pb::AcquireRequest) -> Result<AcquireArgs, InvalidRequest> {
         if request.owner.len() > MAX_OWNER_LEN {
-            return Err(invalid("owner", format!("longer than {MAX_OWNER_LEN} bytes")));
+            return Err(invalid(
+                "owner",
+                format!("longer than {MAX_OWNER_LEN} bytes"),
+            ));
         }
         if request.owner.chars().any(char::is_control) {
             return Err(invalid("owner", "contains control characters"));
@@ -154,7 +157,10 @@ impl Limits {
     }
 
     fn wait(&self, wait: Option<prost_types::Duration>) -> Result<Duration, InvalidRequest> {
-        let wait = wait.map(|w| duration("wait", w)).transpose()?.unwrap_or_default();
+        let wait = wait
+            .map(|w| duration("wait", w))
+            .transpose()?
+            .unwrap_or_default();
         if wait > self.max_wait {
             return Err(invalid(
                 "wait",
@@ -197,7 +203,11 @@ mod tests {
         Some(prost_types::Duration { seconds, nanos })
     }
 
-    fn acquire(resource: &str, ttl: Option<prost_types::Duration>, wait: Option<prost_types::Duration>) -> Result<AcquireArgs, InvalidRequest> {
+    fn acquire(
+        resource: &str,
+        ttl: Option<prost_types::Duration>,
+        wait: Option<prost_types::Duration>,
+    ) -> Result<AcquireArgs, InvalidRequest> {
         limits().acquire(pb::AcquireRequest {
             resource: resource.into(),
             ttl,

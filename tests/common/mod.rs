@@ -17,7 +17,6 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
-
 /// A gRPC client of one daemon.
 pub type LockClient = LockServiceClient<Channel>;
 
@@ -181,7 +180,9 @@ impl Harness {
     pub async fn holders(&self, resource: &str, token: &str) -> usize {
         let mut n = 0;
         for i in 0..self.masters.len() {
-            if self.masters.is_running(i) && self.lock_value(i, resource).await.as_deref() == Some(token) {
+            if self.masters.is_running(i)
+                && self.lock_value(i, resource).await.as_deref() == Some(token)
+            {
                 n += 1;
             }
         }
@@ -213,7 +214,8 @@ pub fn ms(ms: u64) -> Option<prost_types::Duration> {
 
 /// A std duration from an optional protobuf one (zero when absent).
 pub fn std_duration(d: Option<prost_types::Duration>) -> Duration {
-    d.and_then(|d| Duration::try_from(d).ok()).unwrap_or_default()
+    d.and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
 }
 
 /// Acquire `resource` for `ttl_ms`, waiting up to `wait_ms`.
@@ -231,7 +233,10 @@ pub async fn acquire(
             owner: "test".into(),
         })
         .await?;
-    Ok(response.into_inner().lock.expect("a granted Acquire carries the lock"))
+    Ok(response
+        .into_inner()
+        .lock
+        .expect("a granted Acquire carries the lock"))
 }
 
 /// Release `lock`; returns `was_held`.
@@ -247,7 +252,10 @@ pub async fn release(client: &mut LockClient, lock: &pb::Lock) -> Result<bool, t
 }
 
 /// Validate `lock`.
-pub async fn validate(client: &mut LockClient, lock: &pb::Lock) -> Result<pb::ValidateResponse, tonic::Status> {
+pub async fn validate(
+    client: &mut LockClient,
+    lock: &pb::Lock,
+) -> Result<pb::ValidateResponse, tonic::Status> {
     Ok(client
         .validate(pb::ValidateRequest {
             resource: lock.resource.clone(),
@@ -258,7 +266,11 @@ pub async fn validate(client: &mut LockClient, lock: &pb::Lock) -> Result<pb::Va
 }
 
 /// Extend `lock` to `ttl_ms`.
-pub async fn extend(client: &mut LockClient, lock: &pb::Lock, ttl_ms: u64) -> Result<pb::Lock, tonic::Status> {
+pub async fn extend(
+    client: &mut LockClient,
+    lock: &pb::Lock,
+    ttl_ms: u64,
+) -> Result<pb::Lock, tonic::Status> {
     Ok(client
         .extend(pb::ExtendRequest {
             resource: lock.resource.clone(),
@@ -280,7 +292,10 @@ where
 {
     let give_up = tokio::time::Instant::now() + limit;
     while !condition().await {
-        assert!(tokio::time::Instant::now() < give_up, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -1,0 +1,121 @@
+//! The `redlockd` binary itself: configuration errors exit with status 2
+//! naming the key, and `--dev` serves a working lock service and stops its
+//! masters on SIGTERM.
+
+use redlockd::masters::{find_server, Flavor};
+use redlockd::pb;
+use redlockd::pb::lock_service_client::LockServiceClient;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+
+/// An invalid value exits 2 and the message names the key.
+#[test]
+fn invalid_config_exits_2_naming_the_key() {
+    let output = Command::new(BIN)
+        .env("REDLOCKD__REDLOCK__NODES", "redis://127.0.0.1:1")
+        .env("REDLOCKD__REDLOCK__NODE_TIMEOUT", "fast")
+        .output()
+        .expect("run redlockd");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("node_timeout"), "{stderr}");
+
+    let output = Command::new(BIN)
+        .env_remove("REDLOCKD__REDLOCK__NODES")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "no masters configured");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("redlock.nodes"));
+}
+
+/// `--version` prints the crate version.
+#[test]
+fn version_flag() {
+    let output = Command::new(BIN).arg("--version").output().expect("run");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+/// `redlockd --dev` grants a lock, then SIGTERM stops it cleanly.
+#[tokio::test]
+async fn dev_mode_serves_and_stops_on_sigterm() {
+    let server = find_server(Flavor::Valkey).expect("valkey-server (scripts/setup.sh)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = tokio::process::Command::new(BIN)
+        .arg("--dev")
+        .env("REDLOCKD_SERVER_BIN", &server)
+        .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{port}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start redlockd --dev");
+
+    let url = format!("http://127.0.0.1:{port}");
+    let mut client = None;
+    for _ in 0..300 {
+        if let Ok(c) = LockServiceClient::connect(url.clone()).await {
+            client = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut client = client.expect("--dev daemon accepts connections");
+    let lock = client
+        .acquire(pb::AcquireRequest {
+            resource: "dev".into(),
+            ttl: Some(prost_types::Duration {
+                seconds: 10,
+                nanos: 0,
+            }),
+            wait: None,
+            owner: String::new(),
+        })
+        .await
+        .expect("granted")
+        .into_inner()
+        .lock
+        .expect("lock");
+    assert!(lock.fence > 0);
+
+    // The banner names the masters it started.
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut masters = Vec::new();
+    while let Some(line) = stdout.next_line().await.expect("read stdout") {
+        if let Some(list) = line.trim().strip_prefix("masters: ") {
+            masters = list
+                .split(' ')
+                .map(|u| u.trim_start_matches("redis://").to_owned())
+                .collect();
+            break;
+        }
+    }
+    assert_eq!(masters.len(), 5, "{masters:?}");
+    for addr in &masters {
+        std::net::TcpStream::connect(addr).expect("master is up while the daemon runs");
+    }
+
+    let pid = child.id().expect("running").to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("exits within the shutdown grace")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    for addr in &masters {
+        assert!(
+            std::net::TcpStream::connect(addr).is_err(),
+            "master {addr} stopped with the daemon"
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! Losing masters: two of five are survivable; three are not, and then the
+//! call fails fast with UNAVAILABLE and leaves nothing locked.
+
+mod common;
+
+use common::*;
+use redlockd::masters::Flavor;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+against_both_servers!(
+    two_masters_down_still_works,
+    three_masters_down_is_unavailable
+);
+
+/// Acquire, validate, extend and release all succeed with two masters dead.
+async fn two_masters_down_still_works(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    h.masters.stop(3).expect("stop");
+    h.masters.stop(4).expect("stop");
+    let lock = acquire(&mut c, "survivor", 10_000, 0)
+        .await
+        .expect("granted by 3 of 5");
+    assert_eq!(h.holders("survivor", &lock.token).await, 3);
+    assert!(validate(&mut c, &lock).await.expect("validate").held);
+    let extended = extend(&mut c, &lock, 20_000)
+        .await
+        .expect("extended by 3 of 5");
+    assert_eq!(extended.fence, lock.fence);
+    assert!(
+        release(&mut c, &lock).await.expect("release"),
+        "held on 3 of 5"
+    );
+    assert!(h.keys("redlock:lock:*").await.is_empty());
+}
+
+/// With three masters dead, Acquire answers UNAVAILABLE quickly and no key
+/// of the call remains on the two live masters; Release and Validate of an
+/// existing lock cannot decide and say UNAVAILABLE too.
+async fn three_masters_down_is_unavailable(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let held = acquire(&mut c, "held-before", 60_000, 0)
+        .await
+        .expect("granted");
+    for i in 2..5 {
+        h.masters.stop(i).expect("stop");
+    }
+    let started = Instant::now();
+    let status = acquire(&mut c, "orphan", 10_000, 0)
+        .await
+        .expect_err("no quorum");
+    let took = started.elapsed();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    println!("{flavor}: UNAVAILABLE after {took:?} (node_timeout {NODE_TIMEOUT:?})");
+    assert!(took < NODE_TIMEOUT * 10, "took {took:?}");
+    assert!(
+        h.keys("redlock:lock:orphan").await.is_empty(),
+        "the failed attempt was released"
+    );
+
+    let status = release(&mut c, &held).await.expect_err("cannot tell");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let status = validate(&mut c, &held).await.expect_err("cannot tell");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let status = extend(&mut c, &held, 1_000)
+        .await
+        .expect_err("cannot extend");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+    // A master comes back (empty): still no quorum for the old lock's
+    // release to be sure, but a new resource can be locked again.
+    h.masters.restart(2).expect("restart");
+    eventually(Duration::from_secs(10), "the daemon reconnects", || {
+        let mut c = c.clone();
+        async move { acquire(&mut c, "after-restart", 1_000, 0).await.is_ok() }
+    })
+    .await;
+}
