@@ -10,7 +10,7 @@
 //! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
 //! - [`config`]: the one typed configuration, loaded once;
 //! - [`masters`]: local master processes for `--dev` and the test suite;
-//! - [`signal`]: SIGTERM/SIGINT.
+//! - [`signal`](mod@signal): SIGTERM/SIGINT.
 
 pub mod config;
 pub mod masters;

@@ -26,7 +26,7 @@ impl Script {
 /// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`.
 /// Numbers travel as strings: a Lua number would lose nothing below 2^53,
 /// but strings keep the conversion in one obvious place (Rust).
-const ACQUIRE: &str = r#"
+pub const ACQUIRE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local max = redis.call('HGET', KEYS[2], 'max') or '0'
   local t = redis.call('TIME')
@@ -38,7 +38,7 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms.
 /// Only where the token still holds the lock: raise `max` to the fence,
 /// record the holder's fence, refresh the expiry. Returns 1 if done.
-const COMMIT_FENCE: &str = r#"
+pub const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
 if tonumber(ARGV[2]) > max then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
@@ -50,7 +50,7 @@ return 1
 /// KEYS: lock, fence. ARGV: token, ttl ms, fence ttl ms.
 /// Compare-and-PEXPIRE. Returns `{0}` when not held, else `{1, fence}` where
 /// fence is '0' if this master did not take part in the grant's commit.
-const EXTEND: &str = r#"
+pub const EXTEND: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
@@ -60,13 +60,13 @@ return {1, '0'}
 "#;
 
 /// KEYS: lock. ARGV: token. Compare-and-delete, for servers without DELIFEQ.
-const RELEASE: &str = r#"
+pub const RELEASE: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 "#;
 
 /// KEYS: lock. ARGV: token. The remaining PTTL if the token holds the lock, else -3.
-const CHECK: &str = r#"
+pub const CHECK: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
 return -3
 "#;
