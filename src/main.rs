@@ -3,6 +3,7 @@
 use clap::Parser;
 use redlockd::config::Config;
 use redlockd::masters::{find_any_server, LocalMasters};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio::net::TcpListener;
@@ -78,7 +79,13 @@ fn config_error(error: &dyn std::fmt::Display) -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Logs go to stderr (stdout carries only the --dev banner), coloured
+    // only on a terminal.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 fn start_dev_masters() -> Result<LocalMasters, redlockd::masters::MastersError> {

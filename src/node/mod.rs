@@ -140,6 +140,9 @@ impl FredNode {
             }
         });
         tokio::spawn(async move {
+            // fred announces the first connection as a reconnection too: log
+            // a master once per server process (run_id).
+            let mut last_run_id = String::new();
             loop {
                 if client.wait_for_connect().await.is_ok() {
                     down.store(false, Ordering::Relaxed);
@@ -147,13 +150,16 @@ impl FredNode {
                         Ok(text) => match ServerInfo::parse(&text) {
                             Some(info) => {
                                 delifeq.store(info.has_delifeq(), Ordering::Relaxed);
-                                tracing::info!(
-                                    node = %name,
-                                    software = %info.software,
-                                    version = ?info.version,
-                                    delifeq = info.has_delifeq(),
-                                    "master connected"
-                                );
+                                if info.run_id != last_run_id {
+                                    tracing::info!(
+                                        node = %name,
+                                        software = %info.software,
+                                        version = ?info.version,
+                                        delifeq = info.has_delifeq(),
+                                        "master connected"
+                                    );
+                                    last_run_id = info.run_id;
+                                }
                             }
                             None => tracing::warn!(node = %name, "unrecognised INFO server reply"),
                         },

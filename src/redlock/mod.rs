@@ -120,7 +120,7 @@ impl Redlock {
         resource: String,
         ttl: Duration,
         wait: Duration,
-    ) -> impl std::future::Future<Output = Result<Lock, LockError>> + Send + 'static {
+    ) -> DetachedAcquire {
         let engine = Arc::clone(self);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
@@ -128,15 +128,24 @@ impl Redlock {
                 .acquire_until_stopped(&resource, ttl, wait, answer.closed())
                 .await;
             if let Err(Ok(orphan)) = answer.send(result) {
-                tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
-                // Best effort: if this fails too, the lock expires with its ttl.
-                let _ = engine.release(&orphan.resource, &orphan.token).await;
+                engine.release_orphan(orphan);
             }
         });
-        async move {
-            answered.await.unwrap_or(Err(LockError::Internal(
-                "the acquisition task ended without an answer",
-            )))
+        DetachedAcquire {
+            answered,
+            engine: Arc::clone(self),
+        }
+    }
+
+    /// Releases a grant nobody will receive, in the background. Best effort:
+    /// if this fails too, the lock expires with its ttl.
+    fn release_orphan(self: &Arc<Self>, orphan: Lock) {
+        tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
+        let engine = Arc::clone(self);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = engine.release(&orphan.resource, &orphan.token).await;
+            });
         }
     }
 
@@ -345,7 +354,7 @@ impl Redlock {
     async fn release_everywhere(&self, subject: &Arc<Subject>) -> Tally {
         let replies = join_all(
             self.all()
-                .map(|index| self.dispatch(index, subject, Command::Release)),
+                .map(|index| self.dispatch(index, subject, Command::Release).0),
         )
         .await;
         let mut tally = Tally::new(self.quorum);
@@ -362,6 +371,12 @@ impl Redlock {
     /// Sends `command` to the masters `targets` at once, feeding each reply to
     /// `on_answer` until the round is decided. Stragglers are not waited for,
     /// but not cancelled either (see [`round`]). Failures are counted here.
+    ///
+    /// Every command is handed to its master's connection before the replies
+    /// are looked at, so any later command for the same key (the release
+    /// after a failed attempt, a client's Release) reaches each master after
+    /// this round's, never before: a straggling SET cannot land after its
+    /// own cleanup.
     async fn round(
         &self,
         subject: &Arc<Subject>,
@@ -369,9 +384,10 @@ impl Redlock {
         command: Command,
         mut on_answer: impl FnMut(usize, Reply, &mut Tally),
     ) -> Tally {
-        let mut pending: FuturesUnordered<_> = targets
+        let (mut pending, submitted): (FuturesUnordered<_>, Vec<_>) = targets
             .map(|index| self.dispatch(index, subject, command))
-            .collect();
+            .unzip();
+        join_all(submitted).await;
         let mut tally = Tally::new(self.quorum);
         while let Some((index, reply)) = pending.next().await {
             match reply {
@@ -386,27 +402,46 @@ impl Redlock {
     }
 
     /// Runs one command against one master on its own task, bounded by
-    /// `node_timeout`. Dropping the returned future detaches the task.
+    /// `node_timeout`. Returns the reply, and a signal that completes once the
+    /// command has been handed to the master's connection (or failed).
+    /// Dropping the reply future detaches the task.
     fn dispatch(
         &self,
         index: usize,
         subject: &Arc<Subject>,
         command: Command,
-    ) -> impl std::future::Future<Output = (usize, Result<Reply, NodeError>)> + Send + 'static {
+    ) -> (
+        impl std::future::Future<Output = (usize, Result<Reply, NodeError>)> + Send + 'static,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let node = Arc::clone(&self.nodes[index]);
         let subject = Arc::clone(subject);
         let timeout = self.settings.node_timeout;
+        let (submitted, on_submitted) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            tokio::time::timeout(timeout, command.send(node.as_ref(), &subject))
-                .await
-                .unwrap_or(Err(NodeError::Timeout))
+            let mut call = std::pin::pin!(tokio::time::timeout(
+                timeout,
+                command.send(node.as_ref(), &subject)
+            ));
+            // A node hands its command over within the first poll (see
+            // [`Node`]); say so before waiting for the reply.
+            let first = futures::poll!(call.as_mut());
+            drop(submitted);
+            let reply = match first {
+                std::task::Poll::Ready(reply) => reply,
+                std::task::Poll::Pending => call.await,
+            };
+            reply.unwrap_or(Err(NodeError::Timeout))
         });
-        async move {
+        let reply = async move {
             let reply = task
                 .await
                 .unwrap_or_else(|e| Err(NodeError::Protocol(format!("command task failed: {e}"))));
             (index, reply)
-        }
+        };
+        (reply, async move {
+            let _ = on_submitted.await;
+        })
     }
 
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
@@ -423,5 +458,41 @@ impl Redlock {
 
     fn all(&self) -> std::ops::Range<usize> {
         0..self.nodes.len()
+    }
+}
+
+/// The answer of [`Redlock::acquire_detached`]. Dropping it before it
+/// completes releases whatever the acquisition still grants: a grant already
+/// handed over but not yet received included.
+pub struct DetachedAcquire {
+    answered: tokio::sync::oneshot::Receiver<Result<Lock, LockError>>,
+    engine: Arc<Redlock>,
+}
+
+impl std::future::Future for DetachedAcquire {
+    type Output = Result<Lock, LockError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.answered)
+            .poll(cx)
+            .map(|answer| {
+                answer.unwrap_or(Err(LockError::Internal(
+                    "the acquisition task ended without an answer",
+                )))
+            })
+    }
+}
+
+impl Drop for DetachedAcquire {
+    fn drop(&mut self) {
+        // After `close`, the task's send fails (and it releases by itself),
+        // or its answer is already here and is released now.
+        self.answered.close();
+        if let Ok(Ok(orphan)) = self.answered.try_recv() {
+            self.engine.release_orphan(orphan);
+        }
     }
 }

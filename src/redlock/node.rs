@@ -4,6 +4,12 @@
 //!
 //! An implementation should give up on a command after `node_timeout` by
 //! itself, but need not: the engine bounds every call with its own timeout.
+//!
+//! Ordering: an implementation must hand its command to the master's
+//! connection within the first poll of the returned future (fred does: it
+//! queues the command before awaiting the reply), and keep commands to one
+//! master in that order. The engine relies on it to send a cleanup release
+//! only after the SETs it cleans up.
 
 use super::fence::FenceRead;
 use super::keys::LockKeys;
