@@ -3,15 +3,19 @@
 
 use crate::config::Config;
 use crate::node::scripts::Scripts;
+use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
+use crate::redlock::keys::release_channel;
 use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
+use crate::service::hold::Sessions;
 use crate::service::{request::Limits, LockApi};
 use futures::future::join_all;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 
 /// How long start-up waits for the masters' first connections before
@@ -44,22 +48,40 @@ pub fn engine_settings(config: &Config) -> Settings {
             max: r.retry_delay_max,
         },
         fence_ttl: r.fence_ttl,
+        wake_on_release: r.wake_on_release,
+        wait_fallback: r.wait_fallback,
+        max_waiters_per_resource: config.limits.max_waiters_per_resource,
+        max_waiters: config.limits.max_waiters,
     }
 }
 
-/// Connects to the configured masters and returns the engine over them,
-/// plus the nodes themselves (to close them at shutdown).
-pub async fn build_engine(
-    config: &Config,
-) -> Result<(Arc<Redlock>, Vec<Arc<FredNode>>), ServeError> {
+/// The engine and everything it holds open: master connections and, when
+/// waiters are woken by releases, the release-notice subscriptions.
+pub struct Engine {
+    /// The engine itself.
+    pub redlock: Arc<Redlock>,
+    nodes: Vec<Arc<FredNode>>,
+    subscriptions: Option<Subscriptions>,
+}
+
+impl Engine {
+    /// Closes every connection to the masters.
+    pub async fn close(&self) {
+        if let Some(subscriptions) = &self.subscriptions {
+            subscriptions.close().await;
+        }
+        join_all(self.nodes.iter().map(|n| n.close())).await;
+    }
+}
+
+/// Connects to the configured masters and builds the engine over them.
+pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let scripts = Arc::new(Scripts::new());
-    let nodes = config
-        .redlock
+    let r = &config.redlock;
+    let nodes = r
         .nodes
         .iter()
-        .map(|url| {
-            FredNode::connect(url, config.redlock.node_timeout, scripts.clone()).map(Arc::new)
-        })
+        .map(|url| FredNode::connect(url, r.node_timeout, scripts.clone()).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
     for (node, up) in nodes.iter().zip(connected) {
@@ -74,24 +96,52 @@ pub async fn build_engine(
         .iter()
         .map(|n| Arc::clone(n) as Arc<dyn Node>)
         .collect();
-    let engine = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
-    Ok((engine, nodes))
+    let redlock = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
+    let subscriptions = r.wake_on_release.then(|| {
+        let engine = Arc::downgrade(&redlock);
+        Subscriptions::start(
+            &r.nodes,
+            &release_channel(&r.key_prefix),
+            Arc::new(move |message: &str| {
+                if let Some(engine) = engine.upgrade() {
+                    engine.notice_received(message);
+                }
+            }),
+        )
+    });
+    Ok(Engine {
+        redlock,
+        nodes,
+        subscriptions,
+    })
 }
 
-/// Serves the lock service on `listener` until `shutdown` completes, then
-/// lets in-flight calls finish and closes the master connections.
+/// Serves the lock service on `listener` until `shutdown` completes. Then
+/// it stops accepting, ends every `Hold` session (releasing its lock and
+/// telling the client), lets in-flight calls finish, and closes the master
+/// connections.
 pub async fn run(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let (engine, nodes) = build_engine(&config).await?;
-    let api = LockApi::new(engine, Limits::from(&config.redlock));
+    let engine = build_engine(&config).await?;
+    let (stopping, stop_sessions) = watch::channel(false);
+    let sessions = Sessions::new(&config, stop_sessions);
+    let api = LockApi::new(
+        engine.redlock.clone(),
+        Limits::from(&config.redlock),
+        sessions,
+    );
     tracing::info!(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        masters = nodes.len(),
+        masters = config.redlock.nodes.len(),
         "serving redlock.v1.LockService"
     );
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    };
     let served = tonic::transport::Server::builder()
         .add_service(LockServiceServer::new(api))
         // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
@@ -103,6 +153,6 @@ pub async fn run(
             shutdown,
         )
         .await;
-    join_all(nodes.iter().map(|n| n.close())).await;
+    engine.close().await;
     Ok(served?)
 }

@@ -27,6 +27,7 @@
 
 mod nodes;
 mod redact;
+mod sessions;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -42,6 +43,7 @@ use serde::Deserialize;
 use nodes::{deserialize_nodes, parse_node};
 use redact::redact_text;
 pub use redact::redact_url;
+pub use sessions::{LimitsConfig, SessionConfig};
 pub use validate::{
     DRIFT_FACTOR_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT,
     SHUTDOWN_GRACE_LIMIT,
@@ -68,6 +70,10 @@ pub struct Config {
     pub server: ServerConfig,
     /// Which masters hold the locks and the limits on what clients may ask.
     pub redlock: RedlockConfig,
+    /// Caps on waiters and sessions.
+    pub limits: LimitsConfig,
+    /// How `Hold` sessions keep their locks.
+    pub session: SessionConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.
@@ -156,6 +162,16 @@ pub struct RedlockConfig {
     /// `max_ttl`, and in practice much greater.
     #[serde(with = "humantime_serde")]
     pub fence_ttl: Duration,
+    /// Wake waiters when the holder releases (release notices over the
+    /// masters' pub/sub) and at the holder's expiry, serving them first come
+    /// first served. Off: plain Redlock polling with jittered retries (kept
+    /// for comparison in benchmarks).
+    pub wake_on_release: bool,
+    /// Longest a waiter at the front of the queue sleeps without a notice
+    /// before trying again anyway: covers notices lost with a master
+    /// connection.
+    #[serde(with = "humantime_serde")]
+    pub wait_fallback: Duration,
 }
 
 impl Default for RedlockConfig {
@@ -172,6 +188,8 @@ impl Default for RedlockConfig {
             retry_delay_min: Duration::from_millis(5),
             retry_delay_max: Duration::from_millis(50),
             fence_ttl: Duration::from_secs(168 * 60 * 60),
+            wake_on_release: true,
+            wait_fallback: Duration::from_secs(1),
         }
     }
 }
@@ -191,6 +209,8 @@ impl fmt::Debug for RedlockConfig {
             .field("retry_delay_min", &self.retry_delay_min)
             .field("retry_delay_max", &self.retry_delay_max)
             .field("fence_ttl", &self.fence_ttl)
+            .field("wake_on_release", &self.wake_on_release)
+            .field("wait_fallback", &self.wait_fallback)
             .finish()
     }
 }

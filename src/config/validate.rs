@@ -27,7 +27,7 @@ pub const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
 /// behind a stuck client.
 pub const SHUTDOWN_GRACE_LIMIT: Duration = Duration::from_secs(10 * 60);
 
-fn invalid(key: &'static str, reason: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key,
         reason: reason.into(),
@@ -44,7 +44,9 @@ impl Config {
     /// a `Config` by hand.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.server.validate()?;
-        self.redlock.validate()
+        self.redlock.validate()?;
+        self.limits.validate()?;
+        self.session.validate()
     }
 }
 
@@ -141,6 +143,16 @@ impl RedlockConfig {
                 format!(
                     "{} is greater than redlock.retry_delay_max ({})",
                     human(self.retry_delay_min),
+                    human(self.retry_delay_max)
+                ),
+            ));
+        }
+        if self.wait_fallback < self.retry_delay_max || self.wait_fallback > MAX_TTL_LIMIT {
+            return Err(invalid(
+                "redlock.wait_fallback",
+                format!(
+                    "{} is outside [redlock.retry_delay_max ({}), 24h]",
+                    human(self.wait_fallback),
                     human(self.retry_delay_max)
                 ),
             ));

@@ -9,6 +9,7 @@
 
 pub mod scripts;
 pub mod server_info;
+pub mod subscriber;
 
 use crate::redlock::fence::FenceRead;
 use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
@@ -194,6 +195,21 @@ impl FredNode {
         }
     }
 
+    /// Announces a release without waiting for the answer: the notice only
+    /// speeds waiters up (they also retry at expiry), so the releasing caller
+    /// does not pay a round trip for it.
+    fn publish(&self, channel: &str, notice: &str) {
+        let command = self.command.clone();
+        let args: Vec<Value> = vec![channel.into(), notice.into()];
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let cmd = CustomCommand::new_static("PUBLISH", ClusterHash::FirstKey, false);
+            if let Err(error) = command.custom::<Value, Value>(cmd, args).await {
+                tracing::debug!(node = %name, %error, "PUBLISH of a release notice failed");
+            }
+        });
+    }
+
     async fn custom(&self, command: &'static str, args: Vec<Value>) -> Result<Value, NodeError> {
         if self.down.load(Ordering::Relaxed) {
             return Err(NodeError::Unavailable(
@@ -290,17 +306,27 @@ impl Node for FredNode {
         &'a self,
         keys: &'a LockKeys,
         token: &'a Token,
+        notice: &'a str,
     ) -> BoxFuture<'a, Result<bool, NodeError>> {
         async move {
-            let reply = if self.delifeq.load(Ordering::Relaxed) {
+            if self.delifeq.load(Ordering::Relaxed) {
                 let args = vec![keys.lock.as_str().into(), token.expose().into()];
-                self.custom("DELIFEQ", args).await?
+                let deleted = integer(&self.custom("DELIFEQ", args).await?)? == 1;
+                if deleted {
+                    self.publish(&keys.channel, notice);
+                }
+                Ok(deleted)
             } else {
-                let args = vec![token.expose().into()];
-                self.eval(&self.scripts.release, &[&keys.lock], args)
-                    .await?
-            };
-            Ok(integer(&reply)? == 1)
+                let args = vec![
+                    token.expose().into(),
+                    keys.channel.as_str().into(),
+                    notice.into(),
+                ];
+                let reply = self
+                    .eval(&self.scripts.release, &[&keys.lock], args)
+                    .await?;
+                Ok(integer(&reply)? == 1)
+            }
         }
         .boxed()
     }

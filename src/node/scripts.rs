@@ -59,9 +59,15 @@ if h[1] == ARGV[1] and h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock. ARGV: token. Compare-and-delete, for servers without DELIFEQ.
+/// KEYS: lock. ARGV: token, release channel, release notice.
+/// Compare-and-delete, for servers without DELIFEQ; announces the release
+/// on the channel when it deleted.
 pub const RELEASE: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
 return 0
 "#;
 

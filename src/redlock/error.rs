@@ -2,6 +2,7 @@
 
 use super::quorum::Tally;
 use super::token::TokenError;
+use super::waiters::WaitLimit;
 
 /// Why a lock operation did not succeed. The gRPC layer maps each variant to
 /// one status code in one place.
@@ -10,6 +11,12 @@ pub enum LockError {
     /// The resource stayed held by someone else for the whole wait.
     #[error("resource is held by another owner ({0})")]
     Contended(Tally),
+    /// The wait ended while other waiters were ahead in the queue.
+    #[error("resource stayed held for the whole wait")]
+    StillHeld,
+    /// A limit on waiters was hit.
+    #[error(transparent)]
+    Limit(#[from] WaitLimit),
     /// The token does not hold the lock on a majority of masters.
     #[error("the token does not hold the lock on a majority ({0})")]
     NotHeld(Tally),

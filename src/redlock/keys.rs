@@ -7,6 +7,9 @@
 //!   for the resource on this master), `holder` and `fence` (the token and
 //!   fence of the latest commit, so Extend can report the fence), expiring
 //!   after `fence_ttl`. See [`super::fence`].
+//!
+//! Release notices (see [`super::notices`]) go to the pub/sub channel
+//! `redlock:released`.
 
 /// The two keys of one resource, built once per request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +18,8 @@ pub struct LockKeys {
     pub lock: String,
     /// The fence hash, see the module doc.
     pub fence: String,
+    /// The pub/sub channel of release notices.
+    pub channel: String,
 }
 
 impl LockKeys {
@@ -23,8 +28,14 @@ impl LockKeys {
         LockKeys {
             lock: format!("{prefix}lock:{resource}"),
             fence: format!("{prefix}fence:{resource}"),
+            channel: release_channel(prefix),
         }
     }
+}
+
+/// The pub/sub channel on which releases are announced under `prefix`.
+pub fn release_channel(prefix: &str) -> String {
+    format!("{prefix}released")
 }
 
 #[cfg(test)]
@@ -37,5 +48,6 @@ mod tests {
         let k = LockKeys::new("redlock:", "orders/42");
         assert_eq!(k.lock, "redlock:lock:orders/42");
         assert_eq!(k.fence, "redlock:fence:orders/42");
+        assert_eq!(k.channel, "redlock:released");
     }
 }

@@ -79,10 +79,13 @@ pub trait Node: Send + Sync {
     ) -> BoxFuture<'a, Result<ExtendVote, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
+    /// Where it deleted, it also publishes `notice` on the release channel
+    /// ([`LockKeys::channel`]), so waiters on every replica wake up.
     fn release<'a>(
         &'a self,
         keys: &'a LockKeys,
         token: &'a Token,
+        notice: &'a str,
     ) -> BoxFuture<'a, Result<bool, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.

@@ -7,7 +7,10 @@
 //! simply ignored.
 
 use super::node::{AcquireVote, ExtendVote, Node};
-use super::{LockKeys, NodeError, Token};
+use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
+use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a round is about: the resource's keys and the token, shared by the
@@ -16,12 +19,14 @@ use std::time::Duration;
 pub struct Subject {
     /// The resource's keys.
     pub keys: LockKeys,
+    /// The resource itself (for release notices).
+    pub resource: String,
     /// The token the round acts for.
     pub token: Token,
 }
 
 /// The command a round sends to each master.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Command {
     /// See [`Node::acquire`].
     Acquire {
@@ -42,8 +47,8 @@ pub enum Command {
         /// Fence hash expiry.
         fence_ttl: Duration,
     },
-    /// See [`Node::release`].
-    Release,
+    /// See [`Node::release`]; the encoded release notice to publish.
+    Release(std::sync::Arc<str>),
     /// See [`Node::check`].
     Check,
 }
@@ -75,8 +80,91 @@ impl Command {
             Command::Extend { ttl, fence_ttl } => {
                 Reply::Extend(node.extend(keys, token, ttl, fence_ttl).await?)
             }
-            Command::Release => Reply::Released(node.release(keys, token).await?),
+            Command::Release(notice) => Reply::Released(node.release(keys, token, &notice).await?),
             Command::Check => Reply::Held(node.check(keys, token).await?),
         })
+    }
+}
+
+impl Redlock {
+    /// Sends `command` to the masters `targets` at once, feeding each reply to
+    /// `on_answer` until the round is decided. Stragglers are not waited for,
+    /// but not cancelled either (see the module doc). Failures are counted here.
+    ///
+    /// Every command is handed to its master's connection before the replies
+    /// are looked at, so any later command for the same key (the release
+    /// after a failed attempt, a client's Release) reaches each master after
+    /// this round's, never before: a straggling SET cannot land after its
+    /// own cleanup.
+    pub(super) async fn round(
+        &self,
+        subject: &Arc<Subject>,
+        targets: impl Iterator<Item = usize>,
+        command: Command,
+        mut on_answer: impl FnMut(usize, Reply, &mut Tally),
+    ) -> Tally {
+        let (mut pending, submitted): (FuturesUnordered<_>, Vec<_>) = targets
+            .map(|index| self.dispatch(index, subject, command.clone()))
+            .unzip();
+        join_all(submitted).await;
+        let mut tally = Tally::new(self.quorum);
+        while let Some((index, reply)) = pending.next().await {
+            match reply {
+                Ok(reply) => on_answer(index, reply, &mut tally),
+                Err(error) => self.count_failure(index, &error, &mut tally),
+            }
+            if tally.decision() != Decision::Pending {
+                break;
+            }
+        }
+        tally
+    }
+
+    /// Runs one command against one master on its own task, bounded by
+    /// `node_timeout`. Returns the reply, and a signal that completes once the
+    /// command has been handed to the master's connection (or failed).
+    /// Dropping the reply future detaches the task.
+    pub(super) fn dispatch(
+        &self,
+        index: usize,
+        subject: &Arc<Subject>,
+        command: Command,
+    ) -> (
+        impl std::future::Future<Output = (usize, Result<Reply, NodeError>)> + Send + 'static,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let node = Arc::clone(&self.nodes[index]);
+        let subject = Arc::clone(subject);
+        let timeout = self.settings.node_timeout;
+        let (submitted, on_submitted) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut call = std::pin::pin!(tokio::time::timeout(
+                timeout,
+                command.send(node.as_ref(), &subject)
+            ));
+            // A node hands its command over within the first poll (see
+            // [`Node`]); say so before waiting for the reply.
+            let first = futures::poll!(call.as_mut());
+            drop(submitted);
+            let reply = match first {
+                std::task::Poll::Ready(reply) => reply,
+                std::task::Poll::Pending => call.await,
+            };
+            reply.unwrap_or(Err(NodeError::Timeout))
+        });
+        let reply = async move {
+            let reply = task
+                .await
+                .unwrap_or_else(|e| Err(NodeError::Protocol(format!("command task failed: {e}"))));
+            (index, reply)
+        };
+        (reply, async move {
+            let _ = on_submitted.await;
+        })
+    }
+
+    pub(super) fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {
+        tally.failed += 1;
+        tracing::debug!(node = self.nodes[index].name(), %error, "master did not answer");
     }
 }

@@ -270,6 +270,7 @@ impl Node for FakeNode {
         &'a self,
         keys: &'a LockKeys,
         token: &'a Token,
+        _notice: &'a str,
     ) -> BoxFuture<'a, Result<bool, NodeError>> {
         self.serve(Op::Release, token, |state, _| {
             let deleted = state.holds(keys, token);
@@ -313,6 +314,10 @@ fn settings(node_timeout: Duration) -> Settings {
             max: MS(20),
         },
         fence_ttl: Duration::from_secs(3600),
+        wake_on_release: true,
+        wait_fallback: Duration::from_secs(1),
+        max_waiters_per_resource: 1_000,
+        max_waiters: 100_000,
     }
 }
 

@@ -3,6 +3,7 @@
 //! No lock logic lives here.
 
 pub mod deadline;
+pub mod hold;
 pub mod request;
 pub mod status;
 
@@ -25,12 +26,17 @@ const DEADLINE_RESERVE: Duration = Duration::from_millis(5);
 pub struct LockApi {
     engine: Arc<Redlock>,
     limits: Limits,
+    sessions: hold::Sessions,
 }
 
 impl LockApi {
     /// Serves `engine`, checking requests against `limits`.
-    pub fn new(engine: Arc<Redlock>, limits: Limits) -> LockApi {
-        LockApi { engine, limits }
+    pub fn new(engine: Arc<Redlock>, limits: Limits, sessions: hold::Sessions) -> LockApi {
+        LockApi {
+            engine,
+            limits,
+            sessions,
+        }
     }
 }
 
@@ -52,7 +58,7 @@ fn proto_duration(duration: Duration) -> prost_types::Duration {
     })
 }
 
-/// The stream type of `Hold` (sessions come with their own issue).
+/// The stream of events of one `Hold` session.
 pub type HoldStream = Pin<Box<dyn Stream<Item = Result<pb::HoldEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -119,11 +125,9 @@ impl LockService for LockApi {
 
     async fn hold(
         &self,
-        _request: Request<Streaming<pb::HoldRequest>>,
+        request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<Self::HoldStream>, Status> {
-        Err(Status::unimplemented(
-            "Hold sessions are not implemented yet",
-        ))
+        self.open_session(request).await
     }
 }
 

@@ -8,7 +8,8 @@ use tonic::{Code, Status};
 /// The status code for an engine outcome.
 pub fn code(error: &LockError) -> Code {
     match error {
-        LockError::Contended(_) => Code::Aborted,
+        LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
+        LockError::Limit(_) => Code::ResourceExhausted,
         LockError::NotHeld(_) => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,

@@ -255,6 +255,12 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "retry_delay_min",
         "retry_delay_max",
         "fence_ttl",
+        "wake_on_release",
+        "wait_fallback",
+        "max_waiters_per_resource",
+        "max_waiters",
+        "max_sessions",
+        "extend_at",
     ] {
         let documented = SHIPPED
             .lines()

@@ -285,3 +285,22 @@ proptest! {
         prop_assert!(check_drift_factor(d).is_err());
     }
 }
+
+#[test]
+fn waiting_and_session_rules_name_their_keys() {
+    let mut c = valid();
+    c.limits.max_waiters = 0;
+    assert_eq!(invalid_key(&c), "limits.max_waiters");
+    let mut c = valid();
+    c.limits.max_sessions = 0;
+    assert_eq!(invalid_key(&c), "limits.max_sessions");
+    let mut c = valid();
+    c.limits.max_waiters_per_resource = 0;
+    assert_eq!(invalid_key(&c), "limits.max_waiters_per_resource");
+    let mut c = valid();
+    c.session.extend_at = 0.9;
+    assert_eq!(invalid_key(&c), "session.extend_at");
+    let mut c = valid();
+    c.redlock.wait_fallback = Duration::from_millis(1);
+    assert_eq!(invalid_key(&c), "redlock.wait_fallback");
+}

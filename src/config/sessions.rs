@@ -1,0 +1,82 @@
+//! The `[limits]` and `[session]` sections: how much waiting and how many
+//! sessions one daemon accepts, and when a session's lock is extended.
+
+use super::validate::invalid;
+use super::ConfigError;
+use serde::Deserialize;
+
+/// The `[limits]` section: caps that protect the daemon (and the masters)
+/// from one client's flood; past them a call gets RESOURCE_EXHAUSTED at once.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Callers waiting (Acquire with `wait`, or a Hold's acquisition) for
+    /// one resource on this replica.
+    pub max_waiters_per_resource: usize,
+    /// Callers waiting on this replica, all resources together.
+    pub max_waiters: usize,
+    /// Open `Hold` sessions on this replica.
+    pub max_sessions: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_waiters_per_resource: 1_000,
+            max_waiters: 100_000,
+            max_sessions: 100_000,
+        }
+    }
+}
+
+/// The `[session]` section: how `Hold` keeps a lock alive.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Fraction of the ttl after which the daemon extends a session's lock.
+    /// A third leaves two thirds of the lease for retries when a master is
+    /// slow before the lock could lapse.
+    pub extend_at: f64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            extend_at: 1.0 / 3.0,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            (
+                "limits.max_waiters_per_resource",
+                self.max_waiters_per_resource,
+            ),
+            ("limits.max_waiters", self.max_waiters),
+            ("limits.max_sessions", self.max_sessions),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SessionConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.05..=0.8).contains(&self.extend_at) {
+            return Err(invalid(
+                "session.extend_at",
+                format!(
+                    "{} is outside [0.05, 0.8]: extending too early wastes master round trips, \
+                     too late leaves no time to retry before the lock lapses",
+                    self.extend_at
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

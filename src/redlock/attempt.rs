@@ -1,0 +1,145 @@
+//! One acquisition attempt: the acquire round, then the fence commit round
+//! (see [`super::fence`]). Whatever goes wrong, the token is released on
+//! every master before the attempt returns.
+
+use super::fence::{self, FenceRead};
+use super::node::AcquireVote;
+use super::round::{Command, Reply, Subject};
+use super::{validity, Decision, LockError, Quorum, Redlock};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Why an attempt failed, and when the current holder's lock frees up at the
+/// latest, if the refusing masters said.
+#[derive(Debug)]
+pub struct Failure {
+    /// What to tell the caller if this was the last attempt.
+    pub error: LockError,
+    /// Time until enough of the holder's keys expire for a majority to be
+    /// free (see [`holder_free_in`]).
+    pub holder_free_in: Option<Duration>,
+}
+
+impl From<LockError> for Failure {
+    fn from(error: LockError) -> Failure {
+        Failure {
+            error,
+            holder_free_in: None,
+        }
+    }
+}
+
+/// When a majority of masters will be free of the holder's keys: the
+/// masters that granted us are free once we release; of the refusing ones,
+/// the earliest expiries must make up the rest of the quorum.
+pub fn holder_free_in(
+    quorum: Quorum,
+    granted: usize,
+    mut refusals: Vec<Duration>,
+) -> Option<Duration> {
+    let missing = quorum.needed().saturating_sub(granted).max(1);
+    refusals.sort_unstable();
+    refusals.get(missing - 1).copied()
+}
+
+impl Redlock {
+    /// One attempt; on success the fence and the validity.
+    pub(super) async fn attempt(
+        &self,
+        subject: &Arc<Subject>,
+        ttl: Duration,
+    ) -> Result<(u64, Duration), Failure> {
+        let start = Instant::now();
+        let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
+        let mut refusals: Vec<Duration> = Vec::new();
+        let votes = self
+            .round(
+                subject,
+                self.all(),
+                Command::Acquire { ttl },
+                |index, reply, tally| match reply {
+                    Reply::Acquire(AcquireVote::Granted(read)) => {
+                        tally.yes += 1;
+                        granted.push((index, read));
+                    }
+                    Reply::Acquire(AcquireVote::Refused { holder_ttl }) => {
+                        tally.no += 1;
+                        refusals.extend(holder_ttl);
+                    }
+                    _ => tally.no += 1,
+                },
+            )
+            .await;
+        if votes.decision() != Decision::Reached {
+            self.release_everywhere(subject).await;
+            return Err(if votes.refused_by_majority() {
+                Failure {
+                    holder_free_in: holder_free_in(self.quorum, votes.yes, refusals),
+                    error: LockError::Contended(votes),
+                }
+            } else {
+                LockError::NoQuorum(votes).into()
+            });
+        }
+
+        let fence = fence::next_fence(granted.iter().map(|&(_, read)| read));
+        let commit = Command::CommitFence {
+            fence,
+            fence_ttl: self.settings.fence_ttl,
+        };
+        let granting = granted.iter().map(|&(index, _)| index);
+        let commits = self
+            .round(subject, granting, commit, |_, reply, tally| match reply {
+                Reply::Committed(true) => tally.yes += 1,
+                _ => tally.no += 1,
+            })
+            .await;
+        let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);
+        match (commits.decision(), validity) {
+            (Decision::Reached, Some(validity)) => Ok((fence, validity)),
+            (decision, _) => {
+                self.release_everywhere(subject).await;
+                Err(match decision {
+                    Decision::Reached => LockError::Expired(commits),
+                    _ => LockError::NoQuorum(commits),
+                }
+                .into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// All five refuse: the third-earliest expiry frees a majority.
+    #[test]
+    fn all_refused() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let refusals = vec![MS(50), MS(10), MS(40), MS(20), MS(30)];
+        assert_eq!(holder_free_in(q, 0, refusals), Some(MS(30)));
+    }
+
+    /// Two masters granted us (released after the attempt): one more expiry
+    /// is enough.
+    #[test]
+    fn partly_granted() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        assert_eq!(
+            holder_free_in(q, 2, vec![MS(70), MS(60), MS(90)]),
+            Some(MS(60))
+        );
+    }
+
+    /// Not enough known expiries: no hint.
+    #[test]
+    fn unknown() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        assert_eq!(holder_free_in(q, 0, vec![MS(70), MS(60)]), None);
+        assert_eq!(holder_free_in(q, 0, vec![]), None);
+    }
+}

@@ -1,0 +1,70 @@
+//! Keeping a lock alive for as long as a session lasts: extend it before it
+//! expires, and never claim it once an extension could not keep it valid.
+
+use super::{Lock, LockError, Redlock};
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a held session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// `until` completed: the caller is done (or the daemon stops); the lock
+    /// is still held and the caller should release it.
+    Stopped,
+    /// The lock is no longer guaranteed; the reason, fit for the client.
+    Lost(String),
+}
+
+impl Redlock {
+    /// Extends `lock` (acquired with `ttl`) each time `extend_at` of the ttl
+    /// has passed, calling `on_extended` after each extension, until `until`
+    /// completes or the lock is lost. A failed extension is retried while the
+    /// lock's validity lasts; the lock counts as lost before that runs out.
+    pub async fn hold(
+        &self,
+        lock: &mut Lock,
+        ttl: Duration,
+        extend_at: f64,
+        until: impl Future<Output = ()>,
+        mut on_extended: impl FnMut(&Lock),
+    ) -> HoldEnd {
+        tokio::pin!(until);
+        let period = ttl.mul_f64(extend_at);
+        let mut valid_until = Instant::now() + lock.validity;
+        let mut extend_at = Instant::now() + period;
+        loop {
+            tokio::select! {
+                () = &mut until => return HoldEnd::Stopped,
+                () = tokio::time::sleep_until(valid_until) => {
+                    return HoldEnd::Lost("the lock's validity ran out before an extension succeeded".into());
+                }
+                () = tokio::time::sleep_until(extend_at.min(valid_until)) => {}
+            }
+            let started = Instant::now();
+            match self.extend(&lock.resource, &lock.token, ttl).await {
+                Ok(extended) => {
+                    valid_until = Instant::now() + extended.validity;
+                    lock.validity = extended.validity;
+                    extend_at = started + period;
+                    on_extended(lock);
+                }
+                Err(LockError::NotHeld(tally)) => {
+                    return HoldEnd::Lost(format!(
+                        "the lock is no longer held on a majority of masters ({tally})"
+                    ));
+                }
+                Err(error) => {
+                    // Try again soon, while there is validity left to save.
+                    let left = valid_until.saturating_duration_since(Instant::now());
+                    if left <= self.settings.node_timeout * 2 {
+                        return HoldEnd::Lost(format!("extension failed: {error}"));
+                    }
+                    tracing::debug!(resource = %lock.resource, %error, "extension failed; retrying");
+                    extend_at =
+                        Instant::now() + self.settings.retry.delay(&mut rand::rng(), left / 4);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The local queue of callers waiting for a resource, first come first served.
+//!
+//! Only the waiter at the front of a resource's queue tries to acquire it, so
+//! one daemon replica never stampedes the masters with its own waiters, and
+//! the longest-waiting caller gets the lock next. The front waiter is woken
+//! when the holder releases (through this replica or, via pub/sub, another
+//! one); when it leaves the queue, the next waiter becomes the front and is
+//! told when the lock it waits behind can expire at the latest.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Why a waiter was woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The resource was released: try now.
+    Released,
+    /// This waiter is now the front of the queue. `holder_expires` is when
+    /// the lock just granted to its predecessor expires at the latest (none
+    /// when the predecessor gave up without the lock).
+    Front {
+        /// Latest expiry of the lock the new front waits behind.
+        holder_expires: Option<Instant>,
+    },
+}
+
+/// A configured limit on waiting was hit; becomes RESOURCE_EXHAUSTED.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WaitLimit {
+    /// `limits.max_waiters_per_resource`.
+    #[error("too many waiters on this resource (limits.max_waiters_per_resource = {0})")]
+    PerResource(usize),
+    /// `limits.max_waiters`.
+    #[error("too many waiters in this daemon (limits.max_waiters = {0})")]
+    Total(usize),
+}
+
+struct Slot {
+    id: u64,
+    wake: mpsc::UnboundedSender<Wake>,
+}
+
+#[derive(Default)]
+struct Queues {
+    by_resource: HashMap<String, VecDeque<Slot>>,
+    total: usize,
+    next_id: u64,
+}
+
+/// All local waiters of one engine, by resource.
+pub struct Waiters {
+    queues: Mutex<Queues>,
+    max_per_resource: usize,
+    max_total: usize,
+}
+
+impl Waiters {
+    /// An empty set of queues with the configured limits.
+    pub fn new(max_per_resource: usize, max_total: usize) -> Waiters {
+        Waiters {
+            queues: Mutex::new(Queues::default()),
+            max_per_resource,
+            max_total,
+        }
+    }
+
+    /// Number of callers waiting, all resources together.
+    pub fn len(&self) -> usize {
+        self.lock().total
+    }
+
+    /// True when nobody waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes a place at the back of `resource`'s queue.
+    pub fn join(self: &Arc<Self>, resource: &str) -> Result<Place, WaitLimit> {
+        let (wake, woken) = mpsc::unbounded_channel();
+        let mut queues = self.lock();
+        if queues.total >= self.max_total {
+            return Err(WaitLimit::Total(self.max_total));
+        }
+        let id = queues.next_id;
+        queues.next_id += 1;
+        let queue = queues.by_resource.entry(resource.to_owned()).or_default();
+        if queue.len() >= self.max_per_resource {
+            return Err(WaitLimit::PerResource(self.max_per_resource));
+        }
+        queue.push_back(Slot { id, wake });
+        let front = queue.len() == 1;
+        queues.total += 1;
+        Ok(Place {
+            waiters: Arc::clone(self),
+            resource: resource.to_owned(),
+            id,
+            front,
+            woken,
+            granted_until: None,
+        })
+    }
+
+    /// Wakes the front waiter of `resource`, if any: it was released.
+    pub fn released(&self, resource: &str) {
+        let queues = self.lock();
+        if let Some(front) = queues.by_resource.get(resource).and_then(VecDeque::front) {
+            let _ = front.wake.send(Wake::Released);
+        }
+    }
+
+    fn leave(&self, resource: &str, id: u64, granted_until: Option<Instant>) {
+        let mut queues = self.lock();
+        let Some(queue) = queues.by_resource.get_mut(resource) else {
+            return;
+        };
+        let Some(position) = queue.iter().position(|slot| slot.id == id) else {
+            return;
+        };
+        queue.remove(position);
+        if position == 0 {
+            if let Some(next) = queue.front() {
+                let _ = next.wake.send(Wake::Front {
+                    holder_expires: granted_until,
+                });
+            }
+        }
+        if queue.is_empty() {
+            queues.by_resource.remove(resource);
+        }
+        queues.total -= 1;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        // A panic while holding this lock cannot leave the queues half
+        // updated in a way that matters more than losing the daemon.
+        self.queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One caller's place in a resource's queue; leaving it (drop) lets the
+/// next waiter move up.
+pub struct Place {
+    waiters: Arc<Waiters>,
+    resource: String,
+    id: u64,
+    front: bool,
+    woken: mpsc::UnboundedReceiver<Wake>,
+    granted_until: Option<Instant>,
+}
+
+impl Place {
+    /// Whether this waiter is the one allowed to try.
+    pub fn is_front(&self) -> bool {
+        self.front
+    }
+
+    /// Waits for the next wake-up addressed to this waiter.
+    pub async fn woken(&mut self) -> Wake {
+        match self.woken.recv().await {
+            Some(wake) => {
+                if matches!(wake, Wake::Front { .. }) {
+                    self.front = true;
+                }
+                wake
+            }
+            // The sender lives in the queue until this place leaves it.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Leaves the queue with the lock, held until `expires` at the latest:
+    /// the next waiter will not try before a release or that time.
+    pub fn granted(mut self, expires: Instant) {
+        self.granted_until = Some(expires);
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.waiters
+            .leave(&self.resource, self.id, self.granted_until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn waiters(per_resource: usize, total: usize) -> Arc<Waiters> {
+        Arc::new(Waiters::new(per_resource, total))
+    }
+
+    /// The first waiter is the front; the others move up in arrival order.
+    #[tokio::test]
+    async fn first_come_first_served() {
+        let w = waiters(10, 10);
+        let first = w.join("r").expect("room");
+        let mut second = w.join("r").expect("room");
+        let mut third = w.join("r").expect("room");
+        assert!(first.is_front() && !second.is_front() && !third.is_front());
+        drop(first);
+        assert_eq!(
+            second.woken().await,
+            Wake::Front {
+                holder_expires: None
+            }
+        );
+        assert!(second.is_front() && !third.is_front());
+        let until = Instant::now() + Duration::from_secs(3);
+        second.granted(until);
+        assert_eq!(
+            third.woken().await,
+            Wake::Front {
+                holder_expires: Some(until)
+            }
+        );
+        assert_eq!(w.len(), 1);
+    }
+
+    /// A release wakes only the front waiter of that resource.
+    #[tokio::test]
+    async fn release_wakes_the_front_only() {
+        let w = waiters(10, 10);
+        let mut front = w.join("r").expect("room");
+        let mut back = w.join("r").expect("room");
+        let mut other = w.join("s").expect("room");
+        w.released("r");
+        assert_eq!(front.woken().await, Wake::Released);
+        assert!(back.woken.try_recv().is_err());
+        assert!(other.woken.try_recv().is_err());
+    }
+
+    /// A waiter leaving from the middle does not disturb the front.
+    #[tokio::test]
+    async fn leaving_from_the_middle() {
+        let w = waiters(10, 10);
+        let mut front = w.join("r").expect("room");
+        let middle = w.join("r").expect("room");
+        let mut back = w.join("r").expect("room");
+        drop(middle);
+        assert!(front.woken.try_recv().is_err());
+        drop(front);
+        assert_eq!(
+            back.woken().await,
+            Wake::Front {
+                holder_expires: None
+            }
+        );
+        drop(back);
+        assert!(w.is_empty());
+        assert!(w.lock().by_resource.is_empty(), "empty queues are removed");
+    }
+
+    /// Both limits answer at once, and free up when waiters leave.
+    #[tokio::test]
+    async fn limits() {
+        let w = waiters(2, 3);
+        let a = w.join("r").expect("room");
+        let _b = w.join("r").expect("room");
+        assert_eq!(w.join("r").err(), Some(WaitLimit::PerResource(2)));
+        let _c = w.join("s").expect("room");
+        assert_eq!(w.join("t").err(), Some(WaitLimit::Total(3)));
+        drop(a);
+        assert!(w.join("t").is_ok());
+    }
+}

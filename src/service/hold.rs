@@ -1,0 +1,205 @@
+//! `Hold`: a lock session over a bidirectional stream. The daemon acquires
+//! the lock, keeps extending it while the stream lives, and releases it the
+//! moment the client says so, half-closes, cancels or disappears, or the
+//! daemon stops. If the lock cannot be kept, the client is told `lost`.
+
+use super::request::AcquireArgs;
+use super::{HoldStream, LockApi};
+use crate::config::Config;
+use crate::pb;
+use crate::pb::hold_event::{Event, Lost, Released};
+use crate::pb::hold_request::Request as HoldRequest;
+use crate::redlock::{HoldEnd, Lock, Redlock};
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Events buffered per session when the client reads slowly.
+const EVENT_BUFFER: usize = 8;
+
+/// What every session shares: its settings, the cap on open sessions, and
+/// the daemon's stop signal.
+pub struct Sessions {
+    extend_at: f64,
+    slots: Arc<Semaphore>,
+    max: usize,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Sessions {
+    /// Sessions as configured; `stopping` turns true when the daemon stops.
+    pub fn new(config: &Config, stopping: watch::Receiver<bool>) -> Sessions {
+        Sessions {
+            extend_at: config.session.extend_at,
+            slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
+            max: config.limits.max_sessions,
+            stopping,
+        }
+    }
+}
+
+/// Why a held session ends on the client's side.
+enum ClientEnd {
+    /// A `release` message, a half-close, or the client gone: release.
+    Done,
+    /// A message that makes no sense mid-session.
+    Invalid(&'static str),
+}
+
+impl LockApi {
+    /// Opens a session: checks the first message, then runs the session on
+    /// a task of its own that feeds the returned stream.
+    pub(super) async fn open_session(
+        &self,
+        request: Request<Streaming<pb::HoldRequest>>,
+    ) -> Result<Response<HoldStream>, Status> {
+        let permit = Arc::clone(&self.sessions.slots)
+            .try_acquire_owned()
+            .map_err(|_| {
+                Status::resource_exhausted(format!(
+                    "too many open sessions (limits.max_sessions = {})",
+                    self.sessions.max
+                ))
+            })?;
+        let mut incoming = request.into_inner();
+        let args = match incoming.message().await? {
+            Some(pb::HoldRequest {
+                request: Some(HoldRequest::Acquire(acquire)),
+            }) => self.limits.acquire(acquire)?,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "request: the first message of a Hold must be `acquire`",
+                ))
+            }
+        };
+        let (events, stream) = mpsc::channel(EVENT_BUFFER);
+        let session = Session {
+            engine: Arc::clone(&self.engine),
+            args,
+            incoming,
+            events,
+            stopping: self.sessions.stopping.clone(),
+            extend_at: self.sessions.extend_at,
+            _slot: permit,
+        };
+        tokio::spawn(session.run());
+        Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
+    }
+}
+
+struct Session {
+    engine: Arc<Redlock>,
+    args: AcquireArgs,
+    incoming: Streaming<pb::HoldRequest>,
+    events: mpsc::Sender<Result<pb::HoldEvent, Status>>,
+    stopping: watch::Receiver<bool>,
+    extend_at: f64,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Session {
+    async fn run(mut self) {
+        let Some(mut lock) = self.acquire().await else {
+            return;
+        };
+        tracing::debug!(rpc = "Hold", resource = %lock.resource, "session acquired");
+        if self
+            .send(Event::Acquired(lock.clone().into()))
+            .await
+            .is_err()
+        {
+            let _ = self.engine.release(&lock.resource, &lock.token).await;
+            return;
+        }
+        let mut client_end = None;
+        let events = self.events.clone();
+        let until = {
+            let incoming = &mut self.incoming;
+            let stopping = &mut self.stopping;
+            let client_end = &mut client_end;
+            let events = &events;
+            async move {
+                tokio::select! {
+                    end = next_end(incoming) => *client_end = Some(end),
+                    () = events.closed() => {}
+                    _ = stopping.wait_for(|stop| *stop) => {}
+                }
+            }
+        };
+        let end = self
+            .engine
+            .hold(&mut lock, self.args.ttl, self.extend_at, until, |lock| {
+                let _ = events.try_send(Ok(event(Event::Extended(lock.clone().into()))));
+            })
+            .await;
+        match end {
+            HoldEnd::Stopped => self.release(&lock, client_end).await,
+            HoldEnd::Lost(reason) => {
+                tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
+                let _ = self.send(Event::Lost(Lost { reason })).await;
+                // Whatever is left of it on the masters goes too.
+                let _ = self.engine.release(&lock.resource, &lock.token).await;
+            }
+        }
+    }
+
+    /// Acquires, giving up if the client goes away or the daemon stops
+    /// first (the detached acquisition then releases whatever it gets).
+    async fn acquire(&mut self) -> Option<Lock> {
+        let args = &self.args;
+        let acquisition = self
+            .engine
+            .acquire_detached(args.resource.clone(), args.ttl, args.wait);
+        let outcome = tokio::select! {
+            result = acquisition => result.map_err(Status::from),
+            () = self.events.closed() => return None,
+            _ = next_end(&mut self.incoming) => return None,
+            _ = self.stopping.wait_for(|stop| *stop) => {
+                Err(Status::unavailable("the daemon is shutting down"))
+            }
+        };
+        match outcome {
+            Ok(lock) => Some(lock),
+            Err(status) => {
+                let _ = self.events.send(Err(status)).await;
+                None
+            }
+        }
+    }
+
+    /// Releases at once, then tells the client if its stream still exists.
+    async fn release(&self, lock: &Lock, client_end: Option<ClientEnd>) {
+        let was_held = self.engine.release(&lock.resource, &lock.token).await;
+        tracing::debug!(rpc = "Hold", resource = %lock.resource, ?was_held, "session released");
+        match client_end {
+            Some(ClientEnd::Invalid(why)) => {
+                let _ = self.events.send(Err(Status::invalid_argument(why))).await;
+            }
+            _ => {
+                let was_held = was_held.unwrap_or(false);
+                let _ = self.send(Event::Released(Released { was_held })).await;
+            }
+        }
+    }
+
+    async fn send(&self, e: Event) -> Result<(), ()> {
+        self.events.send(Ok(event(e))).await.map_err(|_| ())
+    }
+}
+
+fn event(event: Event) -> pb::HoldEvent {
+    pb::HoldEvent { event: Some(event) }
+}
+
+/// Waits for the client to end the session: `release`, half-close, an error
+/// (cancelled, connection lost), or a message that is not allowed now.
+async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
+    match incoming.message().await {
+        Ok(Some(pb::HoldRequest {
+            request: Some(HoldRequest::Release(_)),
+        })) => ClientEnd::Done,
+        Ok(Some(_)) => ClientEnd::Invalid("request: only `release` may follow `acquire` in a Hold"),
+        Ok(None) | Err(_) => ClientEnd::Done,
+    }
+}
