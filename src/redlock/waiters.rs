@@ -80,15 +80,16 @@ impl Waiters {
     pub fn join(self: &Arc<Self>, resource: &str) -> Result<Place, WaitLimit> {
         let (wake, woken) = mpsc::unbounded_channel();
         let mut queues = self.lock();
+        let queued_here = queues.by_resource.get(resource).map_or(0, VecDeque::len);
+        if queued_here >= self.max_per_resource {
+            return Err(WaitLimit::PerResource(self.max_per_resource));
+        }
         if queues.total >= self.max_total {
             return Err(WaitLimit::Total(self.max_total));
         }
         let id = queues.next_id;
         queues.next_id += 1;
         let queue = queues.by_resource.entry(resource.to_owned()).or_default();
-        if queue.len() >= self.max_per_resource {
-            return Err(WaitLimit::PerResource(self.max_per_resource));
-        }
         queue.push_back(Slot { id, wake });
         let front = queue.len() == 1;
         queues.total += 1;

@@ -67,6 +67,8 @@ pub struct Harness {
     raw: Vec<Client>,
     /// Which software the masters run.
     pub flavor: Flavor,
+    /// Changes to the default test configuration, for every daemon.
+    tweak: fn(&mut Config),
 }
 
 /// Node timeout used by the tests (the default).
@@ -76,6 +78,12 @@ impl Harness {
     /// Starts five masters of `flavor` and one daemon. Fails the test (with
     /// the reason) if the server binary is missing: never skips silently.
     pub async fn start(flavor: Flavor) -> Harness {
+        Harness::start_with(flavor, |_| {}).await
+    }
+
+    /// Like [`Harness::start`], with `tweak` applied to every daemon's
+    /// configuration.
+    pub async fn start_with(flavor: Flavor, tweak: fn(&mut Config)) -> Harness {
         let binary = find_server(flavor).unwrap_or_else(|e| panic!("{flavor}: {e}"));
         let masters = LocalMasters::start(&binary, 5).unwrap_or_else(|e| panic!("{flavor}: {e}"));
         let mut raw = Vec::new();
@@ -91,6 +99,7 @@ impl Harness {
             daemons: Vec::new(),
             raw,
             flavor,
+            tweak,
         };
         harness.start_daemon().await;
         harness
@@ -101,6 +110,7 @@ impl Harness {
         let mut config = Config::default();
         config.redlock.nodes = self.masters.urls();
         config.redlock.node_timeout = NODE_TIMEOUT;
+        (self.tweak)(&mut config);
         config.validate().expect("test config is valid");
         config
     }
@@ -204,6 +214,51 @@ impl Harness {
             .filter_map(|rest| rest.split(',').next())
             .filter_map(|n| n.parse::<u64>().ok())
             .sum()
+    }
+}
+
+/// Opens a `Hold` session on `resource` and waits for its first event.
+pub async fn hold(
+    client: &mut LockClient,
+    resource: &str,
+    ttl_ms: u64,
+    wait_ms: u64,
+) -> (
+    tokio::sync::mpsc::Sender<pb::HoldRequest>,
+    tonic::Streaming<pb::HoldEvent>,
+    pb::Lock,
+) {
+    use pb::hold_event::Event;
+    use pb::hold_request::Request;
+    let (requests, outgoing) = tokio::sync::mpsc::channel(4);
+    requests
+        .send(pb::HoldRequest {
+            request: Some(Request::Acquire(pb::AcquireRequest {
+                resource: resource.into(),
+                ttl: ms(ttl_ms),
+                wait: ms(wait_ms),
+                owner: "test".into(),
+            })),
+        })
+        .await
+        .expect("queue the first message");
+    let mut events = client
+        .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .expect("Hold opens")
+        .into_inner();
+    match events.message().await {
+        Ok(Some(pb::HoldEvent {
+            event: Some(Event::Acquired(lock)),
+        })) => (requests, events, lock),
+        other => panic!("expected `acquired`, got {other:?}"),
+    }
+}
+
+/// The `release` message of a Hold session.
+pub fn release_message() -> pb::HoldRequest {
+    pb::HoldRequest {
+        request: Some(pb::hold_request::Request::Release(pb::hold_request::Release {})),
     }
 }
 
