@@ -39,9 +39,13 @@ fn version_flag() {
     assert!(String::from_utf8_lossy(&output.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
 
-/// `redlockd --dev` grants a lock, then SIGTERM stops it cleanly.
-#[tokio::test]
-async fn dev_mode_serves_and_stops_on_sigterm() {
+/// `redlockd --dev` on a free port; returns the child, a connected client
+/// and the addresses of the masters it started.
+async fn start_dev() -> (
+    tokio::process::Child,
+    LockServiceClient<tonic::transport::Channel>,
+    Vec<String>,
+) {
     let server = find_server(Flavor::Valkey).expect("valkey-server (scripts/setup.sh)");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -56,17 +60,48 @@ async fn dev_mode_serves_and_stops_on_sigterm() {
         .kill_on_drop(true)
         .spawn()
         .expect("start redlockd --dev");
-
-    let url = format!("http://127.0.0.1:{port}");
-    let mut client = None;
-    for _ in 0..300 {
-        if let Ok(c) = LockServiceClient::connect(url.clone()).await {
-            client = Some(c);
+    // The banner names the masters it started.
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut masters = Vec::new();
+    while let Some(line) = stdout.next_line().await.expect("read stdout") {
+        if let Some(list) = line.trim().strip_prefix("masters: ") {
+            masters = list
+                .split(' ')
+                .map(|u| u.trim_start_matches("redis://").to_owned())
+                .collect();
             break;
+        }
+    }
+    assert_eq!(masters.len(), 5, "{masters:?}");
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..300 {
+        if let Ok(client) = LockServiceClient::connect(url.clone()).await {
+            return (child, client, masters);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut client = client.expect("--dev daemon accepts connections");
+    panic!("--dev daemon never accepted a connection");
+}
+
+/// Sends SIGTERM and waits for a successful exit within the shutdown grace.
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().expect("running").to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("exits within the shutdown grace")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}
+
+/// `redlockd --dev` grants a lock, then SIGTERM stops it and its masters.
+#[tokio::test]
+async fn dev_mode_serves_and_stops_on_sigterm() {
+    let (child, mut client, masters) = start_dev().await;
     let lock = client
         .acquire(pb::AcquireRequest {
             resource: "dev".into(),
@@ -83,39 +118,60 @@ async fn dev_mode_serves_and_stops_on_sigterm() {
         .lock
         .expect("lock");
     assert!(lock.fence > 0);
-
-    // The banner names the masters it started.
-    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut masters = Vec::new();
-    while let Some(line) = stdout.next_line().await.expect("read stdout") {
-        if let Some(list) = line.trim().strip_prefix("masters: ") {
-            masters = list
-                .split(' ')
-                .map(|u| u.trim_start_matches("redis://").to_owned())
-                .collect();
-            break;
-        }
-    }
-    assert_eq!(masters.len(), 5, "{masters:?}");
     for addr in &masters {
         std::net::TcpStream::connect(addr).expect("master is up while the daemon runs");
     }
-
-    let pid = child.id().expect("running").to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
-        .await
-        .expect("exits within the shutdown grace")
-        .expect("wait");
-    assert!(status.success(), "{status:?}");
+    terminate(child).await;
     for addr in &masters {
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
             "master {addr} stopped with the daemon"
         );
+    }
+}
+
+/// SIGTERM with open sessions: every session is told `released` (its lock
+/// was still held and is released), every stream ends, and the daemon exits
+/// within the grace period.
+#[tokio::test]
+async fn sigterm_releases_every_session() {
+    use pb::hold_event::{Event, Released};
+    let (child, client, _masters) = start_dev().await;
+    let mut sessions = Vec::new();
+    for i in 0..3 {
+        let mut client = client.clone();
+        let (requests, outgoing) = tokio::sync::mpsc::channel(1);
+        requests
+            .send(pb::HoldRequest {
+                request: Some(pb::hold_request::Request::Acquire(pb::AcquireRequest {
+                    resource: format!("session-{i}"),
+                    ttl: Some(prost_types::Duration {
+                        seconds: 30,
+                        nanos: 0,
+                    }),
+                    wait: None,
+                    owner: String::new(),
+                })),
+            })
+            .await
+            .expect("send acquire");
+        let mut events = client
+            .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+            .await
+            .expect("Hold opens")
+            .into_inner();
+        let first = events.message().await.expect("event").and_then(|e| e.event);
+        assert!(matches!(first, Some(Event::Acquired(_))), "{first:?}");
+        sessions.push((requests, events));
+    }
+    terminate(child).await;
+    for (_requests, mut events) in sessions {
+        let last = events
+            .message()
+            .await
+            .expect("stream ok")
+            .and_then(|e| e.event);
+        assert_eq!(last, Some(Event::Released(Released { was_held: true })));
+        assert!(events.message().await.expect("clean end").is_none());
     }
 }

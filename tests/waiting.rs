@@ -34,17 +34,23 @@ async fn handoff_after_release(flavor: Flavor, via: usize) -> Duration {
     let mut h = Harness::start_with(flavor, slow_fallback).await;
     h.start_daemon().await;
     let mut holder = h.client_of(via).await;
-    let held = acquire(&mut holder, "baton", 30_000, 0).await.expect("granted");
+    let held = acquire(&mut holder, "baton", 30_000, 0)
+        .await
+        .expect("granted");
     let mut waiter = h.client_of(0).await;
     let waiting = tokio::spawn(async move {
         let lock = acquire(&mut waiter, "baton", 30_000, 25_000).await;
         (Instant::now(), lock)
     });
     // The waiter tried once and was refused before the release.
-    eventually(Duration::from_secs(5), "the waiter was refused once", || async {
-        // holder: acquire + commit; waiter: acquire + release after refusal
-        h.lock_commands(0).await >= 4
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the waiter was refused once",
+        || async {
+            // holder: acquire + commit; waiter: acquire + release after refusal
+            h.lock_commands(0).await >= 4
+        },
+    )
     .await;
     let released = Instant::now();
     assert!(release(&mut holder, &held).await.expect("release"));
@@ -59,13 +65,19 @@ async fn handoff_after_release(flavor: Flavor, via: usize) -> Duration {
 /// A release through the waiter's own replica wakes it at once.
 async fn woken_by_release_through_same_replica(flavor: Flavor) {
     let handoff = handoff_after_release(flavor, 0).await;
-    assert!(handoff < FALLBACK / 10, "{handoff:?}: not woken by the release");
+    assert!(
+        handoff < FALLBACK / 10,
+        "{handoff:?}: not woken by the release"
+    );
 }
 
 /// A release through another replica wakes it through the masters' pub/sub.
 async fn woken_by_release_through_other_replica(flavor: Flavor) {
     let handoff = handoff_after_release(flavor, 1).await;
-    assert!(handoff < FALLBACK / 10, "{handoff:?}: not woken by the release notice");
+    assert!(
+        handoff < FALLBACK / 10,
+        "{handoff:?}: not woken by the release notice"
+    );
 }
 
 /// A lock that is never released: the waiter gets it shortly after its
@@ -73,15 +85,22 @@ async fn woken_by_release_through_other_replica(flavor: Flavor) {
 async fn woken_at_expiry(flavor: Flavor) {
     let h = Harness::start_with(flavor, slow_fallback).await;
     let mut holder = h.client().await;
-    let held = acquire(&mut holder, "left-behind", 500, 0).await.expect("granted");
+    let held = acquire(&mut holder, "left-behind", 500, 0)
+        .await
+        .expect("granted");
     let answered = Instant::now();
     let held_until = answered + std_duration(held.validity);
     // The keys were set before the answer, so they expired by then.
     let expires_by = answered + Duration::from_millis(500);
     let mut waiter = h.client().await;
-    let lock = acquire(&mut waiter, "left-behind", 1_000, 10_000).await.expect("granted after expiry");
+    let lock = acquire(&mut waiter, "left-behind", 1_000, 10_000)
+        .await
+        .expect("granted after expiry");
     let granted = Instant::now();
-    assert!(granted >= held_until, "granted while the holder's validity lasted");
+    assert!(
+        granted >= held_until,
+        "granted while the holder's validity lasted"
+    );
     let lag = granted.saturating_duration_since(expires_by);
     println!("{flavor}: granted {lag:?} after the holder's keys expired");
     assert!(lag < FALLBACK / 10, "{lag:?}: not woken at the expiry");
@@ -94,7 +113,10 @@ async fn first_come_first_served(flavor: Flavor) {
     let engine = build_engine(&h.config()).await.expect("engine");
     let redlock = engine.redlock.clone();
     let ttl = Duration::from_secs(30);
-    let held = redlock.acquire("queue", ttl, Duration::ZERO).await.expect("granted");
+    let held = redlock
+        .acquire("queue", ttl, Duration::ZERO)
+        .await
+        .expect("granted");
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for id in 0..8 {
@@ -113,7 +135,10 @@ async fn first_come_first_served(flavor: Flavor) {
         })
         .await;
     }
-    assert!(redlock.release("queue", &held.token).await.expect("release"));
+    assert!(redlock
+        .release("queue", &held.token)
+        .await
+        .expect("release"));
     for waiter in waiters {
         tokio::time::timeout(Duration::from_secs(30), waiter)
             .await
@@ -143,14 +168,23 @@ async fn waiter_limits(flavor: Flavor) {
             acquire(&mut client, resource, 1_000, 20_000).await
         }));
     }
-    eventually(Duration::from_secs(5), "both waiters are queued", || async {
-        h.lock_commands(0).await >= 3 * 2 + 2 * 2
-    })
+    eventually(
+        Duration::from_secs(5),
+        "both waiters are queued",
+        || async { h.lock_commands(0).await >= 3 * 2 + 2 * 2 },
+    )
     .await;
-    let status = acquire(&mut c, "a", 1_000, 5_000).await.expect_err("queue of a is full");
+    let status = acquire(&mut c, "a", 1_000, 5_000)
+        .await
+        .expect_err("queue of a is full");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
-    assert!(status.message().contains("max_waiters_per_resource"), "{status:?}");
-    let status = acquire(&mut c, "c", 1_000, 5_000).await.expect_err("daemon is full");
+    assert!(
+        status.message().contains("max_waiters_per_resource"),
+        "{status:?}"
+    );
+    let status = acquire(&mut c, "c", 1_000, 5_000)
+        .await
+        .expect_err("daemon is full");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("max_waiters"), "{status:?}");
     // Trying once never queues, so it is not limited.
@@ -159,6 +193,9 @@ async fn waiter_limits(flavor: Flavor) {
     release(&mut c, &a).await.expect("release");
     release(&mut c, &b).await.expect("release");
     for waiter in waiting {
-        waiter.await.expect("task").expect("the queued waiters get their locks");
+        waiter
+            .await
+            .expect("task")
+            .expect("the queued waiters get their locks");
     }
 }

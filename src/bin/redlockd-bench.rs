@@ -45,7 +45,6 @@ use redlockd::pb::{AcquireRequest, ReleaseRequest};
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

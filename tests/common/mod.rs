@@ -258,7 +258,9 @@ pub async fn hold(
 /// The `release` message of a Hold session.
 pub fn release_message() -> pb::HoldRequest {
     pb::HoldRequest {
-        request: Some(pb::hold_request::Request::Release(pb::hold_request::Release {})),
+        request: Some(pb::hold_request::Request::Release(
+            pb::hold_request::Release {},
+        )),
     }
 }
 

@@ -1,0 +1,211 @@
+//! `Hold` sessions against five real masters: held while the stream lives,
+//! released the moment the client ends it or vanishes, `lost` when the
+//! masters can no longer keep it.
+
+mod common;
+
+use common::*;
+use redlockd::config::Config;
+use redlockd::masters::Flavor;
+use redlockd::pb;
+use redlockd::pb::hold_event::Event;
+use redlockd::pb::lock_service_client::LockServiceClient;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+against_both_servers!(
+    release_message_and_half_close_release,
+    vanished_client_frees_the_lock,
+    hundred_sessions_stay_held,
+    three_masters_down_means_lost,
+    first_message_must_be_acquire,
+    session_limit,
+);
+
+async fn next_event(events: &mut tonic::Streaming<pb::HoldEvent>) -> Option<Event> {
+    tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .expect("an event within 10 s")
+        .expect("stream ok")
+        .and_then(|e| e.event)
+}
+
+/// A `release` message, or the client half-closing, releases the lock and
+/// answers `released` with was_held = true, then the stream ends.
+async fn release_message_and_half_close_release(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let (requests, mut events, lock) = hold(&mut c, "session", 10_000, 0).await;
+    assert!(lock.fence > 0);
+    requests
+        .send(release_message())
+        .await
+        .expect("send release");
+    assert_eq!(
+        next_event(&mut events).await,
+        Some(Event::Released(pb::hold_event::Released { was_held: true }))
+    );
+    assert_eq!(next_event(&mut events).await, None, "the stream ends");
+    assert!(h.keys("redlock:lock:session").await.is_empty());
+
+    let (requests, mut events, _) = hold(&mut c, "session", 10_000, 0).await;
+    drop(requests); // half-close
+    assert_eq!(
+        next_event(&mut events).await,
+        Some(Event::Released(pb::hold_event::Released { was_held: true }))
+    );
+    assert!(h.keys("redlock:lock:session").await.is_empty());
+}
+
+/// A client whose connection disappears: its lock is free again within 1 s,
+/// long before its 60 s ttl.
+async fn vanished_client_frees_the_lock(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let url = format!("http://{}", h.daemons[0].addr);
+    let mut doomed = LockServiceClient::connect(url).await.expect("connect");
+    let (requests, events, _) = hold(&mut doomed, "orphaned", 60_000, 0).await;
+    let vanished = Instant::now();
+    drop((requests, events, doomed)); // closes the only connection of this client
+    let mut other = h.client().await;
+    let lock = acquire(&mut other, "orphaned", 1_000, 1_000)
+        .await
+        .expect("free within 1 s");
+    println!(
+        "{flavor}: lock free {:?} after the client vanished",
+        vanished.elapsed()
+    );
+    assert!(lock.fence > 0);
+}
+
+fn one_second_sessions(config: &mut Config) {
+    config.limits.max_sessions = 1_000;
+}
+
+/// 100 sessions with a 1 s ttl stay held for 5 s: each sees `extended`
+/// events, keeps its fence, and validates as held throughout.
+async fn hundred_sessions_stay_held(flavor: Flavor) {
+    let h = Harness::start_with(flavor, one_second_sessions).await;
+    let c = h.client().await;
+    let mut sessions = Vec::new();
+    for i in 0..100 {
+        let mut client = c.clone();
+        sessions.push(tokio::spawn(async move {
+            // A burst of 100 acquisitions: let a transient UNAVAILABLE be retried.
+            let (requests, mut events, lock) =
+                hold(&mut client, &format!("s{i}"), 1_000, 5_000).await;
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut extensions = 0;
+            while Instant::now() < until {
+                match tokio::time::timeout(Duration::from_secs(1), events.message()).await {
+                    Ok(Ok(Some(pb::HoldEvent {
+                        event: Some(Event::Extended(extended)),
+                    }))) => {
+                        assert_eq!(extended.fence, lock.fence, "fence unchanged");
+                        assert_eq!(extended.token, lock.token);
+                        extensions += 1;
+                    }
+                    Ok(other) => panic!("session {i}: unexpected {other:?}"),
+                    Err(_) => panic!("session {i}: no extension within a whole ttl"),
+                }
+            }
+            assert!(validate(&mut client, &lock).await.expect("validate").held);
+            requests.send(release_message()).await.expect("release");
+            assert!(matches!(
+                events.message().await,
+                Ok(Some(pb::HoldEvent {
+                    event: Some(Event::Released(pb::hold_event::Released { was_held: true }))
+                }))
+            ));
+            extensions
+        }));
+    }
+    let mut fewest = usize::MAX;
+    for session in sessions {
+        fewest = fewest.min(session.await.expect("session task"));
+    }
+    println!("{flavor}: every session saw at least {fewest} extensions in 5 s");
+    assert!(fewest >= 5, "{fewest}");
+}
+
+/// Three masters stopped mid-session: the client is told `lost`.
+async fn three_masters_down_means_lost(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let (_requests, mut events, _) = hold(&mut c, "fragile", 1_000, 0).await;
+    for i in 2..5 {
+        h.masters.stop(i).expect("stop");
+    }
+    loop {
+        match next_event(&mut events).await {
+            Some(Event::Extended(_)) => continue,
+            Some(Event::Lost(lost)) => {
+                assert!(!lost.reason.is_empty());
+                break;
+            }
+            other => panic!("expected `lost`, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        next_event(&mut events).await,
+        None,
+        "the stream ends after `lost`"
+    );
+}
+
+/// A Hold that does not start with `acquire` is INVALID_ARGUMENT.
+async fn first_message_must_be_acquire(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let status = c
+        .hold(tokio_stream::iter(vec![release_message()]))
+        .await
+        .expect_err("release first");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+}
+
+fn single_session(config: &mut Config) {
+    config.limits.max_sessions = 1;
+}
+
+/// Past `limits.max_sessions`: RESOURCE_EXHAUSTED; a slot frees when a
+/// session ends.
+async fn session_limit(flavor: Flavor) {
+    let h = Harness::start_with(flavor, single_session).await;
+    let mut c = h.client().await;
+    let (requests, mut events, _) = hold(&mut c, "one", 10_000, 0).await;
+    let (_tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+    let status = c
+        .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .expect_err("second session");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("max_sessions"));
+    requests.send(release_message()).await.expect("release");
+    assert!(matches!(
+        next_event(&mut events).await,
+        Some(Event::Released(_))
+    ));
+    assert_eq!(next_event(&mut events).await, None);
+    eventually(Duration::from_secs(5), "the slot is free again", || {
+        let mut c = c.clone();
+        async move { hold_opens(&mut c).await }
+    })
+    .await;
+}
+
+async fn hold_opens(c: &mut common::LockClient) -> bool {
+    let (requests, outgoing) = tokio::sync::mpsc::channel(1);
+    let _ = requests
+        .send(pb::HoldRequest {
+            request: Some(pb::hold_request::Request::Acquire(pb::AcquireRequest {
+                resource: "two".into(),
+                ttl: ms(1_000),
+                wait: None,
+                owner: String::new(),
+            })),
+        })
+        .await;
+    c.hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .is_ok()
+}
