@@ -1,47 +1,43 @@
 //! `redlockd-bench`: figures for redlockd under load, through its gRPC API.
+//! Not a test: it asserts nothing, it measures.
 //!
-//! It exists to measure what waiting callers get from the daemon, and to
-//! compare the two ways it can make them wait: wake-ups on release
-//! (`redlock.wake_on_release = true`, the default: a local FIFO queue woken by
-//! releases) and blind Redlock polling (`false`: every waiter retries after a
-//! jittered 5-50 ms pause). It prints figures; it is not a test and asserts
-//! nothing.
+//! It exists to show what waiting callers get, and to compare the two ways
+//! the daemon makes them wait: wake-ups (`redlock.wake_on_release = true`,
+//! the default: a local FIFO queue woken by releases) and blind Redlock
+//! polling (`false`: each waiter retries after a jittered 5-50 ms pause).
 //!
-//! Workload W2, "contended hand-off": `--contenders` tasks (16), each with its
+//! Workload W2, "contended hand-off": `--contenders` tasks (16), each on its
 //! own gRPC connection, loop on ONE resource: Acquire (ttl 10 s, wait 30 s),
-//! hold for `--hold-us`, Release, until `--duration` has passed. At the
-//! deadline, acquires still waiting are dropped (the daemon releases anything
-//! it grants after that). Reported per run:
-//! - hand-offs: grants that went to a *different* contender than the previous
-//!   grant, and their rate;
-//! - hand-off latency (p50, p99): from the moment the previous holder sent its
-//!   Release to the moment the next holder's Acquire response arrived, all on
-//!   one `std::time::Instant` clock;
-//! - the longest single Acquire wait (sent to granted) of any contender;
-//! - grants per contender (min/max): zero or a very low minimum is starvation.
+//! hold `--hold-us`, Release, until `--duration`; Acquires still waiting then
+//! are dropped (the daemon releases what it grants after that). A hand-off is
+//! a grant to a *different* contender than the previous grant; its latency
+//! runs from the previous holder sending Release to the next holder receiving
+//! its grant, on one `std::time::Instant` clock. Also reported: the longest
+//! Acquire wait, and grants per contender (a low minimum means starvation);
+//! the table adds where time goes: the Release round trip, and one Acquire
+//! per client on a free resource (same `wait`), timed before the run.
 //!
-//! With no `--addr` (`--dev`, the default) it starts five Valkey masters
-//! (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`), then one
-//! in-process daemon with wake-ups and afterwards one with polling, over the
-//! same masters, on loopback ephemeral ports, with the default configuration
-//! otherwise. With `--addr HOST:PORT` (repeatable) it runs W2 against running
-//! daemons instead, whatever their mode. Output: one JSON line per run on
-//! stdout, then a table comparing the runs; logs go to stderr (`RUST_LOG`).
+//! With no `--addr` (`--dev`), it starts five Valkey masters
+//! (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`), then two daemons
+//! in-process over them, one after the other on loopback ephemeral ports,
+//! default configuration but for `wake_on_release`. `--addr HOST:PORT`
+//! (repeatable) runs against running daemons instead. Stdout: one JSON line
+//! per run, then a table comparing the runs. Logs go to stderr (`RUST_LOG`).
 //!
 //! ```sh
 //! scripts/setup.sh && source .venv/redlockd-env
 //! cargo run --release --bin redlockd-bench -- --duration 10
 //! ```
 //!
-//! The bench, the daemon and the masters share the machine: on few cores the
-//! figures include their competition for CPU. Holds shorter than a
-//! millisecond are rounded up by the tokio timer.
+//! Bench, daemon and masters share the machine's cores. Holds below 1 ms are
+//! rounded up by the tokio timer.
 
 use clap::Parser;
 use redlockd::config::Config;
 use redlockd::masters::{find_server, Flavor, LocalMasters};
 use redlockd::pb::lock_service_client::LockServiceClient;
-use redlockd::pb::{AcquireRequest, ReleaseRequest};
+use redlockd::pb::{AcquireRequest, Lock, ReleaseRequest};
+use redlockd::server::ServeError;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -53,15 +49,14 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Client = LockServiceClient<Channel>;
 
 /// Lease asked for by every W2 Acquire.
 const W2_TTL: Duration = Duration::from_secs(10);
 /// Longest each W2 Acquire waits for the lock.
 const W2_WAIT: Duration = Duration::from_secs(30);
-/// Masters started in dev mode.
-const DEV_MASTERS: usize = 5;
 
-/// Benchmarks redlockd through its gRPC API (workload W2: contended hand-off,
+/// Benchmarks redlockd through its gRPC API (W2: contended hand-off,
 /// wake-ups vs blind polling).
 #[derive(Debug, Parser)]
 #[command(about)]
@@ -72,8 +67,8 @@ struct Args {
     /// Tasks contending for the one resource.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
     contenders: u32,
-    /// How long each grant is held before its Release, in microseconds
-    /// (0: release at once; below 1000 the tokio timer rounds up to ~1 ms).
+    /// How long each grant is held before its Release, in microseconds (0:
+    /// release at once; below 1000 the tokio timer rounds up to ~1 ms).
     #[arg(long, default_value_t = 0)]
     hold_us: u64,
     /// Start five local Valkey masters and two in-process daemons (wake-ups,
@@ -90,10 +85,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())?,
         Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string())?,
     };
-    if parsed.is_zero() {
-        return Err("must be longer than zero".to_owned());
+    match parsed.is_zero() {
+        true => Err("must be longer than zero".to_owned()),
+        false => Ok(parsed),
     }
-    Ok(parsed)
 }
 
 fn main() -> ExitCode {
@@ -105,31 +100,17 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let masters = if args.addr.is_empty() {
-        let started = find_server(Flavor::Valkey)
-            .map_err(BoxError::from)
-            .and_then(|binary| Ok(LocalMasters::start(&binary, DEV_MASTERS)?));
-        match started {
-            Ok(masters) => {
-                tracing::info!(
-                    server = masters.version(),
-                    "started {DEV_MASTERS} local masters"
-                );
-                Some(masters)
-            }
-            Err(error) => {
-                eprintln!("redlockd-bench: cannot start masters: {error}");
-                return ExitCode::FAILURE;
-            }
+    // Started before the runtime (it blocks); stopped when dropped, at the end.
+    let masters = match args.addr.is_empty().then(start_masters).transpose() {
+        Ok(masters) => masters,
+        Err(error) => {
+            eprintln!("redlockd-bench: cannot start the masters: {error}");
+            return ExitCode::FAILURE;
         }
-    } else {
-        None
     };
     let result = tokio::runtime::Runtime::new()
         .map_err(BoxError::from)
         .and_then(|runtime| runtime.block_on(run_all(&args, masters.as_ref())));
-    // Stops the masters, after every daemon is gone.
-    drop(masters);
     match result {
         Ok(reports) => {
             print_table(&reports);
@@ -140,6 +121,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Five Valkey masters on loopback, no persistence.
+fn start_masters() -> Result<LocalMasters, BoxError> {
+    let masters = LocalMasters::start(&find_server(Flavor::Valkey)?, 5)?;
+    tracing::info!(server = masters.version(), urls = ?masters.urls(), "masters started");
+    Ok(masters)
 }
 
 /// Every run of this invocation, in order; prints each JSON line as it ends.
@@ -156,25 +144,20 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<Vec<W2Re
         let _ = std::io::stdout().flush();
         reports.push(r);
     };
-    match masters {
-        Some(masters) => {
-            for (mode, wake) in [("wake", true), ("poll", false)] {
-                let daemon = Daemon::start(masters.urls(), wake).await?;
-                tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
-                let resource = format!("bench/w2/{mode}/{pid}");
-                let outcome = w2_contended_handoff(daemon.addr, mode, &resource, &params).await;
-                daemon.stop().await;
-                report(outcome?);
-            }
+    if let Some(masters) = masters {
+        for (mode, wake) in [("wake", true), ("poll", false)] {
+            let daemon = Daemon::start(masters.urls(), wake).await?;
+            tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
+            let resource = format!("bench/w2/{mode}/{pid}");
+            let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params).await;
+            daemon.stop().await;
+            report(outcome?);
         }
-        None => {
-            for (i, addr) in args.addr.iter().enumerate() {
-                tracing::info!(%addr, "W2 for {:?}", params.duration);
-                let resource = format!("bench/w2/addr{i}/{pid}");
-                let mode = format!("addr={addr}");
-                report(w2_contended_handoff(*addr, &mode, &resource, &params).await?);
-            }
-        }
+    }
+    for (i, addr) in args.addr.iter().enumerate() {
+        tracing::info!(%addr, "W2 for {:?}", params.duration);
+        let (mode, resource) = (format!("addr={addr}"), format!("bench/w2/{i}/{pid}"));
+        report(w2_contended_handoff(*addr, &mode, &resource, params).await?);
     }
     Ok(reports)
 }
@@ -183,7 +166,7 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<Vec<W2Re
 struct Daemon {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), redlockd::server::ServeError>>,
+    task: JoinHandle<Result<(), ServeError>>,
 }
 
 impl Daemon {
@@ -208,8 +191,7 @@ impl Daemon {
         let mut task = self.task;
         match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
             Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "daemon failed"),
-            Ok(Err(error)) => tracing::warn!(%error, "daemon task"),
+            Ok(outcome) => tracing::warn!("daemon ended: {outcome:?}"),
             Err(_) => {
                 tracing::warn!("daemon did not stop within 10 s; aborting it");
                 task.abort();
@@ -218,14 +200,13 @@ impl Daemon {
     }
 }
 
-/// A client on its own HTTP/2 connection to `addr`, retried while the
-/// daemon is still starting.
-async fn connect(addr: SocketAddr) -> Result<LockServiceClient<Channel>, BoxError> {
+/// A client on its own HTTP/2 connection, retried while the daemon starts.
+async fn connect(addr: SocketAddr) -> Result<Client, BoxError> {
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(1));
     let mut last = None;
-    for _ in 0..150 {
+    for _ in 0..100 {
         match endpoint.connect().await {
             Ok(channel) => return Ok(LockServiceClient::new(channel)),
             Err(error) => last = Some(error),
@@ -236,13 +217,14 @@ async fn connect(addr: SocketAddr) -> Result<LockServiceClient<Channel>, BoxErro
 }
 
 /// The knobs of W2.
+#[derive(Clone, Copy)]
 struct W2Params {
     contenders: usize,
     hold: Duration,
     duration: Duration,
 }
 
-/// One grant, times on the run's clock.
+/// One grant, its times on the run's clock.
 struct Grant {
     contender: usize,
     acquire_sent: Duration,
@@ -256,10 +238,12 @@ struct Grant {
 #[derive(Default)]
 struct ContenderLog {
     grants: Vec<Grant>,
+    /// Failed calls.
     errors: u64,
-    released_not_held: u64,
+    /// Releases that found the lock no longer held on a majority.
+    not_held: u64,
     /// How long the Acquire dropped at the deadline had waited.
-    abandoned_wait: Option<Duration>,
+    cut_wait: Option<Duration>,
 }
 
 /// W2: `contenders` tasks pass one lock around through the daemon at `addr`.
@@ -267,51 +251,44 @@ async fn w2_contended_handoff(
     addr: SocketAddr,
     mode: &str,
     resource: &str,
-    params: &W2Params,
+    params: W2Params,
 ) -> Result<W2Report, BoxError> {
-    let mut clients =
-        futures::future::try_join_all((0..params.contenders).map(|_| connect(addr))).await?;
-    // Warm-up outside the measurement: scripts loaded, connections used.
-    let warm = format!("{resource}/warm-up");
-    for client in &mut clients {
-        let lock = client
-            .acquire(acquire_request(&warm, "bench-warm-up"))
-            .await?;
-        if let Some(lock) = lock.into_inner().lock {
-            client
-                .release(ReleaseRequest {
-                    resource: lock.resource,
-                    token: lock.token,
-                })
-                .await?;
+    let connecting = (0..params.contenders).map(|_| connect(addr));
+    let mut clients = futures::future::try_join_all(connecting).await?;
+    // Before the clock starts: use every connection once, then time one
+    // uncontended Acquire per client: the baseline cost of a grant.
+    let (warm, mut uncontended) = (format!("{resource}/warm-up"), Vec::new());
+    for round in 0..2 {
+        for client in &mut clients {
+            let sent = Instant::now();
+            let lock = client.acquire(acquire_request(&warm, "warm-up")).await?;
+            if round == 1 {
+                uncontended.push(sent.elapsed());
+            }
+            if let Some(lock) = lock.into_inner().lock {
+                client.release(release_request(lock)).await?;
+            }
         }
     }
     let clock = Instant::now();
     let deadline = tokio::time::Instant::from_std(clock + params.duration);
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(id, client)| {
-            let resource = resource.to_owned();
-            tokio::spawn(contender(
-                id,
-                client,
-                resource,
-                params.hold,
-                clock,
-                deadline,
-            ))
-        })
-        .collect();
-    let mut logs = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        logs.push(task.await?);
-    }
-    Ok(W2Report::from_logs(mode, params, &logs))
+    let tasks = clients.into_iter().enumerate().map(|(id, client)| {
+        let resource = resource.to_owned();
+        tokio::spawn(contender(
+            id,
+            client,
+            resource,
+            params.hold,
+            clock,
+            deadline,
+        ))
+    });
+    let logs = futures::future::try_join_all(tasks).await?;
+    Ok(W2Report::new(mode, params, &logs, uncontended))
 }
 
 fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
-    let proto = |d: Duration| prost_types::Duration::try_from(d).expect("a few seconds convert");
+    let proto = |d: Duration| prost_types::Duration::try_from(d).expect("seconds convert");
     AcquireRequest {
         resource: resource.to_owned(),
         ttl: Some(proto(W2_TTL)),
@@ -320,10 +297,16 @@ fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
     }
 }
 
-/// One W2 contender: acquire, hold, release, until `deadline`.
+fn release_request(lock: Lock) -> ReleaseRequest {
+    let (resource, token) = (lock.resource, lock.token);
+    ReleaseRequest { resource, token }
+}
+
+/// One W2 contender: acquire, hold, release, until `deadline`; an Acquire
+/// still waiting then is dropped (the daemon releases a late grant itself).
 async fn contender(
     id: usize,
-    mut client: LockServiceClient<Channel>,
+    mut client: Client,
     resource: String,
     hold: Duration,
     clock: Instant,
@@ -333,49 +316,40 @@ async fn contender(
     let owner = format!("bench-{id}");
     while tokio::time::Instant::now() < deadline {
         let acquire_sent = clock.elapsed();
-        let answer =
-            tokio::time::timeout_at(deadline, client.acquire(acquire_request(&resource, &owner)));
-        let lock = match answer.await {
-            Err(_) => {
-                log.abandoned_wait = Some(clock.elapsed().saturating_sub(acquire_sent));
-                break;
-            }
+        let request = client.acquire(acquire_request(&resource, &owner));
+        let lock = match tokio::time::timeout_at(deadline, request).await {
             Ok(Ok(response)) => response.into_inner().lock,
             Ok(Err(status)) => {
                 log.errors += 1;
-                tracing::warn!(contender = id, code = ?status.code(), message = status.message(), "Acquire");
+                tracing::warn!(id, code = ?status.code(), "Acquire: {}", status.message());
                 match status.code() {
                     Code::Unavailable | Code::Aborted | Code::DeadlineExceeded => continue,
                     _ => break,
                 }
             }
+            Err(_) => {
+                log.cut_wait = Some(clock.elapsed().saturating_sub(acquire_sent));
+                break;
+            }
         };
         let granted = clock.elapsed();
         let Some(lock) = lock else {
             log.errors += 1;
-            tracing::warn!(contender = id, "Acquire answered without a lock");
+            tracing::warn!(id, "Acquire answered without a lock");
             break;
         };
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
         let release_sent = clock.elapsed();
-        let released = client
-            .release(ReleaseRequest {
-                resource: lock.resource,
-                token: lock.token,
-            })
-            .await;
-        let release_done = match released {
+        let release_done = match client.release(release_request(lock)).await {
             Ok(response) => {
-                if !response.into_inner().was_held {
-                    log.released_not_held += 1;
-                }
+                log.not_held += u64::from(!response.into_inner().was_held);
                 Some(clock.elapsed())
             }
             Err(status) => {
                 log.errors += 1;
-                tracing::warn!(contender = id, code = ?status.code(), message = status.message(), "Release");
+                tracing::warn!(id, code = ?status.code(), "Release: {}", status.message());
                 None
             }
         };
@@ -390,57 +364,48 @@ async fn contender(
     log
 }
 
-/// The figures of one W2 run.
+/// The figures of one W2 run. Samples are sorted.
 struct W2Report {
     mode: String,
-    contenders: usize,
-    duration: Duration,
+    params: W2Params,
     grants: usize,
-    handoffs: usize,
-    /// Consecutive grants to the same contender (not hand-offs).
+    /// Consecutive grants to the same contender: not hand-offs.
     regrants: usize,
-    /// A grant that arrived before the previous holder sent its Release:
-    /// should never happen.
+    /// Grants that arrived before the previous holder sent its Release:
+    /// mutual exclusion broken (never expected).
     overlaps: usize,
-    handoff: Percentiles,
-    release_rpc: Percentiles,
-    longest_wait: Duration,
-    longest_abandoned: Duration,
+    /// Previous holder's Release sent -> next, different, holder's grant.
+    handoff: Vec<Duration>,
+    /// Release round trips.
+    release_rpc: Vec<Duration>,
+    /// One Acquire per client on a free resource, before the run.
+    uncontended: Vec<Duration>,
+    /// Acquire waits (sent to granted) that ended in a grant.
+    waits: Vec<Duration>,
+    /// Longest Acquire wait cut off at the deadline.
+    longest_cut: Option<Duration>,
     grants_min: usize,
     grants_max: usize,
     errors: u64,
-    released_not_held: u64,
+    not_held: u64,
 }
 
-/// p50, p99 and max of a sample (None: empty).
-#[derive(Clone, Copy)]
-struct Percentiles {
-    p50: Option<Duration>,
-    p99: Option<Duration>,
-    max: Option<Duration>,
+/// Nearest-rank percentile `p` of a sorted sample (None: empty).
+fn pct(sorted: &[Duration], p: usize) -> Option<Duration> {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
 }
 
-impl Percentiles {
-    /// Nearest-rank percentiles.
-    fn of(mut sample: Vec<Duration>) -> Percentiles {
-        sample.sort_unstable();
-        let rank = |p: usize| {
-            let n = sample.len();
-            sample.get((n * p).div_ceil(100).max(1) - 1).copied()
-        };
-        Percentiles {
-            p50: rank(50),
-            p99: rank(99),
-            max: sample.last().copied(),
-        }
-    }
+fn sorted(mut sample: Vec<Duration>) -> Vec<Duration> {
+    sample.sort_unstable();
+    sample
 }
 
 impl W2Report {
-    fn from_logs(mode: &str, params: &W2Params, logs: &[ContenderLog]) -> W2Report {
+    fn new(mode: &str, params: W2Params, logs: &[ContenderLog], base: Vec<Duration>) -> Self {
         let mut grants: Vec<&Grant> = logs.iter().flat_map(|l| &l.grants).collect();
         grants.sort_unstable_by_key(|g| g.granted);
-        let (mut latencies, mut regrants, mut overlaps) = (Vec::new(), 0, 0);
+        let (mut handoff, mut regrants, mut overlaps) = (Vec::new(), 0, 0);
         for pair in grants.windows(2) {
             let (previous, next) = (pair[0], pair[1]);
             if next.granted < previous.release_sent {
@@ -448,58 +413,54 @@ impl W2Report {
             } else if next.contender == previous.contender {
                 regrants += 1;
             } else {
-                latencies.push(next.granted - previous.release_sent);
+                handoff.push(next.granted - previous.release_sent);
             }
         }
         if overlaps > 0 {
-            tracing::warn!(mode, overlaps, "grants overlapping the previous holder");
+            tracing::warn!(mode, overlaps, "grants overlapping the previous holder's");
         }
+        let release_rpc = grants
+            .iter()
+            .filter_map(|g| Some(g.release_done? - g.release_sent));
         let per_contender = logs.iter().map(|l| l.grants.len());
-        let max_of = |d: &mut dyn Iterator<Item = Duration>| d.max().unwrap_or_default();
         W2Report {
             mode: mode.to_owned(),
-            contenders: params.contenders,
-            duration: params.duration,
+            params,
             grants: grants.len(),
-            handoffs: latencies.len(),
             regrants,
             overlaps,
-            handoff: Percentiles::of(latencies),
-            release_rpc: Percentiles::of(
-                grants
-                    .iter()
-                    .filter_map(|g| Some(g.release_done? - g.release_sent))
-                    .collect(),
-            ),
-            longest_wait: max_of(&mut grants.iter().map(|g| g.granted - g.acquire_sent)),
-            longest_abandoned: max_of(&mut logs.iter().filter_map(|l| l.abandoned_wait)),
+            handoff: sorted(handoff),
+            release_rpc: sorted(release_rpc.collect()),
+            uncontended: sorted(base),
+            waits: sorted(grants.iter().map(|g| g.granted - g.acquire_sent).collect()),
+            longest_cut: logs.iter().filter_map(|l| l.cut_wait).max(),
             grants_min: per_contender.clone().min().unwrap_or(0),
             grants_max: per_contender.max().unwrap_or(0),
             errors: logs.iter().map(|l| l.errors).sum(),
-            released_not_held: logs.iter().map(|l| l.released_not_held).sum(),
+            not_held: logs.iter().map(|l| l.not_held).sum(),
         }
     }
 
     fn handoffs_per_s(&self) -> f64 {
-        self.handoffs as f64 / self.duration.as_secs_f64()
+        self.handoff.len() as f64 / self.params.duration.as_secs_f64()
     }
 
-    /// The machine-readable line (hand-written: every value is a number or
-    /// a plain label).
+    /// The machine-readable line (written by hand: numbers and one label).
     fn json_line(&self) -> String {
         let us = |d: Option<Duration>| d.map_or("null".to_owned(), |d| d.as_micros().to_string());
+        let longest_ms = self.waits.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
         format!(
             "{{\"workload\":\"W2\",\"mode\":\"{}\",\"contenders\":{},\"duration_s\":{:.3},\
              \"handoffs\":{},\"handoffs_per_s\":{:.1},\"handoff_p50_us\":{},\"handoff_p99_us\":{},\
-             \"longest_wait_ms\":{:.1},\"grants_min\":{},\"grants_max\":{},\"grants\":{},\"errors\":{}}}",
+             \"longest_wait_ms\":{longest_ms:.1},\"grants_min\":{},\"grants_max\":{},\
+             \"grants\":{},\"errors\":{}}}",
             self.mode.replace(['"', '\\'], "_"),
-            self.contenders,
-            self.duration.as_secs_f64(),
-            self.handoffs,
+            self.params.contenders,
+            self.params.duration.as_secs_f64(),
+            self.handoff.len(),
             self.handoffs_per_s(),
-            us(self.handoff.p50),
-            us(self.handoff.p99),
-            self.longest_wait.as_secs_f64() * 1e3,
+            us(pct(&self.handoff, 50)),
+            us(pct(&self.handoff, 99)),
             self.grants_min,
             self.grants_max,
             self.grants,
@@ -508,56 +469,49 @@ impl W2Report {
     }
 }
 
-/// A human-readable comparison of the runs, one column per run.
+/// A readable comparison of the runs, one column each.
 fn print_table(reports: &[W2Report]) {
     type Row = (&'static str, fn(&W2Report) -> String);
-    let rows: [Row; 14] = [
-        ("contenders", |r| r.contenders.to_string()),
-        ("duration", |r| format!("{:.1} s", r.duration.as_secs_f64())),
-        ("grants (all)", |r| r.grants.to_string()),
-        ("hand-offs (different holder)", |r| r.handoffs.to_string()),
+    let rows: &[Row] = &[
+        ("contenders", |r| r.params.contenders.to_string()),
+        ("hold", |r| ms(Some(r.params.hold))),
+        ("duration s", |r| {
+            format!("{:.1}", r.params.duration.as_secs_f64())
+        }),
+        ("grants, all", |r| r.grants.to_string()),
+        ("re-grants, same holder", |r| r.regrants.to_string()),
+        ("hand-offs", |r| r.handoff.len().to_string()),
         ("hand-offs / s", |r| format!("{:.0}", r.handoffs_per_s())),
-        ("re-grants to same holder", |r| r.regrants.to_string()),
-        ("hand-off p50", |r| ms_of(r.handoff.p50)),
-        ("hand-off p99", |r| ms_of(r.handoff.p99)),
-        ("hand-off max", |r| ms_of(r.handoff.max)),
-        ("Release RPC p50", |r| ms_of(r.release_rpc.p50)),
-        ("longest Acquire wait (granted)", |r| {
-            ms_of(Some(r.longest_wait))
-        }),
-        ("longest wait cut at deadline", |r| {
-            ms_of(Some(r.longest_abandoned))
-        }),
-        ("grants per contender min/max", |r| {
+        ("hand-off p50", |r| ms(pct(&r.handoff, 50))),
+        ("hand-off p99", |r| ms(pct(&r.handoff, 99))),
+        ("hand-off max", |r| ms(r.handoff.last().copied())),
+        ("  Release RPC p50", |r| ms(pct(&r.release_rpc, 50))),
+        ("  free Acquire p50", |r| ms(pct(&r.uncontended, 50))),
+        ("longest Acquire wait", |r| ms(r.waits.last().copied())),
+        ("  cut at the deadline", |r| ms(r.longest_cut)),
+        ("grants/contender min/max", |r| {
             format!("{}/{}", r.grants_min, r.grants_max)
         }),
-        ("errors / not held / overlaps", |r| {
-            format!("{}/{}/{}", r.errors, r.released_not_held, r.overlaps)
+        ("errors/not held/overlaps", |r| {
+            format!("{}/{}/{}", r.errors, r.not_held, r.overlaps)
         }),
     ];
-    let width = reports
-        .iter()
-        .map(|r| r.mode.len())
-        .max()
-        .unwrap_or(0)
-        .max(12)
-        + 2;
-    let mut out = format!("\nW2 contended hand-off\n{:<32}", "");
+    let width = 2 + reports.iter().map(|r| r.mode.len()).fold(12, usize::max);
+    let mut out = format!("\nW2 contended hand-off\n{:<28}", "");
     for r in reports {
         out.push_str(&format!("{:>width$}", r.mode));
     }
-    out.push('\n');
     for (name, cell) in rows {
-        out.push_str(&format!("{name:<32}"));
+        out.push_str(&format!("\n{name:<28}"));
         for r in reports {
             out.push_str(&format!("{:>width$}", cell(r)));
         }
-        out.push('\n');
     }
-    print!("{out}");
+    println!("{out}");
 }
 
-fn ms_of(d: Option<Duration>) -> String {
+/// Milliseconds to the microsecond ("-": no value).
+fn ms(d: Option<Duration>) -> String {
     d.map_or("-".to_owned(), |d| {
         format!("{:.3} ms", d.as_secs_f64() * 1e3)
     })
