@@ -5,7 +5,7 @@
 use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Decision, LockError, Quorum, Redlock};
+use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -72,7 +72,8 @@ impl Redlock {
             )
             .await;
         if votes.decision() != Decision::Reached {
-            self.release_everywhere(subject).await;
+            self.release_everywhere(subject, WakeWaiters::IfDeleted)
+                .await;
             return Err(if votes.refused_by_majority() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes, refusals),
@@ -99,7 +100,8 @@ impl Redlock {
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
-                self.release_everywhere(subject).await;
+                self.release_everywhere(subject, WakeWaiters::IfDeleted)
+                    .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
                     _ => LockError::NoQuorum(commits),

@@ -83,6 +83,16 @@ pub struct Lock {
     pub validity: Duration,
 }
 
+/// When a release wakes this replica's waiters of the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WakeWaiters {
+    /// A holder's release: as soon as the deletes are on their way.
+    AtOnce,
+    /// The cleanup of a failed attempt: only if it deleted anything, with
+    /// the tie-breaking jitter (another replica may be competing).
+    IfDeleted,
+}
+
 /// The engine refuses to exist without masters.
 #[derive(Debug, thiserror::Error)]
 #[error("at least one master is required")]
@@ -183,7 +193,7 @@ impl Redlock {
     /// was still sent to all of them).
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
         let tally = self
-            .release_everywhere(&self.subject(resource, token.clone()))
+            .release_everywhere(&self.subject(resource, token.clone()), WakeWaiters::AtOnce)
             .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
@@ -240,44 +250,49 @@ impl Redlock {
     /// relay it.
     pub fn notice_received(&self, message: &str) {
         if let Some(notice) = Notice::decode(message) {
-            self.wake_waiters(&notice);
+            self.wake_waiters(&notice, false);
         }
     }
 
-    fn wake_waiters(&self, notice: &Notice) {
+    fn wake_waiters(&self, notice: &Notice, at_once: bool) {
         let first = self
             .seen_notices
             .lock()
             .map(|mut seen| seen.first_sighting(notice.id))
             .unwrap_or(true);
         if first {
-            self.waiters.released(&notice.resource);
+            self.waiters.released(&notice.resource, at_once);
         }
     }
 
     /// Sends a compare-and-delete to every master and waits for all of them
     /// (each bounded by `node_timeout`), so that when it returns nothing of
-    /// this token is left on a master that answered. If anything was
-    /// deleted, the release is announced (masters publish it; local waiters
-    /// are woken at once).
-    async fn release_everywhere(&self, subject: &Arc<Subject>) -> Tally {
+    /// this token is left on a master that answered. Every master publishes
+    /// the release where it deleted; this replica's waiters are woken as
+    /// `wake` says.
+    async fn release_everywhere(&self, subject: &Arc<Subject>, wake: WakeWaiters) -> Tally {
         let notice = Notice::new(&subject.resource);
         let command = Command::Release(notice.encode().into());
-        let replies = futures::future::join_all(
-            self.all()
-                .map(|index| self.dispatch(index, subject, command.clone()).0),
-        )
-        .await;
+        let (replies, submitted): (Vec<_>, Vec<_>) = self
+            .all()
+            .map(|index| self.dispatch(index, subject, command.clone()))
+            .unzip();
+        if wake == WakeWaiters::AtOnce {
+            // Every delete is queued on its master's connection ahead of
+            // anything the woken waiter sends, so its SETs land after them.
+            futures::future::join_all(submitted).await;
+            self.wake_waiters(&notice, true);
+        }
         let mut tally = Tally::new(self.quorum);
-        for (index, reply) in replies {
+        for (index, reply) in futures::future::join_all(replies).await {
             match reply {
                 Ok(Reply::Released(true)) => tally.yes += 1,
                 Ok(_) => tally.no += 1,
                 Err(error) => self.count_failure(index, &error, &mut tally),
             }
         }
-        if tally.yes > 0 {
-            self.wake_waiters(&notice);
+        if wake == WakeWaiters::IfDeleted && tally.yes > 0 {
+            self.wake_waiters(&notice, false);
         }
         tally
     }

@@ -125,23 +125,32 @@ impl Redlock {
         let mut try_at = place.is_front().then(Instant::now);
         let mut last_error = None;
         loop {
-            let due = try_at.filter(|_| place.is_front());
-            tokio::select! {
-                () = sleep_until_some(due) => match self.attempt(subject, ttl).await {
+            // Due now: attempt without going through a timer (tokio's timer
+            // rounds every sleep up to its 1 ms tick).
+            if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
+                match self.attempt(subject, ttl).await {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
                     }
                     Err(failure) => {
-                        try_at = Some(Instant::now() + self.pause_after(&failure));
+                        let now = Instant::now();
+                        if now >= give_up_at {
+                            return Err(failure.error);
+                        }
+                        try_at = Some(now + self.pause_after(&failure));
                         last_error = Some(failure.error);
                     }
-                },
+                }
+            }
+            let due = try_at.filter(|_| place.is_front());
+            tokio::select! {
+                () = sleep_until_some(due) => {}
                 wake = place.woken() => {
                     let now = Instant::now();
                     try_at = Some(match wake {
-                        Wake::Released => now + jitter(TIE_BREAK_JITTER),
-                        Wake::Front { holder_expires: None } => now,
+                        Wake::Released { at_once: true } | Wake::Front { holder_expires: None } => now,
+                        Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
                         Wake::Front { holder_expires: Some(expires) } => {
                             expires.min(now + self.settings.wait_fallback) + jitter(TIE_BREAK_JITTER)
                         }

@@ -15,8 +15,15 @@ use tokio::time::Instant;
 /// Why a waiter was woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wake {
-    /// The resource was released: try now.
-    Released,
+    /// The resource was released. `at_once`: the release went through this
+    /// replica, so no other replica's waiter can be ahead: try immediately.
+    /// Otherwise (a notice from another replica, or the cleanup of a failed
+    /// attempt) try after a small random jitter that breaks ties between
+    /// replicas woken by the same release.
+    Released {
+        /// Try without the tie-breaking jitter.
+        at_once: bool,
+    },
     /// This waiter is now the front of the queue. `holder_expires` is when
     /// the lock just granted to its predecessor expires at the latest (none
     /// when the predecessor gave up without the lock).
@@ -104,10 +111,10 @@ impl Waiters {
     }
 
     /// Wakes the front waiter of `resource`, if any: it was released.
-    pub fn released(&self, resource: &str) {
+    pub fn released(&self, resource: &str, at_once: bool) {
         let queues = self.lock();
         if let Some(front) = queues.by_resource.get(resource).and_then(VecDeque::front) {
-            let _ = front.wake.send(Wake::Released);
+            let _ = front.wake.send(Wake::Released { at_once });
         }
     }
 
@@ -230,8 +237,8 @@ mod tests {
         let mut front = w.join("r").expect("room");
         let mut back = w.join("r").expect("room");
         let mut other = w.join("s").expect("room");
-        w.released("r");
-        assert_eq!(front.woken().await, Wake::Released);
+        w.released("r", true);
+        assert_eq!(front.woken().await, Wake::Released { at_once: true });
         assert!(back.woken.try_recv().is_err());
         assert!(other.woken.try_recv().is_err());
     }
