@@ -1,10 +1,16 @@
 //! Generates the gRPC code for `proto/` at build time. The proto files are
 //! parsed by `protox` (pure Rust), so a fresh machine needs no `protoc`.
+//! The encoded descriptor set is kept for gRPC server reflection.
+
+use prost::Message;
+use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = ["proto/redlock/v1/lock.proto"];
     println!("cargo:rerun-if-changed=proto");
     let fds = protox::compile(protos, ["proto"])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("redlock_v1_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -9,11 +9,15 @@
 //! - [`service`]: the gRPC layer: validate, call the engine, map the outcome;
 //! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
 //! - [`config`]: the one typed configuration, loaded once;
+//! - [`metrics`], [`metrics_endpoint`], [`health`]: what operators see;
 //! - [`masters`]: local master processes for `--dev` and the test suite;
 //! - [`signal`](mod@signal): SIGTERM/SIGINT.
 
 pub mod config;
+pub mod health;
 pub mod masters;
+pub mod metrics;
+pub mod metrics_endpoint;
 pub mod node;
 pub mod redlock;
 pub mod server;

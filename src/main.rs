@@ -1,7 +1,7 @@
 //! The `redlockd` binary: configuration -> logs -> serve -> drain -> exit code.
 
 use clap::Parser;
-use redlockd::config::Config;
+use redlockd::config::{Config, LogFormat};
 use redlockd::masters::{find_any_server, LocalMasters};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return config_error(&error),
     };
-    init_logging();
+    init_logging(config.log.format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -76,16 +76,17 @@ fn config_error(error: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Logs go to stderr (stdout carries only the --dev banner), coloured
-    // only on a terminal.
-    tracing_subscriber::fmt()
+    // Logs go to stderr (stdout carries only the --dev banner).
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+    }
 }
 
 fn start_dev_masters() -> Result<LocalMasters, redlockd::masters::MastersError> {

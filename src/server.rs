@@ -2,6 +2,9 @@
 //! The binary and every integration test go through [`run`].
 
 use crate::config::Config;
+use crate::metrics::MetricsError;
+use crate::{health, metrics_endpoint};
+use metrics_exporter_prometheus::PrometheusHandle;
 use crate::node::scripts::Scripts;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSetupError};
@@ -34,6 +37,12 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// The reflection service could not read the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
 }
 
 /// The engine's settings from the configuration.
@@ -60,7 +69,8 @@ pub fn engine_settings(config: &Config) -> Settings {
 pub struct Engine {
     /// The engine itself.
     pub redlock: Arc<Redlock>,
-    nodes: Vec<Arc<FredNode>>,
+    /// The master connections.
+    pub nodes: Vec<Arc<FredNode>>,
     subscriptions: Option<Subscriptions>,
 }
 
@@ -116,23 +126,55 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     })
 }
 
+/// The encoded descriptors of `proto/`, for gRPC server reflection.
+const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/redlock_v1_descriptor.bin"));
+
 /// Serves the lock service on `listener` until `shutdown` completes. Then
 /// it stops accepting, ends every `Hold` session (releasing its lock and
 /// telling the client), lets in-flight calls finish, and closes the master
-/// connections.
+/// connections. Alongside: the standard gRPC health service (SERVING for
+/// `redlock.v1.LockService` only while a quorum of masters is up), server
+/// reflection, and the Prometheus endpoint on `metrics.listen`.
 pub async fn run(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
-    let (stopping, stop_sessions) = watch::channel(false);
-    let sessions = Sessions::new(&config, stop_sessions);
-    let api = LockApi::new(
+    let (stopping, stopped) = watch::channel(false);
+    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    // Known from the start, NOT_SERVING until the watcher has seen a quorum.
+    reporter
+        .set_service_status(health::LOCK_SERVICE, tonic_health::ServingStatus::NotServing)
+        .await;
+    tokio::spawn(health::watch(
         engine.redlock.clone(),
-        Limits::from(&config.redlock),
-        sessions,
-    );
+        engine.nodes.clone(),
+        reporter,
+        metrics.as_ref().map(|(handle, _)| handle.clone()),
+        until_stopped(stopped.clone()),
+    ));
+    if let Some((handle, metrics_listener)) = metrics {
+        tokio::spawn(metrics_endpoint::serve(
+            metrics_listener,
+            handle,
+            until_stopped(stopped.clone()),
+        ));
+    }
+    // Both reflection versions: older grpcurl and IDEs only speak v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(DESCRIPTORS)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let sessions = Sessions::new(&config, stopped);
+    let api = LockApi::new(engine.redlock.clone(), Limits::from(&config.redlock), sessions);
     tracing::info!(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         masters = config.redlock.nodes.len(),
@@ -143,6 +185,9 @@ pub async fn run(
         let _ = stopping.send(true);
     };
     let served = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(LockServiceServer::new(api))
         // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
         // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
@@ -155,4 +200,20 @@ pub async fn run(
         .await;
     engine.close().await;
     Ok(served?)
+}
+
+/// Installs the metrics recorder and binds `metrics.listen`, when enabled.
+async fn start_metrics(
+    config: &Config,
+) -> Result<Option<(PrometheusHandle, TcpListener)>, MetricsError> {
+    if !config.metrics.enabled {
+        return Ok(None);
+    }
+    let handle = crate::metrics::install()?;
+    let listener = TcpListener::bind(config.metrics.listen).await?;
+    tracing::info!(
+        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "serving Prometheus metrics at /metrics"
+    );
+    Ok(Some((handle, listener)))
 }

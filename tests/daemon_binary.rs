@@ -55,6 +55,7 @@ async fn start_dev() -> (
         .arg("--dev")
         .env("REDLOCKD_SERVER_BIN", &server)
         .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{port}"))
+        .env("REDLOCKD__METRICS__LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)

@@ -43,7 +43,7 @@ use serde::Deserialize;
 use nodes::{deserialize_nodes, parse_node};
 use redact::redact_text;
 pub use redact::redact_url;
-pub use sessions::{LimitsConfig, SessionConfig};
+pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
 pub use validate::{
     DRIFT_FACTOR_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT,
     SHUTDOWN_GRACE_LIMIT,
@@ -74,6 +74,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// How `Hold` sessions keep their locks.
     pub session: SessionConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
+    /// Log output.
+    pub log: LogConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.

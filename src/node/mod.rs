@@ -116,6 +116,11 @@ impl FredNode {
         )
     }
 
+    /// Whether commands can reach the master now.
+    pub fn is_up(&self) -> bool {
+        !self.down.load(Ordering::Relaxed) && self.client.is_connected()
+    }
+
     /// Closes the connection (at daemon shutdown).
     pub async fn close(&self) {
         let _ = self.client.quit().await;

@@ -4,6 +4,7 @@
 
 use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
+use crate::metrics;
 use super::round::{Command, Reply, Subject};
 use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use std::sync::Arc;
@@ -43,9 +44,33 @@ pub fn holder_free_in(
     refusals.get(missing - 1).copied()
 }
 
+/// What one acquisition's attempts ran into, for metrics.
+#[derive(Debug, Default)]
+pub struct AttemptStats {
+    /// Attempts made.
+    pub attempts: u32,
+    /// Whether any attempt found the resource held.
+    pub contended: bool,
+}
+
 impl Redlock {
     /// One attempt; on success the fence and the validity.
     pub(super) async fn attempt(
+        &self,
+        subject: &Arc<Subject>,
+        ttl: Duration,
+        stats: &mut AttemptStats,
+    ) -> Result<(u64, Duration), Failure> {
+        stats.attempts += 1;
+        let result = self.attempt_once(subject, ttl).await;
+        match &result {
+            Ok((_, validity)) => metrics::grant(*validity, ttl),
+            Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
+        }
+        result
+    }
+
+    async fn attempt_once(
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,

@@ -56,3 +56,15 @@ pub enum NodeError {
     #[error("unexpected reply: {0}")]
     Protocol(String),
 }
+
+impl NodeError {
+    /// A short fixed name of the kind of failure, for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NodeError::Timeout => "timeout",
+            NodeError::Unavailable(_) => "unavailable",
+            NodeError::Server(_) => "server",
+            NodeError::Protocol(_) => "protocol",
+        }
+    }
+}

@@ -7,6 +7,7 @@
 //! simply ignored.
 
 use super::node::{AcquireVote, ExtendVote, Node};
+use crate::metrics;
 use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
 use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -69,6 +70,17 @@ pub enum Reply {
 }
 
 impl Command {
+    /// A short fixed name for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Command::Acquire { .. } => "acquire",
+            Command::CommitFence { .. } => "commit_fence",
+            Command::Extend { .. } => "extend",
+            Command::Release(_) => "release",
+            Command::Check => "check",
+        }
+    }
+
     /// Sends the command to `node` and waits for its reply.
     pub async fn send(self, node: &dyn Node, subject: &Subject) -> Result<Reply, NodeError> {
         let (keys, token) = (&subject.keys, &subject.token);
@@ -138,6 +150,9 @@ impl Redlock {
         let timeout = self.settings.node_timeout;
         let (submitted, on_submitted) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let label = command.label();
+            let is_acquire = matches!(command, Command::Acquire { .. });
             let mut call = std::pin::pin!(tokio::time::timeout(
                 timeout,
                 command.send(node.as_ref(), &subject)
@@ -149,8 +164,21 @@ impl Redlock {
             let reply = match first {
                 std::task::Poll::Ready(reply) => reply,
                 std::task::Poll::Pending => call.await,
-            };
-            reply.unwrap_or(Err(NodeError::Timeout))
+            }
+            .unwrap_or(Err(NodeError::Timeout));
+            metrics::node_command(node.name(), label, started.elapsed());
+            if let Err(error) = &reply {
+                metrics::node_error(node.name(), error.kind());
+            }
+            if is_acquire {
+                metrics::acquire_vote(match &reply {
+                    Ok(Reply::Acquire(AcquireVote::Granted(_))) => "granted",
+                    Ok(_) => "refused",
+                    Err(NodeError::Timeout) => "timeout",
+                    Err(_) => "error",
+                });
+            }
+            reply
         });
         let reply = async move {
             let reply = task

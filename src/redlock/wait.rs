@@ -14,7 +14,8 @@
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
 
-use super::attempt::Failure;
+use super::attempt::{AttemptStats, Failure};
+use crate::metrics;
 use super::round::Subject;
 use super::waiters::Wake;
 use super::{Lock, LockError, Redlock, Token};
@@ -96,20 +97,25 @@ impl Redlock {
             fence,
             validity,
         };
-        if wait.is_zero() {
-            return self
-                .attempt(&subject, ttl)
+        let mut stats = AttemptStats::default();
+        let result = if wait.is_zero() {
+            self.attempt(&subject, ttl, &mut stats)
                 .await
-                .map(lock)
-                .map_err(|f| f.error);
-        }
-        let give_up_at = Instant::now() + wait;
-        let granted = if self.settings.wake_on_release {
-            self.wait_in_queue(&subject, ttl, give_up_at, stop).await?
+                .map_err(|f| f.error)
         } else {
-            self.poll(&subject, ttl, give_up_at, stop).await?
+            let started = Instant::now();
+            let give_up_at = started + wait;
+            let result = if self.settings.wake_on_release {
+                self.wait_in_queue(&subject, ttl, give_up_at, stop, &mut stats)
+                    .await
+            } else {
+                self.poll(&subject, ttl, give_up_at, stop, &mut stats).await
+            };
+            metrics::waited(started.elapsed());
+            result
         };
-        Ok(lock(granted))
+        metrics::acquisition(stats.attempts, stats.contended);
+        result.map(lock)
     }
 
     /// The queue: first come first served, woken by releases and expiries.
@@ -119,6 +125,7 @@ impl Redlock {
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
+        stats: &mut AttemptStats,
     ) -> Result<(u64, Duration), LockError> {
         let mut place = self.waiters.join(&subject.resource)?;
         tokio::pin!(stop);
@@ -128,7 +135,7 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(subject, ttl).await {
+                match self.attempt(subject, ttl, stats).await {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -171,10 +178,11 @@ impl Redlock {
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
+        stats: &mut AttemptStats,
     ) -> Result<(u64, Duration), LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(subject, ttl).await {
+            let failure = match self.attempt(subject, ttl, stats).await {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };

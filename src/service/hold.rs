@@ -6,6 +6,7 @@
 use super::request::AcquireArgs;
 use super::{HoldStream, LockApi};
 use crate::config::Config;
+use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
@@ -98,8 +99,25 @@ struct Session {
     _slot: OwnedSemaphorePermit,
 }
 
+/// Counts a session in `redlock_sessions_active` while it lives.
+struct ActiveSession;
+
+impl ActiveSession {
+    fn start() -> ActiveSession {
+        metrics::session_delta(1.0);
+        ActiveSession
+    }
+}
+
+impl Drop for ActiveSession {
+    fn drop(&mut self) {
+        metrics::session_delta(-1.0);
+    }
+}
+
 impl Session {
     async fn run(mut self) {
+        let _active = ActiveSession::start();
         let Some(mut lock) = self.acquire().await else {
             return;
         };
@@ -136,6 +154,7 @@ impl Session {
         match end {
             HoldEnd::Stopped => self.release(&lock, client_end).await,
             HoldEnd::Lost(reason) => {
+                metrics::lock_lost();
                 tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
                 let _ = self.send(Event::Lost(Lost { reason })).await;
                 // Whatever is left of it on the masters goes too.

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_stream::Stream;
-use tonic::{Request, Response, Status, Streaming};
+use crate::metrics;
+use std::future::Future;
+use tonic::{Code, Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 /// Time kept in reserve before the caller's deadline, so that an acquisition
 /// gives up (and answers DEADLINE_EXCEEDED) while the caller still listens.
@@ -67,58 +70,67 @@ impl LockService for LockApi {
         &self,
         request: Request<pb::AcquireRequest>,
     ) -> Result<Response<pb::AcquireResponse>, Status> {
-        let deadline = deadline::caller_deadline(request.metadata());
-        let args = self.limits.acquire(request.into_inner())?;
-        let started = Instant::now();
-        let result = self
-            .acquire_until(args.resource.clone(), args.ttl, args.wait, deadline)
-            .await;
-        tracing::debug!(rpc = "Acquire", resource = %args.resource, owner = %args.owner,
-            outcome = ?result.as_ref().map(|_| ()).map_err(status::code), elapsed = ?started.elapsed());
-        Ok(Response::new(pb::AcquireResponse {
-            lock: Some(result?.into()),
-        }))
+        observed("Acquire", async {
+            let deadline = deadline::caller_deadline(request.metadata());
+            let args = self.limits.acquire(request.into_inner())?;
+            record_resource(&args.resource);
+            let lock = self
+                .acquire_until(args.resource, args.ttl, args.wait, deadline)
+                .await?;
+            Ok(Response::new(pb::AcquireResponse {
+                lock: Some(lock.into()),
+            }))
+        })
+        .await
     }
 
     async fn extend(
         &self,
         request: Request<pb::ExtendRequest>,
     ) -> Result<Response<pb::ExtendResponse>, Status> {
-        let args = self.limits.extend(request.into_inner())?;
-        let result = self
-            .engine
-            .extend(&args.resource, &args.token, args.ttl)
-            .await;
-        tracing::debug!(rpc = "Extend", resource = %args.resource, outcome = ?result.as_ref().map(|_| ()).map_err(status::code));
-        Ok(Response::new(pb::ExtendResponse {
-            lock: Some(result?.into()),
-        }))
+        observed("Extend", async {
+            let args = self.limits.extend(request.into_inner())?;
+            record_resource(&args.resource);
+            let lock = self
+                .engine
+                .extend(&args.resource, &args.token, args.ttl)
+                .await?;
+            Ok(Response::new(pb::ExtendResponse {
+                lock: Some(lock.into()),
+            }))
+        })
+        .await
     }
 
     async fn release(
         &self,
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
-        let request = request.into_inner();
-        let lock = self.limits.lock_ref(request.resource, &request.token)?;
-        let result = self.engine.release(&lock.resource, &lock.token).await;
-        tracing::debug!(rpc = "Release", resource = %lock.resource, outcome = ?result.as_ref().map_err(status::code));
-        Ok(Response::new(pb::ReleaseResponse { was_held: result? }))
+        observed("Release", async {
+            let request = request.into_inner();
+            let lock = self.limits.lock_ref(request.resource, &request.token)?;
+            record_resource(&lock.resource);
+            let was_held = self.engine.release(&lock.resource, &lock.token).await?;
+            Ok(Response::new(pb::ReleaseResponse { was_held }))
+        })
+        .await
     }
 
     async fn validate(
         &self,
         request: Request<pb::ValidateRequest>,
     ) -> Result<Response<pb::ValidateResponse>, Status> {
-        let request = request.into_inner();
-        let lock = self.limits.lock_ref(request.resource, &request.token)?;
-        let result = self.engine.validate(&lock.resource, &lock.token).await;
-        tracing::debug!(rpc = "Validate", resource = %lock.resource, outcome = ?result.as_ref().map(Option::is_some).map_err(status::code));
-        let validity = result?;
-        Ok(Response::new(pb::ValidateResponse {
-            held: validity.is_some(),
-            validity: validity.map(proto_duration),
-        }))
+        observed("Validate", async {
+            let request = request.into_inner();
+            let lock = self.limits.lock_ref(request.resource, &request.token)?;
+            record_resource(&lock.resource);
+            let validity = self.engine.validate(&lock.resource, &lock.token).await?;
+            Ok(Response::new(pb::ValidateResponse {
+                held: validity.is_some(),
+                validity: validity.map(proto_duration),
+            }))
+        })
+        .await
     }
 
     type HoldStream = HoldStream;
@@ -127,8 +139,37 @@ impl LockService for LockApi {
         &self,
         request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<Self::HoldStream>, Status> {
-        self.open_session(request).await
+        observed("Hold", self.open_session(request)).await
     }
+}
+
+/// Runs one call inside a `request` span (rpc, resource, outcome, duration;
+/// never a token) and counts it in the request metrics.
+async fn observed<T>(
+    rpc: &'static str,
+    call: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let span = tracing::debug_span!(
+        "request",
+        rpc,
+        resource = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        duration_us = tracing::field::Empty
+    );
+    let started = Instant::now();
+    let result = call.instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let outcome = status::code_name(result.as_ref().err().map_or(Code::Ok, Status::code));
+    span.record("outcome", outcome);
+    span.record("duration_us", u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    span.in_scope(|| tracing::debug!("answered"));
+    metrics::request(rpc, outcome, elapsed);
+    result
+}
+
+/// Names the resource in the current request span.
+fn record_resource(resource: &str) {
+    tracing::Span::current().record("resource", resource);
 }
 
 impl LockApi {

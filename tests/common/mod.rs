@@ -110,6 +110,8 @@ impl Harness {
         let mut config = Config::default();
         config.redlock.nodes = self.masters.urls();
         config.redlock.node_timeout = NODE_TIMEOUT;
+        // Many daemons run at once in the test suite: never the fixed port.
+        config.metrics.listen = "127.0.0.1:0".parse().expect("address");
         (self.tweak)(&mut config);
         config.validate().expect("test config is valid");
         config

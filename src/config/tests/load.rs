@@ -261,6 +261,8 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "max_waiters",
         "max_sessions",
         "extend_at",
+        "enabled",
+        "format",
     ] {
         let documented = SHIPPED
             .lines()

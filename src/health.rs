@@ -1,0 +1,69 @@
+//! Watching the masters: every few hundred milliseconds the daemon looks at
+//! each master connection, exports `redlock_node_up`, `redlock_quorum_available`
+//! and `redlock_waiters`, and sets the standard gRPC health status of
+//! `redlock.v1.LockService`: SERVING only while a quorum of masters is up, so
+//! an orchestrator stops sending traffic to a daemon that cannot grant locks.
+
+use crate::metrics;
+use crate::node::FredNode;
+use crate::redlock::{Node, Redlock};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
+
+/// The gRPC service name whose health follows the quorum.
+pub const LOCK_SERVICE: &str = "redlock.v1.LockService";
+
+/// How often the masters' state is looked at.
+const INTERVAL: Duration = Duration::from_millis(200);
+
+/// Histogram buckets are drained this often when nobody scrapes.
+const UPKEEP_EVERY: u32 = 25;
+
+/// Runs until `shutdown` completes.
+pub async fn watch(
+    engine: Arc<Redlock>,
+    nodes: Vec<Arc<FredNode>>,
+    reporter: HealthReporter,
+    metrics: Option<PrometheusHandle>,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut serving = None;
+    let mut ticks = 0u32;
+    let mut interval = tokio::time::interval(INTERVAL);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = &mut shutdown => {
+                reporter.set_service_status(LOCK_SERVICE, ServingStatus::NotServing).await;
+                return;
+            }
+        }
+        let mut up = 0;
+        for node in &nodes {
+            let node_up = node.is_up();
+            up += usize::from(node_up);
+            metrics::node_state(node.name(), node_up, false);
+        }
+        let quorum = up >= engine.quorum().needed();
+        metrics::availability(quorum, engine.waiting());
+        if serving != Some(quorum) {
+            if quorum {
+                tracing::info!(up, masters = nodes.len(), "a quorum of masters is up: SERVING");
+            } else {
+                tracing::warn!(up, masters = nodes.len(), "fewer than a quorum of masters up: NOT_SERVING");
+            }
+            let status = if quorum { ServingStatus::Serving } else { ServingStatus::NotServing };
+            reporter.set_service_status(LOCK_SERVICE, status).await;
+            serving = Some(quorum);
+        }
+        ticks = ticks.wrapping_add(1);
+        if let (Some(handle), 0) = (&metrics, ticks % UPKEEP_EVERY) {
+            handle.run_upkeep();
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! What operators rely on: Prometheus metrics that move with the calls, the
+//! standard gRPC health check following the quorum, server reflection, a
+//! graceful SIGTERM, and deploy files whose settings really work.
+
+mod common;
+
+use common::*;
+use redlockd::config::Config;
+use redlockd::masters::Flavor;
+use redlockd::pb::lock_service_client::LockServiceClient;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+
+/// The `redlockd` binary, serving the harness's masters on free ports.
+struct Binary {
+    child: tokio::process::Child,
+    channel: Channel,
+    metrics: SocketAddr,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Starts the binary with `env` (on top of the masters and free ports).
+async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
+    let (grpc, metrics) = (free_port(), free_port());
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
+        .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{grpc}"))
+        .env("REDLOCKD__METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let child = command.spawn().expect("start redlockd");
+    let url = format!("http://127.0.0.1:{grpc}");
+    for _ in 0..300 {
+        if let Ok(channel) = Channel::from_shared(url.clone()).expect("url").connect().await {
+            return Binary {
+                child,
+                channel,
+                metrics: SocketAddr::from(([127, 0, 0, 1], metrics)),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("redlockd never accepted a connection at {url}");
+}
+
+/// `GET /metrics`, the body.
+fn scrape(addr: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(addr).expect("metrics endpoint");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// The value of the sample `name` whose labels include all of `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .find(|line| labels.iter().all(|(k, v)| line.contains(&format!("{k}=\"{v}\""))))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+async fn health(channel: &Channel) -> ServingStatus {
+    let response = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: "redlock.v1.LockService".into(),
+        })
+        .await
+        .expect("health check");
+    ServingStatus::try_from(response.into_inner().status).unwrap_or(ServingStatus::Unknown)
+}
+
+/// After a known sequence of calls the request, vote and contention counters
+/// moved exactly as they should; no label carries a resource name.
+#[tokio::test]
+async fn metrics_count_the_calls() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let daemon = start_binary(&h, &[]).await;
+    let mut c = LockServiceClient::new(daemon.channel.clone());
+    let lock = acquire(&mut c, "metered-resource", 10_000, 0).await.expect("granted");
+    let status = acquire(&mut c, "metered-resource", 10_000, 0).await.expect_err("held");
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    let status = acquire(&mut c, "", 10_000, 0).await.expect_err("invalid");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(release(&mut c, &lock).await.expect("release"));
+
+    let text = scrape(daemon.metrics);
+    let requests = |rpc, outcome| {
+        sample(&text, "redlock_requests_total", &[("rpc", rpc), ("outcome", outcome)])
+    };
+    assert_eq!(requests("Acquire", "OK"), Some(1.0), "{text}");
+    assert_eq!(requests("Acquire", "ABORTED"), Some(1.0));
+    assert_eq!(requests("Acquire", "INVALID_ARGUMENT"), Some(1.0));
+    assert_eq!(requests("Release", "OK"), Some(1.0));
+    assert_eq!(sample(&text, "redlock_contended_total", &[]), Some(1.0));
+    assert!(sample(&text, "redlock_acquire_votes", &[("result", "granted")]) >= Some(3.0));
+    assert!(sample(&text, "redlock_acquire_votes", &[("result", "refused")]) >= Some(3.0));
+    assert_eq!(sample(&text, "redlock_request_duration_seconds_count", &[("rpc", "Acquire")]), Some(3.0));
+    assert_eq!(sample(&text, "redlock_grant_validity_ratio_count", &[]), Some(1.0));
+    assert_eq!(sample(&text, "redlock_sessions_active", &[]).unwrap_or(0.0), 0.0);
+    eventually(Duration::from_secs(5), "the watcher reports the masters", || async {
+        let text = scrape(daemon.metrics);
+        sample(&text, "redlock_quorum_available", &[]) == Some(1.0)
+            && h.masters.urls().iter().all(|url| {
+                let node = url.trim_start_matches("redis://");
+                sample(&text, "redlock_node_up", &[("node", node)]) == Some(1.0)
+            })
+    })
+    .await;
+    assert!(!text.contains("metered-resource"), "a resource name leaked into a label");
+    assert!(!text.contains(&lock.token), "a token leaked");
+}
+
+/// Health follows the quorum: NOT_SERVING with three of five masters down,
+/// SERVING again once they are back.
+#[tokio::test]
+async fn health_follows_the_quorum() {
+    let mut h = Harness::start(Flavor::Valkey).await;
+    let channel = Channel::from_shared(format!("http://{}", h.daemons[0].addr))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    eventually(Duration::from_secs(5), "SERVING", || async {
+        health(&channel).await == ServingStatus::Serving
+    })
+    .await;
+    for i in 2..5 {
+        h.masters.stop(i).expect("stop");
+    }
+    eventually(Duration::from_secs(5), "NOT_SERVING", || async {
+        health(&channel).await == ServingStatus::NotServing
+    })
+    .await;
+    for i in 2..5 {
+        h.masters.restart(i).expect("restart");
+    }
+    eventually(Duration::from_secs(15), "SERVING again", || async {
+        health(&channel).await == ServingStatus::Serving
+    })
+    .await;
+}
+
+/// Server reflection lists the lock service (what `grpcurl list` shows).
+#[tokio::test]
+async fn reflection_lists_the_service() {
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let h = Harness::start(Flavor::Valkey).await;
+    let channel = Channel::from_shared(format!("http://{}", h.daemons[0].addr))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .expect("reflection")
+        .into_inner();
+    let response = responses.message().await.expect("stream").expect("a response");
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected {response:?}");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"redlock.v1.LockService".to_owned()), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health".to_owned()), "{names:?}");
+}
+
+/// SIGTERM while a call is in flight (an Acquire waiting for a lock that
+/// expires after the signal): the call completes, the process exits 0 within
+/// the grace period.
+#[tokio::test]
+async fn sigterm_lets_in_flight_calls_finish() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let mut daemon = start_binary(&h, &[]).await;
+    let mut c = LockServiceClient::new(daemon.channel.clone());
+    acquire(&mut c, "busy", 1_500, 0).await.expect("granted");
+    let mut waiter = c.clone();
+    let in_flight = tokio::spawn(async move { acquire(&mut waiter, "busy", 1_000, 10_000).await });
+    eventually(Duration::from_secs(5), "the waiter is waiting", || async {
+        h.lock_commands(0).await >= 4
+    })
+    .await;
+    let pid = daemon.child.id().expect("running").to_string();
+    let signalled = Instant::now();
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(killed.success());
+    let lock = in_flight.await.expect("task").expect("the in-flight Acquire completes");
+    assert!(lock.fence > 0);
+    let status = tokio::time::timeout(Duration::from_secs(15), daemon.child.wait())
+        .await
+        .expect("exits within the grace period")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    println!("exited {:?} after SIGTERM", signalled.elapsed());
+}
+
+fn yaml(path: &str) -> yaml_rust2::Yaml {
+    let text = std::fs::read_to_string(path).expect(path);
+    let mut docs = yaml_rust2::YamlLoader::load_from_str(&text).expect(path);
+    assert!(!docs.is_empty(), "{path} is empty");
+    docs.swap_remove(0)
+}
+
+/// The compose file parses, its redlockd environment is a valid
+/// configuration, Prometheus scrapes the metrics port it sets, and the
+/// binary started with those settings (masters swapped for local ones)
+/// serves locks.
+#[tokio::test]
+async fn compose_settings_work() {
+    let compose = yaml("docker-compose.yml");
+    let service = &compose["services"]["redlockd"];
+    let env: HashMap<String, String> = service["environment"]
+        .as_hash()
+        .expect("redlockd.environment is a map")
+        .iter()
+        .map(|(k, v)| (k.as_str().expect("key").to_owned(), v.as_str().expect("value").to_owned()))
+        .collect();
+    let config = Config::load_with_env(None, env.clone()).expect("the compose settings are a valid configuration");
+    assert_eq!(config.redlock.nodes.len(), 5);
+    for i in 1..=5 {
+        assert!(compose["services"][format!("valkey{i}").as_str()].as_hash().is_some(), "valkey{i}");
+    }
+    let prometheus = yaml("deploy/prometheus/prometheus.yml");
+    let target = prometheus["scrape_configs"][0]["static_configs"][0]["targets"][0]
+        .as_str()
+        .expect("a static target");
+    assert_eq!(target, format!("redlockd:{}", config.metrics.listen.port()));
+
+    let h = Harness::start(Flavor::Valkey).await;
+    let local: Vec<(&str, String)> = env
+        .iter()
+        .filter(|(k, _)| !k.contains("NODES") && !k.contains("LISTEN"))
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let daemon = start_binary(&h, &local).await;
+    let mut c = LockServiceClient::new(daemon.channel.clone());
+    let lock = acquire(&mut c, "compose", 1_000, 0).await.expect("granted");
+    assert!(release(&mut c, &lock).await.expect("release"));
+}
+
+/// The Kubernetes example parses, its redlockd configuration is valid, and
+/// its readiness probe checks the lock service's health.
+#[test]
+fn kubernetes_example_is_consistent() {
+    let text = std::fs::read_to_string("deploy/kubernetes/sidecar.yaml").expect("manifest");
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("YAML");
+    assert_eq!(docs.len(), 2);
+    let toml = docs[0]["data"]["redlockd.toml"].as_str().expect("config in the ConfigMap");
+    let path = std::env::temp_dir().join(format!("redlockd-k8s-{}.toml", std::process::id()));
+    std::fs::write(&path, toml).expect("write");
+    let config = Config::load_with_env(Some(&path), HashMap::new());
+    let _ = std::fs::remove_file(&path);
+    let config = config.expect("the ConfigMap holds a valid configuration");
+    let containers = docs[1]["spec"]["template"]["spec"]["containers"].as_vec().expect("containers");
+    let sidecar = containers
+        .iter()
+        .find(|c| c["name"].as_str() == Some("redlockd"))
+        .expect("a redlockd container");
+    let probe = &sidecar["readinessProbe"]["grpc"];
+    assert_eq!(probe["service"].as_str(), Some("redlock.v1.LockService"));
+    assert_eq!(probe["port"].as_i64(), Some(i64::from(config.server.listen.port())));
+}
+
+/// Every metric the Grafana dashboard queries is one the daemon exports.
+#[test]
+fn dashboard_uses_real_metrics() {
+    let text = std::fs::read_to_string("deploy/grafana/redlockd-dashboard.json").expect("dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let declared = std::fs::read_to_string("src/metrics.rs").expect("metrics.rs");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    for panel in panels {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            for word in expr.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                if let Some(name) = word.strip_prefix("redlock_") {
+                    let base = name
+                        .trim_end_matches("_bucket")
+                        .trim_end_matches("_count")
+                        .trim_end_matches("_sum");
+                    assert!(declared.contains(&format!("\"redlock_{base}\"")), "{word} in {expr}");
+                }
+            }
+        }
+    }
+}
