@@ -1,0 +1,224 @@
+//! The command line: subcommands, flags, durations, and `--help` (which
+//! lists the exit codes).
+
+use crate::exit::{self, Exit};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// Shortest `--ttl` that `run` accepts: a session's lock must outlive a few
+/// network round trips and the margin kept before its validity ends.
+pub const MIN_RUN_TTL: Duration = Duration::from_secs(1);
+
+/// redlockctl: take quorum locks from redlockd, from the shell.
+///
+/// `redlockctl run RESOURCE -- COMMAND...` holds the lock exactly as long as
+/// COMMAND runs, like flock(1) or `etcdctl lock`, but across machines. The
+/// other subcommands expose the single calls: their output is shell
+/// assignments (`REDLOCK_TOKEN=...`) or, with --json, one JSON object.
+#[derive(Debug, Parser)]
+#[command(name = "redlockctl", version)]
+pub struct Cli {
+    /// The redlockd daemon: http://HOST:PORT (or HOST:PORT).
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_ADDR",
+        default_value = "http://127.0.0.1:50051",
+        value_name = "URL"
+    )]
+    pub addr: String,
+
+    /// Print results as one JSON object instead of shell assignments.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// How long a call may take beyond its --wait before redlockctl gives
+    /// up (DEADLINE_EXCEEDED); also bounds connecting.
+    #[arg(long, global = true, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Run COMMAND while holding the lock on RESOURCE (a Hold session);
+    /// release it when COMMAND exits, and exit with COMMAND's status.
+    ///
+    /// COMMAND runs in its own process group with REDLOCK_RESOURCE,
+    /// REDLOCK_FENCE, REDLOCK_TOKEN and REDLOCK_ADDR in its environment.
+    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
+    /// redlockctl are forwarded to that whole group. If the lock is lost, the
+    /// group gets SIGTERM at once and SIGKILL after --kill-after, and
+    /// redlockctl exits 80. If the daemon goes quiet, redlockctl keeps the lock
+    /// through Extend on a new connection; failing that, it stops COMMAND
+    /// before the lock's last known validity runs out. The lock is released
+    /// when COMMAND (the group leader) exits, even if processes it started in
+    /// the background still run.
+    Run(RunArgs),
+    /// Take the lock on RESOURCE and print it (token, fence, validity); it
+    /// stays held until its ttl runs out or it is released.
+    Acquire(AcquireArgs),
+    /// Reset the lock's time to live to --ttl, if TOKEN still holds it.
+    Extend(ExtendArgs),
+    /// Give the lock up. Exits 82 if it had already expired or been taken
+    /// over: the work done under it may have overlapped another holder's.
+    Release(LockArgs),
+    /// Ask whether TOKEN still holds the lock, and for how long it is
+    /// guaranteed. Exits 0 if held, 82 if not.
+    Validate(LockArgs),
+}
+
+/// `run`'s arguments.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The resource to lock.
+    pub resource: String,
+    /// The lock's time to live; the daemon extends it every third of it while
+    /// the command runs (at least 1s).
+    #[arg(long, default_value = "10s", value_parser = run_ttl, value_name = "DURATION")]
+    pub ttl: Duration,
+    /// How long to wait for the lock while someone else holds it (0: try once).
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub wait: Duration,
+    /// After the lock is lost and the group was sent SIGTERM, how long before
+    /// SIGKILL (never past the lock's last known validity when the daemon is
+    /// unreachable).
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub kill_after: Duration,
+    /// Who holds the lock, for the daemon's logs.
+    #[arg(long, default_value = "redlockctl")]
+    pub owner: String,
+    /// The command and its arguments (after `--`, or after RESOURCE).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `acquire`'s arguments.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    /// The resource to lock.
+    pub resource: String,
+    /// The lock's time to live.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub ttl: Duration,
+    /// How long to wait while someone else holds it (0: try once).
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub wait: Duration,
+    /// Who holds the lock, for the daemon's logs.
+    #[arg(long, default_value = "redlockctl")]
+    pub owner: String,
+}
+
+/// `extend`'s arguments.
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// The new time to live.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub ttl: Duration,
+}
+
+/// A held lock: resource and token (as `acquire` printed them).
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The locked resource.
+    #[arg(env = "REDLOCK_RESOURCE")]
+    pub resource: String,
+    /// The token `acquire` printed (REDLOCK_TOKEN inside `run`).
+    #[arg(env = "REDLOCK_TOKEN", hide_env_values = true)]
+    pub token: String,
+}
+
+/// Parses the command line; `--help` and `--version` print and end with
+/// [`Exit::Success`], mistakes print and end with [`Exit::Usage`].
+pub fn parse() -> Result<Cli, Exit> {
+    let table = exit::help();
+    let command = Cli::command()
+        .after_help(table.clone())
+        .mut_subcommands(|sub| sub.after_help(table.clone()));
+    let matches = command.try_get_matches().map_err(clap_exit)?;
+    Cli::from_arg_matches(&matches).map_err(clap_exit)
+}
+
+fn clap_exit(error: clap::Error) -> Exit {
+    let _ = error.print();
+    if error.use_stderr() {
+        Exit::Usage
+    } else {
+        Exit::Success
+    }
+}
+
+/// A duration: `30s`, `1m`, `500ms`, `1h 30m`, or bare seconds (`30`, `0.5`).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("`{text}` is not a duration of zero or more seconds"));
+    }
+    humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e} (try 30s, 1m, 500ms)"))
+}
+
+fn run_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = duration(text)?;
+    if ttl < MIN_RUN_TTL {
+        return Err(format!("`run` needs a ttl of at least {MIN_RUN_TTL:?}"));
+    }
+    Ok(ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Durations read like `sleep` and humantime both.
+    #[test]
+    fn durations() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("0.5"), Ok(Duration::from_millis(500)));
+        assert!(duration("-1").is_err());
+        assert!(duration("soon").is_err());
+        assert!(run_ttl("500ms").is_err());
+    }
+
+    /// `run` takes the command after `--` or straight after the resource,
+    /// with its own flags untouched.
+    #[test]
+    fn run_command_line() {
+        let cli = Cli::try_parse_from(["redlockctl", "run", "r", "--ttl", "5s", "--", "ls", "-l"])
+            .expect("parses");
+        let Cmd::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(run.ttl, Duration::from_secs(5));
+        assert_eq!(run.command, ["ls", "-l"]);
+        let cli = Cli::try_parse_from(["redlockctl", "run", "r", "sh", "-c", "x", "--ttl", "1"])
+            .expect("parses");
+        let Cmd::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(run.command, ["sh", "-c", "x", "--ttl", "1"]);
+        assert_eq!(run.ttl, Duration::from_secs(10));
+    }
+
+    /// The clap definition is consistent.
+    #[test]
+    fn clap_debug_assert() {
+        Cli::command().debug_assert();
+    }
+}
