@@ -358,3 +358,6 @@ where
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Running programs against the daemon: redlockctl, scratch files, a proxy.
+pub mod ctl;
