@@ -359,3 +359,33 @@ async fn unreachable_daemon_stops_the_command_before_validity_ends() {
         "stopped {after_ms} ms after the partition"
     );
 }
+
+/// The Hold connection reset (the daemon sees it and releases the lock):
+/// redlockctl's Extend finds the lock gone, stops the command, exits 80.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_connection_means_lost() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let proxy = Proxy::start(h.daemons[0].addr).await;
+    let dir = Scratch::new("reset");
+    let log = dir.file("log");
+    let script = r#"trap 'echo got-term >> "$LOG"; exit 0' TERM; echo ready >> "$LOG"; while :; do sleep 0.02; done"#;
+    let mut command = redlockctl(proxy.addr, &["run", "reset", "--ttl", "2s", "--"]);
+    command.args(["sh", "-c", script]).env("LOG", &log);
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = lines_of(child.stderr.take().expect("stderr"), "redlockctl");
+    file_has_line(&log, "ready", Duration::from_secs(10)).await;
+    proxy.close_existing();
+    line_containing(
+        &mut stderr,
+        "re-attaching through Extend",
+        Duration::from_secs(2),
+    )
+    .await;
+    let status = exit_within(&mut child, Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(80));
+    assert!(read_lines(&log).contains(&"got-term".to_owned()));
+    line_containing(&mut stderr, "no longer held", Duration::from_secs(1)).await;
+}

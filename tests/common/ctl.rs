@@ -163,6 +163,8 @@ pub struct Proxy {
     cut: watch::Sender<u64>,
     /// Whether connections opened from now on are frozen at once.
     refuse: watch::Sender<bool>,
+    /// Connections opened before the value was raised are closed.
+    close: watch::Sender<u64>,
     /// Connections accepted so far (each one's id is its number).
     opened: std::sync::Arc<AtomicU64>,
     task: JoinHandle<()>,
@@ -175,20 +177,23 @@ impl Proxy {
         let addr = listener.local_addr().expect("addr");
         let (cut, cuts) = watch::channel(0u64);
         let (refuse, refusing) = watch::channel(false);
+        let (close, closes) = watch::channel(0u64);
         let opened = std::sync::Arc::new(AtomicU64::new(0));
         let counter = std::sync::Arc::clone(&opened);
         let task = tokio::spawn(async move {
             let mut pipes = JoinSet::new();
             while let Ok((client, _)) = listener.accept().await {
                 let id = counter.fetch_add(1, Ordering::SeqCst) + 1;
-                let (cuts, frozen_now) = (cuts.clone(), *refusing.borrow());
-                pipes.spawn(pipe(client, upstream, id, cuts, frozen_now));
+                let (cuts, closes) = (cuts.clone(), closes.clone());
+                let frozen_now = *refusing.borrow();
+                pipes.spawn(pipe(client, upstream, id, (cuts, closes), frozen_now));
             }
         });
         Proxy {
             addr,
             cut,
             refuse,
+            close,
             opened,
             task,
         }
@@ -197,6 +202,12 @@ impl Proxy {
     /// Freezes every connection open now; later ones still forward.
     pub fn freeze_existing(&self) {
         self.cut.send_replace(self.opened.load(Ordering::SeqCst));
+    }
+
+    /// Closes every connection open now, as a reset would; later ones
+    /// still forward.
+    pub fn close_existing(&self) {
+        self.close.send_replace(self.opened.load(Ordering::SeqCst));
     }
 
     /// Freezes every connection, now and to come.
@@ -212,13 +223,14 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards one connection until `cuts` passes `id`, then holds both
-/// sockets open, silent, until the proxy is dropped.
+/// Forwards one connection until `cuts` passes `id` (then holds both
+/// sockets open, silent, until the proxy is dropped) or `closes` does (then
+/// closes both).
 async fn pipe(
     client: TcpStream,
     upstream: SocketAddr,
     id: u64,
-    mut cuts: watch::Receiver<u64>,
+    (mut cuts, mut closes): (watch::Receiver<u64>, watch::Receiver<u64>),
     frozen_now: bool,
 ) {
     if frozen_now {
@@ -240,6 +252,7 @@ async fn pipe(
             )
         } => false,
         cut = cuts.wait_for(|cut| *cut >= id) => cut.is_ok(),
+        _ = closes.wait_for(|close| *close >= id) => false,
     };
     if frozen {
         let _held = (client_read, client_write, server_read, server_write);
