@@ -58,7 +58,9 @@ pub enum Cmd {
     /// through Extend on a new connection; failing that, it stops COMMAND
     /// before the lock's last known validity runs out. The lock is released
     /// when COMMAND (the group leader) exits, even if processes it started in
-    /// the background still run.
+    /// the background still run. Being in its own group, COMMAND is a
+    /// background job to a terminal: one that reads the terminal is stopped
+    /// (SIGTTIN). `run` is made for scripts, cron jobs and services.
     Run(RunArgs),
     /// Take the lock on RESOURCE and print it (token, fence, validity); it
     /// stays held until its ttl runs out or it is released.
