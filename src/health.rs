@@ -1,8 +1,10 @@
 //! Watching the masters: every few hundred milliseconds the daemon looks at
-//! each master connection, exports `redlock_node_up`, `redlock_quorum_available`
+//! each master connection, marks masters that are the same server, exports
+//! `redlock_node_up`, `redlock_node_quarantined`, `redlock_quorum_available`
 //! and `redlock_waiters`, and sets the standard gRPC health status of
-//! `redlock.v1.LockService`: SERVING only while a quorum of masters is up, so
-//! an orchestrator stops sending traffic to a daemon that cannot grant locks.
+//! `redlock.v1.LockService`: SERVING only while a quorum of masters is up and
+//! trusted (not quarantined, not refused), so an orchestrator stops sending
+//! traffic to a daemon that cannot grant locks.
 
 use crate::metrics;
 use crate::node::FredNode;
@@ -43,21 +45,35 @@ pub async fn watch(
                 return;
             }
         }
+        crate::node::mark_duplicates(&nodes);
         let mut up = 0;
         for node in &nodes {
             let node_up = node.is_up();
-            up += usize::from(node_up);
-            metrics::node_state(node.name(), node_up, false);
+            // Only a master whose votes count helps to reach a quorum.
+            up += usize::from(node_up && node.trusted());
+            metrics::node_state(node.name(), node_up, node.state().quarantined());
         }
         let quorum = up >= engine.quorum().needed();
         metrics::availability(quorum, engine.waiting());
         if serving != Some(quorum) {
             if quorum {
-                tracing::info!(up, masters = nodes.len(), "a quorum of masters is up: SERVING");
+                tracing::info!(
+                    up,
+                    masters = nodes.len(),
+                    "a quorum of masters is up: SERVING"
+                );
             } else {
-                tracing::warn!(up, masters = nodes.len(), "fewer than a quorum of masters up: NOT_SERVING");
+                tracing::warn!(
+                    up,
+                    masters = nodes.len(),
+                    "fewer than a quorum of masters up: NOT_SERVING"
+                );
             }
-            let status = if quorum { ServingStatus::Serving } else { ServingStatus::NotServing };
+            let status = if quorum {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
             reporter.set_service_status(LOCK_SERVICE, status).await;
             serving = Some(quorum);
         }

@@ -50,6 +50,10 @@ fn main() -> ExitCode {
         match start_dev_masters() {
             Ok(masters) => {
                 config.redlock.nodes = masters.urls();
+                // Fresh masters without persistence, started just now: no
+                // lock can predate them, so a restart quarantine would only
+                // keep them out for max_ttl.
+                config.redlock.restart_quarantine = false;
                 Some(masters)
             }
             Err(error) => {
@@ -85,7 +89,11 @@ fn init_logging(format: LogFormat) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
     }
 }
 

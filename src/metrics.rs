@@ -36,6 +36,8 @@ pub const QUORUM_AVAILABLE: &str = "redlock_quorum_available";
 pub const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
 /// Callers waiting for a resource.
 pub const WAITERS: &str = "redlock_waiters";
+/// How fast a master's clock runs relative to ours ((master - ours) / ours).
+pub const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// Session locks lost (an extension could not keep them).
 pub const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 
@@ -67,13 +69,18 @@ pub enum MetricsError {
 /// every daemon in the process shares it) and returns the handle that
 /// renders the exposition text.
 pub fn install() -> Result<PrometheusHandle, MetricsError> {
-    let mut slot = HANDLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = HANDLE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(handle) = slot.as_ref() {
         return Ok(handle.clone());
     }
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.into()), &LATENCY_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Full(NODE_COMMAND_DURATION.into()), &LATENCY_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(NODE_COMMAND_DURATION.into()),
+            &LATENCY_BUCKETS,
+        )?
         .set_buckets_for_metric(Matcher::Full(WAIT_DURATION.into()), &LATENCY_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(GRANT_VALIDITY_RATIO.into()), &RATIO_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(ACQUIRE_ATTEMPTS.into()), &ATTEMPT_BUCKETS)?
@@ -146,4 +153,9 @@ pub fn session_delta(delta: f64) {
 /// A session's lock was lost.
 pub fn lock_lost() {
     counter!(LOCKS_LOST_TOTAL).increment(1);
+}
+
+/// The rate at which a master's clock drifts from ours.
+pub fn node_clock_skew(node: &str, rate: f64) {
+    gauge!(NODE_CLOCK_SKEW, "node" => node.to_owned()).set(rate);
 }

@@ -3,17 +3,17 @@
 
 use crate::config::Config;
 use crate::metrics::MetricsError;
-use crate::{health, metrics_endpoint};
-use metrics_exporter_prometheus::PrometheusHandle;
 use crate::node::scripts::Scripts;
 use crate::node::subscriber::Subscriptions;
-use crate::node::{FredNode, NodeSetupError};
+use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
 use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::hold::Sessions;
 use crate::service::{request::Limits, LockApi};
+use crate::{health, metrics_endpoint};
 use futures::future::join_all;
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +64,19 @@ pub fn engine_settings(config: &Config) -> Settings {
     }
 }
 
+/// How each master is watched, from the configuration: the restart
+/// quarantine lasts the longest lock's ttl plus its drift allowance.
+pub fn node_settings(config: &Config) -> NodeSettings {
+    let r = &config.redlock;
+    NodeSettings {
+        node_timeout: r.node_timeout,
+        quarantine: r
+            .restart_quarantine
+            .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
+        drift_factor: r.drift_factor,
+    }
+}
+
 /// The engine and everything it holds open: master connections and, when
 /// waiters are woken by releases, the release-notice subscriptions.
 pub struct Engine {
@@ -91,7 +104,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let nodes = r
         .nodes
         .iter()
-        .map(|url| FredNode::connect(url, r.node_timeout, scripts.clone()).map(Arc::new))
+        .map(|url| FredNode::connect(url, node_settings(config), scripts.clone()).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
     for (node, up) in nodes.iter().zip(connected) {
@@ -149,7 +162,10 @@ pub async fn run(
     let (reporter, health_service) = tonic_health::server::health_reporter();
     // Known from the start, NOT_SERVING until the watcher has seen a quorum.
     reporter
-        .set_service_status(health::LOCK_SERVICE, tonic_health::ServingStatus::NotServing)
+        .set_service_status(
+            health::LOCK_SERVICE,
+            tonic_health::ServingStatus::NotServing,
+        )
         .await;
     tokio::spawn(health::watch(
         engine.redlock.clone(),
@@ -174,7 +190,11 @@ pub async fn run(
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let sessions = Sessions::new(&config, stopped);
-    let api = LockApi::new(engine.redlock.clone(), Limits::from(&config.redlock), sessions);
+    let api = LockApi::new(
+        engine.redlock.clone(),
+        Limits::from(&config.redlock),
+        sessions,
+    );
     tracing::info!(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         masters = config.redlock.nodes.len(),

@@ -42,6 +42,8 @@ async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
         .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
         .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{grpc}"))
         .env("REDLOCKD__METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
+        // Fresh masters (see tests/common): no restart quarantine.
+        .env("REDLOCKD__REDLOCK__RESTART_QUARANTINE", "false")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
@@ -51,7 +53,11 @@ async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
     let child = command.spawn().expect("start redlockd");
     let url = format!("http://127.0.0.1:{grpc}");
     for _ in 0..300 {
-        if let Ok(channel) = Channel::from_shared(url.clone()).expect("url").connect().await {
+        if let Ok(channel) = Channel::from_shared(url.clone())
+            .expect("url")
+            .connect()
+            .await
+        {
             return Binary {
                 child,
                 channel,
@@ -86,7 +92,11 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
             line.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
         })
-        .find(|line| labels.iter().all(|(k, v)| line.contains(&format!("{k}=\"{v}\""))))
+        .find(|line| {
+            labels
+                .iter()
+                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
+        })
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
 }
@@ -108,8 +118,12 @@ async fn metrics_count_the_calls() {
     let h = Harness::start(Flavor::Valkey).await;
     let daemon = start_binary(&h, &[]).await;
     let mut c = LockServiceClient::new(daemon.channel.clone());
-    let lock = acquire(&mut c, "metered-resource", 10_000, 0).await.expect("granted");
-    let status = acquire(&mut c, "metered-resource", 10_000, 0).await.expect_err("held");
+    let lock = acquire(&mut c, "metered-resource", 10_000, 0)
+        .await
+        .expect("granted");
+    let status = acquire(&mut c, "metered-resource", 10_000, 0)
+        .await
+        .expect_err("held");
     assert_eq!(status.code(), tonic::Code::Aborted);
     let status = acquire(&mut c, "", 10_000, 0).await.expect_err("invalid");
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
@@ -117,7 +131,11 @@ async fn metrics_count_the_calls() {
 
     let text = scrape(daemon.metrics);
     let requests = |rpc, outcome| {
-        sample(&text, "redlock_requests_total", &[("rpc", rpc), ("outcome", outcome)])
+        sample(
+            &text,
+            "redlock_requests_total",
+            &[("rpc", rpc), ("outcome", outcome)],
+        )
     };
     assert_eq!(requests("Acquire", "OK"), Some(1.0), "{text}");
     assert_eq!(requests("Acquire", "ABORTED"), Some(1.0));
@@ -126,19 +144,39 @@ async fn metrics_count_the_calls() {
     assert_eq!(sample(&text, "redlock_contended_total", &[]), Some(1.0));
     assert!(sample(&text, "redlock_acquire_votes", &[("result", "granted")]) >= Some(3.0));
     assert!(sample(&text, "redlock_acquire_votes", &[("result", "refused")]) >= Some(3.0));
-    assert_eq!(sample(&text, "redlock_request_duration_seconds_count", &[("rpc", "Acquire")]), Some(3.0));
-    assert_eq!(sample(&text, "redlock_grant_validity_ratio_count", &[]), Some(1.0));
-    assert_eq!(sample(&text, "redlock_sessions_active", &[]).unwrap_or(0.0), 0.0);
-    eventually(Duration::from_secs(5), "the watcher reports the masters", || async {
-        let text = scrape(daemon.metrics);
-        sample(&text, "redlock_quorum_available", &[]) == Some(1.0)
-            && h.masters.urls().iter().all(|url| {
-                let node = url.trim_start_matches("redis://");
-                sample(&text, "redlock_node_up", &[("node", node)]) == Some(1.0)
-            })
-    })
+    assert_eq!(
+        sample(
+            &text,
+            "redlock_request_duration_seconds_count",
+            &[("rpc", "Acquire")]
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&text, "redlock_grant_validity_ratio_count", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "redlock_sessions_active", &[]).unwrap_or(0.0),
+        0.0
+    );
+    eventually(
+        Duration::from_secs(5),
+        "the watcher reports the masters",
+        || async {
+            let text = scrape(daemon.metrics);
+            sample(&text, "redlock_quorum_available", &[]) == Some(1.0)
+                && h.masters.urls().iter().all(|url| {
+                    let node = url.trim_start_matches("redis://");
+                    sample(&text, "redlock_node_up", &[("node", node)]) == Some(1.0)
+                })
+        },
+    )
     .await;
-    assert!(!text.contains("metered-resource"), "a resource name leaked into a label");
+    assert!(
+        !text.contains("metered-resource"),
+        "a resource name leaked into a label"
+    );
     assert!(!text.contains(&lock.token), "a token leaked");
 }
 
@@ -194,13 +232,23 @@ async fn reflection_lists_the_service() {
         .await
         .expect("reflection")
         .into_inner();
-    let response = responses.message().await.expect("stream").expect("a response");
+    let response = responses
+        .message()
+        .await
+        .expect("stream")
+        .expect("a response");
     let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
         panic!("unexpected {response:?}");
     };
     let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
-    assert!(names.contains(&"redlock.v1.LockService".to_owned()), "{names:?}");
-    assert!(names.contains(&"grpc.health.v1.Health".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"redlock.v1.LockService".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
+    );
 }
 
 /// SIGTERM while a call is in flight (an Acquire waiting for a lock that
@@ -220,9 +268,15 @@ async fn sigterm_lets_in_flight_calls_finish() {
     .await;
     let pid = daemon.child.id().expect("running").to_string();
     let signalled = Instant::now();
-    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     assert!(killed.success());
-    let lock = in_flight.await.expect("task").expect("the in-flight Acquire completes");
+    let lock = in_flight
+        .await
+        .expect("task")
+        .expect("the in-flight Acquire completes");
     assert!(lock.fence > 0);
     let status = tokio::time::timeout(Duration::from_secs(15), daemon.child.wait())
         .await
@@ -251,12 +305,23 @@ async fn compose_settings_work() {
         .as_hash()
         .expect("redlockd.environment is a map")
         .iter()
-        .map(|(k, v)| (k.as_str().expect("key").to_owned(), v.as_str().expect("value").to_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().expect("key").to_owned(),
+                v.as_str().expect("value").to_owned(),
+            )
+        })
         .collect();
-    let config = Config::load_with_env(None, env.clone()).expect("the compose settings are a valid configuration");
+    let config = Config::load_with_env(None, env.clone())
+        .expect("the compose settings are a valid configuration");
     assert_eq!(config.redlock.nodes.len(), 5);
     for i in 1..=5 {
-        assert!(compose["services"][format!("valkey{i}").as_str()].as_hash().is_some(), "valkey{i}");
+        assert!(
+            compose["services"][format!("valkey{i}").as_str()]
+                .as_hash()
+                .is_some(),
+            "valkey{i}"
+        );
     }
     let prometheus = yaml("deploy/prometheus/prometheus.yml");
     let target = prometheus["scrape_configs"][0]["static_configs"][0]["targets"][0]
@@ -283,26 +348,34 @@ fn kubernetes_example_is_consistent() {
     let text = std::fs::read_to_string("deploy/kubernetes/sidecar.yaml").expect("manifest");
     let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("YAML");
     assert_eq!(docs.len(), 2);
-    let toml = docs[0]["data"]["redlockd.toml"].as_str().expect("config in the ConfigMap");
+    let toml = docs[0]["data"]["redlockd.toml"]
+        .as_str()
+        .expect("config in the ConfigMap");
     let path = std::env::temp_dir().join(format!("redlockd-k8s-{}.toml", std::process::id()));
     std::fs::write(&path, toml).expect("write");
     let config = Config::load_with_env(Some(&path), HashMap::new());
     let _ = std::fs::remove_file(&path);
     let config = config.expect("the ConfigMap holds a valid configuration");
-    let containers = docs[1]["spec"]["template"]["spec"]["containers"].as_vec().expect("containers");
+    let containers = docs[1]["spec"]["template"]["spec"]["containers"]
+        .as_vec()
+        .expect("containers");
     let sidecar = containers
         .iter()
         .find(|c| c["name"].as_str() == Some("redlockd"))
         .expect("a redlockd container");
     let probe = &sidecar["readinessProbe"]["grpc"];
     assert_eq!(probe["service"].as_str(), Some("redlock.v1.LockService"));
-    assert_eq!(probe["port"].as_i64(), Some(i64::from(config.server.listen.port())));
+    assert_eq!(
+        probe["port"].as_i64(),
+        Some(i64::from(config.server.listen.port()))
+    );
 }
 
 /// Every metric the Grafana dashboard queries is one the daemon exports.
 #[test]
 fn dashboard_uses_real_metrics() {
-    let text = std::fs::read_to_string("deploy/grafana/redlockd-dashboard.json").expect("dashboard");
+    let text =
+        std::fs::read_to_string("deploy/grafana/redlockd-dashboard.json").expect("dashboard");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let declared = std::fs::read_to_string("src/metrics.rs").expect("metrics.rs");
     let panels = dashboard["panels"].as_array().expect("panels");
@@ -316,7 +389,10 @@ fn dashboard_uses_real_metrics() {
                         .trim_end_matches("_bucket")
                         .trim_end_matches("_count")
                         .trim_end_matches("_sum");
-                    assert!(declared.contains(&format!("\"redlock_{base}\"")), "{word} in {expr}");
+                    assert!(
+                        declared.contains(&format!("\"redlock_{base}\"")),
+                        "{word} in {expr}"
+                    );
                 }
             }
         }

@@ -175,6 +175,10 @@ impl Daemon {
         let mut config = Config::default();
         config.redlock.nodes = nodes;
         config.redlock.wake_on_release = wake_on_release;
+        // The bench starts its masters fresh: nothing could have been locked
+        // on them, so there is nothing for a restart quarantine to protect.
+        config.redlock.restart_quarantine = false;
+        config.metrics.enabled = false;
         config.validate()?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

@@ -176,6 +176,12 @@ pub struct RedlockConfig {
     /// connection.
     #[serde(with = "humantime_serde")]
     pub wait_fallback: Duration,
+    /// Restart quarantine: a master that restarted (low `uptime_in_seconds`,
+    /// a new `run_id`, or a clock jump) may have lost its keys, so its votes
+    /// do not count toward a quorum until it has been up for longer than
+    /// `max_ttl` plus drift. Turn off only for masters that persist every
+    /// write (`appendfsync always`).
+    pub restart_quarantine: bool,
 }
 
 impl Default for RedlockConfig {
@@ -194,6 +200,7 @@ impl Default for RedlockConfig {
             fence_ttl: Duration::from_secs(168 * 60 * 60),
             wake_on_release: true,
             wait_fallback: Duration::from_secs(1),
+            restart_quarantine: true,
         }
     }
 }
@@ -215,6 +222,7 @@ impl fmt::Debug for RedlockConfig {
             .field("fence_ttl", &self.fence_ttl)
             .field("wake_on_release", &self.wake_on_release)
             .field("wait_fallback", &self.wait_fallback)
+            .field("restart_quarantine", &self.restart_quarantine)
             .finish()
     }
 }

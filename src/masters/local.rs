@@ -112,6 +112,14 @@ impl LocalMasters {
             .collect()
     }
 
+    /// The process id of master `i` while it runs: for fault injection
+    /// (SIGSTOP/SIGCONT) by tests and the chaos checker.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        let master = self.masters.get(i)?;
+        let slot = master.child.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.as_ref().map(Child::id)
+    }
+
     /// The port of master `i`.
     ///
     /// Exists for tests that talk to one master directly.

@@ -9,21 +9,24 @@
 
 pub mod scripts;
 pub mod server_info;
+pub mod state;
 pub mod subscriber;
+mod watch;
+
+pub use watch::mark_duplicates;
 
 use crate::redlock::fence::FenceRead;
 use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
 use fred::clients::WithOptions;
 use fred::prelude::{
-    Builder, Client, ClientLike, Config as FredConfig, ErrorKind, EventInterface, Options,
-    ReconnectPolicy, TcpConfig, Value,
+    Builder, Client, ClientLike, Config as FredConfig, ErrorKind, Options, ReconnectPolicy,
+    TcpConfig, Value,
 };
-use fred::types::{ClusterHash, CustomCommand, InfoKind};
+use fred::types::{ClusterHash, CustomCommand};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use scripts::{Script, Scripts};
-use server_info::ServerInfo;
-use std::sync::atomic::{AtomicBool, Ordering};
+use state::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,12 +49,22 @@ pub struct FredNode {
     /// The same connection with per-command options: timeout, one attempt, fail-fast.
     command: WithOptions<Client>,
     scripts: Arc<Scripts>,
-    /// Whether the master has `DELIFEQ`, refreshed at every (re)connection.
-    delifeq: Arc<AtomicBool>,
-    /// Set when fred reports the connection lost, cleared when it is back.
-    /// fred keeps its state "connected" until its first reconnection attempt
-    /// fails, and queues commands meanwhile; this flag makes them fail at once.
-    down: Arc<AtomicBool>,
+    /// Connection, trust and features, kept by the watchers (`watch.rs`).
+    /// fred keeps its own state "connected" until its first reconnection
+    /// attempt fails, and queues commands meanwhile; the `down` flag makes
+    /// them fail at once instead.
+    state: Arc<NodeState>,
+}
+
+/// How a master is watched, from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeSettings {
+    /// Bound of every command.
+    pub node_timeout: Duration,
+    /// Restart quarantine length; `None`: off.
+    pub quarantine: Option<Duration>,
+    /// Drift allowance, for clock-jump detection.
+    pub drift_factor: f64,
 }
 
 impl FredNode {
@@ -60,9 +73,10 @@ impl FredNode {
     /// connection is up).
     pub fn connect(
         url: &str,
-        node_timeout: Duration,
+        settings: NodeSettings,
         scripts: Arc<Scripts>,
     ) -> Result<FredNode, NodeSetupError> {
+        let node_timeout = settings.node_timeout;
         let name = node_name(url);
         let mut config = FredConfig::from_url(url).map_err(|e| NodeSetupError {
             name: name.clone(),
@@ -96,15 +110,14 @@ impl FredNode {
             ..Options::default()
         });
         let node = FredNode {
+            state: Arc::new(NodeState::new(name.clone(), settings.quarantine)),
             name,
             client,
             command,
             scripts,
-            delifeq: Arc::new(AtomicBool::new(false)),
-            down: Arc::new(AtomicBool::new(false)),
         };
         node.client.connect();
-        node.watch_server();
+        watch::spawn(&node, settings);
         Ok(node)
     }
 
@@ -118,65 +131,18 @@ impl FredNode {
 
     /// Whether commands can reach the master now.
     pub fn is_up(&self) -> bool {
-        !self.down.load(Ordering::Relaxed) && self.client.is_connected()
+        !self.state.is_down() && self.client.is_connected()
     }
 
-    /// Closes the connection (at daemon shutdown).
+    /// What the daemon knows of this master: trust, quarantine, run_id.
+    pub fn state(&self) -> &NodeState {
+        &self.state
+    }
+
+    /// Closes the connection (at daemon shutdown). Bounded: fred's QUIT
+    /// waits for a master that is down to come back.
     pub async fn close(&self) {
-        let _ = self.client.quit().await;
-    }
-
-    /// Re-reads `INFO server` after every (re)connection: a master may have
-    /// been replaced by another version while we were away.
-    fn watch_server(&self) {
-        let client = self.client.clone();
-        let delifeq = self.delifeq.clone();
-        let name = self.name.clone();
-        let mut reconnects = self.client.reconnect_rx();
-        let down = self.down.clone();
-        let mut errors = self.client.error_rx();
-        let name_for_errors = self.name.clone();
-        let down_on_error = self.down.clone();
-        tokio::spawn(async move {
-            // Connection-level errors only (fred does not broadcast command errors).
-            while let Ok((error, _)) = errors.recv().await {
-                if !down_on_error.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(node = %name_for_errors, %error, "master connection lost");
-                }
-            }
-        });
-        tokio::spawn(async move {
-            // fred announces the first connection as a reconnection too: log
-            // a master once per server process (run_id).
-            let mut last_run_id = String::new();
-            loop {
-                if client.wait_for_connect().await.is_ok() {
-                    down.store(false, Ordering::Relaxed);
-                    match client.info::<String>(Some(InfoKind::Server)).await {
-                        Ok(text) => match ServerInfo::parse(&text) {
-                            Some(info) => {
-                                delifeq.store(info.has_delifeq(), Ordering::Relaxed);
-                                if info.run_id != last_run_id {
-                                    tracing::info!(
-                                        node = %name,
-                                        software = %info.software,
-                                        version = ?info.version,
-                                        delifeq = info.has_delifeq(),
-                                        "master connected"
-                                    );
-                                    last_run_id = info.run_id;
-                                }
-                            }
-                            None => tracing::warn!(node = %name, "unrecognised INFO server reply"),
-                        },
-                        Err(error) => tracing::warn!(node = %name, %error, "INFO server failed"),
-                    }
-                }
-                if reconnects.recv().await.is_err() {
-                    return;
-                }
-            }
-        });
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, self.client.quit()).await;
     }
 
     /// EVALSHA, falling back to EVAL once if the master lost its script cache.
@@ -216,7 +182,7 @@ impl FredNode {
     }
 
     async fn custom(&self, command: &'static str, args: Vec<Value>) -> Result<Value, NodeError> {
-        if self.down.load(Ordering::Relaxed) {
+        if self.state.is_down() {
             return Err(NodeError::Unavailable(
                 "connection lost; reconnecting".into(),
             ));
@@ -232,6 +198,10 @@ impl FredNode {
 impl Node for FredNode {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn trusted(&self) -> bool {
+        self.state.trusted()
     }
 
     fn acquire<'a>(
@@ -298,11 +268,31 @@ impl Node for FredNode {
             let fields = array(reply)?;
             match fields.as_slice() {
                 [flag] if integer(flag)? == 0 => Ok(ExtendVote::NotHeld),
+                [flag] if integer(flag)? == 2 => Ok(ExtendVote::Missing),
                 [_, fence] => Ok(ExtendVote::Extended {
                     fence: Some(unsigned(fence)?).filter(|f| *f > 0),
                 }),
                 other => Err(NodeError::Protocol(format!("extend: {other:?}"))),
             }
+        }
+        .boxed()
+    }
+
+    fn recreate<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, NodeError>> {
+        async move {
+            let args = vec![
+                keys.lock.as_str().into(),
+                token.expose().into(),
+                "NX".into(),
+                "PX".into(),
+                millis(ttl),
+            ];
+            Ok(matches!(self.custom("SET", args).await?, Value::String(_)))
         }
         .boxed()
     }
@@ -314,7 +304,7 @@ impl Node for FredNode {
         notice: &'a str,
     ) -> BoxFuture<'a, Result<bool, NodeError>> {
         async move {
-            if self.delifeq.load(Ordering::Relaxed) {
+            if self.state.has_delifeq() {
                 let args = vec![keys.lock.as_str().into(), token.expose().into()];
                 let deleted = integer(&self.custom("DELIFEQ", args).await?)? == 1;
                 if deleted {

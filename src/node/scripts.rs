@@ -48,10 +48,16 @@ return 1
 "#;
 
 /// KEYS: lock, fence. ARGV: token, ttl ms, fence ttl ms.
-/// Compare-and-PEXPIRE. Returns `{0}` when not held, else `{1, fence}` where
-/// fence is '0' if this master did not take part in the grant's commit.
+/// Compare-and-PEXPIRE. Returns `{0}` when someone else holds the key, `{2}`
+/// when the key is gone (this master restarted and lost it, or it expired),
+/// else `{1, fence}` where fence is '0' if this master did not take part in
+/// the grant's commit.
 pub const EXTEND: &str = r#"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] then
+  if holder then return {0} end
+  return {2}
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local h = redis.call('HMGET', KEYS[2], 'holder', 'fence')

@@ -61,7 +61,8 @@ impl Subscriptions {
     /// Closes every subscription (at shutdown).
     pub async fn close(&self) {
         for client in &self.clients {
-            let _ = client.quit().await;
+            // Bounded: QUIT waits for a master that is down to come back.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), client.quit()).await;
         }
     }
 }

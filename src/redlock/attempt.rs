@@ -4,9 +4,9 @@
 
 use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
-use crate::metrics;
 use super::round::{Command, Reply, Subject};
 use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
+use crate::metrics;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;

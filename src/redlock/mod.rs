@@ -155,24 +155,27 @@ impl Redlock {
             fence_ttl: self.settings.fence_ttl,
         };
         let mut fence = None;
-        let votes = self
-            .round(
-                &subject,
-                self.all(),
-                command,
-                |_, reply, tally| match reply {
+        let mut missing = Vec::new();
+        let (votes, stragglers) =
+            self.round_with_stragglers(&subject, self.all(), command, |index, reply, tally| {
+                match reply {
                     Reply::Extend(ExtendVote::Extended { fence: seen }) => {
                         tally.yes += 1;
                         fence = fence.max(seen);
                     }
+                    Reply::Extend(ExtendVote::Missing) => {
+                        tally.no += 1;
+                        missing.push(index);
+                    }
                     _ => tally.no += 1,
-                },
-            )
+                }
+            })
             .await;
         match votes.decision() {
             Decision::Reached => {
                 let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
+                self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 Ok(Lock {
                     resource: resource.to_owned(),
                     token: token.clone(),
@@ -185,6 +188,36 @@ impl Redlock {
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
             _ => Err(LockError::NoQuorum(votes)),
         }
+    }
+
+    /// A lock held on a majority is put back, in the background, on the
+    /// masters that lost its key (a restart), including those whose answer
+    /// arrives after the Extend was decided: a rolling restart of the masters
+    /// then does not erode a long-held lock one master at a time.
+    fn recreate_lost_keys(
+        &self,
+        subject: &Arc<Subject>,
+        ttl: Duration,
+        missing: Vec<usize>,
+        stragglers: impl futures::Stream<Item = round::Answer> + Send + 'static,
+    ) {
+        use futures::StreamExt;
+        let nodes = self.nodes.clone();
+        let subject = Arc::clone(subject);
+        let timeout = self.settings.node_timeout;
+        tokio::spawn(async move {
+            let late = stragglers.filter_map(|(index, reply)| async move {
+                matches!(reply, Ok(Reply::Extend(ExtendVote::Missing))).then_some(index)
+            });
+            let lost: Vec<usize> = futures::stream::iter(missing).chain(late).collect().await;
+            for index in lost {
+                let put_back = nodes[index].recreate(&subject.keys, &subject.token, ttl);
+                if let Ok(Ok(true)) = tokio::time::timeout(timeout, put_back).await {
+                    tracing::info!(node = nodes[index].name(), resource = %subject.resource,
+                        "put a held lock back on a master that had lost it");
+                }
+            }
+        });
     }
 
     /// Deletes the lock on every master where `token` holds it, and wakes
@@ -286,6 +319,7 @@ impl Redlock {
         let mut tally = Tally::new(self.quorum);
         for (index, reply) in futures::future::join_all(replies).await {
             match reply {
+                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
                 Ok(Reply::Released(true)) => tally.yes += 1,
                 Ok(_) => tally.no += 1,
                 Err(error) => self.count_failure(index, &error, &mut tally),

@@ -39,14 +39,23 @@ pub enum ExtendVote {
         /// The lock's fence, if this master recorded it.
         fence: Option<u64>,
     },
-    /// The token does not hold the key here.
+    /// Someone else holds the key here.
     NotHeld,
+    /// The key is gone here (the master restarted and lost it, or it expired).
+    Missing,
 }
 
 /// A Valkey/Redis master as the Redlock algorithm sees it.
 pub trait Node: Send + Sync {
     /// A short name for logs and metrics (never a password).
     fn name(&self) -> &str;
+
+    /// Whether this master's answers count toward a quorum now: false while
+    /// it is in restart quarantine (it may have lost its keys) or refused (a
+    /// replica, a duplicate). Commands are still sent to it.
+    fn trusted(&self) -> bool {
+        true
+    }
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step.
@@ -77,6 +86,15 @@ pub trait Node: Send + Sync {
         ttl: Duration,
         fence_ttl: Duration,
     ) -> BoxFuture<'a, Result<ExtendVote, NodeError>>;
+
+    /// `SET lock token NX PX ttl`: puts a lock that still holds on a majority
+    /// back on a master that lost it. Returns whether it was set.
+    fn recreate<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
     /// Where it deleted, it also publishes `notice` on the release channel

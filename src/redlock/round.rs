@@ -7,12 +7,15 @@
 //! simply ignored.
 
 use super::node::{AcquireVote, ExtendVote, Node};
-use crate::metrics;
 use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
+use crate::metrics;
 use futures::future::join_all;
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// One master's reply in a round, tagged with the master's index.
+pub type Answer = (usize, Result<Reply, NodeError>);
 
 /// What a round is about: the resource's keys and the token, shared by the
 /// per-master tasks.
@@ -113,8 +116,22 @@ impl Redlock {
         subject: &Arc<Subject>,
         targets: impl Iterator<Item = usize>,
         command: Command,
-        mut on_answer: impl FnMut(usize, Reply, &mut Tally),
+        on_answer: impl FnMut(usize, Reply, &mut Tally),
     ) -> Tally {
+        self.round_with_stragglers(subject, targets, command, on_answer)
+            .await
+            .0
+    }
+
+    /// [`Redlock::round`], also handing back the replies still to come, for
+    /// a caller that wants to act on them later (Extend re-creates lost keys).
+    pub(super) async fn round_with_stragglers(
+        &self,
+        subject: &Arc<Subject>,
+        targets: impl Iterator<Item = usize>,
+        command: Command,
+        mut on_answer: impl FnMut(usize, Reply, &mut Tally),
+    ) -> (Tally, impl Stream<Item = Answer> + Send + 'static) {
         let (mut pending, submitted): (FuturesUnordered<_>, Vec<_>) = targets
             .map(|index| self.dispatch(index, subject, command.clone()))
             .unzip();
@@ -122,6 +139,8 @@ impl Redlock {
         let mut tally = Tally::new(self.quorum);
         while let Some((index, reply)) = pending.next().await {
             match reply {
+                // An untrusted master's answer is no answer (see `Node::trusted`).
+                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
                 Ok(reply) => on_answer(index, reply, &mut tally),
                 Err(error) => self.count_failure(index, &error, &mut tally),
             }
@@ -129,7 +148,7 @@ impl Redlock {
                 break;
             }
         }
-        tally
+        (tally, pending)
     }
 
     /// Runs one command against one master on its own task, bounded by
@@ -142,7 +161,7 @@ impl Redlock {
         subject: &Arc<Subject>,
         command: Command,
     ) -> (
-        impl std::future::Future<Output = (usize, Result<Reply, NodeError>)> + Send + 'static,
+        impl std::future::Future<Output = Answer> + Send + 'static,
         impl std::future::Future<Output = ()> + Send + 'static,
     ) {
         let node = Arc::clone(&self.nodes[index]);

@@ -43,6 +43,7 @@ enum Op {
     Acquire,
     CommitFence,
     Extend,
+    Recreate,
     Release,
     Check,
 }
@@ -251,6 +252,9 @@ impl Node for FakeNode {
         fence_ttl: Duration,
     ) -> BoxFuture<'a, Result<ExtendVote, NodeError>> {
         self.serve(Op::Extend, token, |state, now| {
+            if !state.locks.contains_key(&keys.lock) {
+                return (ExtendVote::Missing, false);
+            }
             if !state.holds(keys, token) {
                 return (ExtendVote::NotHeld, false);
             }
@@ -263,6 +267,24 @@ impl Node for FakeNode {
                 hash.fence.filter(|&f| ours && f > 0)
             });
             (ExtendVote::Extended { fence }, true)
+        })
+    }
+
+    fn recreate<'a>(
+        &'a self,
+        keys: &'a LockKeys,
+        token: &'a Token,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, NodeError>> {
+        self.serve(Op::Recreate, token, |state, now| {
+            if state.locks.contains_key(&keys.lock) {
+                return (false, false);
+            }
+            let expiry = now + whole_millis(ttl);
+            state
+                .locks
+                .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
+            (true, true)
         })
     }
 

@@ -15,10 +15,10 @@
 //! library: every waiter retries after a jittered pause.
 
 use super::attempt::{AttemptStats, Failure};
-use crate::metrics;
 use super::round::Subject;
 use super::waiters::Wake;
 use super::{Lock, LockError, Redlock, Token};
+use crate::metrics;
 use rand::Rng;
 use std::future::Future;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
-use fred::prelude::{Builder, Client, ClientLike, Config as FredConfig, Value};
+use fred::prelude::{Builder, Client, ClientLike, Config as FredConfig, ReconnectPolicy, Value};
 use fred::types::{ClusterHash, CustomCommand};
 use redlockd::config::Config;
 use redlockd::masters::{find_server, Flavor, LocalMasters};
@@ -88,7 +88,10 @@ impl Harness {
         let masters = LocalMasters::start(&binary, 5).unwrap_or_else(|e| panic!("{flavor}: {e}"));
         let mut raw = Vec::new();
         for url in masters.urls() {
+            // Reconnects after a master restarts, and never waits forever.
             let client = Builder::from_config(FredConfig::from_url(&url).expect("url"))
+                .with_performance_config(|p| p.default_command_timeout = Duration::from_secs(2))
+                .set_policy(ReconnectPolicy::new_constant(0, 50))
                 .build()
                 .expect("client");
             client.init().await.expect("raw connection to a master");
@@ -110,6 +113,9 @@ impl Harness {
         let mut config = Config::default();
         config.redlock.nodes = self.masters.urls();
         config.redlock.node_timeout = NODE_TIMEOUT;
+        // The harness starts its masters fresh; the restart quarantine has
+        // tests of its own (tests/fault_tolerance.rs).
+        config.redlock.restart_quarantine = false;
         // Many daemons run at once in the test suite: never the fixed port.
         config.metrics.listen = "127.0.0.1:0".parse().expect("address");
         (self.tweak)(&mut config);

@@ -257,6 +257,7 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "fence_ttl",
         "wake_on_release",
         "wait_fallback",
+        "restart_quarantine",
         "max_waiters_per_resource",
         "max_waiters",
         "max_sessions",

@@ -1,0 +1,132 @@
+//! The background watchers of one master: connection loss and return,
+//! `INFO` after every (re)connection (features, unsafe setups, restarts), and
+//! a slow comparison of the master's clock with ours (clock jumps).
+
+use super::server_info::ServerInfo;
+use super::state::clock_check;
+use super::{FredNode, NodeSettings};
+use crate::metrics;
+use fred::clients::WithOptions;
+use fred::prelude::{Client, ClientLike, EventInterface, Value};
+use fred::types::{ClusterHash, CustomCommand, InfoKind};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often each master's clock is compared with ours.
+const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Starts the watchers of `node`; they end when its client is closed.
+pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
+    let (state, name) = (node.state.clone(), node.name.clone());
+    let mut errors = node.client.error_rx();
+    tokio::spawn(async move {
+        // Connection-level errors only (fred does not broadcast command errors).
+        while let Ok((error, _)) = errors.recv().await {
+            if state.set_down(true) {
+                tracing::warn!(node = %name, %error, "master connection lost");
+            }
+        }
+    });
+    let (client, state, name) = (node.client.clone(), node.state.clone(), node.name.clone());
+    let mut reconnects = node.client.reconnect_rx();
+    tokio::spawn(async move {
+        // fred announces the first connection as a reconnection too.
+        loop {
+            if client.wait_for_connect().await.is_ok() {
+                state.set_down(false);
+                match read_info(&client).await {
+                    Ok(info) => state.observe(&info),
+                    Err(error) => tracing::warn!(node = %name, %error, "INFO failed"),
+                }
+            }
+            if reconnects.recv().await.is_err() {
+                return;
+            }
+        }
+    });
+    let (command, name) = (node.command.clone(), node.name.clone());
+    // Weak: the check ends once the node is dropped.
+    let state = Arc::downgrade(&node.state);
+    tokio::spawn(async move {
+        let mut last: Option<(Instant, Duration)> = None;
+        let mut interval = tokio::time::interval(CLOCK_CHECK_EVERY);
+        loop {
+            interval.tick().await;
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            let asked = Instant::now();
+            let Ok(master_now) = master_time(&command).await else {
+                last = None;
+                continue;
+            };
+            let rtt = asked.elapsed();
+            if let Some((at, then)) = last {
+                let local = asked.duration_since(at);
+                // A clock that went backwards moved "zero": a jump too.
+                let master = master_now.checked_sub(then).unwrap_or_default();
+                let (rate, jumped) = clock_check(master, local, rtt, settings.drift_factor);
+                metrics::node_clock_skew(&name, rate);
+                if jumped {
+                    state.quarantine_now(&format!(
+                        "the master's clock moved {master:?} while ours moved {local:?}"
+                    ));
+                }
+            }
+            last = Some((asked, master_now));
+        }
+    });
+}
+
+/// `INFO server`, `INFO replication` and `INFO memory`, parsed together.
+async fn read_info(client: &Client) -> Result<ServerInfo, String> {
+    let mut text = String::new();
+    for section in [InfoKind::Server, InfoKind::Replication, InfoKind::Memory] {
+        let part: String = client
+            .info(Some(section))
+            .await
+            .map_err(|e| e.to_string())?;
+        text.push_str(&part);
+        text.push('\n');
+    }
+    ServerInfo::parse(&text).ok_or_else(|| "unrecognised INFO reply".to_owned())
+}
+
+/// The master's wall clock (`TIME`), as time since the Unix epoch.
+async fn master_time(command: &WithOptions<Client>) -> Result<Duration, ()> {
+    let cmd = CustomCommand::new_static("TIME", ClusterHash::FirstKey, false);
+    let reply: Value = command
+        .custom(cmd, Vec::<Value>::new())
+        .await
+        .map_err(|_| ())?;
+    let Value::Array(parts) = reply else {
+        return Err(());
+    };
+    let number = |v: &Value| {
+        v.as_u64()
+            .or_else(|| v.as_string().and_then(|s| s.parse().ok()))
+    };
+    match parts.as_slice() {
+        [seconds, micros] => Ok(Duration::from_secs(number(seconds).ok_or(())?)
+            + Duration::from_micros(number(micros).ok_or(())?)),
+        _ => Err(()),
+    }
+}
+
+/// Marks masters that are the same server (same `run_id`) as duplicates of
+/// the first one listed.
+pub fn mark_duplicates(nodes: &[Arc<FredNode>]) {
+    for (i, node) in nodes.iter().enumerate() {
+        let run_id = node.state.run_id();
+        let first = (!run_id.is_empty())
+            .then(|| {
+                nodes[..i]
+                    .iter()
+                    .find(|earlier| earlier.state.run_id() == run_id)
+            })
+            .flatten();
+        node.state
+            .set_duplicate_of(first.map(|earlier| earlier.name.clone()));
+    }
+}
