@@ -12,7 +12,11 @@ use std::future::Future;
 use tokio::net::TcpListener;
 
 /// Serves `/metrics` from `handle` on `listener` until `shutdown` completes.
-pub async fn serve(listener: TcpListener, handle: PrometheusHandle, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -39,15 +43,22 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle, shutdown: im
 }
 
 fn answer(request: &Request<Incoming>, handle: &PrometheusHandle) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = if request.method() == Method::GET && request.uri().path() == "/metrics" {
-        (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
-    } else {
-        (StatusCode::NOT_FOUND, "text/plain", "not found: try GET /metrics\n".to_owned())
-    };
+    let (status, content_type, body) =
+        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+            (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
+        } else {
+            (
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found: try GET /metrics\n".to_owned(),
+            )
+        };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
-        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
     }
     response
 }

@@ -62,4 +62,3 @@ async fn hundred_sessions_stay_held(flavor: Flavor) {
     println!("{flavor}: every session saw at least {fewest} extensions in 5 s");
     assert!(fewest >= 5, "{fewest}");
 }
-

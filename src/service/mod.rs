@@ -7,17 +7,17 @@ pub mod hold;
 pub mod request;
 pub mod status;
 
+use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::{Lock, LockError, Redlock};
 use request::Limits;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_stream::Stream;
-use crate::metrics;
-use std::future::Future;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -161,7 +161,10 @@ async fn observed<T>(
     let elapsed = started.elapsed();
     let outcome = status::code_name(result.as_ref().err().map_or(Code::Ok, Status::code));
     span.record("outcome", outcome);
-    span.record("duration_us", u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    span.record(
+        "duration_us",
+        u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+    );
     span.in_scope(|| tracing::debug!("answered"));
     metrics::request(rpc, outcome, elapsed);
     result
