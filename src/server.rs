@@ -120,6 +120,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
         .map(|n| Arc::clone(n) as Arc<dyn Node>)
         .collect();
     let redlock = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
+    redlock.watch_for_suspend();
     let subscriptions = r.wake_on_release.then(|| {
         let engine = Arc::downgrade(&redlock);
         Subscriptions::start(

@@ -14,6 +14,7 @@
 //! (keeping a lock alive), [`round`] (sending a command to the masters).
 
 pub mod attempt;
+pub mod boottime;
 pub mod error;
 pub mod fence;
 pub mod keys;
@@ -106,6 +107,8 @@ pub struct Redlock {
     settings: Settings,
     waiters: Arc<Waiters>,
     seen_notices: Mutex<SeenNotices>,
+    /// Counts the host's suspends (see [`Redlock::watch_for_suspend`]).
+    suspends: tokio::sync::watch::Sender<u32>,
 }
 
 impl Redlock {
@@ -122,6 +125,7 @@ impl Redlock {
             settings,
             waiters,
             seen_notices: Mutex::new(SeenNotices::default()),
+            suspends: tokio::sync::watch::channel(0).0,
         })
     }
 

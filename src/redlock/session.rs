@@ -1,10 +1,17 @@
 //! Keeping a lock alive for as long as a session lasts: extend it before it
 //! expires, and never claim it once an extension could not keep it valid.
 
-use super::{Lock, LockError, Redlock};
+use super::{boottime, Lock, LockError, Redlock};
 use std::future::Future;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// How often the engine compares the boot clock with the monotonic one.
+const SUSPEND_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// A gap between the two clocks above this is a suspend, not jitter.
+const SUSPEND_THRESHOLD: Duration = Duration::from_millis(100);
 
 /// How a held session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +24,36 @@ pub enum HoldEnd {
 }
 
 impl Redlock {
+    /// Watches for the host being suspended (the boot clock running ahead of
+    /// the monotonic one) and tells every session, which then checks its
+    /// deadline on the boot clock. One task for all sessions; it ends with
+    /// the engine.
+    pub fn watch_for_suspend(self: &Arc<Self>) {
+        let engine: Weak<Redlock> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut last = (Instant::now(), boottime::now());
+            let mut interval = tokio::time::interval(SUSPEND_CHECK_EVERY);
+            loop {
+                interval.tick().await;
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                let now = (Instant::now(), boottime::now());
+                let suspended = boottime::suspended_between(last, now);
+                if suspended > SUSPEND_THRESHOLD {
+                    tracing::warn!(
+                        ?suspended,
+                        "the host was suspended: checking every session's lock"
+                    );
+                    engine
+                        .suspends
+                        .send_modify(|count| *count = count.wrapping_add(1));
+                }
+                last = now;
+            }
+        });
+    }
+
     /// Extends `lock` (acquired with `ttl`) each time `extend_at` of the ttl
     /// has passed, calling `on_extended` after each extension, until `until`
     /// completes or the lock is lost. A failed extension is retried while the
@@ -32,7 +69,10 @@ impl Redlock {
         tokio::pin!(until);
         let period = ttl.mul_f64(extend_at);
         let mut valid_until = Instant::now() + lock.validity;
+        // The same deadline on the clock that counts suspended time too.
+        let mut valid_until_boot = boottime::now() + lock.validity;
         let mut extend_at = Instant::now() + period;
+        let mut suspends = self.suspends.subscribe();
         loop {
             tokio::select! {
                 () = &mut until => return HoldEnd::Stopped,
@@ -40,11 +80,23 @@ impl Redlock {
                     return HoldEnd::Lost("the lock's validity ran out before an extension succeeded".into());
                 }
                 () = tokio::time::sleep_until(extend_at.min(valid_until)) => {}
+                Ok(()) = suspends.changed() => {
+                    if boottime::now() >= valid_until_boot {
+                        return HoldEnd::Lost(
+                            "the host was suspended past the lock's validity".into(),
+                        );
+                    }
+                    continue;
+                }
+            }
+            if boottime::now() >= valid_until_boot {
+                return HoldEnd::Lost("the host was suspended past the lock's validity".into());
             }
             let started = Instant::now();
             match self.extend(&lock.resource, &lock.token, ttl).await {
                 Ok(extended) => {
                     valid_until = Instant::now() + extended.validity;
+                    valid_until_boot = boottime::now() + extended.validity;
                     lock.validity = extended.validity;
                     extend_at = started + period;
                     on_extended(lock);
