@@ -1,10 +1,6 @@
-//! `redlockd-bench`: figures for redlockd under load, through its gRPC API.
-//! Not a test: it asserts nothing, it measures.
-//!
-//! It exists to show what waiting callers get, and to compare the two ways
-//! the daemon makes them wait: wake-ups (`redlock.wake_on_release = true`,
-//! the default: a local FIFO queue woken by releases) and blind Redlock
-//! polling (`false`: each waiter retries after a jittered 5-50 ms pause).
+//! W2, contended hand-off: wake-ups (`redlock.wake_on_release = true`, the
+//! default: a local FIFO queue woken by releases) vs blind Redlock polling
+//! (`false`: each waiter retries after a jittered 5-50 ms pause).
 //!
 //! Workload W2, "contended hand-off": `--contenders` tasks (16), each on its
 //! own gRPC connection, loop on ONE resource: Acquire (ttl 10 s, wait 30 s),
@@ -17,121 +13,30 @@
 //! the table adds where time goes: the Release round trip, and one Acquire
 //! per client on a free resource (same `wait`), timed before the run.
 //!
-//! With no `--addr` (`--dev`), it starts five Valkey masters
-//! (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`), then two daemons
-//! in-process over them, one after the other on loopback ephemeral ports,
-//! default configuration but for `wake_on_release`. `--addr HOST:PORT`
-//! (repeatable) runs against running daemons instead. Stdout: one JSON line
-//! per run, then a table comparing the runs. Logs go to stderr (`RUST_LOG`).
-//!
-//! ```sh
-//! scripts/setup.sh && source .venv/redlockd-env
-//! cargo run --release --bin redlockd-bench -- --duration 10
-//! ```
-//!
-//! Bench, daemon and masters share the machine's cores. Holds below 1 ms are
-//! rounded up by the tokio timer.
+//! With `--dev` it runs two in-process daemons over the local masters, one
+//! after the other (wake-ups, then polling); `--addr` (repeatable) runs
+//! against running daemons instead. Holds below 1 ms are rounded up by the
+//! tokio timer.
 
-use clap::Parser;
-use redlockd::config::Config;
-use redlockd::masters::{find_server, Flavor, LocalMasters};
-use redlockd::pb::lock_service_client::LockServiceClient;
+use crate::setup::{bench_config, connect, proto_duration, Client, Daemon};
+use crate::stats::{label, ms, pct, sorted, us};
+use crate::{emit, Args, BoxError};
+use redlockd::masters::LocalMasters;
 use redlockd::pb::{AcquireRequest, Lock, ReleaseRequest};
-use redlockd::server::ServeError;
-use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Client = LockServiceClient<Channel>;
 
 /// Lease asked for by every W2 Acquire.
 const W2_TTL: Duration = Duration::from_secs(10);
 /// Longest each W2 Acquire waits for the lock.
 const W2_WAIT: Duration = Duration::from_secs(30);
 
-/// Benchmarks redlockd through its gRPC API (W2: contended hand-off,
-/// wake-ups vs blind polling).
-#[derive(Debug, Parser)]
-#[command(about)]
-struct Args {
-    /// How long each run lasts: seconds ("10") or a humantime duration ("1m").
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
-    duration: Duration,
-    /// Tasks contending for the one resource.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
-    contenders: u32,
-    /// How long each grant is held before its Release, in microseconds (0:
-    /// release at once; below 1000 the tokio timer rounds up to ~1 ms).
-    #[arg(long, default_value_t = 0)]
-    hold_us: u64,
-    /// Start five local Valkey masters and two in-process daemons (wake-ups,
-    /// then polling). The default when no --addr is given.
-    #[arg(long, conflicts_with = "addr")]
-    dev: bool,
-    /// A running daemon to benchmark instead (repeatable: one run each).
-    #[arg(long, value_name = "HOST:PORT")]
-    addr: Vec<SocketAddr>,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let parsed = match text.parse::<f64>() {
-        Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())?,
-        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string())?,
-    };
-    match parsed.is_zero() {
-        true => Err("must be longer than zero".to_owned()),
-        false => Ok(parsed),
-    }
-}
-
-fn main() -> ExitCode {
-    let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,redlockd_bench=info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    // Started before the runtime (it blocks); stopped when dropped, at the end.
-    let masters = match args.addr.is_empty().then(start_masters).transpose() {
-        Ok(masters) => masters,
-        Err(error) => {
-            eprintln!("redlockd-bench: cannot start the masters: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = tokio::runtime::Runtime::new()
-        .map_err(BoxError::from)
-        .and_then(|runtime| runtime.block_on(run_all(&args, masters.as_ref())));
-    match result {
-        Ok(reports) => {
-            print_table(&reports);
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("redlockd-bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Five Valkey masters on loopback, no persistence.
-fn start_masters() -> Result<LocalMasters, BoxError> {
-    let masters = LocalMasters::start(&find_server(Flavor::Valkey)?, 5)?;
-    tracing::info!(server = masters.version(), urls = ?masters.urls(), "masters started");
-    Ok(masters)
-}
-
-/// Every run of this invocation, in order; prints each JSON line as it ends.
-async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<Vec<W2Report>, BoxError> {
+/// Every W2 run, in order; prints each JSON line as it ends.
+pub async fn run_all(
+    args: &Args,
+    masters: Option<&LocalMasters>,
+) -> Result<Vec<W2Report>, BoxError> {
     let params = W2Params {
         contenders: args.contenders as usize,
         hold: Duration::from_micros(args.hold_us),
@@ -140,13 +45,14 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<Vec<W2Re
     let pid = std::process::id();
     let mut reports = Vec::new();
     let mut report = |r: W2Report| {
-        println!("{}", r.json_line());
-        let _ = std::io::stdout().flush();
+        emit(&r.json_line());
         reports.push(r);
     };
     if let Some(masters) = masters {
         for (mode, wake) in [("wake", true), ("poll", false)] {
-            let daemon = Daemon::start(masters.urls(), wake).await?;
+            let mut config = bench_config(masters.urls())?;
+            config.redlock.wake_on_release = wake;
+            let daemon = Daemon::start(config).await?;
             tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
             let resource = format!("bench/w2/{mode}/{pid}");
             let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params).await;
@@ -160,64 +66,6 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<Vec<W2Re
         report(w2_contended_handoff(*addr, &mode, &resource, params).await?);
     }
     Ok(reports)
-}
-
-/// One daemon served in-process by `redlockd::run`.
-struct Daemon {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), ServeError>>,
-}
-
-impl Daemon {
-    /// Serves the default configuration over `nodes` on a loopback ephemeral port.
-    async fn start(nodes: Vec<String>, wake_on_release: bool) -> Result<Daemon, BoxError> {
-        let mut config = Config::default();
-        config.redlock.nodes = nodes;
-        config.redlock.wake_on_release = wake_on_release;
-        // The bench starts its masters fresh: nothing could have been locked
-        // on them, so there is nothing for a restart quarantine to protect.
-        config.redlock.restart_quarantine = false;
-        config.metrics.enabled = false;
-        config.validate()?;
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(redlockd::run(config, listener, async {
-            let _ = stopped.await;
-        }));
-        Ok(Daemon { addr, stop, task })
-    }
-
-    /// Asks it to stop and waits (boundedly) until it has.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let mut task = self.task;
-        match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(outcome) => tracing::warn!("daemon ended: {outcome:?}"),
-            Err(_) => {
-                tracing::warn!("daemon did not stop within 10 s; aborting it");
-                task.abort();
-            }
-        }
-    }
-}
-
-/// A client on its own HTTP/2 connection, retried while the daemon starts.
-async fn connect(addr: SocketAddr) -> Result<Client, BoxError> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(1));
-    let mut last = None;
-    for _ in 0..100 {
-        match endpoint.connect().await {
-            Ok(channel) => return Ok(LockServiceClient::new(channel)),
-            Err(error) => last = Some(error),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Err(format!("daemon at {addr} never accepted a connection: {last:?}").into())
 }
 
 /// The knobs of W2.
@@ -292,11 +140,10 @@ async fn w2_contended_handoff(
 }
 
 fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
-    let proto = |d: Duration| prost_types::Duration::try_from(d).expect("seconds convert");
     AcquireRequest {
         resource: resource.to_owned(),
-        ttl: Some(proto(W2_TTL)),
-        wait: Some(proto(W2_WAIT)),
+        ttl: Some(proto_duration(W2_TTL)),
+        wait: Some(proto_duration(W2_WAIT)),
         owner: owner.to_owned(),
     }
 }
@@ -369,7 +216,7 @@ async fn contender(
 }
 
 /// The figures of one W2 run. Samples are sorted.
-struct W2Report {
+pub struct W2Report {
     mode: String,
     params: W2Params,
     grants: usize,
@@ -392,17 +239,6 @@ struct W2Report {
     grants_max: usize,
     errors: u64,
     not_held: u64,
-}
-
-/// Nearest-rank percentile `p` of a sorted sample (None: empty).
-fn pct(sorted: &[Duration], p: usize) -> Option<Duration> {
-    let rank = (sorted.len() * p).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied()
-}
-
-fn sorted(mut sample: Vec<Duration>) -> Vec<Duration> {
-    sample.sort_unstable();
-    sample
 }
 
 impl W2Report {
@@ -450,15 +286,14 @@ impl W2Report {
     }
 
     /// The machine-readable line (written by hand: numbers and one label).
-    fn json_line(&self) -> String {
-        let us = |d: Option<Duration>| d.map_or("null".to_owned(), |d| d.as_micros().to_string());
+    pub fn json_line(&self) -> String {
         let longest_ms = self.waits.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
         format!(
             "{{\"workload\":\"W2\",\"mode\":\"{}\",\"contenders\":{},\"duration_s\":{:.3},\
              \"handoffs\":{},\"handoffs_per_s\":{:.1},\"handoff_p50_us\":{},\"handoff_p99_us\":{},\
              \"longest_wait_ms\":{longest_ms:.1},\"grants_min\":{},\"grants_max\":{},\
              \"grants\":{},\"errors\":{}}}",
-            self.mode.replace(['"', '\\'], "_"),
+            label(&self.mode),
             self.params.contenders,
             self.params.duration.as_secs_f64(),
             self.handoff.len(),
@@ -474,7 +309,7 @@ impl W2Report {
 }
 
 /// A readable comparison of the runs, one column each.
-fn print_table(reports: &[W2Report]) {
+pub fn print_table(reports: &[W2Report]) {
     type Row = (&'static str, fn(&W2Report) -> String);
     let rows: &[Row] = &[
         ("contenders", |r| r.params.contenders.to_string()),
@@ -512,11 +347,4 @@ fn print_table(reports: &[W2Report]) {
         }
     }
     println!("{out}");
-}
-
-/// Milliseconds to the microsecond ("-": no value).
-fn ms(d: Option<Duration>) -> String {
-    d.map_or("-".to_owned(), |d| {
-        format!("{:.3} ms", d.as_secs_f64() * 1e3)
-    })
 }

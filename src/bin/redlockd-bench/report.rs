@@ -1,0 +1,102 @@
+//! The readable tables printed after every run, and W1's layer ratios.
+
+use crate::stats::{ms, permille, print_columns};
+use crate::w1::W1Report;
+use crate::w2::{self, W2Report};
+use crate::w3::W3Report;
+
+/// Every report of this invocation, by workload.
+#[derive(Default)]
+pub struct Reports {
+    /// W1 runs, mode-major.
+    pub w1: Vec<W1Report>,
+    /// W2 runs.
+    pub w2: Vec<W2Report>,
+    /// W3 runs.
+    pub w3: Vec<W3Report>,
+}
+
+impl Reports {
+    /// Prints a table per workload that ran.
+    pub fn print_tables(&self) {
+        if !self.w1.is_empty() {
+            print_w1(&self.w1);
+        }
+        if !self.w2.is_empty() {
+            w2::print_table(&self.w2);
+        }
+        if !self.w3.is_empty() {
+            print_w3(&self.w3);
+        }
+    }
+}
+
+fn print_w1(reports: &[W1Report]) {
+    let heads: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{} C={}", r.mode, r.concurrency))
+        .collect();
+    let column = |f: &dyn Fn(&W1Report) -> String| reports.iter().map(f).collect::<Vec<_>>();
+    let rows = vec![
+        (
+            "cycles / s",
+            column(&|r| format!("{:.0}", r.cycles_per_s())),
+        ),
+        ("acquire p50", column(&|r| ms(permille(&r.acquire, 500)))),
+        ("acquire p99", column(&|r| ms(permille(&r.acquire, 990)))),
+        ("acquire p99.9", column(&|r| ms(permille(&r.acquire, 999)))),
+        ("release p50", column(&|r| ms(permille(&r.release, 500)))),
+        ("release p99", column(&|r| ms(permille(&r.release, 990)))),
+        ("release p99.9", column(&|r| ms(permille(&r.release, 999)))),
+        ("errors", column(&|r| r.errors.to_string())),
+    ];
+    print_columns("W1 uncontended acquire + release", &heads, &rows);
+    let find = |mode: &str, c: usize| {
+        reports
+            .iter()
+            .find(|r| r.mode == mode && r.concurrency == c)
+    };
+    if let (Some(grpc), Some(library)) = (find("grpc", 64), find("library", 64)) {
+        let ratio = grpc.cycles_per_s() / library.cycles_per_s().max(f64::MIN_POSITIVE);
+        println!("W1 C=64 cycles/s, grpc / library: {ratio:.2} (target >= 1.2)");
+    }
+    let p50 = |r: &W1Report| permille(&r.acquire, 500);
+    if let (Some(grpc), Some(raw)) = (find("grpc", 1).and_then(p50), find("raw", 1).and_then(p50)) {
+        let gap = grpc.as_secs_f64() * 1e6 - raw.as_secs_f64() * 1e6;
+        println!("W1 C=1 acquire p50, grpc - raw: {gap:.0} us (target <= 150 us)");
+    }
+}
+
+fn print_w3(reports: &[W3Report]) {
+    let heads: Vec<String> = reports
+        .iter()
+        .map(|r| format!("K={}", r.sessions))
+        .collect();
+    let column = |f: &dyn Fn(&W3Report) -> String| reports.iter().map(f).collect::<Vec<_>>();
+    let mb = |kb: u64| format!("{:.1} MB", kb as f64 / 1024.0);
+    let rows = vec![
+        (
+            "window s",
+            column(&|r| format!("{:.1}", r.duration.as_secs_f64())),
+        ),
+        (
+            "opening all s",
+            column(&|r| format!("{:.1}", r.open.as_secs_f64())),
+        ),
+        ("RSS idle", column(&|r| mb(r.rss_idle_kb))),
+        ("RSS at the end", column(&|r| mb(r.rss_kb))),
+        ("RSS peak", column(&|r| mb(r.rss_peak_kb))),
+        ("CPU s", column(&|r| format!("{:.2}", r.cpu_s))),
+        (
+            "CPU s / session-minute",
+            column(&|r| format!("{:.5}", r.cpu_per_session_minute())),
+        ),
+        ("extensions", column(&|r| r.extended.to_string())),
+        ("lost", column(&|r| r.lost.to_string())),
+        (
+            "extension success",
+            column(&|r| format!("{:.3}%", r.success_rate() * 100.0)),
+        ),
+    ];
+    print_columns("W3 open Hold sessions (daemon process)", &heads, &rows);
+}
