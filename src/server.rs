@@ -9,7 +9,9 @@ use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
 use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
+use crate::service::auth::Gatekeeper;
 use crate::service::hold::Sessions;
+use crate::service::rate::ConnectionCalls;
 use crate::service::{request::Limits, LockApi};
 use crate::{health, metrics_endpoint};
 use futures::future::join_all;
@@ -191,11 +193,22 @@ pub async fn run(
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let sessions = Sessions::new(&config, stopped);
+    let gate = Gatekeeper::new(&config.auth, &config.limits);
     let api = LockApi::new(
         engine.redlock.clone(),
         Limits::from(&config.redlock),
         sessions,
+        gate.clone(),
+        ConnectionCalls::new(config.limits.max_calls_per_connection),
     );
+    // Bigger messages are refused before they are decoded; callers are
+    // authenticated and rate-limited from their headers alone.
+    let lock_service =
+        LockServiceServer::new(api).max_decoding_message_size(config.server.max_request_bytes);
+    let lock_service =
+        tonic::service::interceptor::InterceptedService::new(lock_service, move |request| {
+            gate.check(request)
+        });
     tracing::info!(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         masters = config.redlock.nodes.len(),
@@ -209,7 +222,7 @@ pub async fn run(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(LockServiceServer::new(api))
+        .add_service(lock_service)
         // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
         // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
         // client's delayed ACK hold a response back by ~40 ms, which the

@@ -27,6 +27,7 @@
 
 mod nodes;
 mod redact;
+mod security;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -43,10 +44,11 @@ use serde::Deserialize;
 use nodes::{deserialize_nodes, parse_node};
 use redact::redact_text;
 pub use redact::redact_url;
+pub use security::{AuthConfig, ClientConfig, TlsConfig, CLIENT_NAME_LIMIT};
 pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
 pub use validate::{
-    DRIFT_FACTOR_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT,
-    SHUTDOWN_GRACE_LIMIT,
+    DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
+    NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
 };
 
 /// Prefix of the environment variables read by [`Config::load`]; together
@@ -78,6 +80,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Log output.
     pub log: LogConfig,
+    /// Client identities and their namespaces (off by default).
+    pub auth: AuthConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.
@@ -92,6 +96,12 @@ pub struct ServerConfig {
     /// instead of leaving half-written keys that then only expire by TTL.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Largest gRPC message accepted, in bytes (encoded). A bigger one is
+    /// refused before it is decoded, so one request cannot make the daemon
+    /// buffer megabytes. Must leave room for `redlock.max_resource_len`.
+    pub max_request_bytes: usize,
+    /// TLS on the gRPC port (`[server.tls]`); off by default.
+    pub tls: TlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +109,8 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50051),
             shutdown_grace: Duration::from_secs(10),
+            max_request_bytes: 64 * 1024,
+            tls: TlsConfig::default(),
         }
     }
 }

@@ -17,6 +17,15 @@ pub struct LimitsConfig {
     pub max_waiters: usize,
     /// Open `Hold` sessions on this replica.
     pub max_sessions: usize,
+    /// Calls per second each identity (a client of `[auth]`, or a peer
+    /// address without authentication) may make, on average; 0: no limit.
+    pub rate_per_second: u32,
+    /// Calls an identity may make in a burst above `rate_per_second` (the
+    /// token bucket's size). At least 1 when `rate_per_second` is set.
+    pub burst: u32,
+    /// Calls and streams in progress at once on one client connection; past
+    /// it a call gets RESOURCE_EXHAUSTED. 0: no limit.
+    pub max_calls_per_connection: usize,
 }
 
 impl Default for LimitsConfig {
@@ -25,6 +34,9 @@ impl Default for LimitsConfig {
             max_waiters_per_resource: 1_000,
             max_waiters: 100_000,
             max_sessions: 100_000,
+            rate_per_second: 0,
+            burst: 0,
+            max_calls_per_connection: 1_000,
         }
     }
 }
@@ -60,6 +72,12 @@ impl LimitsConfig {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
             }
+        }
+        if self.rate_per_second > 0 && self.burst == 0 {
+            return Err(invalid(
+                "limits.burst",
+                "must be at least 1 when limits.rate_per_second is set: no call could pass",
+            ));
         }
         Ok(())
     }

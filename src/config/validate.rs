@@ -46,12 +46,37 @@ impl Config {
         self.server.validate()?;
         self.redlock.validate()?;
         self.limits.validate()?;
+        self.auth.validate()?;
+        if self.server.max_request_bytes < self.redlock.max_resource_len + 1024 {
+            return Err(invalid(
+                "server.max_request_bytes",
+                format!(
+                    "{} leaves no room for a resource name of redlock.max_resource_len ({}) \
+                     plus 1024 bytes for the other fields",
+                    self.server.max_request_bytes, self.redlock.max_resource_len
+                ),
+            ));
+        }
         self.session.validate()
     }
 }
 
+/// Largest accepted `server.max_request_bytes`.
+pub const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
+
 impl ServerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.tls.validate()?;
+        if self.max_request_bytes > MAX_REQUEST_BYTES_LIMIT {
+            return Err(invalid(
+                "server.max_request_bytes",
+                format!(
+                    "{} is over the limit of {MAX_REQUEST_BYTES_LIMIT}: no valid request is \
+                     that large",
+                    self.max_request_bytes
+                ),
+            ));
+        }
         if self.shutdown_grace > SHUTDOWN_GRACE_LIMIT {
             return Err(invalid(
                 "server.shutdown_grace",

@@ -3,6 +3,8 @@
 //! moment the client says so, half-closes, cancels or disappears, or the
 //! daemon stops. If the lock cannot be kept, the client is told `lost`.
 
+use super::auth::Denied;
+use super::rate::CallSlot;
 use super::request::AcquireArgs;
 use super::{HoldStream, LockApi};
 use crate::config::Config;
@@ -55,6 +57,7 @@ impl LockApi {
         &self,
         request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<HoldStream>, Status> {
+        let (identity, call_slot) = self.admit(&request)?;
         let permit = Arc::clone(&self.sessions.slots)
             .try_acquire_owned()
             .map_err(|_| {
@@ -74,6 +77,9 @@ impl LockApi {
                 ))
             }
         };
+        identity
+            .permit(&args.resource)
+            .map_err(Denied::into_status)?;
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
         let session = Session {
             engine: Arc::clone(&self.engine),
@@ -83,6 +89,7 @@ impl LockApi {
             stopping: self.sessions.stopping.clone(),
             extend_at: self.sessions.extend_at,
             _slot: permit,
+            _call: call_slot,
         };
         tokio::spawn(session.run());
         Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
@@ -97,6 +104,8 @@ struct Session {
     stopping: watch::Receiver<bool>,
     extend_at: f64,
     _slot: OwnedSemaphorePermit,
+    /// The session counts as a call on its connection while it lives.
+    _call: CallSlot,
 }
 
 /// Counts a session in `redlock_sessions_active` while it lives.

@@ -2,8 +2,10 @@
 //! ([`request`]), calls the engine, and maps the outcome ([`status`]).
 //! No lock logic lives here.
 
+pub mod auth;
 pub mod deadline;
 pub mod hold;
+pub mod rate;
 pub mod request;
 pub mod status;
 
@@ -11,6 +13,8 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::{Lock, LockError, Redlock};
+use auth::{Denied, Gatekeeper, Identity};
+use rate::{CallSlot, ConnectionCalls};
 use request::Limits;
 use std::future::Future;
 use std::pin::Pin;
@@ -30,16 +34,40 @@ pub struct LockApi {
     engine: Arc<Redlock>,
     limits: Limits,
     sessions: hold::Sessions,
+    /// Identities (set by the interceptor) and their namespaces.
+    gate: Gatekeeper,
+    /// The cap on calls in progress per connection.
+    calls: ConnectionCalls,
 }
 
 impl LockApi {
-    /// Serves `engine`, checking requests against `limits`.
-    pub fn new(engine: Arc<Redlock>, limits: Limits, sessions: hold::Sessions) -> LockApi {
+    /// Serves `engine`, checking requests against `limits`, callers
+    /// against `gate`, and connections against `calls`.
+    pub fn new(
+        engine: Arc<Redlock>,
+        limits: Limits,
+        sessions: hold::Sessions,
+        gate: Gatekeeper,
+        calls: ConnectionCalls,
+    ) -> LockApi {
         LockApi {
             engine,
             limits,
             sessions,
+            gate,
+            calls,
         }
+    }
+
+    /// Who calls, holding a call slot of its connection while the call
+    /// lasts; refused before the request is looked at.
+    fn admit<T>(&self, request: &Request<T>) -> Result<(Identity, CallSlot), Denied> {
+        let identity = self.gate.identity_of(request)?;
+        let slot = self
+            .calls
+            .enter(request.remote_addr())
+            .map_err(|max| Denied::TooManyCalls { max })?;
+        Ok((identity, slot))
     }
 }
 
@@ -71,8 +99,10 @@ impl LockService for LockApi {
         request: Request<pb::AcquireRequest>,
     ) -> Result<Response<pb::AcquireResponse>, Status> {
         observed("Acquire", async {
+            let (identity, _slot) = self.admit(&request)?;
             let deadline = deadline::caller_deadline(request.metadata());
             let args = self.limits.acquire(request.into_inner())?;
+            identity.permit(&args.resource)?;
             record_resource(&args.resource);
             let lock = self
                 .acquire_until(args.resource, args.ttl, args.wait, deadline)
@@ -89,7 +119,9 @@ impl LockService for LockApi {
         request: Request<pb::ExtendRequest>,
     ) -> Result<Response<pb::ExtendResponse>, Status> {
         observed("Extend", async {
+            let (identity, _slot) = self.admit(&request)?;
             let args = self.limits.extend(request.into_inner())?;
+            identity.permit(&args.resource)?;
             record_resource(&args.resource);
             let lock = self
                 .engine
@@ -107,8 +139,10 @@ impl LockService for LockApi {
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         observed("Release", async {
+            let (identity, _slot) = self.admit(&request)?;
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
+            identity.permit(&lock.resource)?;
             record_resource(&lock.resource);
             let was_held = self.engine.release(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ReleaseResponse { was_held }))
@@ -121,8 +155,10 @@ impl LockService for LockApi {
         request: Request<pb::ValidateRequest>,
     ) -> Result<Response<pb::ValidateResponse>, Status> {
         observed("Validate", async {
+            let (identity, _slot) = self.admit(&request)?;
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
+            identity.permit(&lock.resource)?;
             record_resource(&lock.resource);
             let validity = self.engine.validate(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ValidateResponse {

@@ -1,6 +1,7 @@
 //! The one place where an outcome becomes a gRPC status code, following the
 //! contract in `proto/redlock/v1/lock.proto`.
 
+use super::auth::Denied;
 use super::request::InvalidRequest;
 use crate::redlock::LockError;
 use tonic::{Code, Status};
@@ -49,6 +50,28 @@ impl From<LockError> for Status {
     }
 }
 
+/// The status code for a caller turned away before its request is served.
+pub fn denied_code(denied: &Denied) -> Code {
+    match denied {
+        Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
+        Denied::OutsideNamespaces { .. } => Code::PermissionDenied,
+        Denied::RateLimited { .. } | Denied::TooManyCalls { .. } => Code::ResourceExhausted,
+    }
+}
+
+impl Denied {
+    /// As a gRPC status (see [`denied_code`]).
+    pub fn into_status(self) -> Status {
+        Status::from(self)
+    }
+}
+
+impl From<Denied> for Status {
+    fn from(denied: Denied) -> Status {
+        Status::new(denied_code(&denied), denied.to_string())
+    }
+}
+
 impl From<InvalidRequest> for Status {
     fn from(error: InvalidRequest) -> Status {
         Status::invalid_argument(error.to_string())
@@ -74,5 +97,13 @@ mod tests {
             reason: "is required".into(),
         };
         assert_eq!(Status::from(invalid).code(), Code::InvalidArgument);
+        assert_eq!(
+            Status::from(Denied::BadCredentials).code(),
+            Code::Unauthenticated
+        );
+        let outside = Denied::OutsideNamespaces { client: "a".into() };
+        assert_eq!(Status::from(outside).code(), Code::PermissionDenied);
+        let limited = Denied::TooManyCalls { max: 1 };
+        assert_eq!(Status::from(limited).code(), Code::ResourceExhausted);
     }
 }

@@ -1,10 +1,12 @@
 //! Unit tests of the configuration, split by theme: [`load`] (defaults,
-//! file and environment layers, load errors, the shipped example) and
-//! [`rules`] (validation rules, redaction, warnings). This file holds the
-//! fixtures both use.
+//! file and environment layers, load errors, the shipped example),
+//! [`rules`] (validation rules, redaction, warnings) and [`security`]
+//! (auth, TLS and flood-limit keys; property tests of parsing). This file
+//! holds the fixtures they use.
 
 mod load;
 mod rules;
+mod security;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -110,7 +110,10 @@ fn limits_themselves_are_accepted() {
         |c| c.redlock.max_ttl = MAX_TTL_LIMIT,
         |c| c.redlock.min_ttl = c.redlock.max_ttl,
         |c| c.redlock.max_resource_len = 1,
-        |c| c.redlock.max_resource_len = MAX_RESOURCE_LEN_LIMIT,
+        |c| {
+            c.redlock.max_resource_len = MAX_RESOURCE_LEN_LIMIT;
+            c.server.max_request_bytes = MAX_RESOURCE_LEN_LIMIT + 1024;
+        },
         |c| c.redlock.retry_delay_min = c.redlock.retry_delay_max,
         |c| c.redlock.retry_delay_min = Duration::ZERO,
         |c| c.redlock.fence_ttl = c.redlock.max_ttl + Duration::from_millis(1),

@@ -1,0 +1,178 @@
+//! The security settings: client identities and their namespaces
+//! (`[auth]`), per-identity and per-connection limits (`[limits]`, in
+//! `sessions.rs`), and TLS for the gRPC port (`[server.tls]`).
+//!
+//! Client tokens are stored as SHA-256 hashes, never in plain text. A slow
+//! password hash (argon2, bcrypt) is unnecessary here: those protect
+//! *low-entropy* human passwords against offline guessing. A client token is
+//! meant to be a random string of at least 128 bits (e.g. `openssl rand -hex
+//! 32`), so inverting its SHA-256 by brute force is out of reach no matter
+//! how fast one hash is, and a fast hash keeps every call cheap.
+
+use super::validate::invalid;
+use super::ConfigError;
+use serde::Deserialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The `[auth]` section: who may call, and on which resources.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The known clients (`[[auth.clients]]`). Empty (the default): no
+    /// authentication, every caller may use every resource. Non-empty:
+    /// every call must carry `authorization: Bearer <token>` of one of them.
+    pub clients: Vec<ClientConfig>,
+}
+
+/// One client identity: `[[auth.clients]]`.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// A short name for logs and metrics (the only identity ever shown).
+    pub name: String,
+    /// Lower-case hex SHA-256 of the client's bearer token
+    /// (`printf %s "$TOKEN" | sha256sum`). The token itself is never stored.
+    pub token_sha256: String,
+    /// Resource prefixes this client may lock, e.g. `["orders/", "jobs/"]`.
+    /// A call on any other resource gets PERMISSION_DENIED. `""` allows
+    /// everything (an administrator).
+    pub namespaces: Vec<String>,
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A hash of a random token is not a secret, but there is no reason
+        // to spread it through logs either.
+        f.debug_struct("ClientConfig")
+            .field("name", &self.name)
+            .field("token_sha256", &"***")
+            .field("namespaces", &self.namespaces)
+            .finish()
+    }
+}
+
+/// Longest accepted `auth.clients.name`: it becomes a metrics label.
+pub const CLIENT_NAME_LIMIT: usize = 64;
+
+impl AuthConfig {
+    /// Whether calls must authenticate.
+    pub fn enabled(&self) -> bool {
+        !self.clients.is_empty()
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        for (i, client) in self.clients.iter().enumerate() {
+            let name_ok = !client.name.is_empty()
+                && client.name.len() <= CLIENT_NAME_LIMIT
+                && client
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !name_ok {
+                return Err(invalid(
+                    "auth.clients.name",
+                    format!(
+                        "client #{} ({:?}): 1 to {CLIENT_NAME_LIMIT} characters of [A-Za-z0-9._-] \
+                         (it is a metrics label)",
+                        i + 1,
+                        client.name
+                    ),
+                ));
+            }
+            if self.clients[..i].iter().any(|c| c.name == client.name) {
+                return Err(invalid(
+                    "auth.clients.name",
+                    format!("{:?} is listed twice", client.name),
+                ));
+            }
+            let hash_ok = client.token_sha256.len() == 64
+                && client
+                    .token_sha256
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
+            if !hash_ok {
+                return Err(invalid(
+                    "auth.clients.token_sha256",
+                    format!(
+                        "client {:?}: must be 64 lower-case hex digits (the SHA-256 of the \
+                         token, never the token itself)",
+                        client.name
+                    ),
+                ));
+            }
+            if self.clients[..i]
+                .iter()
+                .any(|c| c.token_sha256 == client.token_sha256)
+            {
+                return Err(invalid(
+                    "auth.clients.token_sha256",
+                    format!(
+                        "client {:?} has the same token as another client",
+                        client.name
+                    ),
+                ));
+            }
+            if client.namespaces.is_empty() {
+                return Err(invalid(
+                    "auth.clients.namespaces",
+                    format!(
+                        "client {:?} has no namespace: it could not lock anything \
+                         (use [\"\"] for every resource)",
+                        client.name
+                    ),
+                ));
+            }
+            if client
+                .namespaces
+                .iter()
+                .any(|n| n.chars().any(char::is_control))
+            {
+                return Err(invalid(
+                    "auth.clients.namespaces",
+                    format!("client {:?}: control characters", client.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `[server.tls]` section: TLS on the gRPC port.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain of the server. With `key`, turns TLS on.
+    pub cert: Option<PathBuf>,
+    /// PEM private key of `cert`.
+    pub key: Option<PathBuf>,
+    /// PEM CA bundle: when set, clients must present a certificate signed
+    /// by it (mutual TLS); the handshake fails otherwise.
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// Whether the gRPC port speaks TLS.
+    pub fn enabled(&self) -> bool {
+        self.cert.is_some()
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => Err(invalid(
+                "server.tls.key",
+                "is required with server.tls.cert",
+            )),
+            (None, Some(_)) => Err(invalid(
+                "server.tls.cert",
+                "is required with server.tls.key",
+            )),
+            (None, None) if self.client_ca.is_some() => Err(invalid(
+                "server.tls.client_ca",
+                "needs server.tls.cert and server.tls.key: client certificates are only \
+                 checked over TLS",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
