@@ -72,6 +72,15 @@ impl Identity {
         }
     }
 
+    /// A client named `name` limited to resources starting with one of
+    /// `namespaces`.
+    pub fn with_namespaces(name: &str, namespaces: Vec<String>) -> Identity {
+        Identity {
+            name: Arc::from(name),
+            namespaces: Some(namespaces.into()),
+        }
+    }
+
     /// Whether this identity may act on `resource`.
     pub fn permit(&self, resource: &str) -> Result<(), Denied> {
         match &self.namespaces {
@@ -110,10 +119,7 @@ impl Gatekeeper {
                 hex::decode_to_slice(&c.token_sha256, &mut hash).ok()?;
                 Some(Client {
                     token_sha256: hash,
-                    identity: Identity {
-                        name: Arc::from(c.name.as_str()),
-                        namespaces: Some(c.namespaces.clone().into()),
-                    },
+                    identity: Identity::with_namespaces(&c.name, c.namespaces.clone()),
                 })
             })
             .collect();

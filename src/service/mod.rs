@@ -5,6 +5,9 @@
 pub mod auth;
 pub mod deadline;
 pub mod hold;
+pub mod inbound;
+#[cfg(test)]
+mod props;
 pub mod rate;
 pub mod request;
 pub mod status;

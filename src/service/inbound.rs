@@ -1,0 +1,96 @@
+//! The request-to-command path without a network: raw protobuf bytes, as a
+//! client could send them, decoded, checked by [`Limits`], checked against
+//! an [`Identity`]'s namespaces, and turned into the keys the masters would
+//! be asked about. It is what the fuzz target (`fuzz/`) and the property
+//! tests drive: whatever the bytes, the answer is a command, or a status
+//! naming the reason, never a panic.
+
+use super::auth::Identity;
+use super::request::Limits;
+use crate::pb;
+use crate::redlock::LockKeys;
+use prost::Message;
+use tonic::{Code, Status};
+
+/// Which request type the bytes are decoded as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rpc {
+    /// `AcquireRequest` (also the first message of a Hold).
+    Acquire,
+    /// `ExtendRequest`.
+    Extend,
+    /// `ReleaseRequest`.
+    Release,
+    /// `ValidateRequest`.
+    Validate,
+    /// `HoldRequest`.
+    Hold,
+}
+
+impl Rpc {
+    /// Every request type, for picking one from a fuzzer's byte.
+    pub const ALL: [Rpc; 5] = [
+        Rpc::Acquire,
+        Rpc::Extend,
+        Rpc::Release,
+        Rpc::Validate,
+        Rpc::Hold,
+    ];
+}
+
+/// What a valid request would make the engine do: the keys it touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// The request type.
+    pub rpc: Rpc,
+    /// The resource's keys on every master.
+    pub keys: LockKeys,
+}
+
+/// Decodes `bytes` as `rpc`'s message and checks it as the daemon does:
+/// a message that is not protobuf is INTERNAL (as tonic answers it, per the
+/// gRPC status code guide), a bad
+/// field INVALID_ARGUMENT naming it, a resource outside the namespaces
+/// PERMISSION_DENIED.
+pub fn to_command(
+    rpc: Rpc,
+    bytes: &[u8],
+    limits: &Limits,
+    identity: &Identity,
+    key_prefix: &str,
+) -> Result<Command, Status> {
+    let malformed = |e: prost::DecodeError| Status::new(Code::Internal, e.to_string());
+    let resource = match rpc {
+        Rpc::Acquire => {
+            limits
+                .acquire(pb::AcquireRequest::decode(bytes).map_err(malformed)?)?
+                .resource
+        }
+        Rpc::Extend => {
+            limits
+                .extend(pb::ExtendRequest::decode(bytes).map_err(malformed)?)?
+                .resource
+        }
+        Rpc::Release => {
+            let r = pb::ReleaseRequest::decode(bytes).map_err(malformed)?;
+            limits.lock_ref(r.resource, &r.token)?.resource
+        }
+        Rpc::Validate => {
+            let r = pb::ValidateRequest::decode(bytes).map_err(malformed)?;
+            limits.lock_ref(r.resource, &r.token)?.resource
+        }
+        Rpc::Hold => match pb::HoldRequest::decode(bytes).map_err(malformed)?.request {
+            Some(pb::hold_request::Request::Acquire(a)) => limits.acquire(a)?.resource,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "request: the first message of a Hold must be `acquire`",
+                ))
+            }
+        },
+    };
+    identity.permit(&resource)?;
+    Ok(Command {
+        rpc,
+        keys: LockKeys::new(key_prefix, &resource),
+    })
+}
