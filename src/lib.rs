@@ -11,7 +11,8 @@
 //! - [`config`]: the one typed configuration, loaded once;
 //! - [`metrics`], [`metrics_endpoint`], [`health`]: what operators see;
 //! - [`masters`]: local master processes for `--dev` and the test suite;
-//! - [`signal`](mod@signal): SIGTERM/SIGINT.
+//! - [`signal`](mod@signal): SIGTERM/SIGINT;
+//! - [`tls`]: TLS material for the gRPC port and for `rediss://` masters.
 
 pub mod config;
 pub mod health;
@@ -23,6 +24,7 @@ pub mod redlock;
 pub mod server;
 pub mod service;
 pub mod signal;
+pub mod tls;
 
 pub use server::run;
 

@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::metrics::MetricsError;
+use crate::node::auth::MasterAccess;
 use crate::node::scripts::Scripts;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
@@ -45,6 +46,12 @@ pub enum ServeError {
     /// The reflection service could not read the descriptors.
     #[error("reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// TLS material could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// A master password could not be read.
+    #[error(transparent)]
+    Secret(#[from] crate::node::auth::SecretError),
 }
 
 /// The engine's settings from the configuration.
@@ -102,11 +109,14 @@ impl Engine {
 /// Connects to the configured masters and builds the engine over them.
 pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let scripts = Arc::new(Scripts::new());
+    let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
     let nodes = r
         .nodes
         .iter()
-        .map(|url| FredNode::connect(url, node_settings(config), scripts.clone()).map(Arc::new))
+        .map(|url| {
+            FredNode::connect(url, node_settings(config), scripts.clone(), &access).map(Arc::new)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
     for (node, up) in nodes.iter().zip(connected) {
@@ -127,6 +137,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
         let engine = Arc::downgrade(&redlock);
         Subscriptions::start(
             &r.nodes,
+            &access,
             &release_channel(&r.key_prefix),
             Arc::new(move |message: &str| {
                 if let Some(engine) = engine.upgrade() {
@@ -218,7 +229,12 @@ pub async fn run(
         shutdown.await;
         let _ = stopping.send(true);
     };
-    let served = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    match crate::tls::server_config(&config.server.tls)? {
+        Some(tls) => server = server.tls_config(tls)?,
+        None => warn_if_exposed(&listener),
+    }
+    let served = server
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -234,6 +250,20 @@ pub async fn run(
         .await;
     engine.close().await;
     Ok(served?)
+}
+
+/// Plaintext is meant for loopback only: anywhere else, tokens and lock
+/// tokens cross the network in clear.
+fn warn_if_exposed(listener: &TcpListener) {
+    if let Ok(addr) = listener.local_addr() {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                listen = %addr,
+                "serving gRPC in plaintext on a non-loopback address: set server.tls.cert \
+                 and server.tls.key"
+            );
+        }
+    }
 }
 
 /// Installs the metrics recorder and binds `metrics.listen`, when enabled.

@@ -44,7 +44,7 @@ use serde::Deserialize;
 use nodes::{deserialize_nodes, parse_node};
 use redact::redact_text;
 pub use redact::redact_url;
-pub use security::{AuthConfig, ClientConfig, TlsConfig, CLIENT_NAME_LIMIT};
+pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
 pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
 pub use validate::{
     DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
@@ -82,6 +82,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Client identities and their namespaces (off by default).
     pub auth: AuthConfig,
+    /// Credentials and TLS trust for the connections to the masters.
+    pub masters: MastersConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.

@@ -176,3 +176,46 @@ impl TlsConfig {
         }
     }
 }
+
+/// The `[masters]` section: how the daemon proves itself to the masters,
+/// for every URL in `redlock.nodes` that does not carry its own
+/// credentials. Secrets are read at start-up from a file or an environment
+/// variable, so the config file itself holds none.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MastersConfig {
+    /// ACL user name (Valkey/Redis 6+ `AUTH user password`); unset: the
+    /// `default` user.
+    pub username: Option<String>,
+    /// File whose content (less a trailing newline) is the password, e.g. a
+    /// mounted Kubernetes secret.
+    pub password_file: Option<PathBuf>,
+    /// Name of an environment variable holding the password.
+    pub password_env: Option<String>,
+    /// PEM CA bundle that `rediss://` masters' certificates must chain to;
+    /// unset: the system's roots.
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl MastersConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.password_file.is_some() && self.password_env.is_some() {
+            return Err(invalid(
+                "masters.password_env",
+                "set either masters.password_file or masters.password_env, not both",
+            ));
+        }
+        if let Some(user) = &self.username {
+            if user.is_empty() || user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(invalid(
+                    "masters.username",
+                    "must be non-empty, without whitespace or control characters",
+                ));
+            }
+        }
+        if self.password_env.as_deref() == Some("") {
+            return Err(invalid("masters.password_env", "must name a variable"));
+        }
+        Ok(())
+    }
+}

@@ -47,6 +47,7 @@ impl Config {
         self.redlock.validate()?;
         self.limits.validate()?;
         self.auth.validate()?;
+        self.masters.validate()?;
         if self.server.max_request_bytes < self.redlock.max_resource_len + 1024 {
             return Err(invalid(
                 "server.max_request_bytes",

@@ -7,6 +7,7 @@
 //! reconnection is a separate, backed-off policy. Each master is one
 //! multiplexed connection shared by all requests.
 
+pub mod auth;
 pub mod scripts;
 pub mod server_info;
 pub mod state;
@@ -75,6 +76,7 @@ impl FredNode {
         url: &str,
         settings: NodeSettings,
         scripts: Arc<Scripts>,
+        access: &auth::MasterAccess,
     ) -> Result<FredNode, NodeSetupError> {
         let node_timeout = settings.node_timeout;
         let name = node_name(url);
@@ -82,6 +84,7 @@ impl FredNode {
             name: name.clone(),
             reason: e.details().to_owned(),
         })?;
+        access.apply(&mut config);
         // Client-level fail-fast would also give up on the *first* connection
         // (a master down at start-up would never be retried); commands get
         // fail-fast through their own options instead.

@@ -2,6 +2,7 @@
 //! `crate::redlock::notices`): one pub/sub connection per master, resubscribed
 //! after every reconnection.
 
+use super::auth::MasterAccess;
 use super::node_name;
 use fred::clients::SubscriberClient;
 use fred::prelude::{
@@ -20,11 +21,17 @@ pub struct Subscriptions {
 impl Subscriptions {
     /// Subscribes to `channel` on every master in `urls`, in the background
     /// (a master that is down is subscribed to when it comes back).
-    pub fn start(urls: &[String], channel: &str, on_message: OnMessage) -> Subscriptions {
+    pub fn start(
+        urls: &[String],
+        access: &MasterAccess,
+        channel: &str,
+        on_message: OnMessage,
+    ) -> Subscriptions {
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
             let name = node_name(url);
-            let client = match FredConfig::from_url(url).and_then(|config| {
+            let client = match FredConfig::from_url(url).and_then(|mut config| {
+                access.apply(&mut config);
                 Builder::from_config(config)
                     .set_policy(ReconnectPolicy::new_exponential(0, 20, 2_000, 2))
                     .build_subscriber_client()

@@ -274,6 +274,10 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "name",
         "token_sha256",
         "namespaces",
+        "username",
+        "password_file",
+        "password_env",
+        "tls_ca",
     ] {
         // Keys without a useful default are documented as commented examples.
         let documented = SHIPPED.lines().any(|l| {
