@@ -1,0 +1,376 @@
+//! The checkers: pure functions over a [`History`]. Each one only flags what
+//! the history proves: intervals are taken on the safe side of the client's
+//! own latency (see [`crate::history::Window`]), and orders are only used
+//! where they are certain (one call answered before the other was sent).
+
+use crate::history::{Fault, Grant, History, ReleaseRecord, Time, Workload};
+use crate::register_checks;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The properties checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// Two grants of one resource with overlapping validity windows.
+    Overlap,
+    /// A grant certainly made after another got a fence not above it.
+    FenceOrder,
+    /// A Release's `was_held` contradicts the history.
+    WasHeld,
+    /// Two critical sections of one resource overlapped (paused and
+    /// overrunning holders excluded).
+    CriticalSections,
+    /// A register lost an acknowledged update.
+    LostUpdates,
+    /// The fenced register applied a write of a holder already superseded.
+    StaleWrites,
+    /// The fenced register refused a holder that was within its validity.
+    FencedValidHolder,
+}
+
+impl Check {
+    /// Every check, in report order.
+    pub const ALL: [Check; 7] = [
+        Check::Overlap,
+        Check::FenceOrder,
+        Check::WasHeld,
+        Check::CriticalSections,
+        Check::LostUpdates,
+        Check::StaleWrites,
+        Check::FencedValidHolder,
+    ];
+
+    /// Name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Overlap => "overlapping_validity",
+            Check::FenceOrder => "fence_order",
+            Check::WasHeld => "was_held",
+            Check::CriticalSections => "critical_section_overlap",
+            Check::LostUpdates => "lost_updates",
+            Check::StaleWrites => "stale_fenced_writes",
+            Check::FencedValidHolder => "fenced_register_refused_valid_holder",
+        }
+    }
+}
+
+/// One violation, with what proves it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Which property.
+    pub check: Check,
+    /// The evidence, readable.
+    pub detail: String,
+}
+
+/// What the checkers found, violations and the figures around them.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// Every violation.
+    pub violations: Vec<Violation>,
+    /// Kleppmann pauses: holders that slept past their validity.
+    pub paused: usize,
+    /// Fenced writes of paused holders that the register refused.
+    pub paused_writes_refused: usize,
+    /// Fenced writes of paused holders applied (nobody newer had come).
+    pub paused_writes_applied: usize,
+    /// Critical sections that ran past their validity unintentionally.
+    pub overran: usize,
+    /// Grants answered after their window had already ended.
+    pub empty_windows: usize,
+    /// The smallest gap between the end of a holder's window, when its
+    /// lock was left to expire, and the next grant of the resource: how
+    /// close to the edge the expiry hand-offs came.
+    pub tightest_expiry: Option<Time>,
+    /// `was_held = false` inside the validity window while a fault was on
+    /// (the key may really have been lost with a restarted master): not a
+    /// violation, reported.
+    pub not_held_under_faults: usize,
+}
+
+impl Findings {
+    /// Violations of `check`.
+    pub fn count(&self, check: Check) -> usize {
+        self.violations.iter().filter(|v| v.check == check).count()
+    }
+}
+
+/// Runs every checker over `history`.
+pub fn check(history: &History) -> Findings {
+    let mut findings = Findings::default();
+    let mut by_resource: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
+    for grant in &history.grants {
+        by_resource.entry(&grant.resource).or_default().push(grant);
+        findings.empty_windows += usize::from(grant.windows.iter().any(|w| w.is_empty()));
+        findings.paused += usize::from(grant.paused);
+        findings.overran += usize::from(grant.overran());
+    }
+    for grants in by_resource.values() {
+        if grants.len() > 1 {
+            overlaps(grants, &mut findings);
+            fence_order(grants, &mut findings);
+            critical_sections(grants, &mut findings);
+            held_elsewhere(grants, &mut findings);
+            expiry_margin(grants, &mut findings);
+        }
+    }
+    released_not_held(&history.grants, &history.faults, &mut findings);
+    let by_id: HashMap<u64, &Grant> = history.grants.iter().map(|g| (g.id, g)).collect();
+    for log in &history.registers {
+        register_checks::plain(log, &mut findings);
+        register_checks::fenced(log, &by_id, &mut findings);
+    }
+    findings
+}
+
+/// A grant in a violation's evidence.
+pub fn describe(g: &Grant) -> String {
+    format!(
+        "grant#{} client {} replica {} fence {} received {:.3}s valid until {:.3}s",
+        g.id,
+        g.client,
+        g.replica,
+        g.fence,
+        g.received.as_secs_f64(),
+        g.valid_until.as_secs_f64()
+    )
+}
+
+/// The two largest `(end, grant)` among distinct grants seen so far, so that
+/// "the largest end of any OTHER grant" is known in O(1).
+#[derive(Debug, Clone, Copy, Default)]
+struct TopTwo {
+    first: Option<(Time, u64)>,
+    second: Option<(Time, u64)>,
+}
+
+impl TopTwo {
+    fn add(&mut self, end: Time, grant: u64) {
+        match (self.first, self.second) {
+            (Some((e, g)), _) if g == grant => self.first = Some((e.max(end), g)),
+            (Some(first), _) if end > first.0 => {
+                self.second = Some(first);
+                self.first = Some((end, grant));
+            }
+            (Some(_), Some((e, g))) if g == grant => self.second = Some((e.max(end), g)),
+            (Some(_), Some((e, _))) if end <= e => {}
+            (Some(_), _) => self.second = Some((end, grant)),
+            (None, _) => self.first = Some((end, grant)),
+        }
+    }
+
+    /// The largest end of a grant other than `grant`.
+    fn other_than(&self, grant: u64) -> Option<(Time, u64)> {
+        match self.first {
+            Some((_, g)) if g == grant => self.second,
+            first => first,
+        }
+    }
+}
+
+/// No two grants' validity windows overlap.
+fn overlaps(grants: &[&Grant], findings: &mut Findings) {
+    let mut windows: Vec<(Time, Time, &Grant)> = grants
+        .iter()
+        .flat_map(|g| {
+            let cut = g.release.map_or(Time::MAX, |r| r.sent);
+            g.windows.iter().map(move |w| (w.start, w.end.min(cut), *g))
+        })
+        .filter(|(start, end, _)| start < end)
+        .collect();
+    windows.sort_by_key(|(start, _, _)| *start);
+    let by_id: HashMap<u64, &Grant> = grants.iter().map(|g| (g.id, *g)).collect();
+    let (mut top, mut seen) = (TopTwo::default(), HashSet::new());
+    for (start, end, grant) in windows {
+        if let Some((other_end, other)) = top.other_than(grant.id) {
+            if start < other_end && seen.insert((other, grant.id)) {
+                let earlier = by_id.get(&other).map_or_else(String::new, |g| describe(g));
+                findings.violations.push(Violation {
+                    check: Check::Overlap,
+                    detail: format!(
+                        "{}: {} overlaps {} by {:.1} ms",
+                        grant.resource,
+                        describe(grant),
+                        earlier,
+                        (other_end - start).as_secs_f64() * 1e3
+                    ),
+                });
+            }
+        }
+        top.add(end, grant.id);
+    }
+}
+
+/// A grant requested after another was received has a higher fence; no
+/// two grants share one.
+fn fence_order(grants: &[&Grant], findings: &mut Findings) {
+    let mut by_received: Vec<&Grant> = grants.to_vec();
+    by_received.sort_by_key(|g| g.received);
+    let mut by_sent: Vec<&Grant> = grants.to_vec();
+    by_sent.sort_by_key(|g| g.sent);
+    let (mut next, mut highest): (usize, Option<&Grant>) = (0, None);
+    let mut flagged = HashSet::new();
+    for later in by_sent {
+        while let Some(g) = by_received.get(next).filter(|g| g.received < later.sent) {
+            if highest.is_none_or(|h| g.fence > h.fence) {
+                highest = Some(g);
+            }
+            next += 1;
+        }
+        if let Some(earlier) = highest.filter(|h| h.fence >= later.fence) {
+            flagged.insert(later.id);
+            findings.violations.push(Violation {
+                check: Check::FenceOrder,
+                detail: format!(
+                    "{}: {} requested after {} was received",
+                    later.resource,
+                    describe(later),
+                    describe(earlier)
+                ),
+            });
+        }
+    }
+    let mut fences: HashMap<u64, &Grant> = HashMap::new();
+    for g in grants {
+        if let Some(first) = fences.insert(g.fence, g) {
+            if !flagged.contains(&g.id) && !flagged.contains(&first.id) {
+                findings.violations.push(Violation {
+                    check: Check::FenceOrder,
+                    detail: format!(
+                        "{}: fence {} granted twice: {} and {}",
+                        g.resource,
+                        g.fence,
+                        describe(first),
+                        describe(g)
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Critical sections of holders that stayed within their validity do not
+/// overlap.
+fn critical_sections(grants: &[&Grant], findings: &mut Findings) {
+    let mut sections: Vec<&Grant> = grants
+        .iter()
+        .copied()
+        .filter(|g| g.workload == Workload::Contended && !g.paused && !g.overran())
+        .collect();
+    sections.sort_by_key(|g| g.received);
+    let mut latest: Option<&Grant> = None;
+    for g in sections {
+        if let Some(previous) = latest.filter(|p| g.received < p.cs_end) {
+            findings.violations.push(Violation {
+                check: Check::CriticalSections,
+                detail: format!(
+                    "{}: {} entered while {} was inside until {:.3}s",
+                    g.resource,
+                    describe(g),
+                    describe(previous),
+                    previous.cs_end.as_secs_f64()
+                ),
+            });
+        }
+        if latest.is_none_or(|p| g.cs_end > p.cs_end) {
+            latest = Some(g);
+        }
+    }
+}
+
+/// `was_held = true` is impossible while another holder's guarantee covers
+/// the whole Release call: both tokens cannot be on a majority at once.
+fn held_elsewhere(grants: &[&Grant], findings: &mut Findings) {
+    // Each window, cut at its holder's Release: (start, guaranteed until).
+    let mut windows: Vec<(Time, Time, u64)> = grants
+        .iter()
+        .flat_map(|g| {
+            let cut = g.release.map_or(Time::MAX, |r| r.sent);
+            g.windows
+                .iter()
+                .map(move |w| (w.start, w.end.min(cut), g.id))
+        })
+        .filter(|(start, end, _)| start < end)
+        .collect();
+    windows.sort_by_key(|(start, _, _)| *start);
+    // prefix[i]: the two largest ends among windows[..=i].
+    let prefix: Vec<TopTwo> = windows
+        .iter()
+        .scan(TopTwo::default(), |top, (_, end, id)| {
+            top.add(*end, *id);
+            Some(*top)
+        })
+        .collect();
+    for g in grants {
+        let Some(release) = g.release.filter(|r| r.outcome == Ok(true)) else {
+            continue;
+        };
+        let started = windows.partition_point(|(start, _, _)| *start <= release.sent);
+        let Some(top) = started.checked_sub(1).and_then(|i| prefix.get(i)) else {
+            continue;
+        };
+        if let Some((end, other)) = top.other_than(g.id).filter(|(e, _)| *e >= release.received) {
+            findings.violations.push(Violation {
+                check: Check::WasHeld,
+                detail: format!(
+                    "{}: {} released with was_held=true at {:.3}s..{:.3}s while grant#{other} \
+                     was guaranteed until {:.3}s",
+                    g.resource,
+                    describe(g),
+                    release.sent.as_secs_f64(),
+                    release.received.as_secs_f64(),
+                    end.as_secs_f64()
+                ),
+            });
+        }
+    }
+}
+
+/// The gap between a window that ran out (no Release before the next
+/// grant) and the next grant.
+fn expiry_margin(grants: &[&Grant], findings: &mut Findings) {
+    let mut sorted: Vec<&Grant> = grants.to_vec();
+    sorted.sort_by_key(|g| g.received);
+    for pair in sorted.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let expired = a.release.is_none_or(|r| r.sent >= b.received);
+        if let Some(gap) = b.received.checked_sub(a.valid_until).filter(|_| expired) {
+            findings.tightest_expiry = Some(findings.tightest_expiry.map_or(gap, |t| t.min(gap)));
+        }
+    }
+}
+
+/// Whether any fault was in effect during `[from, to]`.
+fn faulted(faults: &[Fault], from: Time, to: Time) -> bool {
+    faults
+        .iter()
+        .any(|f| f.start <= to && f.counts_until >= from)
+}
+
+/// `was_held = false` for a Release made within the holder's validity is a
+/// contradiction when no fault could have taken the key away.
+fn released_not_held(grants: &[Grant], faults: &[Fault], findings: &mut Findings) {
+    for g in grants {
+        let first_call = |r: &ReleaseRecord| r.outcome == Ok(false) && r.calls == 1;
+        let Some(release) = g.release.filter(first_call) else {
+            continue;
+        };
+        if release.received > g.valid_until {
+            continue;
+        }
+        if faulted(faults, g.sent, release.received) {
+            findings.not_held_under_faults += 1;
+            continue;
+        }
+        findings.violations.push(Violation {
+            check: Check::WasHeld,
+            detail: format!(
+                "{}: {} released with was_held=false at {:.3}s..{:.3}s, within its validity, \
+                 with no fault in effect",
+                g.resource,
+                describe(g),
+                release.sent.as_secs_f64(),
+                release.received.as_secs_f64()
+            ),
+        });
+    }
+}

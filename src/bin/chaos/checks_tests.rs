@@ -1,0 +1,259 @@
+//! The checkers over hand-made histories: each flags what it must, and
+//! nothing that the history does not prove.
+
+use crate::checks::{check, Check, Findings};
+use crate::history::{
+    Failure, Fault, FaultKind, FencedOp, Grant, History, PlainWrite, RegisterLog, ReleaseRecord,
+    Window, Workload,
+};
+use std::time::Duration;
+
+const RESOURCE: &str = "hot/0";
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A contended grant: Acquire sent at `sent`, answered at `received` with
+/// `validity`, critical section until `released` where the Release (was_held
+/// = `held`) is sent; answered 1 ms later.
+fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released: u64) -> Grant {
+    let window = Window::of_call(ms(received), ms(validity));
+    Grant {
+        id,
+        resource: RESOURCE.to_owned(),
+        workload: Workload::Contended,
+        client: id as u32,
+        replica: 0,
+        fence,
+        sent: ms(sent),
+        received: ms(received),
+        windows: vec![window],
+        valid_until: window.end,
+        paused: false,
+        cs_end: ms(released),
+        release: Some(ReleaseRecord {
+            sent: ms(released),
+            received: ms(released + 1),
+            outcome: Ok(true),
+            calls: 1,
+        }),
+    }
+}
+
+fn run(grants: Vec<Grant>) -> Findings {
+    check(&History {
+        grants,
+        ..History::default()
+    })
+}
+
+fn only(findings: &Findings, check: Check, n: usize) {
+    for c in Check::ALL {
+        let expected = if c == check { n } else { 0 };
+        assert_eq!(
+            findings.count(c),
+            expected,
+            "{c:?}: {:?}",
+            findings.violations
+        );
+    }
+}
+
+/// Hand-offs by release, fences growing: nothing to report.
+#[test]
+fn clean_history() {
+    let findings = run(vec![
+        grant(1, 10, 0, 2, 500, 5),
+        grant(2, 11, 1, 7, 500, 9),
+        grant(3, 12, 8, 10, 500, 12),
+    ]);
+    only(&findings, Check::Overlap, 0);
+}
+
+/// A grant received while the previous holder's window is still open and
+/// its holder has not released: overlap, and critical sections overlap.
+#[test]
+fn overlapping_windows() {
+    let findings = run(vec![
+        grant(1, 10, 0, 2, 500, 300),
+        grant(2, 11, 1, 100, 500, 120),
+    ]);
+    assert_eq!(
+        findings.count(Check::Overlap),
+        1,
+        "{:?}",
+        findings.violations
+    );
+    assert_eq!(findings.count(Check::CriticalSections), 1);
+    assert_eq!(findings.count(Check::FenceOrder), 0);
+}
+
+/// A paused holder (slept past its validity) overlaps nobody's window once
+/// its window is over; its critical section is not checked.
+#[test]
+fn paused_holder_is_only_checked_by_its_window() {
+    let mut paused = grant(1, 10, 0, 2, 500, 700);
+    paused.paused = true;
+    paused.release = Some(ReleaseRecord {
+        sent: ms(700),
+        received: ms(701),
+        outcome: Ok(false),
+        calls: 1,
+    });
+    let findings = run(vec![paused, grant(2, 11, 1, 520, 500, 530)]);
+    only(&findings, Check::Overlap, 0);
+    assert_eq!(findings.paused, 1);
+}
+
+/// A grant requested after another was received must carry a higher fence;
+/// a lower fence with an uncertain order is not flagged, a repeat is.
+#[test]
+fn fence_order() {
+    let findings = run(vec![grant(1, 10, 0, 2, 500, 5), grant(2, 9, 6, 8, 500, 9)]);
+    only(&findings, Check::FenceOrder, 1);
+    // Sent before the other was received: no certain order.
+    let findings = run(vec![grant(1, 10, 0, 2, 500, 5), grant(2, 9, 1, 8, 500, 9)]);
+    only(&findings, Check::FenceOrder, 0);
+    let findings = run(vec![grant(1, 10, 0, 2, 500, 5), grant(2, 10, 1, 8, 500, 9)]);
+    only(&findings, Check::FenceOrder, 1);
+}
+
+/// was_held = true while another holder's guarantee covers the Release.
+#[test]
+fn was_held_while_held_elsewhere() {
+    let mut first = grant(1, 10, 0, 2, 100, 300);
+    first.paused = true; // released late, after its window
+    let findings = run(vec![first, grant(2, 11, 101, 150, 500, 400)]);
+    only(&findings, Check::WasHeld, 1);
+}
+
+/// was_held = false within the validity: a violation without faults, only
+/// a figure with one.
+#[test]
+fn not_held_within_validity() {
+    let mut g = grant(1, 10, 0, 2, 500, 100);
+    g.release = g.release.map(|r| ReleaseRecord {
+        outcome: Ok(false),
+        ..r
+    });
+    let findings = run(vec![g.clone()]);
+    only(&findings, Check::WasHeld, 1);
+    let fault = Fault {
+        kind: FaultKind::MasterRestart,
+        target: 0,
+        start: ms(50),
+        end: ms(60),
+        counts_until: ms(90),
+        three_phase: false,
+    };
+    let findings = check(&History {
+        grants: vec![g],
+        faults: vec![fault],
+        ..History::default()
+    });
+    only(&findings, Check::WasHeld, 0);
+    assert_eq!(findings.not_held_under_faults, 1);
+    // A failed Release says nothing.
+    let mut failed = grant(1, 10, 0, 2, 500, 100);
+    failed.release = failed.release.map(|r| ReleaseRecord {
+        outcome: Err(Failure::TimedOut),
+        ..r
+    });
+    only(&run(vec![failed]), Check::WasHeld, 0);
+    // A retried Release may find the keys its first call deleted.
+    let mut retried = grant(1, 10, 0, 2, 500, 100);
+    retried.release = retried.release.map(|r| ReleaseRecord {
+        outcome: Ok(false),
+        calls: 2,
+        ..r
+    });
+    only(&run(vec![retried]), Check::WasHeld, 0);
+}
+
+fn with_register(grants: Vec<Grant>, log: RegisterLog) -> Findings {
+    check(&History {
+        grants,
+        registers: vec![log],
+        ..History::default()
+    })
+}
+
+/// Two acknowledged writes that read the same value: one update lost.
+#[test]
+fn lost_update() {
+    let log = RegisterLog {
+        resource: RESOURCE.to_owned(),
+        plain_final: 1,
+        plain_writes: vec![
+            PlainWrite { grant: 1, read: 0 },
+            PlainWrite { grant: 2, read: 0 },
+        ],
+        ..RegisterLog::default()
+    };
+    only(&with_register(vec![], log), Check::LostUpdates, 1);
+}
+
+fn op(grant: u64, write: bool, fence: u64, at: u64, accepted: bool, valid: bool) -> FencedOp {
+    FencedOp {
+        grant,
+        write,
+        fence,
+        at: ms(at),
+        accepted,
+        within_validity: valid,
+        read: 0,
+    }
+}
+
+/// The fenced register applied the write of a holder after a newer holder
+/// checked in (possible only with a fence out of order).
+#[test]
+fn stale_fenced_write() {
+    let mut old = grant(1, 10, 0, 2, 100, 300);
+    old.paused = true;
+    let newer = grant(2, 9, 50, 120, 500, 130);
+    let log = RegisterLog {
+        resource: RESOURCE.to_owned(),
+        fenced_final: 1,
+        fenced_ops: vec![
+            op(1, false, 10, 2, true, true),
+            op(2, false, 9, 120, false, true),
+            op(1, true, 10, 200, true, false),
+        ],
+        ..RegisterLog::default()
+    };
+    let findings = with_register(vec![old, newer], log);
+    assert_eq!(
+        findings.count(Check::StaleWrites),
+        1,
+        "{:?}",
+        findings.violations
+    );
+    assert_eq!(findings.count(Check::FencedValidHolder), 1);
+    assert_eq!(findings.paused_writes_applied, 1);
+}
+
+/// Kleppmann: the paused holder's write is refused after the next holder
+/// checked in; nothing is wrong.
+#[test]
+fn paused_write_refused() {
+    let mut old = grant(1, 10, 0, 2, 100, 300);
+    old.paused = true;
+    old.release = None;
+    let newer = grant(2, 11, 50, 120, 500, 130);
+    let log = RegisterLog {
+        resource: RESOURCE.to_owned(),
+        fenced_final: 1,
+        fenced_ops: vec![
+            op(1, false, 10, 2, true, true),
+            op(2, false, 11, 120, true, true),
+            op(2, true, 11, 125, true, true),
+            op(1, true, 10, 200, false, false),
+        ],
+        ..RegisterLog::default()
+    };
+    let findings = with_register(vec![old, newer], log);
+    only(&findings, Check::StaleWrites, 0);
+    assert_eq!(findings.paused_writes_refused, 1);
+}

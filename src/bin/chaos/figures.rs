@@ -1,0 +1,251 @@
+//! The figures of a run, computed from its history and the checkers'
+//! findings (printed by `report.rs`).
+
+use crate::checks::{Check, Findings};
+use crate::history::{Attempt, Failure, Fault, FaultKind, History, Time, Workload};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// After the three-masters phase, how long failures still count toward the
+/// recovery time.
+const RECOVERY_HORIZON: Duration = Duration::from_secs(5);
+/// How long after a restarted master's return a miss is put down to it.
+const RETURN_WINDOW: Duration = Duration::from_secs(2);
+/// Availability misses described in detail.
+const MISSES_SHOWN: usize = 10;
+
+/// Everything printed about a run.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    /// `full` or `restarts`.
+    pub schedule: String,
+    /// The seed.
+    pub seed: u64,
+    /// Whether the daemons ran with restart quarantine.
+    pub quarantine: bool,
+    /// Planned length of the run.
+    pub duration: Duration,
+    /// All grants, and those of each workload.
+    pub grants: usize,
+    /// Contended grants.
+    pub contended: usize,
+    /// Uncontended grants.
+    pub uncontended: usize,
+    /// Grants received while at most two masters counted as faulted.
+    pub healthy_grants: usize,
+    /// Time with at most two masters counted as faulted.
+    pub healthy_time: Duration,
+    /// The least `healthy_grants` for a run to count.
+    pub min_grants: usize,
+    /// Faults injected, by kind (three-masters phase included).
+    pub faults: BTreeMap<FaultKind, usize>,
+    /// Violations, by check.
+    pub violations: BTreeMap<Check, usize>,
+    /// Uncontended acquisitions made with at most two masters faulted and
+    /// their replica up: how many, and how many were granted.
+    pub availability: (usize, usize),
+    /// Why the others failed.
+    pub unavailable_by: BTreeMap<String, usize>,
+    /// The first of those failures, with the faults around them.
+    pub misses: Vec<String>,
+    /// Failures during which a master fault began (a master that voted in
+    /// the acquire round lost before the fence commit).
+    pub misses_fault_began: usize,
+    /// Failures within 2 s after a restarted master came back (it
+    /// reconnects, and is quarantined, meanwhile).
+    pub misses_after_restart: usize,
+    /// Latencies of UNAVAILABLE answers with three masters faulted.
+    pub three_unavailable: Vec<Duration>,
+    /// Other answers in that phase (grants, other codes).
+    pub three_other: usize,
+    /// From the end of that phase to the last failed acquisition after it.
+    pub recovery: Option<Duration>,
+    /// The last failures after that phase.
+    pub slow_recovery: Vec<String>,
+    /// Failed contended Acquires, by outcome.
+    pub contended_failures: BTreeMap<String, usize>,
+    /// The checkers' findings (for the pause figures).
+    pub findings: Findings,
+}
+
+fn failure_name(failure: &Failure) -> String {
+    match failure {
+        Failure::Status(code) => format!("{code:?}"),
+        Failure::TimedOut => "ClientTimeout".to_owned(),
+    }
+}
+
+/// Masters counted as faulted at some point of `[from, to]`.
+pub fn masters_faulted(faults: &[Fault], from: Time, to: Time) -> usize {
+    let mut targets: Vec<usize> = faults
+        .iter()
+        .filter(|f| f.kind.on_master() && f.start <= to && f.counts_until >= from)
+        .map(|f| f.target)
+        .collect();
+    targets.sort_unstable();
+    targets.dedup();
+    targets.len()
+}
+
+/// How long at most two masters counted as faulted (10 ms resolution).
+fn healthy_time(faults: &[Fault], end: Time) -> Duration {
+    let step = Duration::from_millis(10);
+    let (mut t, mut healthy) = (Duration::ZERO, Duration::ZERO);
+    while t < end {
+        if masters_faulted(faults, t, t + step) <= 2 {
+            healthy += step;
+        }
+        t += step;
+    }
+    healthy
+}
+
+fn replica_faulted(faults: &[Fault], a: &Attempt) -> bool {
+    faults.iter().any(|f| {
+        !f.kind.on_master()
+            && f.target == a.replica
+            && f.start <= a.received
+            && f.counts_until >= a.sent
+    })
+}
+
+/// An availability miss and the faults within a few seconds of it.
+fn describe_miss(a: &Attempt, faults: &[Fault]) -> String {
+    let near = Duration::from_secs(3);
+    let around: Vec<String> = faults
+        .iter()
+        .filter(|f| f.start <= a.received + near && f.counts_until + near >= a.sent)
+        .map(|f| {
+            format!(
+                "{} #{} {:.3}s..{:.3}s (counts until {:.3}s)",
+                f.kind.name(),
+                f.target,
+                f.start.as_secs_f64(),
+                f.end.as_secs_f64(),
+                f.counts_until.as_secs_f64()
+            )
+        })
+        .collect();
+    format!(
+        "acquisition on replica {} sent {:.3}s answered {:.3}s: {:?} {:?}; faults near: [{}]",
+        a.replica,
+        a.sent.as_secs_f64(),
+        a.received.as_secs_f64(),
+        a.outcome,
+        a.message.as_deref().unwrap_or(""),
+        around.join(", ")
+    )
+}
+
+impl Figures {
+    /// Computes the figures of `history`.
+    pub fn new(history: &History, findings: Findings, min_per_healthy_s: f64) -> Figures {
+        let faults = &history.faults;
+        let mut f = Figures {
+            grants: history.grants.len(),
+            contended: history
+                .grants
+                .iter()
+                .filter(|g| g.workload == Workload::Contended)
+                .count(),
+            healthy_time: healthy_time(faults, history.phases.end),
+            ..Figures::default()
+        };
+        f.uncontended = f.grants - f.contended;
+        f.healthy_grants = history
+            .grants
+            .iter()
+            .filter(|g| masters_faulted(faults, g.received, g.received) <= 2)
+            .count();
+        f.min_grants = (f.healthy_time.as_secs_f64() * min_per_healthy_s).ceil() as usize;
+        for kind in FaultKind::ALL {
+            f.faults.insert(kind, 0);
+        }
+        for fault in faults {
+            *f.faults.entry(fault.kind).or_default() += 1;
+        }
+        for check in Check::ALL {
+            f.violations.insert(check, findings.count(check));
+        }
+        for a in &history.attempts {
+            if masters_faulted(faults, a.sent, a.received) <= 2 && !replica_faulted(faults, a) {
+                f.availability.0 += 1;
+                match &a.outcome {
+                    Ok(()) => f.availability.1 += 1,
+                    Err(failure) => {
+                        *f.unavailable_by.entry(failure_name(failure)).or_default() += 1;
+                        f.classify_miss(a, faults);
+                        if f.misses.len() < MISSES_SHOWN {
+                            f.misses.push(describe_miss(a, faults));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((start, end)) = history.phases.three {
+            for a in history
+                .attempts
+                .iter()
+                .filter(|a| a.sent >= start && a.received <= end)
+            {
+                match a.outcome {
+                    Err(Failure::Status(tonic::Code::Unavailable)) => {
+                        f.three_unavailable.push(a.received - a.sent);
+                    }
+                    _ => f.three_other += 1,
+                }
+            }
+            f.three_unavailable.sort_unstable();
+            let back = faults.iter().filter(|x| x.three_phase).map(|x| x.end).max();
+            if let Some(back) = back {
+                let failures: Vec<&Attempt> = history
+                    .attempts
+                    .iter()
+                    .filter(|a| a.sent >= back && a.sent <= back + RECOVERY_HORIZON)
+                    .filter(|a| a.outcome.is_err())
+                    .collect();
+                let last_failure = failures.iter().map(|a| a.received).max();
+                f.recovery = Some(last_failure.map_or(Duration::ZERO, |t| t - back));
+                let shown = failures.iter().rev().take(MISSES_SHOWN);
+                f.slow_recovery = shown.map(|a| describe_miss(a, faults)).collect();
+            }
+        }
+        for failure in &history.contended_failures {
+            *f.contended_failures
+                .entry(failure_name(failure))
+                .or_default() += 1;
+        }
+        f.findings = findings;
+        f
+    }
+
+    /// Puts an availability miss down to a fault that began during the
+    /// call, or to a restarted master's return shortly before.
+    fn classify_miss(&mut self, a: &Attempt, faults: &[Fault]) {
+        let mut on_master = faults.iter().filter(|x| x.kind.on_master());
+        if on_master
+            .clone()
+            .any(|x| x.start >= a.sent && x.start <= a.received)
+        {
+            self.misses_fault_began += 1;
+        } else if on_master.any(|x| {
+            x.kind == FaultKind::MasterRestart
+                && x.end <= a.received
+                && x.end + RETURN_WINDOW >= a.sent
+        }) {
+            self.misses_after_restart += 1;
+        }
+    }
+
+    /// Total violations.
+    pub fn violation_count(&self) -> usize {
+        self.violations.values().sum()
+    }
+
+    /// Share of uncontended acquisitions granted with at most two masters
+    /// faulted, in percent.
+    pub fn availability_pct(&self) -> Option<f64> {
+        let (tried, granted) = self.availability;
+        (tried > 0).then(|| 100.0 * granted as f64 / tried as f64)
+    }
+}

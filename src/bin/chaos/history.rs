@@ -1,0 +1,286 @@
+//! What a run records, all on ONE monotonic clock: every grant with its
+//! validity windows, every acquisition attempt, every fault, and the logs of
+//! the two registers the critical sections update. The checkers read only
+//! this; nothing here knows how it was produced.
+
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+/// A moment of the run: time since the run's [`Clock`] started.
+pub type Time = Duration;
+
+/// The run's one clock (`std::time::Instant`, i.e. CLOCK_MONOTONIC, the
+/// clock the daemons measure validity on).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// When the run started.
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn start() -> Clock {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+
+    /// The current moment.
+    pub fn now(&self) -> Time {
+        self.start.elapsed()
+    }
+
+    /// `at` as a tokio deadline, for `sleep_until`.
+    pub fn deadline(&self, at: Time) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.start + at)
+    }
+}
+
+/// Which workload a grant or attempt belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// A few hot resources shared by many clients: exclusion is at stake.
+    Contended,
+    /// A fresh resource name per acquisition: measures availability.
+    Uncontended,
+}
+
+/// An interval during which the daemon told its client the lock is held:
+/// from the moment the answer was received, for the validity it reported
+/// (the time the client may act on the lock). The daemon measures validity
+/// from the moment it answers, a little earlier; its drift allowance
+/// (`ttl x drift_factor + 2 ms`) is what covers the delivery of the answer.
+/// The window ends early when its holder sends a Release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// The answer was received.
+    pub start: Time,
+    /// Received + validity.
+    pub end: Time,
+}
+
+impl Window {
+    /// From a call answered at `received` with `validity`.
+    pub fn of_call(received: Time, validity: Duration) -> Window {
+        Window {
+            start: received,
+            end: received + validity,
+        }
+    }
+
+    /// Whether the window is empty.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// How a Release ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseRecord {
+    /// The (first) Release request was sent: the holder gave the lock up.
+    pub sent: Time,
+    /// The (last) answer arrived.
+    pub received: Time,
+    /// `was_held`, or why there is none.
+    pub outcome: Result<bool, Failure>,
+    /// Calls made: a second one follows a failed first, whose deletes may
+    /// have landed all the same (then `was_held = false` says nothing).
+    pub calls: u8,
+}
+
+/// A call that did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The daemon (or the transport) answered with this status.
+    Status(Code),
+    /// No answer within the client's own timeout.
+    TimedOut,
+}
+
+/// One lock granted to a client.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// Unique in the run.
+    pub id: u64,
+    /// The resource locked.
+    pub resource: String,
+    /// Contended or uncontended.
+    pub workload: Workload,
+    /// The client task that held it.
+    pub client: u32,
+    /// The daemon replica that granted it.
+    pub replica: usize,
+    /// Its fencing token.
+    pub fence: u64,
+    /// The Acquire was sent.
+    pub sent: Time,
+    /// The grant was received.
+    pub received: Time,
+    /// The first window (Acquire), then one per successful Extend.
+    pub windows: Vec<Window>,
+    /// End of the continuous guarantee from `received` on (windows chained
+    /// without a gap): the client writes only before it.
+    pub valid_until: Time,
+    /// A Kleppmann pause: the client slept past its validity inside the
+    /// critical section (excluded from the critical-section overlap check,
+    /// not from the window check).
+    pub paused: bool,
+    /// The critical section ended (before the Release was sent).
+    pub cs_end: Time,
+    /// The Release, if one was sent.
+    pub release: Option<ReleaseRecord>,
+}
+
+impl Grant {
+    /// Whether the critical section ran past the guarantee without being a
+    /// deliberate pause (a starved client): excluded like a pause.
+    pub fn overran(&self) -> bool {
+        !self.paused && self.cs_end > self.valid_until
+    }
+}
+
+/// One acquisition attempt of the uncontended workload, granted or not.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The replica it was sent to.
+    pub replica: usize,
+    /// Sent.
+    pub sent: Time,
+    /// Answered (or given up on).
+    pub received: Time,
+    /// `Ok` when granted.
+    pub outcome: Result<(), Failure>,
+    /// The status message of a failure (the daemon says what it counted).
+    pub message: Option<String>,
+}
+
+/// The kinds of fault the schedule injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// SIGKILL a master, restart it empty on the same port.
+    MasterRestart,
+    /// SIGSTOP a master, SIGCONT it later.
+    MasterPause,
+    /// Delay every byte through the master's proxy beyond node_timeout.
+    MasterSlow,
+    /// The proxy forwards nothing, then resets the connections.
+    MasterUnreachable,
+    /// SIGKILL a daemon replica, start it again.
+    ReplicaKill,
+}
+
+impl FaultKind {
+    /// Every kind, in report order.
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::MasterRestart,
+        FaultKind::MasterPause,
+        FaultKind::MasterSlow,
+        FaultKind::MasterUnreachable,
+        FaultKind::ReplicaKill,
+    ];
+
+    /// Name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::MasterRestart => "master_restart_empty",
+            FaultKind::MasterPause => "master_sigstop",
+            FaultKind::MasterSlow => "master_slow",
+            FaultKind::MasterUnreachable => "master_unreachable",
+            FaultKind::ReplicaKill => "replica_kill",
+        }
+    }
+
+    /// Whether it targets a master (else a daemon replica).
+    pub fn on_master(self) -> bool {
+        self != FaultKind::ReplicaKill
+    }
+}
+
+/// One injected fault, as it happened.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    /// What was done.
+    pub kind: FaultKind,
+    /// Master or replica index.
+    pub target: usize,
+    /// Injected.
+    pub start: Time,
+    /// Undone (the master or replica is back).
+    pub end: Time,
+    /// Until when the target counts as faulted: `end` plus the time to be
+    /// fully used again (reconnection; after a restart, the quarantine).
+    pub counts_until: Time,
+    /// Part of the phase with three masters faulted.
+    pub three_phase: bool,
+}
+
+/// One operation on the fenced register.
+#[derive(Debug, Clone, Copy)]
+pub struct FencedOp {
+    /// The grant whose holder made it.
+    pub grant: u64,
+    /// Check-in (first operation of a holder) or write.
+    pub write: bool,
+    /// The fence presented.
+    pub fence: u64,
+    /// When the register applied or refused it.
+    pub at: Time,
+    /// Applied.
+    pub accepted: bool,
+    /// The holder was still within its validity at that moment.
+    pub within_validity: bool,
+    /// For a write: the value it read at check-in (the write stores +1).
+    pub read: u64,
+}
+
+/// One acknowledged write to the plain (unfenced) register.
+#[derive(Debug, Clone, Copy)]
+pub struct PlainWrite {
+    /// The grant whose holder made it.
+    pub grant: u64,
+    /// The value read at the start of the critical section (it wrote +1).
+    pub read: u64,
+}
+
+/// What one contended resource's two registers saw.
+#[derive(Debug, Clone, Default)]
+pub struct RegisterLog {
+    /// The resource.
+    pub resource: String,
+    /// Final value of the plain register.
+    pub plain_final: u64,
+    /// Its acknowledged writes.
+    pub plain_writes: Vec<PlainWrite>,
+    /// Final value of the fenced register.
+    pub fenced_final: u64,
+    /// Every fenced operation, in the order the register applied them.
+    pub fenced_ops: Vec<FencedOp>,
+}
+
+/// The phases of the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Faults start here.
+    pub faults_from: Time,
+    /// The phase with three masters faulted, if any.
+    pub three: Option<(Time, Time)>,
+    /// The run ends.
+    pub end: Time,
+}
+
+/// Everything recorded.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Every grant received.
+    pub grants: Vec<Grant>,
+    /// Every uncontended acquisition attempt.
+    pub attempts: Vec<Attempt>,
+    /// Contended Acquire calls that failed, by outcome.
+    pub contended_failures: Vec<Failure>,
+    /// Every fault injected.
+    pub faults: Vec<Fault>,
+    /// One per contended resource.
+    pub registers: Vec<RegisterLog>,
+    /// The planned phases.
+    pub phases: Phases,
+}

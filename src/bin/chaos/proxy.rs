@@ -1,0 +1,170 @@
+//! A TCP proxy in front of one master, so the network between the daemons
+//! and that master can be made slow or cut without touching either side.
+//!
+//! - [`Mode::Pass`]: bytes are forwarded as they come.
+//! - [`Mode::Slow`]: every chunk is delivered that long after it was read,
+//!   in order (latency, not lower bandwidth).
+//! - [`Mode::Blackhole`]: nothing moves and nothing is closed, as when a
+//!   network drops every packet: the daemon's commands time out. When the
+//!   blackhole ends, every connection that lived through it is closed (the
+//!   bytes it swallowed are lost, as dropped packets would be after a
+//!   connection reset), so no late command from before reaches the master.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How long connecting to the master may take before the client side is
+/// closed (the master is down).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the proxy does with traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward at once.
+    Pass,
+    /// Deliver every chunk this long after it was read.
+    Slow(Duration),
+    /// Forward nothing; close the connections when it ends.
+    Blackhole,
+}
+
+impl Mode {
+    fn is_blackhole(&self) -> bool {
+        *self == Mode::Blackhole
+    }
+
+    fn delay(&self) -> Duration {
+        match self {
+            Mode::Slow(delay) => *delay,
+            Mode::Pass | Mode::Blackhole => Duration::ZERO,
+        }
+    }
+}
+
+/// One proxy; it stops accepting when dropped (open pipes end with their
+/// connections).
+#[derive(Debug)]
+pub struct Proxy {
+    /// Where the daemons connect.
+    addr: SocketAddr,
+    /// The current mode, watched by every pipe.
+    mode: watch::Sender<Mode>,
+    /// The accept loop.
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `upstream`.
+    pub async fn start(upstream: SocketAddr) -> io::Result<Proxy> {
+        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let (mode, modes) = watch::channel(Mode::Pass);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(pipe(client, upstream, modes.clone()));
+            }
+        });
+        Ok(Proxy { addr, mode, task })
+    }
+
+    /// Where the daemons connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Switches the mode for every connection, open or to come.
+    pub fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until the mode is no longer a blackhole.
+async fn blackhole_ends(modes: &mut watch::Receiver<Mode>) {
+    let _ = modes.wait_for(|m| !m.is_blackhole()).await;
+}
+
+/// One proxied connection, until either side closes or a blackhole ends.
+async fn pipe(client: TcpStream, upstream: SocketAddr, mut modes: watch::Receiver<Mode>) {
+    if modes.borrow().is_blackhole() {
+        // Accepted by the kernel, then silence; closed when it ends.
+        let _held = client;
+        return blackhole_ends(&mut modes).await;
+    }
+    let server = tokio::select! {
+        connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(upstream)) => {
+            match connected {
+                Ok(Ok(server)) => Some(server),
+                _ => return,
+            }
+        }
+        _ = modes.wait_for(Mode::is_blackhole) => None,
+    };
+    let Some(server) = server else {
+        let _held = client;
+        return blackhole_ends(&mut modes).await;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    {
+        let up = forward(&mut client_read, &mut server_write, modes.clone());
+        let down = forward(&mut server_read, &mut client_write, modes.clone());
+        tokio::select! {
+            _ = up => return,
+            _ = down => return,
+            _ = modes.wait_for(Mode::is_blackhole) => {}
+        }
+    }
+    // Blackholed: the sockets stay open and silent until it ends.
+    blackhole_ends(&mut modes).await;
+}
+
+/// Copies `from` to `to`, each chunk delivered after the delay of the mode
+/// at the time it was read. Ends at end of stream or on an error.
+async fn forward(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    modes: watch::Receiver<Mode>,
+) -> io::Result<()> {
+    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut open = true;
+    loop {
+        let due = queue.front().map(|(at, _)| *at);
+        tokio::select! {
+            read = from.read(&mut buf), if open => {
+                match read? {
+                    0 => open = false,
+                    n => {
+                        let delay = modes.borrow().delay();
+                        queue.push_back((Instant::now() + delay, buf[..n].to_vec()));
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                if let Some((_, chunk)) = queue.pop_front() {
+                    to.write_all(&chunk).await?;
+                }
+            }
+            else => {
+                let _ = to.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+}

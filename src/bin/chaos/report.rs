@@ -1,0 +1,172 @@
+//! The figures of a run printed: one JSON line (written by hand: numbers
+//! and short labels) and a readable summary.
+
+use crate::figures::Figures;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Nearest-rank percentile of a sorted sample.
+fn pct(sorted: &[Duration], p: usize) -> Option<Duration> {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or("null".to_owned(), |d| {
+        format!("{:.1}", d.as_secs_f64() * 1e3)
+    })
+}
+
+impl Figures {
+    /// The machine-readable line.
+    pub fn json(&self) -> String {
+        let map = |m: &mut String, name: &str, entries: Vec<(String, usize)>| {
+            let body: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect();
+            let _ = write!(m, ",\"{name}\":{{{}}}", body.join(","));
+        };
+        let mut out = format!(
+            "{{\"schedule\":\"{}\",\"seed\":{},\"quarantine\":{},\"duration_s\":{:.1},\
+             \"grants\":{},\"contended_grants\":{},\"uncontended_grants\":{},\
+             \"healthy_grants\":{},\"healthy_s\":{:.1},\"min_grants\":{},\"violations\":{}",
+            self.schedule,
+            self.seed,
+            self.quarantine,
+            self.duration.as_secs_f64(),
+            self.grants,
+            self.contended,
+            self.uncontended,
+            self.healthy_grants,
+            self.healthy_time.as_secs_f64(),
+            self.min_grants,
+            self.violation_count()
+        );
+        let faults = self
+            .faults
+            .iter()
+            .map(|(k, v)| (k.name().to_owned(), *v))
+            .collect();
+        map(&mut out, "faults", faults);
+        let checks = self
+            .violations
+            .iter()
+            .map(|(k, v)| (k.name().to_owned(), *v))
+            .collect();
+        map(&mut out, "violations_by_check", checks);
+        let _ = write!(
+            out,
+            ",\"availability_pct\":{},\"uncontended_tried\":{},\"uncontended_granted\":{},\
+             \"misses_fault_began_mid_call\":{},\"misses_after_restart_return\":{}",
+            self.availability_pct()
+                .map_or("null".to_owned(), |p| format!("{p:.3}")),
+            self.availability.0,
+            self.availability.1,
+            self.misses_fault_began,
+            self.misses_after_restart
+        );
+        map(
+            &mut out,
+            "unavailable_by",
+            self.unavailable_by.clone().into_iter().collect(),
+        );
+        let t = &self.three_unavailable;
+        let _ = write!(
+            out,
+            ",\"three_faulted_unavailable\":{},\"three_faulted_p50_ms\":{},\
+             \"three_faulted_p99_ms\":{},\"three_faulted_max_ms\":{},\"three_faulted_other\":{},\
+             \"recovery_ms\":{},\"paused\":{},\"paused_writes_refused\":{},\
+             \"paused_writes_applied\":{},\"overran\":{},\"not_held_under_faults\":{},\
+             \"tightest_expiry_handoff_ms\":{}}}",
+            t.len(),
+            ms(pct(t, 50)),
+            ms(pct(t, 99)),
+            ms(t.last().copied()),
+            self.three_other,
+            ms(self.recovery),
+            self.findings.paused,
+            self.findings.paused_writes_refused,
+            self.findings.paused_writes_applied,
+            self.findings.overran,
+            self.findings.not_held_under_faults,
+            ms(self.findings.tightest_expiry)
+        );
+        out
+    }
+
+    /// The readable summary.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "chaos: schedule {} seed {} quarantine {} for {:.0} s",
+            self.schedule,
+            self.seed,
+            if self.quarantine { "on" } else { "off" },
+            self.duration.as_secs_f64()
+        );
+        let _ = writeln!(
+            s,
+            "  grants            {} ({} contended, {} uncontended); {} in healthy phases \
+             ({:.0} s, at least {} needed)",
+            self.grants,
+            self.contended,
+            self.uncontended,
+            self.healthy_grants,
+            self.healthy_time.as_secs_f64(),
+            self.min_grants
+        );
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, v)| format!("{} {v}", k.name()))
+            .collect();
+        let _ = writeln!(s, "  faults            {}", faults.join(", "));
+        for (check, n) in &self.violations {
+            let _ = writeln!(s, "  {:<40} {n}", check.name());
+        }
+        let (tried, granted) = self.availability;
+        let _ = writeln!(
+            s,
+            "  availability      {} ({granted} of {tried} uncontended acquisitions with <= 2 \
+             masters faulted){}; misses as a fault began {}, after a restarted master \
+             returned {}",
+            self.availability_pct()
+                .map_or("-".to_owned(), |p| format!("{p:.3}%")),
+            if self.unavailable_by.is_empty() {
+                String::new()
+            } else {
+                format!("; failures: {:?}", self.unavailable_by)
+            },
+            self.misses_fault_began,
+            self.misses_after_restart
+        );
+        let t = &self.three_unavailable;
+        let _ = writeln!(
+            s,
+            "  three faulted     {} UNAVAILABLE in p50 {} / p99 {} / max {} ms, {} other; \
+             recovered {} ms after the masters returned",
+            t.len(),
+            ms(pct(t, 50)),
+            ms(pct(t, 99)),
+            ms(t.last().copied()),
+            self.three_other,
+            ms(self.recovery)
+        );
+        let _ = writeln!(
+            s,
+            "  paused holders    {} (fenced writes refused {}, applied {}); overran {}; \
+             was_held=false under faults {}; tightest expiry hand-off {} ms; \
+             contended failures {:?}",
+            self.findings.paused,
+            self.findings.paused_writes_refused,
+            self.findings.paused_writes_applied,
+            self.findings.overran,
+            self.findings.not_held_under_faults,
+            ms(self.findings.tightest_expiry),
+            self.contended_failures
+        );
+        s
+    }
+}
