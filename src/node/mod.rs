@@ -124,12 +124,15 @@ impl FredNode {
         Ok(node)
     }
 
-    /// Waits until the first connection is up, or `timeout` passes.
+    /// Waits until the first connection is up and the master's `INFO` was
+    /// read (its answers count only from then on), or `timeout` passes.
     pub async fn wait_connected(&self, timeout: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(timeout, self.client.wait_for_connect()).await,
-            Ok(Ok(()))
-        )
+        let verified = async {
+            while !self.state.verified() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(timeout, verified).await.is_ok()
     }
 
     /// Whether commands can reach the master now.

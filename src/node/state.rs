@@ -19,6 +19,10 @@ pub struct NodeState {
     down: AtomicBool,
     /// Whether the master has `DELIFEQ`.
     delifeq: AtomicBool,
+    /// Set once `INFO` was read on the current connection. Until then the
+    /// master could be a fresh, empty restart whose quarantine is not known
+    /// yet: its answers do not count.
+    verified: AtomicBool,
     trust: Mutex<Trust>,
 }
 
@@ -39,6 +43,7 @@ impl NodeState {
             quarantine,
             down: AtomicBool::new(false),
             delifeq: AtomicBool::new(false),
+            verified: AtomicBool::new(false),
             trust: Mutex::new(Trust::default()),
         }
     }
@@ -46,7 +51,23 @@ impl NodeState {
     /// The connection was lost (true) or is back (false). Returns whether it
     /// was up before.
     pub fn set_down(&self, down: bool) -> bool {
+        if down {
+            // Whatever answers after a reconnection must be checked again.
+            self.verified.store(false, Ordering::Relaxed);
+        }
         !self.down.swap(down, Ordering::Relaxed)
+    }
+
+    /// A (re)connection happened: answers stop counting until `INFO` is
+    /// read on it (see [`NodeState::observe`]).
+    pub fn reconnected(&self) {
+        self.verified.store(false, Ordering::Relaxed);
+        self.down.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether `INFO` was read since the last (re)connection.
+    pub fn verified(&self) -> bool {
+        self.verified.load(Ordering::Relaxed)
     }
 
     /// Whether the connection is known lost.
@@ -61,6 +82,9 @@ impl NodeState {
 
     /// Whether this master's answers count toward a quorum now.
     pub fn trusted(&self) -> bool {
+        if !self.verified() {
+            return false;
+        }
         let trust = self.lock();
         trust.refused.is_none()
             && trust.duplicate_of.is_none()
@@ -116,6 +140,8 @@ impl NodeState {
                 }
             }
         }
+        drop(trust);
+        self.verified.store(true, Ordering::Relaxed);
     }
 
     /// Quarantines the master for the whole period from now (its clock
@@ -196,6 +222,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn restarted_master_is_distrusted_for_the_period() {
         let state = NodeState::new("m".into(), Some(S(10)));
+        assert!(!state.trusted(), "not before INFO was read");
         let info = |uptime: u64, run_id: &str| ServerInfo {
             software: "valkey".into(),
             version: (9, 0, 0),
@@ -207,6 +234,14 @@ mod tests {
         };
         state.observe(&info(100, "a"));
         assert!(state.trusted(), "up for longer than the period");
+        state.set_down(true);
+        state.set_down(false);
+        assert!(
+            !state.trusted(),
+            "reconnected: not before INFO is read again"
+        );
+        state.observe(&info(101, "a"));
+        assert!(state.trusted());
         state.observe(&info(2, "b"));
         assert!(!state.trusted() && state.quarantined());
         tokio::time::advance(S(8)).await;

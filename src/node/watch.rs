@@ -34,7 +34,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
         // fred announces the first connection as a reconnection too.
         loop {
             if client.wait_for_connect().await.is_ok() {
-                state.set_down(false);
+                state.reconnected();
                 match read_info(&client).await {
                     Ok(info) => state.observe(&info),
                     Err(error) => tracing::warn!(node = %name, %error, "INFO failed"),
