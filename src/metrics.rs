@@ -40,6 +40,11 @@ pub const WAITERS: &str = "redlock_waiters";
 pub const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// Session locks lost (an extension could not keep them).
 pub const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
+/// Calls turned away by authentication, namespaces or the flood limits, by
+/// reason (`unauthenticated`, `permission_denied`, `rate_limited`,
+/// `too_many_calls`): a misconfigured client or an attack shows here before
+/// anyone reads the logs. Never labelled with a client, token or resource.
+pub const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 
 /// Seconds buckets from 100 µs to 10 s.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -158,4 +163,10 @@ pub fn lock_lost() {
 /// The rate at which a master's clock drifts from ours.
 pub fn node_clock_skew(node: &str, rate: f64) {
     gauge!(NODE_CLOCK_SKEW, "node" => node.to_owned()).set(rate);
+}
+
+/// A call refused before it was served; `reason` is one of the fixed kinds
+/// of [`AUTH_DENIED_TOTAL`].
+pub fn auth_denied(reason: &'static str) {
+    counter!(AUTH_DENIED_TOTAL, "reason" => reason).increment(1);
 }

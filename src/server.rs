@@ -243,6 +243,11 @@ pub async fn run(
         // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
         // client's delayed ACK hold a response back by ~40 ms, which the
         // caller would wrongly count against the lock's validity.
+        // The accepted sockets stay `TcpStream`s: under TLS, tonic then puts
+        // `TlsConnectInfo<TcpConnectInfo>` in each request's extensions,
+        // which `Request::peer_certs` (certificate identities, see
+        // `service::auth`) reads; another stream type would hide the
+        // certificates, and such clients would fail closed (UNAUTHENTICATED).
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,

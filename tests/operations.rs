@@ -25,6 +25,8 @@ struct Binary {
     child: tokio::process::Child,
     channel: Channel,
     metrics: SocketAddr,
+    /// The gRPC address, for more connections.
+    url: String,
 }
 
 fn free_port() -> u16 {
@@ -36,9 +38,15 @@ fn free_port() -> u16 {
 
 /// Starts the binary with `env` (on top of the masters and free ports).
 async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
+    start_binary_with_args(h, env, &[]).await
+}
+
+/// Starts the binary with `env` and command-line `args`.
+async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&str]) -> Binary {
     let (grpc, metrics) = (free_port(), free_port());
     let mut command = tokio::process::Command::new(BIN);
     command
+        .args(args)
         .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
         .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{grpc}"))
         .env("REDLOCKD__METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
@@ -62,6 +70,7 @@ async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
                 child,
                 channel,
                 metrics: SocketAddr::from(([127, 0, 0, 1], metrics)),
+                url,
             };
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -178,6 +187,139 @@ async fn metrics_count_the_calls() {
         "a resource name leaked into a label"
     );
     assert!(!text.contains(&lock.token), "a token leaked");
+}
+
+/// Refused calls are counted by reason in `redlock_auth_denied_total`:
+/// no credentials, an unknown token, a resource outside the namespaces, an
+/// empty token bucket; the labels carry the reason only, never a token, a
+/// client or a resource.
+#[tokio::test]
+async fn denied_calls_are_counted() {
+    const TOKEN: &str = "metered-4b6d8f0a1c3e5b7d9f2a4c6e7f3a9c2e";
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = std::env::temp_dir().join(format!("redlockd-ops-denied-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("redlockd.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[limits]\nrate_per_second = 1\nburst = 4\nmax_calls_per_connection = 1\n\
+             [[auth.clients]]\nname = \"metered\"\ntoken_sha256 = \"{}\"\n\
+             namespaces = [\"allowed/\"]\n",
+            redlockd::service::auth::token_sha256(TOKEN)
+        ),
+    )
+    .expect("config file");
+    let file_arg = file.to_string_lossy().into_owned();
+    let daemon = start_binary_with_args(&h, &[], &["--config", &file_arg]).await;
+    // The health service needs no token; the grant below needs a quorum.
+    eventually(Duration::from_secs(10), "a quorum of masters", || async {
+        health(&daemon.channel).await == ServingStatus::Serving
+    })
+    .await;
+    let denied =
+        |text: &str, reason| sample(text, "redlock_auth_denied_total", &[("reason", reason)]);
+    let text = scrape(daemon.metrics);
+    assert_eq!(denied(&text, "unauthenticated"), None, "{text}");
+
+    let with_token = |token: Option<&str>, resource: &str| {
+        let mut request = tonic::Request::new(redlockd::pb::AcquireRequest {
+            resource: resource.into(),
+            ttl: ms(5_000),
+            wait: None,
+            owner: "metrics-test".into(),
+        });
+        if let Some(token) = token {
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("ascii"),
+            );
+        }
+        request
+    };
+    let mut c = LockServiceClient::new(daemon.channel.clone());
+    for token in [None, Some("not-a-known-token")] {
+        let status = c.acquire(with_token(token, "allowed/1")).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+    }
+    let status = c
+        .acquire(with_token(Some(TOKEN), "secret-resource/1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    c.acquire(with_token(Some(TOKEN), "allowed/1"))
+        .await
+        .expect("granted");
+    // A Hold session fills its connection's one call slot; another call on
+    // that connection is refused.
+    let session = Channel::from_shared(daemon.url.clone())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let mut session = LockServiceClient::new(session);
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(redlockd::pb::HoldRequest {
+        request: Some(redlockd::pb::hold_request::Request::Acquire(
+            with_token(Some(TOKEN), "allowed/held").into_inner(),
+        )),
+    })
+    .await
+    .expect("queue");
+    let mut hold = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    hold.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {TOKEN}").parse().expect("ascii"),
+    );
+    let mut events = session.hold(hold).await.expect("hold").into_inner();
+    events
+        .message()
+        .await
+        .expect("first event")
+        .expect("acquired");
+    let status = session
+        .acquire(with_token(Some(TOKEN), "allowed/2"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    drop((tx, events));
+    // The bucket held 4 and refills at 1/s: the calls above took all but
+    // whatever trickled back, and a quick run of calls on the first
+    // connection empties it.
+    let mut limited = 0;
+    for i in 0..8 {
+        let resource = format!("allowed/r{i}");
+        if let Err(status) = c.acquire(with_token(Some(TOKEN), &resource)).await {
+            assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+            limited += 1;
+        }
+    }
+    assert!(limited > 0, "the rate limit never refused a call");
+
+    let text = scrape(daemon.metrics);
+    assert_eq!(denied(&text, "unauthenticated"), Some(2.0), "{text}");
+    assert_eq!(denied(&text, "permission_denied"), Some(1.0), "{text}");
+    assert_eq!(denied(&text, "too_many_calls"), Some(1.0), "{text}");
+    assert_eq!(
+        denied(&text, "rate_limited"),
+        Some(f64::from(limited)),
+        "{text}"
+    );
+    for line in text
+        .lines()
+        .filter(|l| l.contains("redlock_auth_denied_total"))
+    {
+        for secret in [
+            TOKEN,
+            "not-a-known-token",
+            "metered",
+            "secret-resource",
+            "allowed/",
+        ] {
+            assert!(!line.contains(secret), "{secret} leaked into {line}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Health follows the quorum: NOT_SERVING with three of five masters down,

@@ -24,12 +24,14 @@ fn two_clients(config: &mut Config) {
     config.auth.clients = vec![
         ClientConfig {
             name: "orders".into(),
-            token_sha256: token_sha256(ORDERS_TOKEN),
+            token_sha256: Some(token_sha256(ORDERS_TOKEN)),
+            certificate_san: None,
             namespaces: vec!["orders/".into()],
         },
         ClientConfig {
             name: "jobs".into(),
-            token_sha256: token_sha256(JOBS_TOKEN),
+            token_sha256: Some(token_sha256(JOBS_TOKEN)),
+            certificate_san: None,
             namespaces: vec!["jobs/".into(), "shared/".into()],
         },
     ];

@@ -2,12 +2,13 @@
 //! the test (rcgen): a TLS handshake and a call work; under mutual TLS a
 //! client certificate from an unknown CA is refused; masters reached over
 //! `rediss://` (Debian's `redis-server` 7 with `tls-port`) with a custom
-//! CA; masters with an ACL user whose password comes from a file.
+//! CA; masters with an ACL user whose password comes from a file; client
+//! identities from client certificates (`auth.clients.certificate_san`).
 
 mod common;
 
 use common::*;
-use redlockd::config::Config;
+use redlockd::config::{ClientConfig, Config};
 use redlockd::masters::{find_server, Flavor};
 use redlockd::pb::lock_service_client::LockServiceClient;
 use std::net::SocketAddr;
@@ -37,6 +38,43 @@ fn pki() -> Pki {
         ca: ca.pem(),
         cert: cert.pem(),
         key: key.serialize_pem(),
+    }
+}
+
+/// A client CA that issues certificates with chosen subjectAltNames.
+struct ClientCa {
+    ca: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+fn client_ca() -> ClientCa {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    ClientCa {
+        ca: ca.pem(),
+        issuer: rcgen::Issuer::new(ca_params, ca_key),
+    }
+}
+
+impl ClientCa {
+    /// A client certificate and key carrying `sans` (DNS names or URIs).
+    fn issue(&self, sans: &[&str]) -> Identity {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.subject_alt_names = sans
+            .iter()
+            .map(|san| {
+                if san.contains("://") {
+                    rcgen::SanType::URI((*san).try_into().expect("uri"))
+                } else {
+                    rcgen::SanType::DnsName((*san).try_into().expect("dns"))
+                }
+            })
+            .collect();
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        Identity::from_pem(cert.pem(), key.serialize_pem())
     }
 }
 
@@ -137,6 +175,112 @@ async fn tls_and_mutual_tls() {
         }
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Client identities from mutual-TLS certificates: a certificate whose
+/// subjectAltName is configured (`certificate_san`, DNS or URI) locks in
+/// its namespace without a bearer token and gets PERMISSION_DENIED outside
+/// it; a certificate from the same CA that names no client gets
+/// UNAUTHENTICATED; a token client still works over the same mTLS port;
+/// nothing refused reaches the masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_identities() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = scratch("identities");
+    let server = pki();
+    let ca = client_ca();
+    let mut config = h.config();
+    config.metrics.enabled = false;
+    config.server.tls.cert = Some(write(&dir, "server.crt", &server.cert));
+    config.server.tls.key = Some(write(&dir, "server.key", &server.key));
+    config.server.tls.client_ca = Some(write(&dir, "clients-ca.crt", &ca.ca));
+    let cert_client = |name: &str, san: &str| ClientConfig {
+        name: name.into(),
+        token_sha256: None,
+        certificate_san: Some(san.into()),
+        namespaces: vec![format!("{name}/")],
+    };
+    const ADMIN_TOKEN: &str = "admin-0c2e4a6c8e0b2d4f6a8c0e2b1b3d5f7a";
+    config.auth.clients = vec![
+        cert_client("orders", "orders.clients.test"),
+        cert_client("jobs", "spiffe://example.test/jobs"),
+        ClientConfig {
+            name: "admin".into(),
+            token_sha256: Some(redlockd::service::auth::token_sha256(ADMIN_TOKEN)),
+            certificate_san: None,
+            namespaces: vec!["".into()],
+        },
+    ];
+    let addr = serve(config).await;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&server.ca))
+        .domain_name("localhost");
+    let as_client = |sans: &[&str]| tls.clone().identity(ca.issue(sans));
+
+    let mut orders = tls_client(addr, as_client(&["orders.clients.test"]))
+        .await
+        .expect("mTLS");
+    let lock = acquire(&mut orders, "orders/1", 5_000, 0)
+        .await
+        .expect("the certificate's identity locks in its namespace");
+    let mut jobs = tls_client(addr, as_client(&["spiffe://example.test/jobs"]))
+        .await
+        .expect("mTLS");
+    acquire(&mut jobs, "jobs/1", 5_000, 0)
+        .await
+        .expect("a URI SAN identity");
+    let mut stranger = tls_client(addr, as_client(&["stranger.clients.test"]))
+        .await
+        .expect("the handshake passes: the CA signed it");
+    // Let the grants' last per-master commands land before counting.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = lock_commands(&h).await;
+
+    let status = acquire(&mut orders, "jobs/2", 5_000, 0).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    let status = acquire(&mut jobs, "orders/2", 5_000, 0).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    for resource in ["orders/3", "stranger/1"] {
+        let status = acquire(&mut stranger, resource, 5_000, 0)
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+    }
+    let status = release(&mut stranger, &lock).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+    assert_eq!(
+        lock_commands(&h).await,
+        before,
+        "refused calls reached a master"
+    );
+
+    // A bearer token still identifies its client over the same port, and
+    // decides alone whatever the certificate.
+    let mut request = tonic::Request::new(redlockd::pb::AcquireRequest {
+        resource: "stranger/2".into(),
+        ttl: ms(5_000),
+        wait: None,
+        owner: "tls-test".into(),
+    });
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {ADMIN_TOKEN}").parse().expect("ascii"),
+    );
+    stranger
+        .acquire(request)
+        .await
+        .expect("the admin token, with a certificate that names no client");
+
+    assert!(release(&mut orders, &lock).await.expect("release"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn lock_commands(h: &Harness) -> u64 {
+    let mut n = 0;
+    for i in 0..5 {
+        n += h.lock_commands(i).await;
+    }
+    n
 }
 
 /// A `redis-server` with only a TLS port, certificates from `pki`.

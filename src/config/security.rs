@@ -21,11 +21,15 @@ use std::path::PathBuf;
 pub struct AuthConfig {
     /// The known clients (`[[auth.clients]]`). Empty (the default): no
     /// authentication, every caller may use every resource. Non-empty:
-    /// every call must carry `authorization: Bearer <token>` of one of them.
+    /// every call must carry `authorization: Bearer <token>` of one of them,
+    /// or come over a connection whose verified client certificate names
+    /// one of them (`certificate_san`).
     pub clients: Vec<ClientConfig>,
 }
 
-/// One client identity: `[[auth.clients]]`.
+/// One client identity: `[[auth.clients]]`. A client proves who it is in
+/// exactly one way: a bearer token (`token_sha256`) or its mutual-TLS
+/// client certificate (`certificate_san`).
 #[derive(Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
@@ -33,7 +37,18 @@ pub struct ClientConfig {
     pub name: String,
     /// Lower-case hex SHA-256 of the client's bearer token
     /// (`printf %s "$TOKEN" | sha256sum`). The token itself is never stored.
-    pub token_sha256: String,
+    /// Exactly one of this and `certificate_san` is set.
+    #[serde(default)]
+    pub token_sha256: Option<String>,
+    /// A subjectAltName of the client's certificate, DNS
+    /// (`orders.clients.example.com`, compared without regard to case) or
+    /// URI (`spiffe://example.com/orders`, compared exactly): a call over a
+    /// connection whose client certificate, verified against
+    /// `server.tls.client_ca`, carries this name is this client, without a
+    /// bearer token. Lets services that already have mTLS certificates skip
+    /// distributing tokens. Needs `server.tls.client_ca`.
+    #[serde(default)]
+    pub certificate_san: Option<String>,
     /// Resource prefixes this client may lock, e.g. `["orders/", "jobs/"]`.
     /// A call on any other resource gets PERMISSION_DENIED. `""` allows
     /// everything (an administrator).
@@ -46,7 +61,8 @@ impl fmt::Debug for ClientConfig {
         // to spread it through logs either.
         f.debug_struct("ClientConfig")
             .field("name", &self.name)
-            .field("token_sha256", &"***")
+            .field("token_sha256", &self.token_sha256.as_ref().map(|_| "***"))
+            .field("certificate_san", &self.certificate_san)
             .field("namespaces", &self.namespaces)
             .finish()
     }
@@ -55,13 +71,19 @@ impl fmt::Debug for ClientConfig {
 /// Longest accepted `auth.clients.name`: it becomes a metrics label.
 pub const CLIENT_NAME_LIMIT: usize = 64;
 
+/// Longest accepted `auth.clients.certificate_san`: longer than any DNS
+/// name (253) and any sensible URI identity; bounds the per-call compare.
+pub const CERTIFICATE_SAN_LIMIT: usize = 1024;
+
 impl AuthConfig {
     /// Whether calls must authenticate.
     pub fn enabled(&self) -> bool {
         !self.clients.is_empty()
     }
 
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks every client; `tls` is needed because certificate identities
+    /// only exist under mutual TLS.
+    pub(super) fn validate(&self, tls: &TlsConfig) -> Result<(), ConfigError> {
         for (i, client) in self.clients.iter().enumerate() {
             let name_ok = !client.name.is_empty()
                 && client.name.len() <= CLIENT_NAME_LIMIT
@@ -86,32 +108,30 @@ impl AuthConfig {
                     format!("{:?} is listed twice", client.name),
                 ));
             }
-            let hash_ok = client.token_sha256.len() == 64
-                && client
-                    .token_sha256
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
-            if !hash_ok {
-                return Err(invalid(
-                    "auth.clients.token_sha256",
-                    format!(
-                        "client {:?}: must be 64 lower-case hex digits (the SHA-256 of the \
-                         token, never the token itself)",
-                        client.name
-                    ),
-                ));
-            }
-            if self.clients[..i]
-                .iter()
-                .any(|c| c.token_sha256 == client.token_sha256)
-            {
-                return Err(invalid(
-                    "auth.clients.token_sha256",
-                    format!(
-                        "client {:?} has the same token as another client",
-                        client.name
-                    ),
-                ));
+            match (&client.token_sha256, &client.certificate_san) {
+                (Some(hash), None) => self.validate_token(i, hash)?,
+                (None, Some(san)) => self.validate_certificate_san(i, san, tls)?,
+                (None, None) => {
+                    return Err(invalid(
+                        "auth.clients.token_sha256",
+                        format!(
+                            "client {:?} has no credential: set token_sha256 (bearer token) \
+                             or certificate_san (mutual-TLS client certificate)",
+                            client.name
+                        ),
+                    ))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        "auth.clients.certificate_san",
+                        format!(
+                            "client {:?} sets both token_sha256 and certificate_san: keep \
+                             exactly one (list the client twice, under two names, to \
+                             accept both)",
+                            client.name
+                        ),
+                    ))
+                }
             }
             if client.namespaces.is_empty() {
                 return Err(invalid(
@@ -133,6 +153,78 @@ impl AuthConfig {
                     format!("client {:?}: control characters", client.name),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+impl AuthConfig {
+    fn validate_token(&self, i: usize, hash: &str) -> Result<(), ConfigError> {
+        let name = &self.clients[i].name;
+        let hash_ok = hash.len() == 64
+            && hash
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
+        if !hash_ok {
+            return Err(invalid(
+                "auth.clients.token_sha256",
+                format!(
+                    "client {name:?}: must be 64 lower-case hex digits (the SHA-256 of the \
+                     token, never the token itself)"
+                ),
+            ));
+        }
+        if self.clients[..i]
+            .iter()
+            .any(|c| c.token_sha256.as_deref() == Some(hash))
+        {
+            return Err(invalid(
+                "auth.clients.token_sha256",
+                format!("client {name:?} has the same token as another client"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_certificate_san(
+        &self,
+        i: usize,
+        san: &str,
+        tls: &TlsConfig,
+    ) -> Result<(), ConfigError> {
+        let name = &self.clients[i].name;
+        if san.is_empty()
+            || san.len() > CERTIFICATE_SAN_LIMIT
+            || !san.chars().all(|c| c.is_ascii_graphic())
+        {
+            return Err(invalid(
+                "auth.clients.certificate_san",
+                format!(
+                    "client {name:?}: 1 to {CERTIFICATE_SAN_LIMIT} printable ASCII characters \
+                     without spaces: a DNS name or a URI from the certificate's subjectAltName"
+                ),
+            ));
+        }
+        if self.clients[..i].iter().any(|c| {
+            c.certificate_san
+                .as_deref()
+                .is_some_and(|other| other.eq_ignore_ascii_case(san))
+        }) {
+            return Err(invalid(
+                "auth.clients.certificate_san",
+                format!("client {name:?} has the same certificate_san as another client"),
+            ));
+        }
+        if tls.client_ca.is_none() {
+            return Err(invalid(
+                "auth.clients.certificate_san",
+                format!(
+                    "client {name:?} is identified by its certificate, but client \
+                     certificates are only verified under mutual TLS: set \
+                     server.tls.client_ca (with server.tls.cert and key), or give the client \
+                     a token_sha256 instead"
+                ),
+            ));
         }
         Ok(())
     }

@@ -46,7 +46,7 @@ impl Config {
         self.server.validate()?;
         self.redlock.validate()?;
         self.limits.validate()?;
-        self.auth.validate()?;
+        self.auth.validate(&self.server.tls)?;
         self.masters.validate()?;
         if self.server.max_request_bytes < self.redlock.max_resource_len + 1024 {
             return Err(invalid(

@@ -2,7 +2,8 @@
 //!
 //! [`Gatekeeper::check`] runs as a tonic interceptor, on the request's
 //! headers only, before the message is even decoded: it authenticates the
-//! bearer token (UNAUTHENTICATED), then charges the identity's rate limit
+//! bearer token, or else the verified mTLS client certificate of the
+//! connection (UNAUTHENTICATED), then charges the identity's rate limit
 //! (RESOURCE_EXHAUSTED), and leaves the [`Identity`] in the request's
 //! extensions. Each handler then checks the validated resource against the
 //! identity's namespaces ([`Identity::permit`], PERMISSION_DENIED) before
@@ -10,10 +11,16 @@
 //!
 //! Tokens are compared as SHA-256 hashes in constant time, against every
 //! configured client, so the time taken tells nothing about which byte or
-//! which client almost matched.
+//! which client almost matched. Certificates need no such care: rustls has
+//! already verified the chain against `server.tls.client_ca` in the
+//! handshake, and the names compared here are public.
+//!
+//! Every refusal is counted in `redlock_auth_denied_total` by its reason
+//! ([`Denied::reason`]), where it is decided.
 
 use super::rate::RateLimits;
 use crate::config::{AuthConfig, LimitsConfig};
+use rustls::pki_types::CertificateDer;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -23,10 +30,15 @@ use tonic::{Request, Status};
 /// Why a caller is turned away before its request is looked at.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denied {
-    /// No `authorization` metadata, or not `Bearer <token>`.
-    #[error("missing credentials: send `authorization: Bearer <token>`")]
+    /// No `authorization` metadata, or not `Bearer <token>`, and no client
+    /// certificate that identifies a client.
+    #[error(
+        "missing credentials: send `authorization: Bearer <token>`, or connect with a client \
+         certificate named in auth.clients.certificate_san"
+    )]
     NoCredentials,
-    /// A bearer token no configured client has.
+    /// A bearer token no configured client has, or a client certificate
+    /// whose subjectAltNames name no configured client (or several).
     #[error("invalid credentials")]
     BadCredentials,
     /// The identity may not act on this resource.
@@ -51,6 +63,26 @@ pub enum Denied {
         /// The configured cap.
         max: usize,
     },
+}
+
+impl Denied {
+    /// The `reason` label of `redlock_auth_denied_total`: a fixed, short
+    /// kind, never a client, token or resource.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Denied::NoCredentials | Denied::BadCredentials => "unauthenticated",
+            Denied::OutsideNamespaces { .. } => "permission_denied",
+            Denied::RateLimited { .. } => "rate_limited",
+            Denied::TooManyCalls { .. } => "too_many_calls",
+        }
+    }
+
+    /// Counts this refusal and hands it back, for `map_err`/`Err(..)`
+    /// at the point where it is decided.
+    pub fn counted(self) -> Denied {
+        crate::metrics::auth_denied(self.reason());
+        self
+    }
 }
 
 /// The caller of one request: a configured client, or anyone when
@@ -88,15 +120,25 @@ impl Identity {
             Some(prefixes) if prefixes.iter().any(|p| resource.starts_with(p.as_str())) => Ok(()),
             Some(_) => Err(Denied::OutsideNamespaces {
                 client: self.name.to_string(),
-            }),
+            }
+            .counted()),
         }
     }
+}
+
+/// How a configured client proves who it is.
+#[derive(Debug)]
+enum Credential {
+    /// The SHA-256 of its bearer token.
+    Token([u8; 32]),
+    /// A DNS or URI subjectAltName of its verified client certificate.
+    CertificateSan(String),
 }
 
 /// One configured client, as checked at run time.
 #[derive(Debug)]
 struct Client {
-    token_sha256: [u8; 32],
+    credential: Credential,
     identity: Identity,
 }
 
@@ -114,11 +156,20 @@ impl Gatekeeper {
             .clients
             .iter()
             .filter_map(|c| {
-                let mut hash = [0u8; 32];
-                // Validated as 64 hex digits by `Config::validate`.
-                hex::decode_to_slice(&c.token_sha256, &mut hash).ok()?;
+                // Exactly one credential, a hash of 64 hex digits: checked
+                // by `Config::validate`; a client without a usable one is
+                // left out (it could never authenticate anyway).
+                let credential = match (&c.token_sha256, &c.certificate_san) {
+                    (Some(hex_hash), None) => {
+                        let mut hash = [0u8; 32];
+                        hex::decode_to_slice(hex_hash, &mut hash).ok()?;
+                        Credential::Token(hash)
+                    }
+                    (None, Some(san)) => Credential::CertificateSan(san.clone()),
+                    _ => return None,
+                };
                 Some(Client {
-                    token_sha256: hash,
+                    credential,
                     identity: Identity::with_namespaces(&c.name, c.namespaces.clone()),
                 })
             })
@@ -134,27 +185,71 @@ impl Gatekeeper {
         !self.clients.is_empty()
     }
 
-    /// The caller's identity from its metadata.
-    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Identity, Denied> {
+    /// The caller's identity from its metadata and the client certificate
+    /// chain its connection presented (end-entity first, already verified
+    /// by the TLS handshake). A bearer token, when sent, decides alone;
+    /// without one, the certificate's subjectAltNames must name exactly one
+    /// client configured with `certificate_san`.
+    pub fn authenticate(
+        &self,
+        metadata: &MetadataMap,
+        peer_certs: Option<&[CertificateDer<'_>]>,
+    ) -> Result<Identity, Denied> {
         if !self.enabled() {
             return Ok(Identity::anonymous());
         }
-        let token = bearer(metadata).ok_or(Denied::NoCredentials)?;
+        if let Some(token) = bearer(metadata) {
+            return self.by_token(token);
+        }
+        let has_certificate_clients = self
+            .clients
+            .iter()
+            .any(|c| matches!(c.credential, Credential::CertificateSan(_)));
+        match peer_certs.and_then(<[_]>::first) {
+            Some(leaf) if has_certificate_clients => self.by_certificate(leaf),
+            _ => Err(Denied::NoCredentials),
+        }
+    }
+
+    /// The client whose token hashes to the same SHA-256 as `token`.
+    fn by_token(&self, token: &str) -> Result<Identity, Denied> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        // Every client is compared, whichever matches, in constant time.
+        // Every token client is compared, whichever matches, in constant time.
         let mut found = None;
         for client in self.clients.iter() {
-            if bool::from(client.token_sha256.ct_eq(&presented)) {
-                found = Some(&client.identity);
+            if let Credential::Token(hash) = &client.credential {
+                if bool::from(hash.ct_eq(&presented)) {
+                    found = Some(&client.identity);
+                }
             }
         }
         found.cloned().ok_or(Denied::BadCredentials)
     }
 
+    /// The one client whose `certificate_san` is among the subjectAltNames
+    /// of `leaf`; none or several: refused.
+    fn by_certificate(&self, leaf: &CertificateDer<'_>) -> Result<Identity, Denied> {
+        let names = certificate_names(leaf).ok_or(Denied::BadCredentials)?;
+        let mut matching = self
+            .clients
+            .iter()
+            .filter(|client| match &client.credential {
+                Credential::CertificateSan(san) => names.iter().any(|name| name.matches(san)),
+                Credential::Token(_) => false,
+            });
+        match (matching.next(), matching.next()) {
+            (Some(client), None) => Ok(client.identity.clone()),
+            _ => Err(Denied::BadCredentials),
+        }
+    }
+
     /// The interceptor: authenticates, charges the rate limit and stores the
     /// [`Identity`] in the request's extensions for the handler.
     pub fn check(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let identity = self.authenticate(request.metadata())?;
+        let peer_certs = request.peer_certs();
+        let identity = self
+            .authenticate(request.metadata(), peer_certs.as_deref().map(Vec::as_slice))
+            .map_err(Denied::counted)?;
         // Without authentication each peer address is its own identity.
         let key = if self.enabled() {
             identity.name.to_string()
@@ -163,9 +258,12 @@ impl Gatekeeper {
                 .remote_addr()
                 .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string())
         };
-        self.rates.take(&key).map_err(|rate| Denied::RateLimited {
-            client: identity.name.to_string(),
-            rate,
+        self.rates.take(&key).map_err(|rate| {
+            Denied::RateLimited {
+                client: identity.name.to_string(),
+                rate,
+            }
+            .counted()
         })?;
         request.extensions_mut().insert(identity);
         Ok(request)
@@ -177,7 +275,7 @@ impl Gatekeeper {
     pub fn identity_of<T>(&self, request: &Request<T>) -> Result<Identity, Denied> {
         match request.extensions().get::<Identity>() {
             Some(identity) => Ok(identity.clone()),
-            None if self.enabled() => Err(Denied::NoCredentials),
+            None if self.enabled() => Err(Denied::NoCredentials.counted()),
             None => Ok(Identity::anonymous()),
         }
     }
@@ -189,6 +287,46 @@ fn bearer(metadata: &MetadataMap) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// One identifying subjectAltName of a client certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SanName {
+    /// A DNS name: compared without regard to ASCII case, as DNS does.
+    Dns(String),
+    /// A URI (e.g. a SPIFFE ID): compared exactly.
+    Uri(String),
+}
+
+impl SanName {
+    /// Whether a configured `certificate_san` names this.
+    fn matches(&self, configured: &str) -> bool {
+        match self {
+            SanName::Dns(name) => name.eq_ignore_ascii_case(configured),
+            SanName::Uri(uri) => uri == configured,
+        }
+    }
+}
+
+/// The DNS and URI subjectAltNames of a DER certificate; `None` if it does
+/// not parse or its subjectAltName extension is malformed or repeated.
+fn certificate_names(der: &CertificateDer<'_>) -> Option<Vec<SanName>> {
+    use x509_parser::extensions::GeneralName;
+    let (_, certificate) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let Some(san) = certificate.subject_alternative_name().ok()? else {
+        return Some(Vec::new());
+    };
+    Some(
+        san.value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                GeneralName::DNSName(dns) => Some(SanName::Dns((*dns).to_owned())),
+                GeneralName::URI(uri) => Some(SanName::Uri((*uri).to_owned())),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 /// The hex SHA-256 of a token, as `auth.clients.token_sha256` expects it.
@@ -205,7 +343,8 @@ mod tests {
         let auth = AuthConfig {
             clients: vec![ClientConfig {
                 name: "orders".into(),
-                token_sha256: token_sha256("secret-orders"),
+                token_sha256: Some(token_sha256("secret-orders")),
+                certificate_san: None,
                 namespaces: vec!["orders/".into()],
             }],
         };
@@ -222,19 +361,109 @@ mod tests {
     #[test]
     fn bearer_tokens() {
         let k = keeper();
-        let id = k.authenticate(&with_auth("Bearer secret-orders")).unwrap();
+        let id = k
+            .authenticate(&with_auth("Bearer secret-orders"), None)
+            .unwrap();
         assert_eq!(&*id.name, "orders");
         assert_eq!(
-            k.authenticate(&MetadataMap::new()).unwrap_err(),
+            k.authenticate(&MetadataMap::new(), None).unwrap_err(),
             Denied::NoCredentials
         );
         assert_eq!(
-            k.authenticate(&with_auth("Basic x")).unwrap_err(),
+            k.authenticate(&with_auth("Basic x"), None).unwrap_err(),
             Denied::NoCredentials
         );
         assert_eq!(
-            k.authenticate(&with_auth("Bearer nope")).unwrap_err(),
+            k.authenticate(&with_auth("Bearer nope"), None).unwrap_err(),
             Denied::BadCredentials
+        );
+    }
+
+    /// A self-signed certificate (the chain is the handshake's business)
+    /// with the given subjectAltNames, as DER.
+    fn certificate(sans: Vec<rcgen::SanType>) -> CertificateDer<'static> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.subject_alt_names = sans;
+        params.self_signed(&key).expect("certificate").der().clone()
+    }
+
+    fn dns(name: &str) -> rcgen::SanType {
+        rcgen::SanType::DnsName(name.try_into().expect("dns"))
+    }
+
+    fn uri(name: &str) -> rcgen::SanType {
+        rcgen::SanType::URI(name.try_into().expect("uri"))
+    }
+
+    /// Certificate identities: a DNS SAN matches without regard to case, a
+    /// URI SAN exactly; an unknown or ambiguous certificate is refused; a
+    /// bearer token, when sent, decides alone.
+    #[test]
+    fn certificate_identities() {
+        let client = |name: &str, san: &str| ClientConfig {
+            name: name.into(),
+            token_sha256: None,
+            certificate_san: Some(san.into()),
+            namespaces: vec![format!("{name}/")],
+        };
+        let auth = AuthConfig {
+            clients: vec![
+                client("jobs", "jobs.clients.test"),
+                client("batch", "spiffe://example.test/batch"),
+                ClientConfig {
+                    name: "orders".into(),
+                    token_sha256: Some(token_sha256("secret-orders")),
+                    certificate_san: None,
+                    namespaces: vec!["orders/".into()],
+                },
+            ],
+        };
+        let k = Gatekeeper::new(&auth, &LimitsConfig::default());
+        let name = |certs: &[CertificateDer<'_>], meta: &MetadataMap| {
+            k.authenticate(meta, Some(certs))
+                .map(|id| id.name.to_string())
+        };
+        let none = MetadataMap::new();
+        let jobs = certificate(vec![dns("other.test"), dns("JOBS.clients.test")]);
+        assert_eq!(name(std::slice::from_ref(&jobs), &none).unwrap(), "jobs");
+        let batch = certificate(vec![uri("spiffe://example.test/batch")]);
+        assert_eq!(name(&[batch], &none).unwrap(), "batch");
+        let batch_case = certificate(vec![uri("spiffe://example.test/BATCH")]);
+        assert_eq!(name(&[batch_case], &none), Err(Denied::BadCredentials));
+        let stranger = certificate(vec![dns("stranger.clients.test")]);
+        assert_eq!(name(&[stranger], &none), Err(Denied::BadCredentials));
+        let both = certificate(vec![
+            dns("jobs.clients.test"),
+            uri("spiffe://example.test/batch"),
+        ]);
+        assert_eq!(name(&[both], &none), Err(Denied::BadCredentials));
+        let garbage = CertificateDer::from(vec![0x30, 0x03, 1, 2, 3]);
+        assert_eq!(name(&[garbage], &none), Err(Denied::BadCredentials));
+        assert_eq!(name(&[], &none), Err(Denied::NoCredentials));
+        assert_eq!(
+            name(
+                std::slice::from_ref(&jobs),
+                &with_auth("Bearer secret-orders")
+            )
+            .unwrap(),
+            "orders"
+        );
+        assert_eq!(
+            name(&[jobs], &with_auth("Bearer nope")),
+            Err(Denied::BadCredentials)
+        );
+    }
+
+    /// Without certificate clients a certificate alone is no credential.
+    #[test]
+    fn certificate_without_certificate_clients() {
+        let cert = certificate(vec![dns("orders")]);
+        assert_eq!(
+            keeper()
+                .authenticate(&MetadataMap::new(), Some(&[cert]))
+                .unwrap_err(),
+            Denied::NoCredentials
         );
     }
 
@@ -242,7 +471,7 @@ mod tests {
     #[test]
     fn namespaces() {
         let id = keeper()
-            .authenticate(&with_auth("bearer secret-orders"))
+            .authenticate(&with_auth("bearer secret-orders"), None)
             .unwrap();
         assert!(id.permit("orders/42").is_ok());
         assert!(id.permit("ordersX").is_err());

@@ -103,6 +103,11 @@ impl ConnectionCalls {
             let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
             let count = open.entry(peer).or_insert(0);
             if *count >= self.max {
+                // Counted here, where the refusal is decided, like the
+                // other refusals in `auth.rs`.
+                crate::metrics::auth_denied(
+                    super::auth::Denied::TooManyCalls { max: self.max }.reason(),
+                );
                 return Err(self.max);
             }
             *count += 1;
