@@ -20,6 +20,7 @@ against_both_servers!(
     extend_recreates_lost_keys,
     hung_masters_cost_at_most_node_timeout,
     replica_does_not_count,
+    flushed_script_cache_costs_one_call_at_most,
 );
 
 /// Locks of at most 2 s, so the quarantine (max_ttl + drift, + 1 s of
@@ -181,6 +182,32 @@ async fn hung_masters_cost_at_most_node_timeout(flavor: Flavor) {
     // Release waits for every master (bounded by node_timeout); the other
     // calls are decided by the three live ones.
     assert!(slowest < NODE_TIMEOUT * 8, "{slowest:?}");
+}
+
+/// Every master forgets the batch script (`SCRIPT FLUSH`, as an operator
+/// or a restart with AOF would): the batches that meet NOSCRIPT fail rather
+/// than being retried out of order, and the next call carries the script's
+/// text again and succeeds.
+async fn flushed_script_cache_costs_one_call_at_most(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let before = acquire(&mut c, "before-flush", 5_000, 0)
+        .await
+        .expect("granted");
+    for i in 0..5 {
+        h.raw(i, "SCRIPT", vec!["FLUSH".into()]).await;
+    }
+    // This one may meet NOSCRIPT on every master: UNAVAILABLE, never a
+    // wrong answer.
+    match release(&mut c, &before).await {
+        Ok(held) => assert!(held, "the lock was held"),
+        Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+    }
+    let after = acquire(&mut c, "after-flush", 5_000, 0)
+        .await
+        .expect("the script travels in full again");
+    assert!(release(&mut c, &after).await.expect("release"));
+    assert!(h.keys("redlock:lock:after-flush").await.is_empty());
 }
 
 /// A master that is a replica (here even a writable one) is refused: with

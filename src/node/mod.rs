@@ -8,6 +8,7 @@
 //! multiplexed connection shared by all requests.
 
 pub mod auth;
+pub mod batch;
 pub mod scripts;
 pub mod server_info;
 pub mod state;
@@ -18,15 +19,15 @@ pub use watch::mark_duplicates;
 
 use crate::redlock::fence::FenceRead;
 use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use batch::Batcher;
 use fred::clients::WithOptions;
 use fred::prelude::{
     Builder, Client, ClientLike, Config as FredConfig, ErrorKind, Options, ReconnectPolicy,
     TcpConfig, Value,
 };
-use fred::types::{ClusterHash, CustomCommand};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use scripts::{Script, Scripts};
+use scripts::{Op, Scripts};
 use state::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,12 @@ use std::time::Duration;
 /// How long fred may take to open a TCP connection to a master; commands do
 /// not wait for it (fail-fast), only reconnection does.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Longest pause between reconnection attempts to a lost master (the
+/// delays double from 20 ms, plus fred's jitter of up to 100 ms). Short: a
+/// master that comes back is in service again within about half a second,
+/// and a connection attempt every half second costs nothing.
+const RECONNECT_MAX_DELAY_MS: u32 = 500;
 
 /// A master could not even be configured (bad URL).
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +56,8 @@ pub struct FredNode {
     client: Client,
     /// The same connection with per-command options: timeout, one attempt, fail-fast.
     command: WithOptions<Client>,
-    scripts: Arc<Scripts>,
+    /// Every lock command goes through here, batched (`batch.rs`).
+    batcher: Batcher,
     /// Connection, trust and features, kept by the watchers (`watch.rs`).
     /// fred keeps its own state "connected" until its first reconnection
     /// attempt fails, and queues commands meanwhile; the `down` flag makes
@@ -101,7 +109,7 @@ impl FredNode {
                 };
             })
             .with_performance_config(|p| p.default_command_timeout = node_timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 20, 2_000, 2));
+            .set_policy(ReconnectPolicy::new_exponential(0, 20, RECONNECT_MAX_DELAY_MS, 2));
         let client = builder.build().map_err(|e| NodeSetupError {
             name: name.clone(),
             reason: e.details().to_owned(),
@@ -112,12 +120,18 @@ impl FredNode {
             fail_fast: true,
             ..Options::default()
         });
+        let state = Arc::new(NodeState::new(name.clone(), settings.quarantine));
         let node = FredNode {
-            state: Arc::new(NodeState::new(name.clone(), settings.quarantine)),
+            batcher: Batcher::start(
+                name.as_str().into(),
+                command.clone(),
+                Arc::clone(&state),
+                Arc::clone(&scripts.batch),
+            ),
+            state,
             name,
             client,
             command,
-            scripts,
         };
         node.client.connect();
         watch::spawn(&node, settings);
@@ -151,53 +165,15 @@ impl FredNode {
         let _ = tokio::time::timeout(CONNECT_TIMEOUT, self.client.quit()).await;
     }
 
-    /// EVALSHA, falling back to EVAL once if the master lost its script cache.
-    async fn eval(
+    /// Queues `op` in this master's next batch (at once: the order of
+    /// submission is the order on the master) and waits for its reply.
+    fn run(
         &self,
-        script: &Script,
-        keys: &[&str],
+        op: Op,
+        keys: Vec<Value>,
         args: Vec<Value>,
-    ) -> Result<Value, NodeError> {
-        let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(script.sha.as_str().into());
-        argv.push(Value::Integer(keys.len() as i64));
-        argv.extend(keys.iter().map(|k| Value::from(*k)));
-        argv.extend(args);
-        match self.custom("EVALSHA", argv.clone()).await {
-            Err(NodeError::Server(message)) if message.contains("NOSCRIPT") => {
-                argv[0] = script.lua.into();
-                self.custom("EVAL", argv).await
-            }
-            other => other,
-        }
-    }
-
-    /// Announces a release without waiting for the answer: the notice only
-    /// speeds waiters up (they also retry at expiry), so the releasing caller
-    /// does not pay a round trip for it.
-    fn publish(&self, channel: &str, notice: &str) {
-        let command = self.command.clone();
-        let args: Vec<Value> = vec![channel.into(), notice.into()];
-        let name = self.name.clone();
-        tokio::spawn(async move {
-            let cmd = CustomCommand::new_static("PUBLISH", ClusterHash::FirstKey, false);
-            if let Err(error) = command.custom::<Value, Value>(cmd, args).await {
-                tracing::debug!(node = %name, %error, "PUBLISH of a release notice failed");
-            }
-        });
-    }
-
-    async fn custom(&self, command: &'static str, args: Vec<Value>) -> Result<Value, NodeError> {
-        if self.state.is_down() {
-            return Err(NodeError::Unavailable(
-                "connection lost; reconnecting".into(),
-            ));
-        }
-        let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
-        self.command
-            .custom::<Value, Value>(cmd, args)
-            .await
-            .map_err(node_error)
+    ) -> impl std::future::Future<Output = Result<Value, NodeError>> + Send + 'static {
+        self.batcher.submit(op, keys, args)
     }
 }
 
@@ -210,18 +186,19 @@ impl Node for FredNode {
         self.state.trusted()
     }
 
-    fn acquire<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<AcquireVote, NodeError>> {
+    ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
+        let reply = self.run(
+            Op::Acquire,
+            vec![key(&keys.lock), key(&keys.fence)],
+            vec![token.expose().into(), millis(ttl)],
+        );
         async move {
-            let args = vec![token.expose().into(), millis(ttl)];
-            let reply = self
-                .eval(&self.scripts.acquire, &[&keys.lock, &keys.fence], args)
-                .await?;
-            let fields = array(reply)?;
+            let fields = array(reply.await?)?;
             match fields.as_slice() {
                 [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
                     max: unsigned(max)?,
@@ -238,40 +215,39 @@ impl Node for FredNode {
         .boxed()
     }
 
-    fn commit_fence<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn commit_fence(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         fence: u64,
         fence_ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, NodeError>> {
-        async move {
-            let args = vec![
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        let reply = self.run(
+            Op::CommitFence,
+            vec![key(&keys.lock), key(&keys.fence)],
+            vec![
                 token.expose().into(),
                 Value::String(fence.to_string().into()),
                 millis(fence_ttl),
-            ];
-            let reply = self
-                .eval(&self.scripts.commit_fence, &[&keys.lock, &keys.fence], args)
-                .await?;
-            Ok(integer(&reply)? == 1)
-        }
-        .boxed()
+            ],
+        );
+        async move { Ok(integer(&reply.await?)? == 1) }.boxed()
     }
 
-    fn extend<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn extend(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
-    ) -> BoxFuture<'a, Result<ExtendVote, NodeError>> {
+    ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
+        let reply = self.run(
+            Op::Extend,
+            vec![key(&keys.lock), key(&keys.fence)],
+            vec![token.expose().into(), millis(ttl), millis(fence_ttl)],
+        );
         async move {
-            let args = vec![token.expose().into(), millis(ttl), millis(fence_ttl)];
-            let reply = self
-                .eval(&self.scripts.extend, &[&keys.lock, &keys.fence], args)
-                .await?;
-            let fields = array(reply)?;
+            let fields = array(reply.await?)?;
             match fields.as_slice() {
                 [flag] if integer(flag)? == 0 => Ok(ExtendVote::NotHeld),
                 [flag] if integer(flag)? == 2 => Ok(ExtendVote::Missing),
@@ -284,64 +260,53 @@ impl Node for FredNode {
         .boxed()
     }
 
-    fn recreate<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn recreate(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, NodeError>> {
-        async move {
-            let args = vec![
-                keys.lock.as_str().into(),
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        let reply = self.run(
+            Op::Recreate,
+            vec![key(&keys.lock)],
+            vec![token.expose().into(), millis(ttl)],
+        );
+        async move { Ok(integer(&reply.await?)? == 1) }.boxed()
+    }
+
+    fn release(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        notice: &str,
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        let delifeq = if self.state.has_delifeq() { "1" } else { "0" };
+        let reply = self.run(
+            Op::Release,
+            vec![key(&keys.lock)],
+            vec![
                 token.expose().into(),
-                "NX".into(),
-                "PX".into(),
-                millis(ttl),
-            ];
-            Ok(matches!(self.custom("SET", args).await?, Value::String(_)))
-        }
-        .boxed()
+                key(&keys.channel),
+                notice.into(),
+                delifeq.into(),
+            ],
+        );
+        async move { Ok(integer(&reply.await?)? == 1) }.boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
-        notice: &'a str,
-    ) -> BoxFuture<'a, Result<bool, NodeError>> {
+    fn check(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+    ) -> BoxFuture<'static, Result<Option<Duration>, NodeError>> {
+        let reply = self.run(
+            Op::Check,
+            vec![key(&keys.lock)],
+            vec![token.expose().into()],
+        );
         async move {
-            if self.state.has_delifeq() {
-                let args = vec![keys.lock.as_str().into(), token.expose().into()];
-                let deleted = integer(&self.custom("DELIFEQ", args).await?)? == 1;
-                if deleted {
-                    self.publish(&keys.channel, notice);
-                }
-                Ok(deleted)
-            } else {
-                let args = vec![
-                    token.expose().into(),
-                    keys.channel.as_str().into(),
-                    notice.into(),
-                ];
-                let reply = self
-                    .eval(&self.scripts.release, &[&keys.lock], args)
-                    .await?;
-                Ok(integer(&reply)? == 1)
-            }
-        }
-        .boxed()
-    }
-
-    fn check<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
-    ) -> BoxFuture<'a, Result<Option<Duration>, NodeError>> {
-        async move {
-            let args = vec![token.expose().into()];
-            let reply = self.eval(&self.scripts.check, &[&keys.lock], args).await?;
             // -3: not ours; -2: gone; -1: no expiry (never set by us): not held.
-            Ok(u64::try_from(integer(&reply)?)
+            Ok(u64::try_from(integer(&reply.await?)?)
                 .ok()
                 .map(Duration::from_millis))
         }
@@ -357,11 +322,15 @@ pub fn node_name(url: &str) -> String {
     host.split(['/', '?']).next().unwrap_or(host).to_owned()
 }
 
+fn key(name: &str) -> Value {
+    Value::from(name)
+}
+
 fn millis(duration: Duration) -> Value {
     Value::Integer(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn node_error(error: fred::error::Error) -> NodeError {
+pub(crate) fn node_error(error: fred::error::Error) -> NodeError {
     match error.kind() {
         ErrorKind::Timeout => NodeError::Timeout,
         ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {

@@ -1,36 +1,124 @@
 //! The Lua scripts that make each Redlock step atomic on one master.
 //!
-//! Each is sent with EVALSHA; a master that does not know it yet (fresh start,
-//! `SCRIPT FLUSH`) answers NOSCRIPT and gets the full text with EVAL once,
-//! which also caches it. Key layout: see `crate::redlock::keys`.
+//! They never travel alone: every command to a master is an operation in a
+//! batch ([`batch_script`], sent by `super::batch`), so that one script call
+//! carries the operations of every caller waiting for that master at that
+//! moment. Key layout: see `crate::redlock::keys`.
 
-/// A script's text and its SHA-1, computed once.
-#[derive(Debug, Clone)]
-pub struct Script {
-    /// The Lua source, sent with EVAL after a NOSCRIPT.
-    pub lua: &'static str,
-    /// Its SHA-1 in hex, sent with EVALSHA.
-    pub sha: String,
+/// Which script a batched operation runs: its index (from 1) in the
+/// batch script's table of operations, see [`batch_script`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// [`ACQUIRE`].
+    Acquire = 1,
+    /// [`COMMIT_FENCE`].
+    CommitFence = 2,
+    /// [`EXTEND`].
+    Extend = 3,
+    /// [`RECREATE`].
+    Recreate = 4,
+    /// [`RELEASE`].
+    Release = 5,
+    /// [`CHECK`].
+    Check = 6,
 }
 
-impl Script {
-    fn new(lua: &'static str) -> Script {
-        Script {
-            lua,
-            sha: sha1_smol::Sha1::from(lua).digest().to_string(),
+impl Op {
+    /// Every operation, in the order of their codes.
+    pub const ALL: [Op; 6] = [
+        Op::Acquire,
+        Op::CommitFence,
+        Op::Extend,
+        Op::Recreate,
+        Op::Release,
+        Op::Check,
+    ];
+
+    /// A short fixed name for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::CommitFence => "commit_fence",
+            Op::Extend => "extend",
+            Op::Recreate => "recreate",
+            Op::Release => "release",
+            Op::Check => "check",
         }
     }
+
+    /// The operation's Lua body (it reads its own `KEYS` and `ARGV`).
+    pub fn lua(self) -> &'static str {
+        match self {
+            Op::Acquire => ACQUIRE,
+            Op::CommitFence => COMMIT_FENCE,
+            Op::Extend => EXTEND,
+            Op::Recreate => RECREATE,
+            Op::Release => RELEASE,
+            Op::Check => CHECK,
+        }
+    }
+}
+
+/// The marker a batched operation's reply starts with when the operation
+/// raised an error (`{'!err', message}`); no operation returns it.
+pub const ERROR_MARKER: &str = "!err";
+
+/// The one script every command to a master goes through: it runs a batch
+/// of operations, each the body of one of the scripts below wrapped as a
+/// function whose parameters shadow `KEYS` and `ARGV`, so a body reads the
+/// same alone or batched. An operation that fails (a key of the wrong type)
+/// answers `{'!err', message}` and the others still run.
+///
+/// Layout: `KEYS` are every operation's keys in order; `ARGV[1]` the number
+/// of operations, then per operation its code ([`Op`]), its number of keys,
+/// its number of arguments, and the arguments.
+///
+pub fn batch_script() -> String {
+    let mut lua = String::from(
+        r#"local now
+local function now_micros()
+  if not now then
+    local t = redis.call('TIME')
+    now = t[1] .. string.format('%06d', tonumber(t[2]))
+  end
+  return now
+end
+local ops = {
+"#,
+    );
+    for op in Op::ALL {
+        lua.push_str("function(KEYS, ARGV)\n");
+        lua.push_str(op.lua().trim());
+        lua.push_str("\nend,\n");
+    }
+    lua.push_str(
+        r#"}
+local out, k, a = {}, 1, 2
+for i = 1, tonumber(ARGV[1]) do
+  local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  local keys, args = {}, {}
+  for j = 1, nk do keys[j] = KEYS[k]; k = k + 1 end
+  for j = 1, na do args[j] = ARGV[a]; a = a + 1 end
+  local ok, r = pcall(ops[op], keys, args)
+  if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
+end
+return out
+"#,
+    );
+    lua
 }
 
 /// KEYS: lock, fence. ARGV: token, ttl ms.
 /// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`.
 /// Numbers travel as strings: a Lua number would lose nothing below 2^53,
-/// but strings keep the conversion in one obvious place (Rust).
+/// but strings keep the conversion in one obvious place (Rust). The
+/// master's clock is read once per batch (`now_micros`, defined by
+/// [`batch_script`]): the batch runs atomically, so every operation in it
+/// happens at that instant.
 pub const ACQUIRE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local max = redis.call('HGET', KEYS[2], 'max') or '0'
-  local t = redis.call('TIME')
-  return {1, max, t[1] .. string.format('%06d', tonumber(t[2]))}
+  return {1, redis.call('HGET', KEYS[2], 'max') or '0', now_micros()}
 end
 return {0, tostring(redis.call('PTTL', KEYS[1]))}
 "#;
@@ -41,8 +129,11 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 pub const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
-if tonumber(ARGV[2]) > max then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
-redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2])
+if tonumber(ARGV[2]) > max then
+  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2])
+else
+  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 "#;
@@ -65,15 +156,25 @@ if h[1] == ARGV[1] and h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock. ARGV: token, release channel, release notice.
-/// Compare-and-delete, for servers without DELIFEQ; announces the release
-/// on the channel when it deleted.
+/// KEYS: lock. ARGV: token, release channel, release notice, '1' if the
+/// master has DELIFEQ (Valkey 9). Compare-and-delete; announces the release
+/// on the channel when it deleted. Returns 1 if it deleted.
 pub const RELEASE: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if ARGV[4] == '1' then
+  if redis.call('DELIFEQ', KEYS[1], ARGV[1]) == 0 then return 0 end
+elseif redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return 1
+else
+  return 0
 end
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+"#;
+
+/// KEYS: lock. ARGV: token, ttl ms. `SET NX PX`, for a lock that lost its
+/// key on this master (see `Node::recreate`). Returns 1 if set.
+pub const RECREATE: &str = r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 "#;
 
@@ -83,30 +184,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1])
 return -3
 "#;
 
-/// All scripts, hashed once at start-up.
+/// The scripts a daemon sends, built once at start-up and shared by every
+/// master's connection.
 #[derive(Debug, Clone)]
 pub struct Scripts {
-    /// See [`ACQUIRE`].
-    pub acquire: Script,
-    /// See [`COMMIT_FENCE`].
-    pub commit_fence: Script,
-    /// See [`EXTEND`].
-    pub extend: Script,
-    /// See [`RELEASE`].
-    pub release: Script,
-    /// See [`CHECK`].
-    pub check: Script,
+    /// [`batch_script`], hashed.
+    pub batch: std::sync::Arc<super::batch::BatchScript>,
 }
 
 impl Scripts {
-    /// Hashes every script.
+    /// Builds and hashes the batch script.
     pub fn new() -> Scripts {
         Scripts {
-            acquire: Script::new(ACQUIRE),
-            commit_fence: Script::new(COMMIT_FENCE),
-            extend: Script::new(EXTEND),
-            release: Script::new(RELEASE),
-            check: Script::new(CHECK),
+            batch: std::sync::Arc::new(super::batch::BatchScript::new(batch_script().into())),
         }
     }
 }
@@ -121,12 +211,15 @@ impl Default for Scripts {
 mod tests {
     use super::*;
 
-    /// SHA-1 of a known string, as Redis computes it for SCRIPT LOAD.
+    /// Every operation is in the batch script, at the index its code names.
     #[test]
-    fn sha_matches_redis() {
-        assert_eq!(
-            Script::new("return 1").sha,
-            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
-        );
+    fn batch_script_holds_every_op_in_code_order() {
+        let lua = batch_script();
+        let mut from = 0;
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i + 1);
+            let at = lua[from..].find(op.lua().trim()).expect("op body present") + from;
+            from = at + 1;
+        }
     }
 }

@@ -23,6 +23,9 @@ pub struct NodeState {
     /// master could be a fresh, empty restart whose quarantine is not known
     /// yet: its answers do not count.
     verified: AtomicBool,
+    /// Whether the batch script was sent in full (EVAL) on the current
+    /// connection, so that EVALSHA finds it (see `batch.rs`).
+    script_sent: AtomicBool,
     trust: Mutex<Trust>,
 }
 
@@ -44,6 +47,7 @@ impl NodeState {
             down: AtomicBool::new(false),
             delifeq: AtomicBool::new(false),
             verified: AtomicBool::new(false),
+            script_sent: AtomicBool::new(false),
             trust: Mutex::new(Trust::default()),
         }
     }
@@ -54,6 +58,7 @@ impl NodeState {
         if down {
             // Whatever answers after a reconnection must be checked again.
             self.verified.store(false, Ordering::Relaxed);
+            self.script_sent.store(false, Ordering::Relaxed);
         }
         !self.down.swap(down, Ordering::Relaxed)
     }
@@ -62,7 +67,21 @@ impl NodeState {
     /// read on it (see [`NodeState::observe`]).
     pub fn reconnected(&self) {
         self.verified.store(false, Ordering::Relaxed);
+        self.script_sent.store(false, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the next batch must carry the script's text (EVAL) rather
+    /// than its hash (EVALSHA); answering true also records it as sent,
+    /// since later batches reach the master after this one.
+    pub fn script_must_be_sent(&self) -> bool {
+        !self.script_sent.swap(true, Ordering::Relaxed)
+    }
+
+    /// The master answered NOSCRIPT (it restarted, or its cache was
+    /// flushed): send the text again.
+    pub fn script_lost(&self) {
+        self.script_sent.store(false, Ordering::Relaxed);
     }
 
     /// Whether `INFO` was read since the last (re)connection.

@@ -54,6 +54,17 @@ pub struct AttemptStats {
 }
 
 impl Redlock {
+    /// How long a failed attempt waits for its cleanup release: until the
+    /// attempt has used `node_timeout` in all, and at least a tenth of it.
+    /// The release is queued for every master at once and reaches each
+    /// before anything sent later, so waiting only lets the answer say the
+    /// keys are gone where masters are quick; with masters hung, the caller
+    /// hears UNAVAILABLE about `node_timeout` after it asked, not twice that.
+    fn cleanup_deadline(&self, start: Instant) -> Instant {
+        let timeout = self.settings.node_timeout;
+        (start + timeout).max(Instant::now() + timeout / 10)
+    }
+
     /// One attempt; on success the fence and the validity.
     pub(super) async fn attempt(
         &self,
@@ -97,8 +108,12 @@ impl Redlock {
             )
             .await;
         if votes.decision() != Decision::Reached {
-            self.release_everywhere(subject, WakeWaiters::IfDeleted)
-                .await;
+            self.release_everywhere(
+                subject,
+                WakeWaiters::IfDeleted,
+                self.cleanup_deadline(start),
+            )
+            .await;
             return Err(if votes.refused_by_majority() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes, refusals),
@@ -114,9 +129,12 @@ impl Redlock {
             fence,
             fence_ttl: self.settings.fence_ttl,
         };
-        let granting = granted.iter().map(|&(index, _)| index);
+        // To every master, not only those whose grant was counted: each
+        // master has our SET before the commit (see `Node`), and commits only
+        // where our token holds the lock, so a straggler that granted late
+        // commits too and can stand in for a master that fails now.
         let commits = self
-            .round(subject, granting, commit, |_, reply, tally| match reply {
+            .round(subject, self.all(), commit, |_, reply, tally| match reply {
                 Reply::Committed(true) => tally.yes += 1,
                 _ => tally.no += 1,
             })
@@ -125,8 +143,12 @@ impl Redlock {
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
-                self.release_everywhere(subject, WakeWaiters::IfDeleted)
-                    .await;
+                self.release_everywhere(
+                    subject,
+                    WakeWaiters::IfDeleted,
+                    self.cleanup_deadline(start),
+                )
+                .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
                     _ => LockError::NoQuorum(commits),

@@ -203,7 +203,7 @@ impl Redlock {
         subject: &Arc<Subject>,
         ttl: Duration,
         missing: Vec<usize>,
-        stragglers: impl futures::Stream<Item = round::Answer> + Send + 'static,
+        stragglers: round::Pending,
     ) {
         use futures::StreamExt;
         let nodes = self.nodes.clone();
@@ -213,6 +213,7 @@ impl Redlock {
             let late = stragglers.filter_map(|(index, reply)| async move {
                 matches!(reply, Ok(Reply::Extend(ExtendVote::Missing))).then_some(index)
             });
+            let late = late.take_until(tokio::time::sleep(timeout));
             let lost: Vec<usize> = futures::stream::iter(missing).chain(late).collect().await;
             for index in lost {
                 let put_back = nodes[index].recreate(&subject.keys, &subject.token, ttl);
@@ -229,8 +230,10 @@ impl Redlock {
     /// majority; an error when too few masters answered to tell (the release
     /// was still sent to all of them).
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        let subject = self.subject(resource, token.clone());
+        let deadline = Instant::now() + self.settings.node_timeout;
         let tally = self
-            .release_everywhere(&self.subject(resource, token.clone()), WakeWaiters::AtOnce)
+            .release_everywhere(&subject, WakeWaiters::AtOnce, deadline)
             .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
@@ -303,32 +306,33 @@ impl Redlock {
     }
 
     /// Sends a compare-and-delete to every master and waits for all of them
-    /// (each bounded by `node_timeout`), so that when it returns nothing of
-    /// this token is left on a master that answered. Every master publishes
+    /// until `deadline`, so that when it returns nothing of this token is
+    /// left on a master that answered. Every master publishes
     /// the release where it deleted; this replica's waiters are woken as
     /// `wake` says.
-    async fn release_everywhere(&self, subject: &Arc<Subject>, wake: WakeWaiters) -> Tally {
+    async fn release_everywhere(
+        &self,
+        subject: &Arc<Subject>,
+        wake: WakeWaiters,
+        deadline: Instant,
+    ) -> Tally {
         let notice = Notice::new(&subject.resource);
         let command = Command::Release(notice.encode().into());
-        let (replies, submitted): (Vec<_>, Vec<_>) = self
-            .all()
-            .map(|index| self.dispatch(index, subject, command.clone()))
-            .unzip();
+        let mut pending = self.send_to(subject, self.all(), &command);
         if wake == WakeWaiters::AtOnce {
-            // Every delete is queued on its master's connection ahead of
-            // anything the woken waiter sends, so its SETs land after them.
-            futures::future::join_all(submitted).await;
+            // Every delete is queued for its master ahead of anything the
+            // woken waiter sends, so its SETs land after them.
             self.wake_waiters(&notice, true);
         }
         let mut tally = Tally::new(self.quorum);
-        for (index, reply) in futures::future::join_all(replies).await {
+        self.listen(&mut pending, deadline, &mut tally, |_, reply, tally| {
             match reply {
-                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
-                Ok(Reply::Released(true)) => tally.yes += 1,
-                Ok(_) => tally.no += 1,
-                Err(error) => self.count_failure(index, &error, &mut tally),
+                Reply::Released(true) => tally.yes += 1,
+                _ => tally.no += 1,
             }
-        }
+            true
+        })
+        .await;
         if wake == WakeWaiters::IfDeleted && tally.yes > 0 {
             self.wake_waiters(&notice, false);
         }

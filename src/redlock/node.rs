@@ -3,13 +3,15 @@
 //! fred (`crate::node`); tests of the algorithm can drive fakes.
 //!
 //! An implementation should give up on a command after `node_timeout` by
-//! itself, but need not: the engine bounds every call with its own timeout.
+//! itself, but need not: the engine stops waiting at its own deadline.
 //!
-//! Ordering: an implementation must hand its command to the master's
-//! connection within the first poll of the returned future (fred does: it
-//! queues the command before awaiting the reply), and keep commands to one
-//! master in that order. The engine relies on it to send a cleanup release
-//! only after the SETs it cleans up.
+//! Submission is synchronous: when a method returns, its command is queued
+//! for the master (fred: in the master's batch queue), and commands to one
+//! master reach it in the order the methods were called. The engine relies
+//! on it to send a cleanup release only after the SETs it cleans up.
+//! Dropping the returned future does not withdraw the command: a round stops
+//! *listening* once decided, but a straggler's SET or PEXPIRE still lands
+//! (a lock held on more masters than the quorum survives more losses).
 
 use super::fence::FenceRead;
 use super::keys::LockKeys;
@@ -59,57 +61,57 @@ pub trait Node: Send + Sync {
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step.
-    fn acquire<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<AcquireVote, NodeError>>;
+    ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
     /// refreshes the fence hash's expiry, only if `token` holds the lock
     /// here. Returns whether it did.
-    fn commit_fence<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn commit_fence(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         fence: u64,
         fence_ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, NodeError>>;
+    ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-PEXPIRE: resets the lock's expiry to `ttl` (and the fence
     /// hash's to `fence_ttl`) if `token` holds it.
-    fn extend<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn extend(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
-    ) -> BoxFuture<'a, Result<ExtendVote, NodeError>>;
+    ) -> BoxFuture<'static, Result<ExtendVote, NodeError>>;
 
     /// `SET lock token NX PX ttl`: puts a lock that still holds on a majority
     /// back on a master that lost it. Returns whether it was set.
-    fn recreate<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
+    fn recreate(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, NodeError>>;
+    ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
     /// Where it deleted, it also publishes `notice` on the release channel
     /// ([`LockKeys::channel`]), so waiters on every replica wake up.
-    fn release<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
-        notice: &'a str,
-    ) -> BoxFuture<'a, Result<bool, NodeError>>;
+    fn release(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        notice: &str,
+    ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.
-    fn check<'a>(
-        &'a self,
-        keys: &'a LockKeys,
-        token: &'a Token,
-    ) -> BoxFuture<'a, Result<Option<Duration>, NodeError>>;
+    fn check(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+    ) -> BoxFuture<'static, Result<Option<Duration>, NodeError>>;
 }

@@ -1,21 +1,24 @@
-//! One command of a round, as sent to one master on a task of its own.
+//! One round: a command sent to several masters at once, and the answers
+//! counted until the round is decided or its deadline passes.
 //!
-//! Each master's command runs on its own task so that a round can stop
-//! *listening* once it is decided without *cancelling* the commands still in
-//! flight: a straggler's SET or PEXPIRE still lands (and a lock held on more
-//! masters than the quorum survives more master losses), and its reply is
-//! simply ignored.
+//! Commands are queued for their masters synchronously ([`Node`]), so a
+//! round needs no task per command: it stops *listening* once decided
+//! without *cancelling* anything, and the answers still to come (the
+//! stragglers) are dropped, or handed to a caller that wants them.
 
 use super::node::{AcquireVote, ExtendVote, Node};
 use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
-use crate::metrics;
-use futures::future::join_all;
-use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use futures::future::{BoxFuture, FutureExt, TryFutureExt};
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// One master's reply in a round, tagged with the master's index.
 pub type Answer = (usize, Result<Reply, NodeError>);
+
+/// The answers of a round still to come.
+pub type Pending = FuturesUnordered<BoxFuture<'static, Answer>>;
 
 /// What a round is about: the resource's keys and the token, shared by the
 /// per-master tasks.
@@ -73,44 +76,47 @@ pub enum Reply {
 }
 
 impl Command {
-    /// A short fixed name for metrics.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Command::Acquire { .. } => "acquire",
-            Command::CommitFence { .. } => "commit_fence",
-            Command::Extend { .. } => "extend",
-            Command::Release(_) => "release",
-            Command::Check => "check",
-        }
-    }
-
-    /// Sends the command to `node` and waits for its reply.
-    pub async fn send(self, node: &dyn Node, subject: &Subject) -> Result<Reply, NodeError> {
+    /// Queues the command for `node` (see [`Node`]: by return it is on its
+    /// way) and returns its reply, to come.
+    pub fn send(
+        self,
+        node: &dyn Node,
+        subject: &Subject,
+    ) -> futures::future::BoxFuture<'static, Result<Reply, NodeError>> {
         let (keys, token) = (&subject.keys, &subject.token);
-        Ok(match self {
-            Command::Acquire { ttl } => Reply::Acquire(node.acquire(keys, token, ttl).await?),
-            Command::CommitFence { fence, fence_ttl } => {
-                Reply::Committed(node.commit_fence(keys, token, fence, fence_ttl).await?)
-            }
-            Command::Extend { ttl, fence_ttl } => {
-                Reply::Extend(node.extend(keys, token, ttl, fence_ttl).await?)
-            }
-            Command::Release(notice) => Reply::Released(node.release(keys, token, &notice).await?),
-            Command::Check => Reply::Held(node.check(keys, token).await?),
-        })
+        match self {
+            Command::Acquire { ttl } => node
+                .acquire(keys, token, ttl)
+                .map_ok(Reply::Acquire)
+                .boxed(),
+            Command::CommitFence { fence, fence_ttl } => node
+                .commit_fence(keys, token, fence, fence_ttl)
+                .map_ok(Reply::Committed)
+                .boxed(),
+            Command::Extend { ttl, fence_ttl } => node
+                .extend(keys, token, ttl, fence_ttl)
+                .map_ok(Reply::Extend)
+                .boxed(),
+            Command::Release(notice) => node
+                .release(keys, token, &notice)
+                .map_ok(Reply::Released)
+                .boxed(),
+            Command::Check => node.check(keys, token).map_ok(Reply::Held).boxed(),
+        }
     }
 }
 
 impl Redlock {
     /// Sends `command` to the masters `targets` at once, feeding each reply to
-    /// `on_answer` until the round is decided. Stragglers are not waited for,
-    /// but not cancelled either (see the module doc). Failures are counted here.
+    /// `on_answer` until the round is decided or `node_timeout` passes (the
+    /// masters still silent then count as failed). Stragglers are not waited
+    /// for, but not cancelled either (see the module doc).
     ///
-    /// Every command is handed to its master's connection before the replies
-    /// are looked at, so any later command for the same key (the release
-    /// after a failed attempt, a client's Release) reaches each master after
-    /// this round's, never before: a straggling SET cannot land after its
-    /// own cleanup.
+    /// Every command is queued for its master before this returns its first
+    /// answer, so any later command for the same key (the release after a
+    /// failed attempt, a client's Release) reaches each master after this
+    /// round's, never before: a straggling SET cannot land after its own
+    /// cleanup.
     pub(super) async fn round(
         &self,
         subject: &Arc<Subject>,
@@ -124,90 +130,80 @@ impl Redlock {
     }
 
     /// [`Redlock::round`], also handing back the replies still to come, for
-    /// a caller that wants to act on them later (Extend re-creates lost keys).
+    /// a caller that wants to act on them later (Extend re-creates lost keys);
+    /// the caller bounds how long it listens to them.
     pub(super) async fn round_with_stragglers(
         &self,
         subject: &Arc<Subject>,
         targets: impl Iterator<Item = usize>,
         command: Command,
         mut on_answer: impl FnMut(usize, Reply, &mut Tally),
-    ) -> (Tally, impl Stream<Item = Answer> + Send + 'static) {
-        let (mut pending, submitted): (FuturesUnordered<_>, Vec<_>) = targets
-            .map(|index| self.dispatch(index, subject, command.clone()))
-            .unzip();
-        join_all(submitted).await;
+    ) -> (Tally, Pending) {
+        let deadline = Instant::now() + self.settings.node_timeout;
+        let mut pending = self.send_to(subject, targets, &command);
         let mut tally = Tally::new(self.quorum);
-        while let Some((index, reply)) = pending.next().await {
-            match reply {
-                // An untrusted master's answer is no answer (see `Node::trusted`).
-                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
-                Ok(reply) => on_answer(index, reply, &mut tally),
-                Err(error) => self.count_failure(index, &error, &mut tally),
-            }
-            if tally.decision() != Decision::Pending {
-                break;
-            }
-        }
+        self.listen(&mut pending, deadline, &mut tally, |index, reply, tally| {
+            on_answer(index, reply, tally);
+            tally.decision() == Decision::Pending
+        })
+        .await;
         (tally, pending)
     }
 
-    /// Runs one command against one master on its own task, bounded by
-    /// `node_timeout`. Returns the reply, and a signal that completes once the
-    /// command has been handed to the master's connection (or failed).
-    /// Dropping the reply future detaches the task.
-    pub(super) fn dispatch(
+    /// Queues `command` for every master of `targets`; their answers, to come.
+    pub(super) fn send_to(
         &self,
-        index: usize,
         subject: &Arc<Subject>,
-        command: Command,
-    ) -> (
-        impl std::future::Future<Output = Answer> + Send + 'static,
-        impl std::future::Future<Output = ()> + Send + 'static,
+        targets: impl Iterator<Item = usize>,
+        command: &Command,
+    ) -> Pending {
+        targets
+            .map(|index| {
+                let reply = command.clone().send(self.nodes[index].as_ref(), subject);
+                reply.map(move |reply| (index, reply)).boxed()
+            })
+            .collect()
+    }
+
+    /// Counts the answers of `pending` into `tally` (an untrusted master's
+    /// answer as a failure, see `Node::trusted`) while `on_answer` says to go
+    /// on, until every master answered or `deadline` passed; masters still
+    /// silent at the deadline count as failed (timed out).
+    pub(super) async fn listen(
+        &self,
+        pending: &mut Pending,
+        deadline: Instant,
+        tally: &mut Tally,
+        mut on_answer: impl FnMut(usize, Reply, &mut Tally) -> bool,
     ) {
-        let node = Arc::clone(&self.nodes[index]);
-        let subject = Arc::clone(subject);
-        let timeout = self.settings.node_timeout;
-        let (submitted, on_submitted) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let started = tokio::time::Instant::now();
-            let label = command.label();
-            let is_acquire = matches!(command, Command::Acquire { .. });
-            let mut call = std::pin::pin!(tokio::time::timeout(
-                timeout,
-                command.send(node.as_ref(), &subject)
-            ));
-            // A node hands its command over within the first poll (see
-            // [`Node`]); say so before waiting for the reply.
-            let first = futures::poll!(call.as_mut());
-            drop(submitted);
-            let reply = match first {
-                std::task::Poll::Ready(reply) => reply,
-                std::task::Poll::Pending => call.await,
+        let expiry = tokio::time::sleep_until(deadline);
+        tokio::pin!(expiry);
+        loop {
+            let answer = tokio::select! {
+                biased;
+                answer = pending.next() => answer,
+                () = &mut expiry => {
+                    tally.failed += pending.len();
+                    tracing::debug!(silent = pending.len(), "masters did not answer in time");
+                    return;
+                }
+            };
+            let Some((index, reply)) = answer else { return };
+            let go_on = match reply {
+                Ok(_) if !self.nodes[index].trusted() => {
+                    tally.failed += 1;
+                    tally.decision() == Decision::Pending
+                }
+                Ok(reply) => on_answer(index, reply, tally),
+                Err(error) => {
+                    self.count_failure(index, &error, tally);
+                    tally.decision() == Decision::Pending
+                }
+            };
+            if !go_on {
+                return;
             }
-            .unwrap_or(Err(NodeError::Timeout));
-            metrics::node_command(node.name(), label, started.elapsed());
-            if let Err(error) = &reply {
-                metrics::node_error(node.name(), error.kind());
-            }
-            if is_acquire {
-                metrics::acquire_vote(match &reply {
-                    Ok(Reply::Acquire(AcquireVote::Granted(_))) => "granted",
-                    Ok(_) => "refused",
-                    Err(NodeError::Timeout) => "timeout",
-                    Err(_) => "error",
-                });
-            }
-            reply
-        });
-        let reply = async move {
-            let reply = task
-                .await
-                .unwrap_or_else(|e| Err(NodeError::Protocol(format!("command task failed: {e}"))));
-            (index, reply)
-        };
-        (reply, async move {
-            let _ = on_submitted.await;
-        })
+        }
     }
 
     pub(super) fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {

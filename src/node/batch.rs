@@ -1,0 +1,268 @@
+//! Coalescing of commands to one master: every operation waiting for the
+//! master when its batcher wakes up goes out as one script call
+//! ([`super::scripts::batch_script`]).
+//!
+//! Why: a library sends each caller's commands separately, so the master
+//! parses, schedules and answers each one, and both sides pay a system call
+//! and a wake-up per command. The daemon sees many callers at once; with 64
+//! callers, one EVAL per master carries dozens of acquisitions, and the
+//! per-command costs are paid once per batch. At one caller a batch holds
+//! one operation and costs what a single script call costs.
+//!
+//! Ordering: operations are queued in the order they were submitted and
+//! batches are handed to the connection in queue order, so an operation
+//! submitted after another (a cleanup release after its SET) reaches the
+//! master after it. Submission is synchronous ([`Batcher::submit`]).
+//!
+//! The script travels by hash (EVALSHA) once it was sent in full on the
+//! current connection. A NOSCRIPT answer (the master lost its script cache)
+//! fails that batch's operations rather than retrying them, since a retry
+//! could reach the master after a later batch; the next batch carries the
+//! text again.
+//!
+//! Dropping the future of a submitted operation does not withdraw it: it is
+//! sent anyway and its reply dropped, which is what the engine wants of a
+//! straggler.
+
+use super::scripts::{Op, ERROR_MARKER};
+use super::state::NodeState;
+use crate::metrics;
+use crate::redlock::NodeError;
+use fred::clients::WithOptions;
+use fred::prelude::{Client, ClientLike, Value};
+use fred::types::{ClusterHash, CustomCommand};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most operations in one script call: a batch runs atomically on the
+/// master, so a bound keeps any one call short (about 2 µs per operation).
+pub const MAX_BATCH: usize = 128;
+
+/// One operation waiting for its batch.
+struct Queued {
+    op: Op,
+    keys: Vec<Value>,
+    args: Vec<Value>,
+    awaiting: Awaiting,
+}
+
+/// What is kept of an operation once sent: where its reply goes, and what
+/// its metrics need.
+struct Awaiting {
+    op: Op,
+    submitted: Instant,
+    reply: oneshot::Sender<Result<Value, NodeError>>,
+}
+
+impl Awaiting {
+    /// Records the operation's metrics and hands it its reply.
+    fn answer(self, node: &str, reply: Result<Value, NodeError>) {
+        metrics::node_command(node, self.op.label(), self.submitted.elapsed());
+        if let Err(error) = &reply {
+            metrics::node_error(node, error.kind());
+        }
+        if self.op == Op::Acquire {
+            metrics::acquire_vote(match &reply {
+                Ok(Value::Array(fields)) if fields.first() == Some(&Value::Integer(1)) => "granted",
+                Ok(_) => "refused",
+                Err(NodeError::Timeout) => "timeout",
+                Err(_) => "error",
+            });
+        }
+        let _ = self.reply.send(reply);
+    }
+}
+
+/// The queue of one master's operations; its task sends them in batches.
+pub struct Batcher {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+impl Batcher {
+    /// Starts the batching task for one master's connection. It ends when
+    /// the batcher is dropped.
+    pub fn start(
+        name: Arc<str>,
+        command: WithOptions<Client>,
+        state: Arc<NodeState>,
+        script: Arc<BatchScript>,
+    ) -> Self {
+        let (queue, queued) = mpsc::unbounded_channel();
+        tokio::spawn(run(name, queued, command, state, script));
+        Batcher { queue }
+    }
+
+    /// Queues `op` and returns its reply, to come. The operation's place in
+    /// the master's order is fixed when this returns.
+    pub fn submit(
+        &self,
+        op: Op,
+        keys: Vec<Value>,
+        args: Vec<Value>,
+    ) -> impl std::future::Future<Output = Result<Value, NodeError>> + Send + 'static {
+        let (reply, answer) = oneshot::channel();
+        let queued = self.queue.send(Queued {
+            op,
+            keys,
+            args,
+            awaiting: Awaiting {
+                op,
+                submitted: Instant::now(),
+                reply,
+            },
+        });
+        async move {
+            if queued.is_err() {
+                return Err(NodeError::Unavailable("connection closed".into()));
+            }
+            answer
+                .await
+                .unwrap_or_else(|_| Err(NodeError::Unavailable("batch dropped".into())))
+        }
+    }
+}
+
+async fn run(
+    name: Arc<str>,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    command: WithOptions<Client>,
+    state: Arc<NodeState>,
+    script: Arc<BatchScript>,
+) {
+    let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = queued.recv().await {
+        batch.push(first);
+        // Callers woken together submit within one turn of the scheduler:
+        // letting them run first fills the batch.
+        // tokio::task::yield_now().await;
+        while batch.len() < MAX_BATCH {
+            match queued.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        if state.is_down() {
+            for queued in batch.drain(..) {
+                let down = NodeError::Unavailable("connection lost; reconnecting".into());
+                queued.awaiting.answer(&name, Err(down));
+            }
+            continue;
+        }
+        let (eval, text) = match state.script_must_be_sent() {
+            true => ("EVAL", &script.lua),
+            false => ("EVALSHA", &script.sha),
+        };
+        let (args, replies) = encode(text, &mut batch);
+        let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
+        let (client, state) = (command.clone(), Arc::clone(&state));
+        let mut call = Box::pin(async move {
+            let reply = client.custom::<Value, Value>(cmd, args).await;
+            if reply.is_err() {
+                // NOSCRIPT, or the batch may not have reached the master:
+                // the next batch carries the text. Not retried: a retry
+                // could reach the master after later batches.
+                state.script_lost();
+            }
+            reply
+        });
+        // fred queues the command on the connection at the first poll; do it
+        // here, before the next batch, to keep the order.
+        match futures::poll!(call.as_mut()) {
+            std::task::Poll::Ready(result) => deliver(&name, result, replies),
+            std::task::Poll::Pending => {
+                let name = Arc::clone(&name);
+                tokio::spawn(async move { deliver(&name, call.await, replies) });
+            }
+        }
+    }
+}
+
+/// The batch script: its text, and its SHA-1 for EVALSHA.
+#[derive(Debug)]
+pub struct BatchScript {
+    lua: Arc<str>,
+    sha: Arc<str>,
+}
+
+impl BatchScript {
+    /// Hashes `lua` once.
+    pub fn new(lua: Arc<str>) -> BatchScript {
+        let sha = sha1_smol::Sha1::from(lua.as_ref())
+            .digest()
+            .to_string()
+            .into();
+        BatchScript { lua, sha }
+    }
+}
+
+/// EVAL's (or EVALSHA's) arguments for `batch` (emptied) and the reply
+/// channels in order.
+fn encode(script: &str, batch: &mut Vec<Queued>) -> (Vec<Value>, Vec<Awaiting>) {
+    let keys: usize = batch.iter().map(|q| q.keys.len()).sum();
+    let args: usize = batch.iter().map(|q| 3 + q.args.len()).sum();
+    let mut argv: Vec<Value> = Vec::with_capacity(3 + keys + args);
+    argv.push(Value::String(script.into()));
+    argv.push(Value::Integer(keys as i64));
+    for queued in batch.iter_mut() {
+        argv.append(&mut queued.keys);
+    }
+    argv.push(Value::Integer(batch.len() as i64));
+    let mut replies = Vec::with_capacity(batch.len());
+    for mut queued in batch.drain(..) {
+        argv.push(Value::Integer(queued.op as i64));
+        // Keys were moved out above; their count is recorded per operation.
+        argv.push(Value::Integer(key_count(queued.op)));
+        argv.push(Value::Integer(queued.args.len() as i64));
+        argv.append(&mut queued.args);
+        replies.push(queued.awaiting);
+    }
+    (argv, replies)
+}
+
+/// How many keys each operation takes (see the scripts' `KEYS:` lines).
+fn key_count(op: Op) -> i64 {
+    match op {
+        Op::Acquire | Op::CommitFence | Op::Extend => 2,
+        Op::Recreate | Op::Release | Op::Check => 1,
+    }
+}
+
+/// Hands each operation its part of the batch's reply.
+fn deliver(node: &str, result: Result<Value, fred::error::Error>, replies: Vec<Awaiting>) {
+    match result {
+        Ok(Value::Array(items)) if items.len() == replies.len() => {
+            for (item, reply) in items.into_iter().zip(replies) {
+                reply.answer(node, unwrap_item(item));
+            }
+        }
+        Ok(other) => {
+            let error = NodeError::Protocol(format!(
+                "batch of {}: unexpected reply {other:?}",
+                replies.len()
+            ));
+            for reply in replies {
+                reply.answer(node, Err(error.clone()));
+            }
+        }
+        Err(error) => {
+            let error = super::node_error(error);
+            for reply in replies {
+                reply.answer(node, Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// One operation's reply, or the error it raised on the master.
+fn unwrap_item(item: Value) -> Result<Value, NodeError> {
+    if let Value::Array(fields) = &item {
+        if let [marker, message] = fields.as_slice() {
+            if marker.as_str().as_deref() == Some(ERROR_MARKER) {
+                let message = message.as_string().unwrap_or_default();
+                return Err(NodeError::Server(message));
+            }
+        }
+    }
+    Ok(item)
+}
