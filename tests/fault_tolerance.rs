@@ -5,6 +5,9 @@
 //! count toward a quorum.
 
 mod common;
+#[path = "../src/bin/chaos/proxy.rs"]
+#[allow(dead_code)]
+mod proxy;
 
 use common::*;
 use redlockd::config::Config;
@@ -21,6 +24,7 @@ against_both_servers!(
     hung_masters_cost_at_most_node_timeout,
     replica_does_not_count,
     flushed_script_cache_costs_one_call_at_most,
+    masters_slow_at_start_count_once_they_answer,
 );
 
 /// Locks of at most 2 s, so the quarantine (max_ttl + drift, + 1 s of
@@ -208,6 +212,46 @@ async fn flushed_script_cache_costs_one_call_at_most(flavor: Flavor) {
         .expect("the script travels in full again");
     assert!(release(&mut c, &after).await.expect("release"));
     assert!(h.keys("redlock:lock:after-flush").await.is_empty());
+}
+
+/// A daemon that meets two masters through a slow network (every packet
+/// 100 ms late, beyond node_timeout, so their INFO times out) uses them once
+/// the network is quick again: the INFO that makes a master's votes count
+/// is retried, not left for a reconnection that never comes. With two other
+/// masters then gone, the quorum needs both.
+async fn masters_slow_at_start_count_once_they_answer(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let mut proxies = Vec::new();
+    let mut config = h.config();
+    for i in [3, 4] {
+        let master = std::net::SocketAddr::from(([127, 0, 0, 1], h.masters.port(i)));
+        let proxy = proxy::Proxy::start(master).await.expect("proxy");
+        proxy.set(proxy::Mode::Slow(Duration::from_millis(100)));
+        config.redlock.nodes[i] = format!("redis://{}", proxy.addr());
+        proxies.push(proxy);
+    }
+    let engine = build_engine(&config).await.expect("engine");
+    for proxy in &proxies {
+        proxy.set(proxy::Mode::Pass);
+    }
+    h.masters.stop(0).expect("stop master 0");
+    h.masters.stop(1).expect("stop master 1");
+    let redlock = engine.redlock.clone();
+    eventually(
+        Duration::from_secs(5),
+        "the masters that were slow count once they answer",
+        || {
+            let redlock = redlock.clone();
+            async move {
+                redlock
+                    .acquire("after-the-slowness", Duration::from_secs(1), Duration::ZERO)
+                    .await
+                    .is_ok()
+            }
+        },
+    )
+    .await;
+    engine.close().await;
 }
 
 /// A master that is a replica (here even a writable one) is refused: with

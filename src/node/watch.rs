@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Pause between attempts to read `INFO` on a new connection.
+const INFO_RETRY: Duration = Duration::from_millis(100);
+
 /// How often each master's clock is compared with ours.
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 
@@ -35,9 +38,29 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
         loop {
             if client.wait_for_connect().await.is_ok() {
                 state.reconnected();
-                match read_info(&client).await {
-                    Ok(info) => state.observe(&info),
-                    Err(error) => tracing::warn!(node = %name, %error, "INFO failed"),
+                // Until INFO is read the master's answers do not count, so
+                // a failed read (a slow master: INFO is bounded by
+                // node_timeout too) is retried for as long as the
+                // connection lasts, not left until the next reconnection.
+                let mut failures = 0u32;
+                loop {
+                    match read_info(&client).await {
+                        Ok(info) => {
+                            state.observe(&info);
+                            break;
+                        }
+                        Err(error) if state.is_down() || !client.is_connected() => {
+                            tracing::debug!(node = %name, %error, "INFO failed; connection lost");
+                            break;
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            if failures == 1 {
+                                tracing::warn!(node = %name, %error, "INFO failed; retrying");
+                            }
+                            tokio::time::sleep(INFO_RETRY).await;
+                        }
+                    }
                 }
             }
             if reconnects.recv().await.is_err() {

@@ -273,6 +273,7 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "client_ca",
         "name",
         "token_sha256",
+        "certificate_san",
         "namespaces",
         "username",
         "password_file",
