@@ -29,6 +29,12 @@
 //!
 //! Bench, daemons and masters share the machine's cores.
 
+/// The daemon's allocator (see `src/main.rs`), so that the in-process modes
+/// (`grpc`, `engine`, `raw`, `library`) are measured with the allocator the
+/// daemon ships with, all alike.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod report;
 mod setup;
 mod stats;
