@@ -14,6 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Small per-call buffers (see src/codec.rs).
+        .codec_path("crate::codec::SmallBufferCodec")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! - [`signal`](mod@signal): SIGTERM/SIGINT;
 //! - [`tls`]: TLS material for the gRPC port and for `rediss://` masters.
 
+pub mod codec;
 pub mod config;
 pub mod health;
 pub mod masters;

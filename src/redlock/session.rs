@@ -93,7 +93,8 @@ impl Redlock {
                 return HoldEnd::Lost("the host was suspended past the lock's validity".into());
             }
             let started = Instant::now();
-            match self.extend(&lock.resource, &lock.token, ttl).await {
+            // Boxed: a held session's future stays small between extensions.
+            match Box::pin(self.extend(&lock.resource, &lock.token, ttl)).await {
                 Ok(extended) => {
                     valid_until = Instant::now() + extended.validity;
                     valid_until_boot = boottime::now() + extended.validity;

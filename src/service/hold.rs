@@ -16,10 +16,16 @@ use crate::redlock::{HoldEnd, Lock, Redlock};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 /// Events buffered per session when the client reads slowly.
 const EVENT_BUFFER: usize = 8;
+
+/// What a session sends its client, boxed: a channel allocates room for 32
+/// items when it is created, and unboxed (a `Status` is large) that was
+/// kilobytes per session, for a stream that carries one event a second.
+type Outgoing = Box<Result<pb::HoldEvent, Status>>;
 
 /// What every session shares: its settings, the cap on open sessions, and
 /// the daemon's stop signal.
@@ -92,7 +98,9 @@ impl LockApi {
             _call: call_slot,
         };
         tokio::spawn(session.run());
-        Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(stream).map(|event| *event),
+        )))
     }
 }
 
@@ -100,7 +108,7 @@ struct Session {
     engine: Arc<Redlock>,
     args: AcquireArgs,
     incoming: Streaming<pb::HoldRequest>,
-    events: mpsc::Sender<Result<pb::HoldEvent, Status>>,
+    events: mpsc::Sender<Outgoing>,
     stopping: watch::Receiver<bool>,
     extend_at: f64,
     _slot: OwnedSemaphorePermit,
@@ -127,7 +135,10 @@ impl Drop for ActiveSession {
 impl Session {
     async fn run(mut self) {
         let _active = ActiveSession::start();
-        let Some(mut lock) = self.acquire().await else {
+        // Boxed, as are the engine calls below: a session's task is as large
+        // as its largest state for as long as it lives, and the acquisition
+        // (rounds, retries) is far larger than holding.
+        let Some(mut lock) = Box::pin(self.acquire()).await else {
             return;
         };
         tracing::debug!(rpc = "Hold", resource = %lock.resource, "session acquired");
@@ -136,7 +147,7 @@ impl Session {
             .await
             .is_err()
         {
-            let _ = self.engine.release(&lock.resource, &lock.token).await;
+            let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
             return;
         }
         let mut client_end = None;
@@ -157,17 +168,17 @@ impl Session {
         let end = self
             .engine
             .hold(&mut lock, self.args.ttl, self.extend_at, until, |lock| {
-                let _ = events.try_send(Ok(event(Event::Extended(lock.clone().into()))));
+                let _ = events.try_send(Box::new(Ok(event(Event::Extended(lock.clone().into())))));
             })
             .await;
         match end {
-            HoldEnd::Stopped => self.release(&lock, client_end).await,
+            HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {
                 metrics::lock_lost();
                 tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
                 let _ = self.send(Event::Lost(Lost { reason })).await;
                 // Whatever is left of it on the masters goes too.
-                let _ = self.engine.release(&lock.resource, &lock.token).await;
+                let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
             }
         }
     }
@@ -190,7 +201,7 @@ impl Session {
         match outcome {
             Ok(lock) => Some(lock),
             Err(status) => {
-                let _ = self.events.send(Err(status)).await;
+                let _ = self.events.send(Box::new(Err(status))).await;
                 None
             }
         }
@@ -202,7 +213,10 @@ impl Session {
         tracing::debug!(rpc = "Hold", resource = %lock.resource, ?was_held, "session released");
         match client_end {
             Some(ClientEnd::Invalid(why)) => {
-                let _ = self.events.send(Err(Status::invalid_argument(why))).await;
+                let _ = self
+                    .events
+                    .send(Box::new(Err(Status::invalid_argument(why))))
+                    .await;
             }
             _ => {
                 let was_held = was_held.unwrap_or(false);
@@ -212,7 +226,10 @@ impl Session {
     }
 
     async fn send(&self, e: Event) -> Result<(), ()> {
-        self.events.send(Ok(event(e))).await.map_err(|_| ())
+        self.events
+            .send(Box::new(Ok(event(e))))
+            .await
+            .map_err(|_| ())
     }
 }
 
