@@ -65,8 +65,8 @@ pub const ERROR_MARKER: &str = "!err";
 
 /// The one script every command to a master goes through: it runs a batch
 /// of operations, each the body of one of the scripts below wrapped as a
-/// function whose parameters shadow `KEYS` and `ARGV`, so a body reads the
-/// same alone or batched. An operation that fails (a key of the wrong type)
+/// function of its offsets into `KEYS` and `ARGV` (see [`at_offsets`]), so
+/// a body reads as if it ran alone. An operation that fails (a key of the wrong type)
 /// answers `{'!err', message}` and the others still run.
 ///
 /// Layout: `KEYS` are every operation's keys in order; `ARGV[1]` the number
@@ -87,8 +87,8 @@ local ops = {
 "#,
     );
     for op in Op::ALL {
-        lua.push_str("function(KEYS, ARGV)\n");
-        lua.push_str(op.lua().trim());
+        lua.push_str("function(k, a)\n");
+        lua.push_str(&at_offsets(op.lua().trim()));
         lua.push_str("\nend,\n");
     }
     lua.push_str(
@@ -97,16 +97,27 @@ local out, k, a = {}, 1, 2
 for i = 1, tonumber(ARGV[1]) do
   local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   a = a + 3
-  local keys, args = {}, {}
-  for j = 1, nk do keys[j] = KEYS[k]; k = k + 1 end
-  for j = 1, na do args[j] = ARGV[a]; a = a + 1 end
-  local ok, r = pcall(ops[op], keys, args)
+  local ok, r = pcall(ops[op], k, a)
   if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
+  k, a = k + nk, a + na
 end
 return out
 "#,
     );
     lua
+}
+
+/// A script body with `KEYS[n]` and `ARGV[n]` read at the operation's
+/// offsets `k` and `a` in the batch's arrays: no per-operation tables to
+/// build (allocation was a good part of the masters' time).
+fn at_offsets(body: &str) -> String {
+    let mut out = body.to_owned();
+    for n in 1..=6 {
+        out = out
+            .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
+            .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
+    }
+    out
 }
 
 /// KEYS: lock, fence. ARGV: token, ttl ms.
@@ -211,6 +222,19 @@ impl Default for Scripts {
 mod tests {
     use super::*;
 
+    /// Offsets replace every index the scripts use.
+    #[test]
+    fn offsets() {
+        assert_eq!(
+            at_offsets("GET KEYS[1] KEYS[2] ARGV[1] ARGV[4]"),
+            "GET KEYS[k + 0] KEYS[k + 1] ARGV[a + 0] ARGV[a + 3]"
+        );
+        for op in Op::ALL {
+            let body = at_offsets(op.lua());
+            assert!(!body.contains("KEYS[1]") && !body.contains("ARGV[1]"));
+        }
+    }
+
     /// Every operation is in the batch script, at the index its code names.
     #[test]
     fn batch_script_holds_every_op_in_code_order() {
@@ -218,7 +242,8 @@ mod tests {
         let mut from = 0;
         for (i, op) in Op::ALL.iter().enumerate() {
             assert_eq!(*op as usize, i + 1);
-            let at = lua[from..].find(op.lua().trim()).expect("op body present") + from;
+            let body = at_offsets(op.lua().trim());
+            let at = lua[from..].find(&body).expect("op body present") + from;
             from = at + 1;
         }
     }
