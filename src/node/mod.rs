@@ -109,7 +109,12 @@ impl FredNode {
                 };
             })
             .with_performance_config(|p| p.default_command_timeout = node_timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 20, RECONNECT_MAX_DELAY_MS, 2));
+            .set_policy(ReconnectPolicy::new_exponential(
+                0,
+                20,
+                RECONNECT_MAX_DELAY_MS,
+                2,
+            ));
         let client = builder.build().map_err(|e| NodeSetupError {
             name: name.clone(),
             reason: e.details().to_owned(),
