@@ -325,13 +325,16 @@ impl Redlock {
             self.wake_waiters(&notice, true);
         }
         let mut tally = Tally::new(self.quorum);
-        self.listen(&mut pending, deadline, &mut tally, |_, reply, tally| {
-            match reply {
+        self.listen(
+            &mut pending,
+            deadline,
+            &mut tally,
+            round::Until::AllAnswered,
+            |_, reply, tally| match reply {
                 Reply::Released(true) => tally.yes += 1,
                 _ => tally.no += 1,
-            }
-            true
-        })
+            },
+        )
         .await;
         if wake == WakeWaiters::IfDeleted && tally.yes > 0 {
             self.wake_waiters(&notice, false);

@@ -17,6 +17,16 @@ use tokio::time::Instant;
 /// One master's reply in a round, tagged with the master's index.
 pub type Answer = (usize, Result<Reply, NodeError>);
 
+/// How long [`Redlock::listen`] listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// Until the round is decided: a vote.
+    Decided,
+    /// Until every master answered: a clean-up, whose point is to know
+    /// where the deletes landed, whatever the first answers say.
+    AllAnswered,
+}
+
 /// The answers of a round still to come.
 pub type Pending = FuturesUnordered<BoxFuture<'static, Answer>>;
 
@@ -142,10 +152,13 @@ impl Redlock {
         let deadline = Instant::now() + self.settings.node_timeout;
         let mut pending = self.send_to(subject, targets, &command);
         let mut tally = Tally::new(self.quorum);
-        self.listen(&mut pending, deadline, &mut tally, |index, reply, tally| {
-            on_answer(index, reply, tally);
-            tally.decision() == Decision::Pending
-        })
+        self.listen(
+            &mut pending,
+            deadline,
+            &mut tally,
+            Until::Decided,
+            &mut on_answer,
+        )
         .await;
         (tally, pending)
     }
@@ -166,15 +179,16 @@ impl Redlock {
     }
 
     /// Counts the answers of `pending` into `tally` (an untrusted master's
-    /// answer as a failure, see `Node::trusted`) while `on_answer` says to go
-    /// on, until every master answered or `deadline` passed; masters still
-    /// silent at the deadline count as failed (timed out).
+    /// answer as a failure, see `Node::trusted`) until `until` says to stop,
+    /// every master answered, or `deadline` passed; masters still silent at
+    /// the deadline count as failed (timed out).
     pub(super) async fn listen(
         &self,
         pending: &mut Pending,
         deadline: Instant,
         tally: &mut Tally,
-        mut on_answer: impl FnMut(usize, Reply, &mut Tally) -> bool,
+        until: Until,
+        mut on_answer: impl FnMut(usize, Reply, &mut Tally),
     ) {
         let expiry = tokio::time::sleep_until(deadline);
         tokio::pin!(expiry);
@@ -189,18 +203,12 @@ impl Redlock {
                 }
             };
             let Some((index, reply)) = answer else { return };
-            let go_on = match reply {
-                Ok(_) if !self.nodes[index].trusted() => {
-                    tally.failed += 1;
-                    tally.decision() == Decision::Pending
-                }
+            match reply {
+                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
                 Ok(reply) => on_answer(index, reply, tally),
-                Err(error) => {
-                    self.count_failure(index, &error, tally);
-                    tally.decision() == Decision::Pending
-                }
-            };
-            if !go_on {
+                Err(error) => self.count_failure(index, &error, tally),
+            }
+            if until == Until::Decided && tally.decision() != Decision::Pending {
                 return;
             }
         }

@@ -535,6 +535,28 @@ async fn slow_master_is_outvoted() {
     c.assert_released_everywhere(lock.token.expose());
 }
 
+/// Three masters down (failing at once) and two slow but healthy: the
+/// attempt is decided at once, but its clean-up waits for the two live
+/// masters' answers (the deletes that matter) rather than stopping at the
+/// first three failures.
+#[tokio::test(start_paused = true)]
+async fn cleanup_waits_for_the_live_masters() {
+    let c = cluster();
+    c.set(&[0, 1, 2], Behaviour::Down);
+    c.set(&[3, 4], Behaviour::Slow(MS(10)));
+    let start = Instant::now();
+    let error = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect_err("three masters down");
+    assert!(matches!(error, LockError::NoQuorum(_)), "{error:?}");
+    // The acquire round is decided at once (three failures); the clean-up
+    // then waits the 10 ms of the live pair's answers (it stopped at 0 ms
+    // when it heeded the first three failures).
+    assert_eq!(start.elapsed(), MS(10));
+}
+
 /// Three masters slower than node_timeout: the attempt fails after node_timeout and is released on all five, the slow ones included.
 #[tokio::test(start_paused = true)]
 async fn slow_majority_fails_and_cleans_up() {
