@@ -18,7 +18,8 @@ pub const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
 pub const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
 /// 1 while the daemon's connection to a master is up.
 pub const NODE_UP: &str = "redlock_node_up";
-/// Time one command took on one master.
+/// Time one operation took on one master, from the moment it was queued
+/// for the master's next batch to its reply (so it includes the batch wait).
 pub const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_seconds";
 /// Commands a master did not answer, by kind (timeout, unavailable, server, protocol).
 pub const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
