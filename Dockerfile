@@ -15,6 +15,8 @@ WORKDIR /src
 # Dependency layer: build the dependencies against stub sources first, so
 # that editing src/ does not rebuild them.
 COPY Cargo.toml Cargo.lock build.rs ./
+# Build settings (mimalloc's lazy arena commit).
+COPY .cargo ./.cargo
 COPY proto ./proto
 RUN mkdir -p src/bin/redlockctl src/bin \
  && echo 'fn main() {}' > src/main.rs \
