@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::metrics::MetricsError;
 use crate::node::auth::MasterAccess;
-use crate::node::scripts::Scripts;
+use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
@@ -108,14 +108,14 @@ impl Engine {
 
 /// Connects to the configured masters and builds the engine over them.
 pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
-    let scripts = Arc::new(Scripts::new());
+    let script = Arc::new(BatchScript::new());
     let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
     let nodes = r
         .nodes
         .iter()
         .map(|url| {
-            FredNode::connect(url, node_settings(config), scripts.clone(), &access).map(Arc::new)
+            FredNode::connect(url, node_settings(config), script.clone(), &access).map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;

@@ -24,7 +24,7 @@
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
 
-use super::scripts::{Op, ERROR_MARKER};
+use super::scripts::{BatchScript, Op, ERROR_MARKER};
 use super::state::NodeState;
 use crate::metrics;
 use crate::redlock::NodeError;
@@ -41,7 +41,6 @@ pub const MAX_BATCH: usize = 128;
 
 /// One operation waiting for its batch.
 struct Queued {
-    op: Op,
     keys: Vec<Value>,
     args: Vec<Value>,
     awaiting: Awaiting,
@@ -103,7 +102,6 @@ impl Batcher {
     ) -> impl std::future::Future<Output = Result<Value, NodeError>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
         let queued = self.queue.send(Queued {
-            op,
             keys,
             args,
             awaiting: Awaiting {
@@ -133,9 +131,7 @@ async fn run(
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = queued.recv().await {
         batch.push(first);
-        // Callers woken together submit within one turn of the scheduler:
-        // letting them run first fills the batch.
-        // tokio::task::yield_now().await;
+        // Whatever queued up while the previous batch was being sent.
         while batch.len() < MAX_BATCH {
             match queued.try_recv() {
                 Ok(next) => batch.push(next),
@@ -149,11 +145,11 @@ async fn run(
             }
             continue;
         }
-        let (eval, text) = match state.script_must_be_sent() {
-            true => ("EVAL", &script.lua),
-            false => ("EVALSHA", &script.sha),
+        let (eval, script) = match state.script_must_be_sent() {
+            true => ("EVAL", script.lua.clone()),
+            false => ("EVALSHA", script.sha.clone()),
         };
-        let (args, replies) = encode(text, &mut batch);
+        let (args, replies) = encode(script, &mut batch);
         let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
         let (client, state) = (command.clone(), Arc::clone(&state));
         let mut call = Box::pin(async move {
@@ -178,54 +174,26 @@ async fn run(
     }
 }
 
-/// The batch script: its text, and its SHA-1 for EVALSHA.
-#[derive(Debug)]
-pub struct BatchScript {
-    lua: Arc<str>,
-    sha: Arc<str>,
-}
-
-impl BatchScript {
-    /// Hashes `lua` once.
-    pub fn new(lua: Arc<str>) -> BatchScript {
-        let sha = sha1_smol::Sha1::from(lua.as_ref())
-            .digest()
-            .to_string()
-            .into();
-        BatchScript { lua, sha }
-    }
-}
-
 /// EVAL's (or EVALSHA's) arguments for `batch` (emptied) and the reply
 /// channels in order.
-fn encode(script: &str, batch: &mut Vec<Queued>) -> (Vec<Value>, Vec<Awaiting>) {
+fn encode(script: Value, batch: &mut Vec<Queued>) -> (Vec<Value>, Vec<Awaiting>) {
     let keys: usize = batch.iter().map(|q| q.keys.len()).sum();
     let args: usize = batch.iter().map(|q| 3 + q.args.len()).sum();
     let mut argv: Vec<Value> = Vec::with_capacity(3 + keys + args);
-    argv.push(Value::String(script.into()));
+    argv.push(script);
     argv.push(Value::Integer(keys as i64));
-    for queued in batch.iter_mut() {
-        argv.append(&mut queued.keys);
-    }
+    // Cloning a key value shares its bytes.
+    argv.extend(batch.iter().flat_map(|q| q.keys.iter().cloned()));
     argv.push(Value::Integer(batch.len() as i64));
     let mut replies = Vec::with_capacity(batch.len());
     for mut queued in batch.drain(..) {
-        argv.push(Value::Integer(queued.op as i64));
-        // Keys were moved out above; their count is recorded per operation.
-        argv.push(Value::Integer(key_count(queued.op)));
+        argv.push(Value::Integer(queued.awaiting.op as i64));
+        argv.push(Value::Integer(queued.keys.len() as i64));
         argv.push(Value::Integer(queued.args.len() as i64));
         argv.append(&mut queued.args);
         replies.push(queued.awaiting);
     }
     (argv, replies)
-}
-
-/// How many keys each operation takes (see the scripts' `KEYS:` lines).
-fn key_count(op: Op) -> i64 {
-    match op {
-        Op::Acquire | Op::CommitFence | Op::Extend => 2,
-        Op::Recreate | Op::Release | Op::Check => 1,
-    }
 }
 
 /// Hands each operation its part of the batch's reply.

@@ -27,7 +27,7 @@ use fred::prelude::{
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use scripts::{Op, Scripts};
+use scripts::{BatchScript, Op};
 use state::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +83,7 @@ impl FredNode {
     pub fn connect(
         url: &str,
         settings: NodeSettings,
-        scripts: Arc<Scripts>,
+        script: Arc<BatchScript>,
         access: &auth::MasterAccess,
     ) -> Result<FredNode, NodeSetupError> {
         let node_timeout = settings.node_timeout;
@@ -131,7 +131,7 @@ impl FredNode {
                 name.as_str().into(),
                 command.clone(),
                 Arc::clone(&state),
-                Arc::clone(&scripts.batch),
+                script,
             ),
             state,
             name,

@@ -5,6 +5,8 @@
 //! carries the operations of every caller waiting for that master at that
 //! moment. Key layout: see `crate::redlock::keys`.
 
+use fred::prelude::Value;
+
 /// Which script a batched operation runs: its index (from 1) in the
 /// batch script's table of operations, see [`batch_script`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,26 +197,32 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1])
 return -3
 "#;
 
-/// The scripts a daemon sends, built once at start-up and shared by every
-/// master's connection.
-#[derive(Debug, Clone)]
-pub struct Scripts {
-    /// [`batch_script`], hashed.
-    pub batch: std::sync::Arc<super::batch::BatchScript>,
+/// The batch script, built and hashed once at start-up and shared by every
+/// master's connection. Both forms are kept as values, so a batch shares
+/// them instead of copying the text.
+#[derive(Debug)]
+pub struct BatchScript {
+    /// [`batch_script`]'s text, for EVAL.
+    pub lua: Value,
+    /// Its SHA-1 in hex, for EVALSHA.
+    pub sha: Value,
 }
 
-impl Scripts {
-    /// Builds and hashes the batch script.
-    pub fn new() -> Scripts {
-        Scripts {
-            batch: std::sync::Arc::new(super::batch::BatchScript::new(batch_script().into())),
+impl BatchScript {
+    /// Builds and hashes [`batch_script`].
+    pub fn new() -> BatchScript {
+        let lua = batch_script();
+        let sha = sha1_smol::Sha1::from(&lua).digest().to_string();
+        BatchScript {
+            lua: Value::from(lua),
+            sha: Value::from(sha),
         }
     }
 }
 
-impl Default for Scripts {
+impl Default for BatchScript {
     fn default() -> Self {
-        Scripts::new()
+        BatchScript::new()
     }
 }
 

@@ -8,7 +8,7 @@
 
 use super::node::{AcquireVote, ExtendVote, Node};
 use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
-use futures::future::{BoxFuture, FutureExt, TryFutureExt};
+use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,32 +86,41 @@ pub enum Reply {
 }
 
 impl Command {
-    /// Queues the command for `node` (see [`Node`]: by return it is on its
-    /// way) and returns its reply, to come.
+    /// Queues the command for master `index`, `node` (see [`Node`]: by
+    /// return it is on its way), and returns its answer, to come: one
+    /// allocation besides the node's own future.
     pub fn send(
-        self,
+        &self,
+        index: usize,
         node: &dyn Node,
         subject: &Subject,
-    ) -> futures::future::BoxFuture<'static, Result<Reply, NodeError>> {
+    ) -> BoxFuture<'static, Answer> {
+        fn tagged<T: Send + 'static>(
+            index: usize,
+            reply: BoxFuture<'static, Result<T, NodeError>>,
+            as_reply: fn(T) -> Reply,
+        ) -> BoxFuture<'static, Answer> {
+            async move { (index, reply.await.map(as_reply)) }.boxed()
+        }
         let (keys, token) = (&subject.keys, &subject.token);
         match self {
-            Command::Acquire { ttl } => node
-                .acquire(keys, token, ttl)
-                .map_ok(Reply::Acquire)
-                .boxed(),
-            Command::CommitFence { fence, fence_ttl } => node
-                .commit_fence(keys, token, fence, fence_ttl)
-                .map_ok(Reply::Committed)
-                .boxed(),
-            Command::Extend { ttl, fence_ttl } => node
-                .extend(keys, token, ttl, fence_ttl)
-                .map_ok(Reply::Extend)
-                .boxed(),
-            Command::Release(notice) => node
-                .release(keys, token, &notice)
-                .map_ok(Reply::Released)
-                .boxed(),
-            Command::Check => node.check(keys, token).map_ok(Reply::Held).boxed(),
+            Command::Acquire { ttl } => {
+                tagged(index, node.acquire(keys, token, *ttl), Reply::Acquire)
+            }
+            Command::CommitFence { fence, fence_ttl } => tagged(
+                index,
+                node.commit_fence(keys, token, *fence, *fence_ttl),
+                Reply::Committed,
+            ),
+            Command::Extend { ttl, fence_ttl } => tagged(
+                index,
+                node.extend(keys, token, *ttl, *fence_ttl),
+                Reply::Extend,
+            ),
+            Command::Release(notice) => {
+                tagged(index, node.release(keys, token, notice), Reply::Released)
+            }
+            Command::Check => tagged(index, node.check(keys, token), Reply::Held),
         }
     }
 }
@@ -171,10 +180,7 @@ impl Redlock {
         command: &Command,
     ) -> Pending {
         targets
-            .map(|index| {
-                let reply = command.clone().send(self.nodes[index].as_ref(), subject);
-                reply.map(move |reply| (index, reply)).boxed()
-            })
+            .map(|index| command.send(index, self.nodes[index].as_ref(), subject))
             .collect()
     }
 

@@ -70,6 +70,12 @@ pub struct Args {
     /// W1: modes, one run each per concurrency.
     #[arg(long, value_delimiter = ',', default_value = "grpc,engine,raw,library")]
     modes: Vec<w1::Mode>,
+    /// W1 `grpc`: HTTP/2 connections the workers share, as the workers of a
+    /// few client processes share their channels. At C = 64, 64 connections
+    /// made 3,655 cycles/s and 4 made 5,499 (16: 4,539; 1: 5,695): frames of
+    /// many calls share a system call on both sides.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    grpc_connections: u16,
     /// W2: tasks contending for the one resource.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
     contenders: u32,

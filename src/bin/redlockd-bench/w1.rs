@@ -21,12 +21,6 @@ use std::time::{Duration, Instant};
 
 /// Lease asked for by every W1 acquisition.
 const TTL: Duration = Duration::from_secs(10);
-/// Most gRPC connections one run opens; workers beyond share them, as the
-/// workers of a client process share its channel. A few connections, not
-/// one per worker: at C = 64, 64 connections made 3,655 cycles/s and 4 made
-/// 5,499 (16: 4,539; 1: 5,695), since HTTP/2 frames of many calls then
-/// share a system call on both sides.
-const MAX_CONNECTIONS: usize = 4;
 
 /// The layers W1 can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -58,6 +52,8 @@ enum Target {
     Grpc {
         daemon: Option<Daemon>,
         addr: std::net::SocketAddr,
+        /// HTTP/2 connections the workers share (`--grpc-connections`).
+        connections: usize,
     },
     Engine(Engine),
     Raw(Arc<Raw>),
@@ -289,11 +285,16 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
             Target::Grpc {
                 daemon: Some(daemon),
                 addr,
+                connections: usize::from(args.grpc_connections),
             }
         }
         Mode::Grpc => {
             let addr = *args.addr.first().ok_or("needs --dev or --addr")?;
-            Target::Grpc { daemon: None, addr }
+            Target::Grpc {
+                daemon: None,
+                addr,
+                connections: usize::from(args.grpc_connections),
+            }
         }
         Mode::Engine => {
             nodes_needed()?;
@@ -334,8 +335,10 @@ async fn run(
     let mut clients = Vec::new();
     for i in 0..concurrency {
         workers.push(match target {
-            Target::Grpc { addr, .. } => {
-                if clients.len() < MAX_CONNECTIONS {
+            Target::Grpc {
+                addr, connections, ..
+            } => {
+                if clients.len() < *connections {
                     clients.push(setup::connect(*addr).await?);
                 }
                 Worker::Grpc(clients[i % clients.len()].clone())
