@@ -8,8 +8,6 @@ use serde_json::Value;
 use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
-const CHAOS: &str = env!("CARGO_BIN_EXE_chaos");
-const REDLOCKD: &str = env!("CARGO_BIN_EXE_redlockd");
 
 /// Both runs load the machine's cores with five masters and two daemons:
 /// never at once, or each would disturb the other's timing.
@@ -18,10 +16,10 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Runs chaos with `args`; its exit code and its JSON line.
 fn chaos(args: &[&str]) -> (Option<i32>, Value) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let output = Command::new(CHAOS)
+    let output = Command::new(redlockd_testkit::bin::require("chaos"))
         .args(args)
         .arg("--redlockd")
-        .arg(REDLOCKD)
+        .arg(redlockd_testkit::bin::require("redlockd"))
         .output()
         .expect("chaos runs");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -2,19 +2,22 @@
 //! naming the key, and `--dev` serves a working lock service and stops its
 //! masters on SIGTERM.
 
-use redlockd::masters::{find_server, Flavor};
+use redlockd_testkit::masters::{find_server, Flavor};
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 
-const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+/// The daemon binary under test.
+fn bin() -> std::path::PathBuf {
+    redlockd_testkit::bin::require("redlockd")
+}
 
 /// An invalid value exits 2 and the message names the key.
 #[test]
 fn invalid_config_exits_2_naming_the_key() {
-    let output = Command::new(BIN)
+    let output = Command::new(bin())
         .env("REDLOCKD__REDLOCK__NODES", "redis://127.0.0.1:1")
         .env("REDLOCKD__REDLOCK__NODE_TIMEOUT", "fast")
         .output()
@@ -23,7 +26,7 @@ fn invalid_config_exits_2_naming_the_key() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("node_timeout"), "{stderr}");
 
-    let output = Command::new(BIN)
+    let output = Command::new(bin())
         .env_remove("REDLOCKD__REDLOCK__NODES")
         .output()
         .expect("run");
@@ -34,7 +37,7 @@ fn invalid_config_exits_2_naming_the_key() {
 /// `--version` prints the crate version.
 #[test]
 fn version_flag() {
-    let output = Command::new(BIN).arg("--version").output().expect("run");
+    let output = Command::new(bin()).arg("--version").output().expect("run");
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
@@ -51,7 +54,7 @@ async fn start_dev() -> (
         .and_then(|l| l.local_addr())
         .expect("free port")
         .port();
-    let mut child = tokio::process::Command::new(BIN)
+    let mut child = tokio::process::Command::new(bin())
         .arg("--dev")
         .env("REDLOCKD_SERVER_BIN", &server)
         .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{port}"))

@@ -7,7 +7,7 @@ mod common;
 
 use common::ctl::*;
 use common::*;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,13 +20,13 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
+        .join("../examples")
         .join(name)
 }
 
 fn cache(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target/example-caches")
+        .join("../target/example-caches")
         .join(name)
 }
 

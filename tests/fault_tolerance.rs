@@ -5,13 +5,10 @@
 //! count toward a quorum.
 
 mod common;
-#[path = "../src/bin/chaos/proxy.rs"]
-#[allow(dead_code)]
-mod proxy;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::redlock::Node;
 use redlockd::server::build_engine;
 use std::time::{Duration, Instant};
@@ -225,14 +222,14 @@ async fn masters_slow_at_start_count_once_they_answer(flavor: Flavor) {
     let mut config = h.config();
     for i in [3, 4] {
         let master = std::net::SocketAddr::from(([127, 0, 0, 1], h.masters.port(i)));
-        let proxy = proxy::Proxy::start(master).await.expect("proxy");
-        proxy.set(proxy::Mode::Slow(Duration::from_millis(100)));
+        let proxy = common::proxy::Proxy::start(master).await.expect("proxy");
+        proxy.set(common::proxy::Mode::Slow(Duration::from_millis(100)));
         config.redlock.nodes[i] = format!("redis://{}", proxy.addr());
         proxies.push(proxy);
     }
     let engine = build_engine(&config).await.expect("engine");
     for proxy in &proxies {
-        proxy.set(proxy::Mode::Pass);
+        proxy.set(common::proxy::Mode::Pass);
     }
     h.masters.stop(0).expect("stop master 0");
     h.masters.stop(1).expect("stop master 1");

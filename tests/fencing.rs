@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 
 against_both_servers!(fences_increase_across_daemons);
 

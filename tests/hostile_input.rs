@@ -10,7 +10,7 @@ mod common;
 use bytes::{Buf, BufMut, Bytes};
 use common::*;
 use rand::{Rng, SeedableRng};
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use tonic::Code;
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -18,7 +18,10 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
-const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+/// The daemon binary under test.
+fn bin() -> std::path::PathBuf {
+    redlockd_testkit::bin::require("redlockd")
+}
 
 /// The `redlockd` binary, serving the harness's masters on free ports.
 struct Binary {
@@ -44,7 +47,7 @@ async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
 /// Starts the binary with `env` and command-line `args`.
 async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&str]) -> Binary {
     let (grpc, metrics) = (free_port(), free_port());
-    let mut command = tokio::process::Command::new(BIN);
+    let mut command = tokio::process::Command::new(bin());
     command
         .args(args)
         .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
@@ -428,8 +431,14 @@ async fn sigterm_lets_in_flight_calls_finish() {
     println!("exited {:?} after SIGTERM", signalled.elapsed());
 }
 
+/// The text of `path`, relative to the repository's root.
+fn repo_file(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
 fn yaml(path: &str) -> yaml_rust2::Yaml {
-    let text = std::fs::read_to_string(path).expect(path);
+    let text = repo_file(path);
     let mut docs = yaml_rust2::YamlLoader::load_from_str(&text).expect(path);
     assert!(!docs.is_empty(), "{path} is empty");
     docs.swap_remove(0)
@@ -487,7 +496,7 @@ async fn compose_settings_work() {
 /// its readiness probe checks the lock service's health.
 #[test]
 fn kubernetes_example_is_consistent() {
-    let text = std::fs::read_to_string("deploy/kubernetes/sidecar.yaml").expect("manifest");
+    let text = repo_file("deploy/kubernetes/sidecar.yaml");
     let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("YAML");
     assert_eq!(docs.len(), 2);
     let toml = docs[0]["data"]["redlockd.toml"]
@@ -517,9 +526,9 @@ fn kubernetes_example_is_consistent() {
 #[test]
 fn dashboard_uses_real_metrics() {
     let text =
-        std::fs::read_to_string("deploy/grafana/redlockd-dashboard.json").expect("dashboard");
+        repo_file("deploy/grafana/redlockd-dashboard.json");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    let declared = std::fs::read_to_string("src/metrics.rs").expect("metrics.rs");
+    let declared = repo_file("crates/redlockd/src/metrics.rs");
     let panels = dashboard["panels"].as_array().expect("panels");
     assert!(!panels.is_empty());
     for panel in panels {

@@ -8,7 +8,7 @@ mod common;
 
 use common::ctl::*;
 use common::*;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 
 against_both_servers!(
@@ -285,12 +285,12 @@ async fn lost_lock_kills_a_command_that_ignores_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_session_is_kept_through_extend() {
     let h = Harness::start(Flavor::Valkey).await;
-    let proxy = Proxy::start(h.daemons[0].addr).await;
+    let proxy = Proxy::start(h.daemons[0].addr).await.expect("proxy");
     let dir = Scratch::new("reattach");
     let (log, done) = (dir.file("log"), dir.file("done"));
     let script =
         r#"echo "ready $REDLOCK_TOKEN" >> "$LOG"; while [ ! -e "$DONE" ]; do sleep 0.02; done"#;
-    let mut command = redlockctl(proxy.addr, &["run", "partitioned", "--ttl", "1s", "--"]);
+    let mut command = redlockctl(proxy.addr(), &["run", "partitioned", "--ttl", "1s", "--"]);
     command
         .args(["sh", "-c", script])
         .env("LOG", &log)
@@ -336,16 +336,16 @@ async fn quiet_session_is_kept_through_extend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_daemon_stops_the_command_before_validity_ends() {
     let h = Harness::start(Flavor::Valkey).await;
-    let proxy = Proxy::start(h.daemons[0].addr).await;
+    let proxy = Proxy::start(h.daemons[0].addr).await.expect("proxy");
     let dir = Scratch::new("cutoff");
     let log = dir.file("log");
     let script = r#"trap 'echo "term $(date +%s%N)" >> "$LOG"; exit 0' TERM; echo ready >> "$LOG"; while :; do sleep 0.02; done"#;
-    let mut command = redlockctl(proxy.addr, &["run", "cutoff", "--ttl", "2s", "--"]);
+    let mut command = redlockctl(proxy.addr(), &["run", "cutoff", "--ttl", "2s", "--"]);
     command.args(["sh", "-c", script]).env("LOG", &log);
     let mut child = command.spawn().expect("spawn");
     file_has_line(&log, "ready", Duration::from_secs(10)).await;
     let frozen = unix_nanos();
-    proxy.freeze_all();
+    proxy.set(Mode::Blackhole);
     let status = exit_within(&mut child, Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(80));
     let term = read_lines(&log)
@@ -365,11 +365,11 @@ async fn unreachable_daemon_stops_the_command_before_validity_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_connection_means_lost() {
     let h = Harness::start(Flavor::Valkey).await;
-    let proxy = Proxy::start(h.daemons[0].addr).await;
+    let proxy = Proxy::start(h.daemons[0].addr).await.expect("proxy");
     let dir = Scratch::new("reset");
     let log = dir.file("log");
     let script = r#"trap 'echo got-term >> "$LOG"; exit 0' TERM; echo ready >> "$LOG"; while :; do sleep 0.02; done"#;
-    let mut command = redlockctl(proxy.addr, &["run", "reset", "--ttl", "2s", "--"]);
+    let mut command = redlockctl(proxy.addr(), &["run", "reset", "--ttl", "2s", "--"]);
     command.args(["sh", "-c", script]).env("LOG", &log);
     let mut child = command
         .stderr(std::process::Stdio::piped())

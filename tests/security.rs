@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use redlockd::config::{ClientConfig, Config};
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd::service::auth::token_sha256;

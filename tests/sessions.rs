@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use redlockd::pb::hold_event::Event;
 use redlockd::pb::lock_service_client::LockServiceClient;

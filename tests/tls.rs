@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use redlockd::config::{ClientConfig, Config};
-use redlockd::masters::{find_server, Flavor};
+use redlockd_testkit::masters::{find_server, Flavor};
 use redlockd::pb::lock_service_client::LockServiceClient;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Serves `config` on a loopback port until the test ends.
 async fn serve(config: Config) -> SocketAddr {
-    config.validate().expect("valid config");
+    let config = config.validated().expect("valid config");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {

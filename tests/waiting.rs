@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd::masters::Flavor;
+use redlockd_testkit::masters::Flavor;
 use redlockd::server::build_engine;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,0 +1,110 @@
+//! The single calls: `acquire`, `extend`, `release`, `validate`. Each
+//! connects, makes one call bounded by `--wait` + `--timeout`, prints the
+//! answer, and says how to exit.
+
+use crate::args::{AcquireArgs, ExtendArgs, LockArgs};
+use crate::client::{call, proto_duration, Target};
+use crate::error::CtlError;
+use crate::exit::Exit;
+use crate::print;
+use redlockd_proto::pb;
+use std::time::Duration;
+
+/// `acquire`: prints the lock.
+pub async fn acquire(
+    target: &Target,
+    args: AcquireArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Exit, CtlError> {
+    let mut client = target.connect().await?;
+    let what = format!("acquire {}", print::shell_word(&args.resource));
+    let request = pb::AcquireRequest {
+        resource: args.resource,
+        ttl: Some(proto_duration(args.ttl)),
+        wait: Some(proto_duration(args.wait)),
+        owner: args.owner,
+    };
+    let answer = call(&what, args.wait.saturating_add(timeout), request, |r| {
+        client.acquire(r)
+    })
+    .await?;
+    let lock = answer
+        .lock
+        .ok_or_else(|| CtlError::Protocol(format!("{what}: granted without a lock")))?;
+    println!("{}", print::lock(&lock, json));
+    Ok(Exit::Success)
+}
+
+/// `extend`: prints the lock with its new validity.
+pub async fn extend(
+    target: &Target,
+    args: ExtendArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Exit, CtlError> {
+    let mut client = target.connect().await?;
+    let what = format!("extend {}", print::shell_word(&args.lock.resource));
+    let request = pb::ExtendRequest {
+        resource: args.lock.resource,
+        token: args.lock.token,
+        ttl: Some(proto_duration(args.ttl)),
+    };
+    let answer = call(&what, timeout, request, |r| client.extend(r)).await?;
+    let lock = answer
+        .lock
+        .ok_or_else(|| CtlError::Protocol(format!("{what}: extended without a lock")))?;
+    println!("{}", print::lock(&lock, json));
+    Ok(Exit::Success)
+}
+
+/// `release`: silent when it was held; exits [`Exit::NotHeld`] with a
+/// warning when it was not.
+pub async fn release(
+    target: &Target,
+    args: LockArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Exit, CtlError> {
+    let mut client = target.connect().await?;
+    let what = format!("release {}", print::shell_word(&args.resource));
+    let request = pb::ReleaseRequest {
+        resource: args.resource,
+        token: args.token,
+    };
+    let answer = call(&what, timeout, request, |r| client.release(r)).await?;
+    if let Some(line) = print::released(answer.was_held, json) {
+        println!("{line}");
+    }
+    if answer.was_held {
+        return Ok(Exit::Success);
+    }
+    eprintln!(
+        "redlockctl: {what}: the lock had already expired or been taken over (was_held = false): \
+         work done under it may have overlapped another holder's"
+    );
+    Ok(Exit::NotHeld)
+}
+
+/// `validate`: prints whether it is held and for how long; exits
+/// [`Exit::NotHeld`] when it is not.
+pub async fn validate(
+    target: &Target,
+    args: LockArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Exit, CtlError> {
+    let mut client = target.connect().await?;
+    let what = format!("validate {}", print::shell_word(&args.resource));
+    let request = pb::ValidateRequest {
+        resource: args.resource,
+        token: args.token,
+    };
+    let answer = call(&what, timeout, request, |r| client.validate(r)).await?;
+    println!("{}", print::validity(&answer, json));
+    Ok(if answer.held {
+        Exit::Success
+    } else {
+        Exit::NotHeld
+    })
+}

@@ -1,0 +1,103 @@
+//! What can go wrong in redlockctl, each worded for a shell user; `exit.rs`
+//! turns each into an exit status.
+
+use nix::sys::signal::Signal;
+use tonic::{Code, Status};
+
+/// An outcome that ends redlockctl with a message on stderr.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    /// Bad flags or arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// The daemon could not be reached.
+    #[error("cannot connect to the daemon at {addr}: {reason}")]
+    Connect {
+        /// Where it was tried.
+        addr: String,
+        /// The transport's error, with its causes.
+        reason: String,
+    },
+    /// The daemon (or the transport) answered a call with a status.
+    #[error("{what}: {}", describe(status))]
+    Status {
+        /// The call, e.g. `acquire "orders/42"`.
+        what: String,
+        /// The answer.
+        status: Status,
+    },
+    /// The call got no answer within its deadline.
+    #[error("{what}: DEADLINE_EXCEEDED: no answer within {limit:?}")]
+    TimedOut {
+        /// The call.
+        what: String,
+        /// The deadline it had.
+        limit: std::time::Duration,
+    },
+    /// `run` could not start its command.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The command's name.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A signal arrived before the command started.
+    #[error("interrupted by {0} before the command started; nothing is left locked")]
+    Interrupted(Signal),
+    /// The daemon answered something the contract does not allow.
+    #[error("unexpected answer from the daemon: {0}")]
+    Protocol(String),
+    /// redlockctl itself failed (runtime, signal handlers).
+    #[error("{0}")]
+    Local(String),
+}
+
+impl CtlError {
+    /// A status answered to `what`.
+    pub fn status(what: impl Into<String>, status: Status) -> CtlError {
+        CtlError::Status {
+            what: what.into(),
+            status,
+        }
+    }
+}
+
+/// The name of a status code as the contract spells it (the daemon's own
+/// table, so both sides name codes alike).
+pub use redlockd_proto::code_name;
+
+/// `CODE: what it means (the daemon's message)`.
+pub fn describe(status: &Status) -> String {
+    let meaning = match status.code() {
+        Code::Aborted => "the resource stayed held by someone else for the whole wait",
+        Code::FailedPrecondition => "the token no longer holds the lock",
+        Code::Unavailable => "too few masters answered in time, or the connection broke",
+        Code::DeadlineExceeded => "the call's deadline ran out",
+        Code::ResourceExhausted => "a daemon limit was hit",
+        Code::InvalidArgument => "the daemon rejected the request",
+        _ => "",
+    };
+    let message = status.message();
+    match (meaning.is_empty(), message.is_empty()) {
+        (true, true) => code_name(status.code()).to_owned(),
+        (true, false) => format!("{}: {message}", code_name(status.code())),
+        (false, true) => format!("{}: {meaning}", code_name(status.code())),
+        (false, false) => format!("{}: {meaning} ({message})", code_name(status.code())),
+    }
+}
+
+/// An error and its causes, `a: b: c` (tonic's own text is terse).
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

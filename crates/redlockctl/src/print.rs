@@ -1,0 +1,122 @@
+//! What the single calls print on stdout: shell assignments that `eval`
+//! can read (`REDLOCK_TOKEN=...`, the names `run` gives its command), or
+//! with `--json` one JSON object on one line.
+
+use crate::client::std_duration;
+use redlockd_proto::pb;
+
+/// A granted or extended lock.
+pub fn lock(lock: &pb::Lock, json: bool) -> String {
+    let validity_ms = std_duration(lock.validity).as_millis();
+    if json {
+        format!(
+            "{{\"resource\":{},\"token\":{},\"fence\":{},\"validity_ms\":{validity_ms}}}",
+            json_string(&lock.resource),
+            json_string(&lock.token),
+            lock.fence
+        )
+    } else {
+        format!(
+            "REDLOCK_RESOURCE={}\nREDLOCK_TOKEN={}\nREDLOCK_FENCE={}\nREDLOCK_VALIDITY_MS={validity_ms}",
+            shell_word(&lock.resource),
+            shell_word(&lock.token),
+            lock.fence
+        )
+    }
+}
+
+/// A `Validate` answer.
+pub fn validity(answer: &pb::ValidateResponse, json: bool) -> String {
+    let validity_ms = std_duration(answer.validity).as_millis();
+    if json {
+        format!("{{\"held\":{},\"validity_ms\":{validity_ms}}}", answer.held)
+    } else {
+        format!(
+            "REDLOCK_HELD={}\nREDLOCK_VALIDITY_MS={validity_ms}",
+            answer.held
+        )
+    }
+}
+
+/// A `Release` answer; nothing in text mode (the exit status says it).
+pub fn released(was_held: bool, json: bool) -> Option<String> {
+    json.then(|| format!("{{\"was_held\":{was_held}}}"))
+}
+
+/// `text` as one shell word: bare when it is plainly safe, else in single
+/// quotes (a `'` inside becomes `'\''`).
+pub fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// `text` as a JSON string.
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resource names survive `eval` whatever they contain.
+    #[test]
+    fn shell_words() {
+        assert_eq!(shell_word("orders/42"), "orders/42");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("$(rm -rf /)"), "'$(rm -rf /)'");
+        assert_eq!(shell_word(""), "''");
+    }
+
+    /// JSON strings escape quotes, backslashes and control characters.
+    #[test]
+    fn json_strings() {
+        assert_eq!(json_string(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(json_string("x\u{1}"), r#""x\u0001""#);
+        assert_eq!(json_string("é"), "\"é\"");
+    }
+
+    /// A lock prints as assignments or as one JSON line.
+    #[test]
+    fn lock_output() {
+        let l = pb::Lock {
+            resource: "jobs/nightly".into(),
+            token: "ab".into(),
+            fence: 7,
+            validity: Some(prost_types::Duration {
+                seconds: 1,
+                nanos: 500_000_000,
+            }),
+        };
+        assert_eq!(
+            lock(&l, false),
+            "REDLOCK_RESOURCE=jobs/nightly\nREDLOCK_TOKEN=ab\nREDLOCK_FENCE=7\nREDLOCK_VALIDITY_MS=1500"
+        );
+        assert_eq!(
+            lock(&l, true),
+            r#"{"resource":"jobs/nightly","token":"ab","fence":7,"validity_ms":1500}"#
+        );
+    }
+}

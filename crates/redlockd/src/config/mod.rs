@@ -1,0 +1,367 @@
+//! The daemon's configuration: what it is, where it comes from, and which
+//! values are refused before the daemon serves a single request.
+//!
+//! # Load order
+//!
+//! [`Config::load`] builds one [`Config`] from three layers; a later layer
+//! overrides an earlier one key by key:
+//!
+//! 1. **Built-in defaults** ([`Config::default`]). Every struct is
+//!    `#[serde(default)]`, so any key that no later layer sets keeps its
+//!    default and a partial file is enough.
+//! 2. **The TOML file** given on the command line (optional; when a path is
+//!    given the file must exist). Durations are humantime strings such as
+//!    `"50ms"`, `"30s"` or `"1h"`.
+//! 3. **Environment variables** `REDLOCKD__<SECTION>__<KEY>`, for example
+//!    `REDLOCKD__SERVER__LISTEN=0.0.0.0:50051` or
+//!    `REDLOCKD__REDLOCK__NODE_TIMEOUT=80ms`. Names are case-insensitive.
+//!    `REDLOCKD__REDLOCK__NODES` takes one URL or a comma-separated list.
+//!    Variables that do not start with `REDLOCKD__` are ignored.
+//!
+//! Then [`Config::validate`] checks every rule. A misspelt key, in the file
+//! or in the environment, is an error rather than being silently ignored:
+//! a typo in a safety setting must not fall back to a default unnoticed.
+//!
+//! Node URLs may carry passwords. Nothing in this module prints one: errors,
+//! warnings and the `Debug` output pass URLs through [`redact_url`].
+
+mod nodes;
+mod redact;
+mod security;
+mod sessions;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use nodes::{deserialize_nodes, parse_node};
+use redact::redact_text;
+pub use redact::redact_url;
+pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
+pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
+pub use validate::{
+    DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
+    NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT, ValidConfig,
+};
+
+/// Prefix of the environment variables read by [`Config::load`]; together
+/// with [`ENV_SEPARATOR`] it keeps unrelated variables (`REDLOCKD_LOG`,
+/// `PATH`, ...) out of the configuration.
+pub const ENV_PREFIX: &str = "REDLOCKD";
+
+/// Separator after [`ENV_PREFIX`] and between section and key, e.g.
+/// `REDLOCKD__REDLOCK__NODE_TIMEOUT`. Two underscores, because single
+/// underscores occur inside key names.
+pub const ENV_SEPARATOR: &str = "__";
+
+/// The daemon's whole configuration, loaded and validated once at start-up.
+///
+/// `Debug` output redacts passwords in node URLs, so the whole value can be
+/// logged.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How the gRPC server listens and stops.
+    pub server: ServerConfig,
+    /// Which masters hold the locks and the limits on what clients may ask.
+    pub redlock: RedlockConfig,
+    /// Caps on waiters and sessions.
+    pub limits: LimitsConfig,
+    /// How `Hold` sessions keep their locks.
+    pub session: SessionConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
+    /// Log output.
+    pub log: LogConfig,
+    /// Client identities and their namespaces (off by default).
+    pub auth: AuthConfig,
+    /// Credentials and TLS trust for the connections to the masters.
+    pub masters: MastersConfig,
+}
+
+/// The `[server]` section: the gRPC endpoint.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the gRPC server binds to. The default is loopback only, so a
+    /// daemon started without a config is not reachable from the network.
+    pub listen: SocketAddr,
+    /// How long a stop (SIGTERM/SIGINT) waits for in-flight calls to finish
+    /// before they are cut off; lets running acquires and releases complete
+    /// instead of leaving half-written keys that then only expire by TTL.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Largest gRPC message accepted, in bytes (encoded). A bigger one is
+    /// refused before it is decoded, so one request cannot make the daemon
+    /// buffer megabytes. Must leave room for `redlock.max_resource_len`.
+    pub max_request_bytes: usize,
+    /// TLS on the gRPC port (`[server.tls]`); off by default.
+    pub tls: TlsConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50051),
+            shutdown_grace: Duration::from_secs(10),
+            max_request_bytes: 64 * 1024,
+            tls: TlsConfig::default(),
+        }
+    }
+}
+
+/// The `[redlock]` section: the masters and the limits of the algorithm.
+///
+/// `Debug` is written by hand so that passwords in [`nodes`](Self::nodes)
+/// are redacted.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedlockConfig {
+    /// URLs (`redis://` or `rediss://`) of the independent masters. A lock is
+    /// held only when a majority (`N/2 + 1`) of them granted it, so these
+    /// must be separate servers: not replicas of one another, and without
+    /// failover, since a promoted replica may not have the lock key yet.
+    /// Five is the recommended count. In the environment: one URL or a
+    /// comma-separated list (percent-encode a comma in a password as `%2C`).
+    #[serde(deserialize_with = "deserialize_nodes")]
+    pub nodes: Vec<String>,
+    /// Prepended to every key the daemon writes, so lock keys cannot clash
+    /// with other data on the same masters. Every daemon sharing the masters
+    /// must use the same prefix, or they will not see each other's locks.
+    pub key_prefix: String,
+    /// Longest wait for one master to answer one command. One slow or
+    /// unreachable master must never slow a call beyond this: the call goes
+    /// on with the other masters' answers.
+    #[serde(with = "humantime_serde")]
+    pub node_timeout: Duration,
+    /// Allowance for clock *rate* differences between the masters and this
+    /// host, as a fraction of the TTL. It is one part of the lock's validity
+    /// time: `validity = ttl - elapsed - (ttl * drift_factor + 2ms)`. With a
+    /// larger value clients stop trusting a lock sooner; 0 trusts clocks
+    /// completely.
+    pub drift_factor: f64,
+    /// Shortest lease a client may ask for. Below it the round-trips to the
+    /// masters plus the drift allowance would use up the whole lease and the
+    /// lock would be born expired.
+    #[serde(with = "humantime_serde")]
+    pub min_ttl: Duration,
+    /// Longest lease a client may ask for. It bounds how long a crashed
+    /// client that never releases can block a resource.
+    #[serde(with = "humantime_serde")]
+    pub max_ttl: Duration,
+    /// Longest a client may ask one acquire to keep retrying while the
+    /// resource is held, so one call cannot tie up the server indefinitely.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Longest resource name accepted, in bytes. It bounds the size of keys
+    /// written to the masters and the memory one request can use.
+    pub max_resource_len: usize,
+    /// Shortest pause between two acquire attempts. Pauses are drawn at
+    /// random in `[retry_delay_min, retry_delay_max]`, so that clients which
+    /// split the votes between them do not collide again in lock-step.
+    #[serde(with = "humantime_serde")]
+    pub retry_delay_min: Duration,
+    /// Longest pause between two acquire attempts (see `retry_delay_min`).
+    #[serde(with = "humantime_serde")]
+    pub retry_delay_max: Duration,
+    /// Expiry of the per-resource fencing counter key, renewed on every
+    /// acquire. Fencing tokens must only ever grow. If the counter expired
+    /// while a lock was held, or before a lock's last holder could still be
+    /// writing, the next acquire would restart it at 1 and hand out a token
+    /// lower than one already in use, so a stale writer's token would no
+    /// longer be rejected by the storage. Hence it must be greater than
+    /// `max_ttl`, and in practice much greater.
+    #[serde(with = "humantime_serde")]
+    pub fence_ttl: Duration,
+    /// Wake waiters when the holder releases (release notices over the
+    /// masters' pub/sub) and at the holder's expiry, serving them first come
+    /// first served. Off: plain Redlock polling with jittered retries (kept
+    /// for comparison in benchmarks).
+    pub wake_on_release: bool,
+    /// Longest a waiter at the front of the queue sleeps without a notice
+    /// before trying again anyway: covers notices lost with a master
+    /// connection.
+    #[serde(with = "humantime_serde")]
+    pub wait_fallback: Duration,
+    /// Restart quarantine: a master that restarted (low `uptime_in_seconds`,
+    /// a new `run_id`, or a clock jump) may have lost its keys, so its votes
+    /// do not count toward a quorum until it has been up for longer than
+    /// `max_ttl` plus drift. Turn off only for masters that persist every
+    /// write (`appendfsync always`).
+    pub restart_quarantine: bool,
+}
+
+impl Default for RedlockConfig {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            key_prefix: "redlock:".to_owned(),
+            node_timeout: Duration::from_millis(50),
+            drift_factor: 0.01,
+            min_ttl: Duration::from_millis(10),
+            max_ttl: Duration::from_secs(60 * 60),
+            max_wait: Duration::from_secs(5 * 60),
+            max_resource_len: 512,
+            retry_delay_min: Duration::from_millis(5),
+            retry_delay_max: Duration::from_millis(50),
+            fence_ttl: Duration::from_secs(168 * 60 * 60),
+            wake_on_release: true,
+            wait_fallback: Duration::from_secs(1),
+            restart_quarantine: true,
+        }
+    }
+}
+
+impl fmt::Debug for RedlockConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|n| redact_url(n)).collect();
+        f.debug_struct("RedlockConfig")
+            .field("nodes", &nodes)
+            .field("key_prefix", &self.key_prefix)
+            .field("node_timeout", &self.node_timeout)
+            .field("drift_factor", &self.drift_factor)
+            .field("min_ttl", &self.min_ttl)
+            .field("max_ttl", &self.max_ttl)
+            .field("max_wait", &self.max_wait)
+            .field("max_resource_len", &self.max_resource_len)
+            .field("retry_delay_min", &self.retry_delay_min)
+            .field("retry_delay_max", &self.retry_delay_max)
+            .field("fence_ttl", &self.fence_ttl)
+            .field("wake_on_release", &self.wake_on_release)
+            .field("wait_fallback", &self.wait_fallback)
+            .field("restart_quarantine", &self.restart_quarantine)
+            .finish()
+    }
+}
+
+/// Why the configuration was refused. The daemon does not start on either.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file or the environment could not be read or did not parse: a
+    /// missing file, bad TOML, an unknown key, a value of the wrong type. The
+    /// message comes from the `config` crate and names the key when it knows
+    /// it; any password in a URL in it is redacted.
+    #[error("could not load configuration: {0}")]
+    Load(String),
+    /// A value parsed but breaks a rule.
+    #[error("invalid configuration: {key}: {reason}")]
+    Invalid {
+        /// Dotted path of the offending key, e.g. `"redlock.node_timeout"`.
+        key: &'static str,
+        /// What is wrong and why it matters.
+        reason: String,
+    },
+}
+
+impl Config {
+    /// Built-in defaults, then the TOML file at `path` (if given; it must
+    /// exist), then environment variables `REDLOCKD__<SECTION>__<KEY>` from
+    /// the real process environment; then [`validate`](Self::validate).
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let config = Self::read(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Like [`load`](Self::load) but without [`validate`](Self::validate),
+    /// for callers that fill in part of the configuration themselves first
+    /// (`redlockd --dev` supplies the masters it starts).
+    pub fn read(path: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_from(path, None)
+    }
+
+    /// Same as [`load`](Self::load), but with the environment given
+    /// explicitly, so tests need not change the process environment.
+    pub fn load_with_env(
+        path: Option<&Path>,
+        env: HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let config = Self::load_from(path, Some(env.into_iter().collect()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn load_from(
+        path: Option<&Path>,
+        env: Option<config::Map<String, String>>,
+    ) -> Result<Config, ConfigError> {
+        let mut builder = config::Config::builder();
+        if let Some(path) = path {
+            builder = builder.add_source(
+                config::File::from(path)
+                    .format(config::FileFormat::Toml)
+                    .required(true),
+            );
+        }
+        // No `try_parsing`: it would turn a string such as a key prefix of
+        // "007" into the integer 7 (and "1.50" into "1.5"). Numbers parse
+        // from strings anyway when the target field is numeric, and the
+        // comma-separated `nodes` list is split by `deserialize_nodes`.
+        builder = builder.add_source(
+            config::Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator(ENV_SEPARATOR)
+                .separator(ENV_SEPARATOR)
+                .source(env),
+        );
+        let loaded: Config = builder
+            .build()
+            .and_then(config::Config::try_deserialize)
+            .map_err(|e| ConfigError::Load(redact_text(&e.to_string())))?;
+        Ok(loaded)
+    }
+
+    /// Non-fatal advice to log at start-up: a setup that works but is weaker
+    /// than it looks (too few masters, an even count, no drift allowance, a
+    /// password sent in clear).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let r = &self.redlock;
+        let n = r.nodes.len();
+        if (1..3).contains(&n) {
+            out.push(format!(
+                "redlock.nodes has {n} master{}: fewer than 3 cannot survive the loss of any master \
+                 (the quorum is {}); 5 independent masters are recommended",
+                if n == 1 { "" } else { "s" },
+                n / 2 + 1
+            ));
+        } else if n >= 4 && n.is_multiple_of(2) {
+            out.push(format!(
+                "redlock.nodes has {n} masters: an even count survives no more lost masters than \
+                 {} (the quorum is {}); use an odd count",
+                n - 1,
+                n / 2 + 1
+            ));
+        }
+        if r.drift_factor == 0.0 {
+            out.push(
+                "redlock.drift_factor is 0: no allowance for clock rate differences between \
+                 masters, so a client may trust a lock a little after a master has expired it"
+                    .to_owned(),
+            );
+        }
+        for url in &r.nodes {
+            if let Ok(node) = parse_node(url) {
+                if node.has_password && !node.tls && !node.is_loopback() {
+                    out.push(format!(
+                        "redlock.nodes: {} sends its password unencrypted; use rediss://",
+                        redact_url(url)
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of masters in `redlock.nodes` (the `N` of Redlock; the quorum
+    /// is `N/2 + 1`).
+    pub fn node_count(&self) -> usize {
+        self.redlock.nodes.len()
+    }
+}

@@ -1,0 +1,51 @@
+//! `redlockd --dev`: five throw-away local masters (no persistence) and a
+//! banner that says how to try the daemon. Built only with the `dev`
+//! feature (on by default); the container image leaves it out.
+
+use redlockd::config::Config;
+
+/// Number of masters `--dev` starts.
+#[cfg(feature = "dev")]
+const DEV_MASTERS: usize = 5;
+
+/// The local masters of `--dev`: they stop when this value is dropped.
+#[cfg(feature = "dev")]
+pub(crate) type DevMasters = redlockd_masters::LocalMasters;
+
+/// Without the `dev` feature there are no local masters to keep.
+#[cfg(not(feature = "dev"))]
+pub(crate) struct DevMasters;
+
+/// Starts the local masters and points `config` at them.
+#[cfg(feature = "dev")]
+pub(crate) fn start(config: &mut Config) -> Result<DevMasters, String> {
+    let binary = redlockd_masters::find_any_server().map_err(|e| e.to_string())?;
+    let masters =
+        redlockd_masters::LocalMasters::start(&binary, DEV_MASTERS).map_err(|e| e.to_string())?;
+    tracing::info!(server = masters.version(), urls = ?masters.urls(), "--dev: started local masters (no persistence)");
+    config.redlock.nodes = masters.urls();
+    // Fresh masters without persistence, started just now: no lock can
+    // predate them, so a restart quarantine would only keep them out.
+    config.redlock.restart_quarantine = false;
+    Ok(masters)
+}
+
+/// `--dev` in a build without the `dev` feature: say so.
+#[cfg(not(feature = "dev"))]
+pub(crate) fn start(_config: &mut Config) -> Result<DevMasters, String> {
+    Err("this build has no --dev mode (built without the `dev` feature)".into())
+}
+
+/// The banner: where the daemon serves and a first command to try.
+pub(crate) fn print_help(config: &Config) {
+    let addr = config.server.listen;
+    println!(
+        "\nredlockd --dev is serving on {addr} with {} local masters. Try:\n\n  \
+         grpcurl -plaintext -import-path proto -proto redlock/v1/lock.proto \\\n    \
+         -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}' {addr} redlock.v1.LockService/Acquire\n\n\
+         masters: {}\n\
+         Stop with Ctrl-C.\n",
+        config.redlock.nodes.len(),
+        config.redlock.nodes.join(" ")
+    );
+}

@@ -1,0 +1,31 @@
+//! redlockd: a lock-service daemon. Services in any language call its gRPC
+//! API; inside, it runs the Redlock algorithm against N independent
+//! Valkey/Redis masters.
+//!
+//! Module map:
+//! - [`redlock`]: the algorithm (quorum, validity, fencing, retry), no gRPC, no
+//!   Valkey client: masters are a trait;
+//! - [`node`]: one Valkey/Redis master over fred (scripts, server detection);
+//! - [`service`]: the gRPC layer: validate, call the engine, map the outcome;
+//! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
+//! - [`config`]: the one typed configuration, loaded once;
+//! - [`metrics`], [`metrics_endpoint`], [`health`]: what operators see;
+//! - [`signal`](mod@signal): SIGTERM/SIGINT;
+//! - [`tls`]: TLS material for the gRPC port and for `rediss://` masters.
+//!
+//! The generated gRPC code lives in the `redlockd-proto` crate (re-exported
+//! as [`pb`]); local master processes for `--dev` in `redlockd-masters`.
+
+pub mod config;
+pub mod health;
+pub mod metrics;
+pub mod metrics_endpoint;
+pub mod node;
+pub mod redlock;
+pub mod server;
+pub mod service;
+pub mod signal;
+pub mod tls;
+
+pub use redlockd_proto::pb;
+pub use server::run;

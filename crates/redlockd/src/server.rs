@@ -1,0 +1,288 @@
+//! Wiring: masters -> engine -> gRPC service, served until `shutdown`.
+//! The binary and every integration test go through [`run`].
+
+use crate::config::{Config, ValidConfig};
+use crate::metrics::MetricsError;
+use crate::node::auth::MasterAccess;
+use crate::node::scripts::BatchScript;
+use crate::node::subscriber::Subscriptions;
+use crate::node::{FredNode, NodeSettings, NodeSetupError};
+use crate::pb::lock_service_server::LockServiceServer;
+use crate::redlock::keys::release_channel;
+use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
+use crate::service::auth::Gatekeeper;
+use crate::service::hold::Sessions;
+use crate::service::rate::ConnectionCalls;
+use crate::service::{request::Limits, LockApi};
+use crate::{health, metrics_endpoint};
+use futures::future::join_all;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::transport::server::TcpIncoming;
+
+/// How long start-up waits for the masters' first connections before
+/// serving anyway (a master that is down is retried in the background).
+const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(2);
+
+/// Why the daemon could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A master's URL could not be used.
+    #[error(transparent)]
+    Node(#[from] NodeSetupError),
+    /// No masters configured.
+    #[error(transparent)]
+    NoMasters(#[from] NoMasters),
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// The reflection service could not read the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// TLS material could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// A master password could not be read.
+    #[error(transparent)]
+    Secret(#[from] crate::node::auth::SecretError),
+}
+
+/// The engine's settings from the configuration.
+pub fn engine_settings(config: &Config) -> Settings {
+    let r = &config.redlock;
+    Settings {
+        key_prefix: r.key_prefix.clone(),
+        node_timeout: r.node_timeout,
+        drift_factor: r.drift_factor,
+        retry: RetryPolicy {
+            min: r.retry_delay_min,
+            max: r.retry_delay_max,
+        },
+        fence_ttl: r.fence_ttl,
+        wake_on_release: r.wake_on_release,
+        wait_fallback: r.wait_fallback,
+        max_waiters_per_resource: config.limits.max_waiters_per_resource,
+        max_waiters: config.limits.max_waiters,
+    }
+}
+
+/// How each master is watched, from the configuration: the restart
+/// quarantine lasts the longest lock's ttl plus its drift allowance.
+pub fn node_settings(config: &Config) -> NodeSettings {
+    let r = &config.redlock;
+    NodeSettings {
+        node_timeout: r.node_timeout,
+        quarantine: r
+            .restart_quarantine
+            .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
+        drift_factor: r.drift_factor,
+    }
+}
+
+/// The engine and everything it holds open: master connections and, when
+/// waiters are woken by releases, the release-notice subscriptions.
+pub struct Engine {
+    /// The engine itself.
+    pub redlock: Arc<Redlock>,
+    /// The master connections.
+    pub nodes: Vec<Arc<FredNode>>,
+    subscriptions: Option<Subscriptions>,
+}
+
+impl Engine {
+    /// Closes every connection to the masters.
+    pub async fn close(&self) {
+        if let Some(subscriptions) = &self.subscriptions {
+            subscriptions.close().await;
+        }
+        join_all(self.nodes.iter().map(|n| n.close())).await;
+    }
+}
+
+/// Connects to the configured masters and builds the engine over them.
+pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
+    let script = Arc::new(BatchScript::new());
+    let access = MasterAccess::load(&config.masters)?;
+    let r = &config.redlock;
+    let nodes = r
+        .nodes
+        .iter()
+        .map(|url| {
+            FredNode::connect(url, node_settings(config), script.clone(), &access).map(Arc::new)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
+    for (node, up) in nodes.iter().zip(connected) {
+        if !up {
+            tracing::warn!(
+                node = node.name(),
+                "master not reachable at start-up; retrying in the background"
+            );
+        }
+    }
+    let as_nodes = nodes
+        .iter()
+        .map(|n| Arc::clone(n) as Arc<dyn Node>)
+        .collect();
+    let redlock = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
+    redlock.watch_for_suspend();
+    let subscriptions = r.wake_on_release.then(|| {
+        let engine = Arc::downgrade(&redlock);
+        Subscriptions::start(
+            &r.nodes,
+            &access,
+            &release_channel(&r.key_prefix),
+            Arc::new(move |message: &str| {
+                if let Some(engine) = engine.upgrade() {
+                    engine.notice_received(message);
+                }
+            }),
+        )
+    });
+    Ok(Engine {
+        redlock,
+        nodes,
+        subscriptions,
+    })
+}
+
+/// The encoded descriptors of `proto/`, for gRPC server reflection.
+const DESCRIPTORS: &[u8] = redlockd_proto::FILE_DESCRIPTOR_SET;
+
+/// Serves the lock service on `listener` until `shutdown` completes. Then
+/// it stops accepting, ends every `Hold` session (releasing its lock and
+/// telling the client), lets in-flight calls finish, and closes the master
+/// connections. Alongside: the standard gRPC health service (SERVING for
+/// `redlock.v1.LockService` only while a quorum of masters is up), server
+/// reflection, and the Prometheus endpoint on `metrics.listen`.
+pub async fn run(
+    config: ValidConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let metrics = start_metrics(&config).await?;
+    let engine = build_engine(&config).await?;
+    let (stopping, stopped) = watch::channel(false);
+    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    // Known from the start, NOT_SERVING until the watcher has seen a quorum.
+    reporter
+        .set_service_status(
+            health::LOCK_SERVICE,
+            tonic_health::ServingStatus::NotServing,
+        )
+        .await;
+    tokio::spawn(health::watch(
+        engine.redlock.clone(),
+        engine.nodes.clone(),
+        reporter,
+        metrics.as_ref().map(|(handle, _)| handle.clone()),
+        until_stopped(stopped.clone()),
+    ));
+    if let Some((handle, metrics_listener)) = metrics {
+        tokio::spawn(metrics_endpoint::serve(
+            metrics_listener,
+            handle,
+            until_stopped(stopped.clone()),
+        ));
+    }
+    // Both reflection versions: older grpcurl and IDEs only speak v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(DESCRIPTORS)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let sessions = Sessions::new(&config, stopped);
+    let gate = Gatekeeper::new(&config.auth, &config.limits);
+    let api = LockApi::new(
+        engine.redlock.clone(),
+        Limits::from(&config.redlock),
+        sessions,
+        gate.clone(),
+        ConnectionCalls::new(config.limits.max_calls_per_connection),
+    );
+    // Bigger messages are refused before they are decoded; callers are
+    // authenticated and rate-limited from their headers alone.
+    let lock_service =
+        LockServiceServer::new(api).max_decoding_message_size(config.server.max_request_bytes);
+    let lock_service =
+        tonic::service::interceptor::InterceptedService::new(lock_service, move |request| {
+            gate.check(request)
+        });
+    tracing::info!(
+        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        masters = config.redlock.nodes.len(),
+        "serving redlock.v1.LockService"
+    );
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    };
+    let mut server = tonic::transport::Server::builder();
+    match crate::tls::server_config(&config.server.tls)? {
+        Some(tls) => server = server.tls_config(tls)?,
+        None => warn_if_exposed(&listener),
+    }
+    let served = server
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(lock_service)
+        // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
+        // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
+        // client's delayed ACK hold a response back by ~40 ms, which the
+        // caller would wrongly count against the lock's validity.
+        // The accepted sockets stay `TcpStream`s: under TLS, tonic then puts
+        // `TlsConnectInfo<TcpConnectInfo>` in each request's extensions,
+        // which `Request::peer_certs` (certificate identities, see
+        // `service::auth`) reads; another stream type would hide the
+        // certificates, and such clients would fail closed (UNAUTHENTICATED).
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
+        .await;
+    engine.close().await;
+    Ok(served?)
+}
+
+/// Plaintext is meant for loopback only: anywhere else, tokens and lock
+/// tokens cross the network in clear.
+fn warn_if_exposed(listener: &TcpListener) {
+    if let Ok(addr) = listener.local_addr() {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                listen = %addr,
+                "serving gRPC in plaintext on a non-loopback address: set server.tls.cert \
+                 and server.tls.key"
+            );
+        }
+    }
+}
+
+/// Installs the metrics recorder and binds `metrics.listen`, when enabled.
+async fn start_metrics(
+    config: &Config,
+) -> Result<Option<(PrometheusHandle, TcpListener)>, MetricsError> {
+    if !config.metrics.enabled {
+        return Ok(None);
+    }
+    let handle = crate::metrics::install()?;
+    let listener = TcpListener::bind(config.metrics.listen).await?;
+    tracing::info!(
+        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "serving Prometheus metrics at /metrics"
+    );
+    Ok(Some((handle, listener)))
+}

@@ -1,0 +1,86 @@
+//! The one place where an outcome becomes a gRPC status code, following the
+//! contract in `proto/redlock/v1/lock.proto`.
+
+use super::auth::Denied;
+use super::request::InvalidRequest;
+use crate::redlock::LockError;
+use tonic::{Code, Status};
+
+/// The status code for an engine outcome.
+pub fn code(error: &LockError) -> Code {
+    match error {
+        LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
+        LockError::Limit(_) => Code::ResourceExhausted,
+        LockError::NotHeld(_) => Code::FailedPrecondition,
+        LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
+        LockError::DeadlineExceeded => Code::DeadlineExceeded,
+        LockError::Cancelled => Code::Cancelled,
+        LockError::Token(_) | LockError::Internal(_) => Code::Internal,
+    }
+}
+
+pub use redlockd_proto::code_name;
+
+impl From<LockError> for Status {
+    fn from(error: LockError) -> Status {
+        Status::new(code(&error), error.to_string())
+    }
+}
+
+/// The status code for a caller turned away before its request is served.
+pub fn denied_code(denied: &Denied) -> Code {
+    match denied {
+        Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
+        Denied::OutsideNamespaces { .. } => Code::PermissionDenied,
+        Denied::RateLimited { .. } | Denied::TooManyCalls { .. } => Code::ResourceExhausted,
+    }
+}
+
+impl Denied {
+    /// As a gRPC status (see [`denied_code`]).
+    pub fn into_status(self) -> Status {
+        Status::from(self)
+    }
+}
+
+impl From<Denied> for Status {
+    fn from(denied: Denied) -> Status {
+        Status::new(denied_code(&denied), denied.to_string())
+    }
+}
+
+impl From<InvalidRequest> for Status {
+    fn from(error: InvalidRequest) -> Status {
+        Status::invalid_argument(error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redlock::{Quorum, Tally};
+
+    /// The contract's table, pinned.
+    #[test]
+    fn contract_codes() {
+        let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
+        assert_eq!(code(&LockError::Contended(tally)), Code::Aborted);
+        assert_eq!(code(&LockError::NotHeld(tally)), Code::FailedPrecondition);
+        assert_eq!(code(&LockError::NoQuorum(tally)), Code::Unavailable);
+        assert_eq!(code(&LockError::Expired(tally)), Code::Unavailable);
+        assert_eq!(code(&LockError::DeadlineExceeded), Code::DeadlineExceeded);
+        let invalid = InvalidRequest {
+            field: "ttl",
+            reason: "is required".into(),
+        };
+        assert_eq!(Status::from(invalid).code(), Code::InvalidArgument);
+        assert_eq!(
+            Status::from(Denied::BadCredentials).code(),
+            Code::Unauthenticated
+        );
+        let outside = Denied::OutsideNamespaces { client: "a".into() };
+        assert_eq!(Status::from(outside).code(), Code::PermissionDenied);
+        let limited = Denied::TooManyCalls { max: 1 };
+        assert_eq!(Status::from(limited).code(), Code::ResourceExhausted);
+    }
+}

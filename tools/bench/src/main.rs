@@ -1,0 +1,185 @@
+//! `redlockd-bench`: figures for redlockd under load. Not a test: it asserts
+//! nothing, it measures. Stdout: one JSON line per run, then readable tables;
+//! logs go to stderr (`RUST_LOG`).
+//!
+//! Workloads (`--workloads`, all by default):
+//! - **W1, uncontended** ([`w1`]): C workers (`--concurrency`, 1,16,64,256),
+//!   each acquiring a resource of its own (ttl 10 s, no wait) and releasing
+//!   it, for `--duration`, in every mode of `--modes`: `grpc` (through a
+//!   daemon), `engine` (the same engine in-process, no gRPC), `raw` (`SET NX
+//!   PX` + compare-and-delete on the five masters with fred, no lock logic)
+//!   and `library` (the `rslock` crate in-process; built with the
+//!   `bench-library` feature). Cycles per second, acquire and release
+//!   latency p50/p99/p99.9.
+//! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling.
+//! - **W3, sessions** ([`w3`]): K open `Hold` sessions (`--sessions`, 1,000
+//!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
+//!   *process* spawned next to this binary: its RSS, CPU seconds per
+//!   session-minute, and the extension success rate.
+//!
+//! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
+//! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
+//! in-process daemons over them. Otherwise `--nodes` names the masters
+//! (W1 engine/raw/library, W3) and `--addr` running daemons (W1 grpc, W2).
+//!
+//! ```sh
+//! bash scripts/setup.sh && source .venv/redlockd-env
+//! cargo run --release --features bench-library --bin redlockd-bench -- --dev
+//! ```
+//!
+//! Bench, daemons and masters share the machine's cores.
+
+/// The daemon's allocator (see `src/main.rs`), so that the in-process modes
+/// (`grpc`, `engine`, `raw`, `library`) are measured with the allocator the
+/// daemon ships with, all alike.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod report;
+mod setup;
+mod stats;
+mod w1;
+mod w1_library;
+mod w2;
+mod w3;
+
+use clap::Parser;
+use redlockd_testkit::masters::LocalMasters;
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Errors of the bench: reported, never recovered from.
+pub use redlockd_testkit::BoxError;
+
+/// Benchmarks redlockd: W1 uncontended throughput and latency per layer, W2
+/// contended hand-off, W3 open sessions.
+#[derive(Debug, Parser)]
+#[command(about)]
+pub struct Args {
+    /// Workloads to run, in this order.
+    #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3")]
+    workloads: Vec<Workload>,
+    /// How long each W1 and W2 run lasts: seconds ("10") or humantime ("1m").
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    duration: Duration,
+    /// W1: numbers of concurrent workers, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    concurrency: Vec<usize>,
+    /// W1: modes, one run each per concurrency.
+    #[arg(long, value_delimiter = ',', default_value = "grpc,engine,raw,library")]
+    modes: Vec<w1::Mode>,
+    /// W1 `grpc`: HTTP/2 connections the workers share, as the workers of a
+    /// few client processes share their channels. At C = 64, 64 connections
+    /// made 3,655 cycles/s and 4 made 5,499 (16: 4,539; 1: 5,695): frames of
+    /// many calls share a system call on both sides.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    grpc_connections: u16,
+    /// W2: tasks contending for the one resource.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    contenders: u32,
+    /// W2: how long each grant is held before its Release, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    hold_us: u64,
+    /// W3: numbers of open Hold sessions, one daemon process each.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    sessions: Vec<usize>,
+    /// W3: how long the sessions are measured once all are open.
+    #[arg(long, default_value = "30", value_parser = parse_duration)]
+    w3_duration: Duration,
+    /// Start five local Valkey masters and in-process daemons. The default
+    /// when neither --addr nor --nodes is given.
+    #[arg(long, conflicts_with_all = ["addr", "nodes"])]
+    dev: bool,
+    /// A running daemon (repeatable): W2 runs against each, W1 grpc against
+    /// the first.
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Vec<SocketAddr>,
+    /// Running masters (comma-separated URLs) for W1 engine/raw/library and
+    /// for the W3 daemon process.
+    #[arg(long, value_delimiter = ',', value_name = "URL")]
+    nodes: Vec<String>,
+}
+
+/// The workloads this tool knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Uncontended acquire + release.
+    W1,
+    /// Contended hand-off.
+    W2,
+    /// Open Hold sessions.
+    W3,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed = match text.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())?,
+        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string())?,
+    };
+    match parsed.is_zero() {
+        true => Err("must be longer than zero".to_owned()),
+        false => Ok(parsed),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,redlockd_bench=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    if args.concurrency.contains(&0) || args.sessions.contains(&0) {
+        eprintln!("redlockd-bench: --concurrency and --sessions must be above zero");
+        return ExitCode::FAILURE;
+    }
+    let dev = args.dev || (args.addr.is_empty() && args.nodes.is_empty());
+    // Started before the runtime (it blocks); stopped when dropped, at the end.
+    let masters = match dev.then(setup::start_masters).transpose() {
+        Ok(masters) => masters,
+        Err(error) => {
+            eprintln!("redlockd-bench: cannot start the masters: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = tokio::runtime::Runtime::new()
+        .map_err(BoxError::from)
+        .and_then(|runtime| runtime.block_on(run_all(&args, masters.as_ref())));
+    match result {
+        Ok(reports) => {
+            reports.print_tables();
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("redlockd-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints one JSON line now (runs are long: a line per finished run).
+pub fn emit(line: &str) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Every run of this invocation, in the order of `--workloads`.
+async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::Reports, BoxError> {
+    let nodes = masters.map_or_else(|| args.nodes.clone(), LocalMasters::urls);
+    let mut reports = report::Reports::default();
+    for workload in &args.workloads {
+        match workload {
+            Workload::W1 => reports.w1 = w1::run_all(args, masters.is_some(), &nodes).await?,
+            Workload::W2 => reports.w2 = w2::run_all(args, masters).await?,
+            Workload::W3 if nodes.is_empty() => {
+                tracing::warn!("W3 skipped: it spawns a daemon, which needs --dev or --nodes");
+            }
+            Workload::W3 => reports.w3 = w3::run_all(args, &nodes).await?,
+        }
+    }
+    Ok(reports)
+}

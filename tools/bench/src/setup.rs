@@ -1,0 +1,61 @@
+//! What the workloads run against: local masters, in-process daemons and a
+//! daemon process (all from the test kit), and gRPC clients.
+
+use crate::BoxError;
+use redlockd::config::{Config, ValidConfig};
+use redlockd_testkit::masters::{find_server, Flavor, LocalMasters};
+use redlockd_testkit::process::{DaemonCommand, DaemonProcess};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use redlockd_testkit::client::{proto_duration, LockClient as Client};
+pub use redlockd_testkit::daemon::Daemon;
+
+/// Five Valkey masters on loopback, no persistence.
+pub fn start_masters() -> Result<LocalMasters, BoxError> {
+    let masters = LocalMasters::start(&find_server(Flavor::Valkey)?, 5)?;
+    tracing::info!(server = masters.version(), urls = ?masters.urls(), "masters started");
+    Ok(masters)
+}
+
+/// The default configuration over `nodes`, as the bench's daemons and
+/// engines use it.
+pub fn bench_config(nodes: Vec<String>) -> Result<ValidConfig, BoxError> {
+    let mut config = Config::default();
+    config.redlock.nodes = nodes;
+    // The bench's masters are fresh or shared with nothing that could have
+    // held a lock before: a restart quarantine would only keep them out.
+    config.redlock.restart_quarantine = false;
+    config.metrics.enabled = false;
+    Ok(config.validated()?)
+}
+
+/// Stops an in-process daemon, waiting at most 10 s; a failure is a warning.
+pub async fn stop(daemon: Daemon) {
+    if let Err(error) = daemon.stop(Duration::from_secs(10)).await {
+        tracing::warn!("daemon ended: {error}");
+    }
+}
+
+/// Spawns `redlockd` (the binary next to this one) over `nodes` on a free
+/// loopback port, so that its memory and CPU are its own.
+pub fn spawn_process(nodes: &[String], max_sessions: usize) -> Result<DaemonProcess, BoxError> {
+    DaemonCommand::workspace(nodes)?
+        .set("redlock.restart_quarantine", false)
+        .set("limits.max_sessions", max_sessions)
+        .spawn()
+}
+
+/// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.
+pub async fn stop_process(daemon: DaemonProcess) {
+    match daemon.stop(Duration::from_secs(15)).await {
+        Ok(status) if status.success() => {}
+        Ok(status) => tracing::warn!("daemon process ended: {status}"),
+        Err(error) => tracing::warn!("daemon process: {error}"),
+    }
+}
+
+/// A client on its own HTTP/2 connection, retried while the daemon starts.
+pub async fn connect(addr: SocketAddr) -> Result<Client, BoxError> {
+    redlockd_testkit::client::connect(addr).await
+}

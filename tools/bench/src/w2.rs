@@ -1,0 +1,350 @@
+//! W2, contended hand-off: wake-ups (`redlock.wake_on_release = true`, the
+//! default: a local FIFO queue woken by releases) vs blind Redlock polling
+//! (`false`: each waiter retries after a jittered 5-50 ms pause).
+//!
+//! Workload W2, "contended hand-off": `--contenders` tasks (16), each on its
+//! own gRPC connection, loop on ONE resource: Acquire (ttl 10 s, wait 30 s),
+//! hold `--hold-us`, Release, until `--duration`; Acquires still waiting then
+//! are dropped (the daemon releases what it grants after that). A hand-off is
+//! a grant to a *different* contender than the previous grant; its latency
+//! runs from the previous holder sending Release to the next holder receiving
+//! its grant, on one `std::time::Instant` clock. Also reported: the longest
+//! Acquire wait, and grants per contender (a low minimum means starvation);
+//! the table adds where time goes: the Release round trip, and one Acquire
+//! per client on a free resource (same `wait`), timed before the run.
+//!
+//! With `--dev` it runs two in-process daemons over the local masters, one
+//! after the other (wake-ups, then polling); `--addr` (repeatable) runs
+//! against running daemons instead. Holds below 1 ms are rounded up by the
+//! tokio timer.
+
+use crate::setup::{bench_config, connect, proto_duration, Client, Daemon};
+use crate::stats::{label, ms, pct, sorted, us};
+use crate::{emit, Args, BoxError};
+use redlockd_testkit::masters::LocalMasters;
+use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+/// Lease asked for by every W2 Acquire.
+const W2_TTL: Duration = Duration::from_secs(10);
+/// Longest each W2 Acquire waits for the lock.
+const W2_WAIT: Duration = Duration::from_secs(30);
+
+/// Every W2 run, in order; prints each JSON line as it ends.
+pub async fn run_all(
+    args: &Args,
+    masters: Option<&LocalMasters>,
+) -> Result<Vec<W2Report>, BoxError> {
+    let params = W2Params {
+        contenders: args.contenders as usize,
+        hold: Duration::from_micros(args.hold_us),
+        duration: args.duration,
+    };
+    let pid = std::process::id();
+    let mut reports = Vec::new();
+    let mut report = |r: W2Report| {
+        emit(&r.json_line());
+        reports.push(r);
+    };
+    if let Some(masters) = masters {
+        for (mode, wake) in [("wake", true), ("poll", false)] {
+            let mut config = bench_config(masters.urls())?;
+            config.redlock.wake_on_release = wake;
+            let daemon = Daemon::start(config).await?;
+            tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
+            let resource = format!("bench/w2/{mode}/{pid}");
+            let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params).await;
+            crate::setup::stop(daemon).await;
+            report(outcome?);
+        }
+    }
+    for (i, addr) in args.addr.iter().enumerate() {
+        tracing::info!(%addr, "W2 for {:?}", params.duration);
+        let (mode, resource) = (format!("addr={addr}"), format!("bench/w2/{i}/{pid}"));
+        report(w2_contended_handoff(*addr, &mode, &resource, params).await?);
+    }
+    Ok(reports)
+}
+
+/// The knobs of W2.
+#[derive(Clone, Copy)]
+struct W2Params {
+    contenders: usize,
+    hold: Duration,
+    duration: Duration,
+}
+
+/// One grant, its times on the run's clock.
+struct Grant {
+    contender: usize,
+    acquire_sent: Duration,
+    granted: Duration,
+    release_sent: Duration,
+    /// When the Release answered (None: it failed).
+    release_done: Option<Duration>,
+}
+
+/// What one contender saw.
+#[derive(Default)]
+struct ContenderLog {
+    grants: Vec<Grant>,
+    /// Failed calls.
+    errors: u64,
+    /// Releases that found the lock no longer held on a majority.
+    not_held: u64,
+    /// How long the Acquire dropped at the deadline had waited.
+    cut_wait: Option<Duration>,
+}
+
+/// W2: `contenders` tasks pass one lock around through the daemon at `addr`.
+async fn w2_contended_handoff(
+    addr: SocketAddr,
+    mode: &str,
+    resource: &str,
+    params: W2Params,
+) -> Result<W2Report, BoxError> {
+    let connecting = (0..params.contenders).map(|_| connect(addr));
+    let mut clients = futures::future::try_join_all(connecting).await?;
+    // Before the clock starts: use every connection once, then time one
+    // uncontended Acquire per client: the baseline cost of a grant.
+    let (warm, mut uncontended) = (format!("{resource}/warm-up"), Vec::new());
+    for round in 0..2 {
+        for client in &mut clients {
+            let sent = Instant::now();
+            let lock = client.acquire(acquire_request(&warm, "warm-up")).await?;
+            if round == 1 {
+                uncontended.push(sent.elapsed());
+            }
+            if let Some(lock) = lock.into_inner().lock {
+                client.release(release_request(lock)).await?;
+            }
+        }
+    }
+    let clock = Instant::now();
+    let deadline = tokio::time::Instant::from_std(clock + params.duration);
+    let tasks = clients.into_iter().enumerate().map(|(id, client)| {
+        let resource = resource.to_owned();
+        tokio::spawn(contender(
+            id,
+            client,
+            resource,
+            params.hold,
+            clock,
+            deadline,
+        ))
+    });
+    let logs = futures::future::try_join_all(tasks).await?;
+    Ok(W2Report::new(mode, params, &logs, uncontended))
+}
+
+fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
+    AcquireRequest {
+        resource: resource.to_owned(),
+        ttl: Some(proto_duration(W2_TTL)),
+        wait: Some(proto_duration(W2_WAIT)),
+        owner: owner.to_owned(),
+    }
+}
+
+fn release_request(lock: Lock) -> ReleaseRequest {
+    let (resource, token) = (lock.resource, lock.token);
+    ReleaseRequest { resource, token }
+}
+
+/// One W2 contender: acquire, hold, release, until `deadline`; an Acquire
+/// still waiting then is dropped (the daemon releases a late grant itself).
+async fn contender(
+    id: usize,
+    mut client: Client,
+    resource: String,
+    hold: Duration,
+    clock: Instant,
+    deadline: tokio::time::Instant,
+) -> ContenderLog {
+    let mut log = ContenderLog::default();
+    let owner = format!("bench-{id}");
+    while tokio::time::Instant::now() < deadline {
+        let acquire_sent = clock.elapsed();
+        let request = client.acquire(acquire_request(&resource, &owner));
+        let lock = match tokio::time::timeout_at(deadline, request).await {
+            Ok(Ok(response)) => response.into_inner().lock,
+            Ok(Err(status)) => {
+                log.errors += 1;
+                tracing::warn!(id, code = ?status.code(), "Acquire: {}", status.message());
+                match status.code() {
+                    Code::Unavailable | Code::Aborted | Code::DeadlineExceeded => continue,
+                    _ => break,
+                }
+            }
+            Err(_) => {
+                log.cut_wait = Some(clock.elapsed().saturating_sub(acquire_sent));
+                break;
+            }
+        };
+        let granted = clock.elapsed();
+        let Some(lock) = lock else {
+            log.errors += 1;
+            tracing::warn!(id, "Acquire answered without a lock");
+            break;
+        };
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        let release_sent = clock.elapsed();
+        let release_done = match client.release(release_request(lock)).await {
+            Ok(response) => {
+                log.not_held += u64::from(!response.into_inner().was_held);
+                Some(clock.elapsed())
+            }
+            Err(status) => {
+                log.errors += 1;
+                tracing::warn!(id, code = ?status.code(), "Release: {}", status.message());
+                None
+            }
+        };
+        log.grants.push(Grant {
+            contender: id,
+            acquire_sent,
+            granted,
+            release_sent,
+            release_done,
+        });
+    }
+    log
+}
+
+/// The figures of one W2 run. Samples are sorted.
+pub struct W2Report {
+    mode: String,
+    params: W2Params,
+    grants: usize,
+    /// Consecutive grants to the same contender: not hand-offs.
+    regrants: usize,
+    /// Grants that arrived before the previous holder sent its Release:
+    /// mutual exclusion broken (never expected).
+    overlaps: usize,
+    /// Previous holder's Release sent -> next, different, holder's grant.
+    handoff: Vec<Duration>,
+    /// Release round trips.
+    release_rpc: Vec<Duration>,
+    /// One Acquire per client on a free resource, before the run.
+    uncontended: Vec<Duration>,
+    /// Acquire waits (sent to granted) that ended in a grant.
+    waits: Vec<Duration>,
+    /// Longest Acquire wait cut off at the deadline.
+    longest_cut: Option<Duration>,
+    grants_min: usize,
+    grants_max: usize,
+    errors: u64,
+    not_held: u64,
+}
+
+impl W2Report {
+    fn new(mode: &str, params: W2Params, logs: &[ContenderLog], base: Vec<Duration>) -> Self {
+        let mut grants: Vec<&Grant> = logs.iter().flat_map(|l| &l.grants).collect();
+        grants.sort_unstable_by_key(|g| g.granted);
+        let (mut handoff, mut regrants, mut overlaps) = (Vec::new(), 0, 0);
+        for pair in grants.windows(2) {
+            let (previous, next) = (pair[0], pair[1]);
+            if next.granted < previous.release_sent {
+                overlaps += 1;
+            } else if next.contender == previous.contender {
+                regrants += 1;
+            } else {
+                handoff.push(next.granted - previous.release_sent);
+            }
+        }
+        if overlaps > 0 {
+            tracing::warn!(mode, overlaps, "grants overlapping the previous holder's");
+        }
+        let release_rpc = grants
+            .iter()
+            .filter_map(|g| Some(g.release_done? - g.release_sent));
+        let per_contender = logs.iter().map(|l| l.grants.len());
+        W2Report {
+            mode: mode.to_owned(),
+            params,
+            grants: grants.len(),
+            regrants,
+            overlaps,
+            handoff: sorted(handoff),
+            release_rpc: sorted(release_rpc.collect()),
+            uncontended: sorted(base),
+            waits: sorted(grants.iter().map(|g| g.granted - g.acquire_sent).collect()),
+            longest_cut: logs.iter().filter_map(|l| l.cut_wait).max(),
+            grants_min: per_contender.clone().min().unwrap_or(0),
+            grants_max: per_contender.max().unwrap_or(0),
+            errors: logs.iter().map(|l| l.errors).sum(),
+            not_held: logs.iter().map(|l| l.not_held).sum(),
+        }
+    }
+
+    fn handoffs_per_s(&self) -> f64 {
+        self.handoff.len() as f64 / self.params.duration.as_secs_f64()
+    }
+
+    /// The machine-readable line (written by hand: numbers and one label).
+    pub fn json_line(&self) -> String {
+        let longest_ms = self.waits.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        format!(
+            "{{\"workload\":\"W2\",\"mode\":\"{}\",\"contenders\":{},\"duration_s\":{:.3},\
+             \"handoffs\":{},\"handoffs_per_s\":{:.1},\"handoff_p50_us\":{},\"handoff_p99_us\":{},\
+             \"longest_wait_ms\":{longest_ms:.1},\"grants_min\":{},\"grants_max\":{},\
+             \"grants\":{},\"errors\":{}}}",
+            label(&self.mode),
+            self.params.contenders,
+            self.params.duration.as_secs_f64(),
+            self.handoff.len(),
+            self.handoffs_per_s(),
+            us(pct(&self.handoff, 50)),
+            us(pct(&self.handoff, 99)),
+            self.grants_min,
+            self.grants_max,
+            self.grants,
+            self.errors,
+        )
+    }
+}
+
+/// A readable comparison of the runs, one column each.
+pub fn print_table(reports: &[W2Report]) {
+    type Row = (&'static str, fn(&W2Report) -> String);
+    let rows: &[Row] = &[
+        ("contenders", |r| r.params.contenders.to_string()),
+        ("hold", |r| ms(Some(r.params.hold))),
+        ("duration s", |r| {
+            format!("{:.1}", r.params.duration.as_secs_f64())
+        }),
+        ("grants, all", |r| r.grants.to_string()),
+        ("re-grants, same holder", |r| r.regrants.to_string()),
+        ("hand-offs", |r| r.handoff.len().to_string()),
+        ("hand-offs / s", |r| format!("{:.0}", r.handoffs_per_s())),
+        ("hand-off p50", |r| ms(pct(&r.handoff, 50))),
+        ("hand-off p99", |r| ms(pct(&r.handoff, 99))),
+        ("hand-off max", |r| ms(r.handoff.last().copied())),
+        ("  Release RPC p50", |r| ms(pct(&r.release_rpc, 50))),
+        ("  free Acquire p50", |r| ms(pct(&r.uncontended, 50))),
+        ("longest Acquire wait", |r| ms(r.waits.last().copied())),
+        ("  cut at the deadline", |r| ms(r.longest_cut)),
+        ("grants/contender min/max", |r| {
+            format!("{}/{}", r.grants_min, r.grants_max)
+        }),
+        ("errors/not held/overlaps", |r| {
+            format!("{}/{}/{}", r.errors, r.not_held, r.overlaps)
+        }),
+    ];
+    let width = 2 + reports.iter().map(|r| r.mode.len()).fold(12, usize::max);
+    let mut out = format!("\nW2 contended hand-off\n{:<28}", "");
+    for r in reports {
+        out.push_str(&format!("{:>width$}", r.mode));
+    }
+    for (name, cell) in rows {
+        out.push_str(&format!("\n{name:<28}"));
+        for r in reports {
+            out.push_str(&format!("{:>width$}", cell(r)));
+        }
+    }
+    println!("{out}");
+}

@@ -1,0 +1,306 @@
+//! The workload: many concurrent gRPC clients spread over the replicas.
+//!
+//! - Contended clients loop on a few hot resources: Acquire (with a wait),
+//!   a critical section that updates both registers of the resource, and
+//!   Release. Some critical sections extend the lock half-way; a few sleep
+//!   past their validity before writing (Kleppmann's paused client).
+//! - Uncontended clients acquire a fresh resource name each time, without
+//!   waiting, and release it at once: every failure is an availability
+//!   miss, never contention.
+//!
+//! Every loop ends at the deadline; every call has a client-side timeout.
+
+use crate::history::{Attempt, Clock, Failure, Grant, ReleaseRecord, Time, Window, Workload};
+use crate::registers::Registers;
+use crate::replicas::Routes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redlockd_proto::pb::lock_service_client::LockServiceClient;
+use redlockd_proto::pb::{AcquireRequest, ExtendRequest, Lock, ReleaseRequest};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Added to a call's own wait for its client-side timeout.
+const CALL_SLACK: Duration = Duration::from_millis(1500);
+
+/// The shape of the workload.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// Clients on the hot resources.
+    pub contended_clients: usize,
+    /// How many hot resources.
+    pub hot: usize,
+    /// Clients on fresh resources.
+    pub uncontended_clients: usize,
+    /// Lease of a contended lock.
+    pub contended_ttl: Duration,
+    /// How long a contended Acquire waits.
+    pub contended_wait: Duration,
+    /// Work inside an ordinary critical section, in ms (inclusive range).
+    pub work_ms: (u64, u64),
+    /// Share of critical sections that hold on for a long time instead,
+    /// and for how long (ms): the long leases of the counterfactual.
+    pub long_hold: (f64, u64, u64),
+    /// Share of critical sections that sleep past their validity.
+    pub pause_share: f64,
+    /// Share of critical sections that Extend half-way.
+    pub extend_share: f64,
+    /// Lease of an uncontended lock.
+    pub uncontended_ttl: Duration,
+    /// Pause between two uncontended acquisitions, in ms.
+    pub uncontended_gap_ms: (u64, u64),
+}
+
+/// What every client shares.
+pub struct Shared {
+    /// The run's clock.
+    pub clock: Clock,
+    /// No new operation starts after this.
+    pub deadline: Time,
+    /// How to reach the replicas.
+    pub routes: Arc<Routes>,
+    /// Names of the hot resources, index-aligned with `registers`.
+    pub hot: Vec<String>,
+    /// The registers of each hot resource.
+    pub registers: Vec<Arc<Registers>>,
+    /// Grant ids.
+    pub next_grant: AtomicU64,
+    /// Prefix of resource names (unique per run).
+    pub tag: String,
+}
+
+/// What one client recorded.
+#[derive(Debug, Default)]
+pub struct ClientLog {
+    /// Its grants.
+    pub grants: Vec<Grant>,
+    /// Its uncontended attempts.
+    pub attempts: Vec<Attempt>,
+    /// Its failed contended Acquires.
+    pub contended_failures: Vec<Failure>,
+}
+
+fn proto(d: Duration) -> Option<prost_types::Duration> {
+    prost_types::Duration::try_from(d).ok()
+}
+
+fn validity(lock: &Lock) -> Duration {
+    lock.validity
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+}
+
+fn between(rng: &mut StdRng, (lo, hi): (u64, u64)) -> Duration {
+    Duration::from_millis(rng.random_range(lo..=hi.max(lo)))
+}
+
+/// A call bounded by `limit`; a failure comes with the status message.
+async fn call_with_message<T>(
+    limit: Duration,
+    request: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, (Failure, String)> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err((Failure::Status(status.code()), status.message().to_owned())),
+        Err(_) => Err((Failure::TimedOut, format!("no answer within {limit:?}"))),
+    }
+}
+
+/// A call bounded by `limit`.
+async fn call<T>(
+    limit: Duration,
+    request: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, Failure> {
+    call_with_message(limit, request)
+        .await
+        .map_err(|(failure, _)| failure)
+}
+
+impl Shared {
+    /// Acquire `resource` through the replica `home` prefers: (replica,
+    /// sent, received, outcome).
+    async fn acquire(
+        &self,
+        home: usize,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> (usize, Time, Time, Result<Lock, (Failure, String)>) {
+        let (replica, channel) = self.routes.pick(home);
+        let request = AcquireRequest {
+            resource: resource.to_owned(),
+            ttl: proto(ttl),
+            wait: proto(wait),
+            owner: "chaos".to_owned(),
+        };
+        let sent = self.clock.now();
+        let mut client = LockServiceClient::new(channel);
+        let answer = call_with_message(wait + CALL_SLACK, client.acquire(request)).await;
+        let received = self.clock.now();
+        let missing = || (Failure::Status(tonic::Code::Internal), "no lock".to_owned());
+        let lock = answer.and_then(|a| a.lock.ok_or_else(missing));
+        (replica, sent, received, lock)
+    }
+
+    /// Extends `lock`; its new window if granted.
+    async fn extend(&self, home: usize, lock: &Lock, ttl: Duration) -> Option<Window> {
+        let (_, channel) = self.routes.pick(home);
+        let request = ExtendRequest {
+            resource: lock.resource.clone(),
+            token: lock.token.clone(),
+            ttl: proto(ttl),
+        };
+        let answer = call(CALL_SLACK, LockServiceClient::new(channel).extend(request)).await;
+        let received = self.clock.now();
+        let extended = answer.ok()?.lock?;
+        Some(Window::of_call(received, validity(&extended)))
+    }
+
+    /// Releases `lock`, once more through another replica if the first
+    /// call fails (a token is valid on any replica). The record spans both
+    /// calls: the holder gave the lock up when it sent the first.
+    async fn release(&self, home: usize, lock: &Lock) -> ReleaseRecord {
+        let sent = self.clock.now();
+        let (mut outcome, mut calls) = (Err(Failure::TimedOut), 0);
+        for attempt in 0..2 {
+            let (_, channel) = self.routes.pick(home + attempt);
+            let request = ReleaseRequest {
+                resource: lock.resource.clone(),
+                token: lock.token.clone(),
+            };
+            let answer = call(CALL_SLACK, LockServiceClient::new(channel).release(request)).await;
+            outcome = answer.map(|a| a.was_held);
+            calls += 1;
+            if outcome.is_ok() {
+                break;
+            }
+        }
+        ReleaseRecord {
+            sent,
+            received: self.clock.now(),
+            outcome,
+            calls,
+        }
+    }
+
+    fn grant(&self, workload: Workload, client: u32, replica: usize, lock: &Lock) -> Grant {
+        Grant {
+            id: self.next_grant.fetch_add(1, Ordering::Relaxed),
+            resource: lock.resource.clone(),
+            workload,
+            client,
+            replica,
+            fence: lock.fence,
+            sent: Time::ZERO,
+            received: Time::ZERO,
+            windows: Vec::new(),
+            valid_until: Time::ZERO,
+            paused: false,
+            cs_end: Time::ZERO,
+            release: None,
+        }
+    }
+}
+
+/// One contended client until the deadline.
+pub async fn contended(id: u32, shared: Arc<Shared>, profile: Profile, seed: u64) -> ClientLog {
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0xC0);
+    let (home, clock, mut log) = (id as usize, shared.clock, ClientLog::default());
+    while clock.now() < shared.deadline {
+        let hot = rng.random_range(0..shared.hot.len());
+        let wait = profile
+            .contended_wait
+            .min(shared.deadline.saturating_sub(clock.now()));
+        let (replica, sent, received, answer) = shared
+            .acquire(home, &shared.hot[hot], profile.contended_ttl, wait)
+            .await;
+        let lock = match answer {
+            Ok(lock) => lock,
+            Err((failure, _)) => {
+                log.contended_failures.push(failure);
+                if failure != Failure::Status(tonic::Code::Aborted) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                continue;
+            }
+        };
+        let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
+        let first = Window::of_call(received, validity(&lock));
+        (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
+        grant.windows.push(first);
+        let registers = &shared.registers[hot];
+        let fenced = registers.check_in(&clock, grant.id, lock.fence, grant.valid_until);
+        let plain = registers.read_plain();
+        if rng.random_bool(profile.pause_share) {
+            // Kleppmann: the holder stops past its validity, then writes.
+            grant.paused = true;
+            let wake = grant.valid_until + between(&mut rng, (20, 200));
+            tokio::time::sleep_until(clock.deadline(wake)).await;
+        } else {
+            let (long_share, lo, hi) = profile.long_hold;
+            let mut work = match rng.random_bool(long_share) {
+                true => between(&mut rng, (lo, hi)),
+                false => between(&mut rng, profile.work_ms),
+            };
+            // Never past the validity on purpose: that is the pause's job.
+            let room = grant
+                .valid_until
+                .saturating_sub(clock.now() + Duration::from_millis(50));
+            work = work.min(room);
+            if rng.random_bool(profile.extend_share) {
+                tokio::time::sleep(work / 2).await;
+                if let Some(window) = shared.extend(home, &lock, profile.contended_ttl).await {
+                    if window.start < grant.valid_until {
+                        grant.valid_until = grant.valid_until.max(window.end);
+                    }
+                    grant.windows.push(window);
+                }
+                tokio::time::sleep(work / 2).await;
+            } else {
+                tokio::time::sleep(work).await;
+            }
+            registers.write_plain(&clock, grant.id, plain, grant.valid_until);
+        }
+        if let Some(read) = fenced {
+            registers.write_fenced(&clock, grant.id, lock.fence, read, grant.valid_until);
+        }
+        grant.cs_end = clock.now();
+        grant.release = Some(shared.release(home, &lock).await);
+        log.grants.push(grant);
+    }
+    log
+}
+
+/// One uncontended client until the deadline.
+pub async fn uncontended(id: u32, shared: Arc<Shared>, profile: Profile, seed: u64) -> ClientLog {
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0x0C);
+    let (home, clock, mut log) = (id as usize, shared.clock, ClientLog::default());
+    let mut n = 0u64;
+    while clock.now() < shared.deadline {
+        let resource = format!("{}/free/{id}/{n}", shared.tag);
+        n += 1;
+        let (replica, sent, received, answer) = shared
+            .acquire(home, &resource, profile.uncontended_ttl, Duration::ZERO)
+            .await;
+        log.attempts.push(Attempt {
+            replica,
+            sent,
+            received,
+            outcome: answer.as_ref().map(|_| ()).map_err(|(f, _)| *f),
+            message: answer.as_ref().err().map(|(_, m)| m.clone()),
+        });
+        if let Ok(lock) = answer {
+            let mut grant = shared.grant(Workload::Uncontended, id, replica, &lock);
+            let window = Window::of_call(received, validity(&lock));
+            (grant.sent, grant.received, grant.valid_until) = (sent, received, window.end);
+            grant.windows.push(window);
+            grant.cs_end = received;
+            grant.release = Some(shared.release(home, &lock).await);
+            log.grants.push(grant);
+        }
+        tokio::time::sleep(between(&mut rng, profile.uncontended_gap_ms)).await;
+    }
+    log
+}

@@ -1,0 +1,399 @@
+//! The fault schedule: planned up front from the seed (so a seed names one
+//! schedule, whatever the quarantine setting), then injected on time, each
+//! fault recorded as it really happened.
+//!
+//! `full`: after a warm-up, faults of every kind at random, never more than
+//! two masters counted as faulted at once, where a master counts as faulted
+//! from the injection until it is fully usable again: its return plus a
+//! grace for reconnection, plus the restart quarantine after a restart
+//! without data (budgeted whether or not quarantine is on, so both settings
+//! run the same schedule). At most one replica is down at a time. Then a
+//! short phase with three masters faulted (two SIGSTOPped, one
+//! unreachable), and a healthy tail.
+//!
+//! `restarts`: the counterfactual. Every cycle restarts three masters
+//! without data within a few tens of milliseconds, while holders keep long
+//! leases, then waits out the quarantine.
+
+use crate::cluster::{BoxError, Cluster};
+use crate::history::{Clock, Fault, FaultKind, Phases};
+use redlockd_testkit::proxy::Mode;
+use crate::replicas::Replicas;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+/// Which schedule to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Schedule {
+    /// Every fault kind at random, at most two masters faulted at once.
+    Full,
+    /// Three masters restarted without data at once, again and again.
+    Restarts,
+}
+
+/// How long a target counts as faulted after it is back.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Reconnection: "full service again within 1 s after a master returns".
+    pub grace: Duration,
+    /// A restarted master's quarantine (max_ttl + drift, and detection).
+    pub quarantine: Duration,
+}
+
+impl Budget {
+    /// How long `kind` counts after its end.
+    pub fn after(&self, kind: FaultKind) -> Duration {
+        match kind {
+            FaultKind::MasterRestart => self.grace + self.quarantine,
+            _ => self.grace,
+        }
+    }
+}
+
+/// One fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planned {
+    /// What.
+    pub kind: FaultKind,
+    /// Master or replica index.
+    pub target: usize,
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// How long it lasts.
+    pub len: Duration,
+    /// Proxy delay of a slow master.
+    pub delay: Duration,
+    /// Part of the three-masters phase.
+    pub three_phase: bool,
+}
+
+/// The schedule of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Every fault, by start time.
+    pub faults: Vec<Planned>,
+    /// Where the phases are.
+    pub phases: Phases,
+}
+
+/// Daemon replicas the schedule may kill (one at a time).
+pub const REPLICAS: usize = 2;
+/// Warm-up before the first fault.
+const WARM_UP: Duration = Duration::from_secs(2);
+/// Healthy tail after the last fault.
+const TAIL: Duration = Duration::from_secs(3);
+/// Length of the three-masters phase.
+const THREE_LEN: Duration = Duration::from_millis(2500);
+/// Shortest run that gets a three-masters phase.
+const THREE_MIN_RUN: Duration = Duration::from_secs(20);
+
+fn between(rng: &mut StdRng, lo_ms: u64, hi_ms: u64) -> Duration {
+    Duration::from_millis(rng.random_range(lo_ms..=hi_ms))
+}
+
+/// Plans the faults of `schedule` for a run of `duration`.
+pub fn plan(
+    schedule: Schedule,
+    seed: u64,
+    duration: Duration,
+    masters: usize,
+    budget: Budget,
+) -> Plan {
+    let mut rng = StdRng::seed_from_u64(seed);
+    match schedule {
+        Schedule::Full => full(&mut rng, duration, masters, budget),
+        Schedule::Restarts => restarts(&mut rng, duration, masters, budget),
+    }
+}
+
+fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) -> Plan {
+    let three = (duration >= THREE_MIN_RUN && masters >= 3).then(|| {
+        let start = duration.saturating_sub(TAIL + THREE_LEN);
+        (start, start + THREE_LEN)
+    });
+    let main_end = three.map_or(duration.saturating_sub(TAIL), |(start, _)| start);
+    let mut faults = Vec::new();
+    let mut busy_until = vec![Duration::ZERO; masters];
+    let mut replica_busy_until = Duration::ZERO;
+    let mut t = WARM_UP;
+    while t < main_end {
+        let kind = match rng.random_range(0..11) {
+            0..=2 => FaultKind::MasterRestart,
+            3..=5 => FaultKind::MasterPause,
+            6..=7 => FaultKind::MasterSlow,
+            8..=9 => FaultKind::MasterUnreachable,
+            _ => FaultKind::ReplicaKill,
+        };
+        let (len, delay) = match kind {
+            FaultKind::MasterRestart => (between(rng, 200, 1000), Duration::ZERO),
+            FaultKind::MasterPause => (between(rng, 300, 2000), Duration::ZERO),
+            FaultKind::MasterSlow => (between(rng, 500, 3000), between(rng, 80, 250)),
+            FaultKind::MasterUnreachable => (between(rng, 500, 3000), Duration::ZERO),
+            FaultKind::ReplicaKill => (between(rng, 300, 1500), Duration::ZERO),
+        };
+        let until = t + len + budget.after(kind);
+        let target = if kind.on_master() {
+            let busy = busy_until.iter().filter(|b| **b > t).count();
+            let free: Vec<usize> = (0..masters).filter(|m| busy_until[*m] <= t).collect();
+            if busy >= 2 || free.is_empty() {
+                // Wait for the first faulted master to count as back.
+                t = busy_until
+                    .iter()
+                    .copied()
+                    .filter(|b| *b > t)
+                    .min()
+                    .unwrap_or(t)
+                    + ms(1);
+                continue;
+            }
+            free[rng.random_range(0..free.len())]
+        } else if replica_busy_until <= t {
+            rng.random_range(0..REPLICAS)
+        } else {
+            t = replica_busy_until;
+            continue;
+        };
+        if until <= main_end {
+            faults.push(Planned {
+                kind,
+                target,
+                at: t,
+                len,
+                delay,
+                three_phase: false,
+            });
+            match kind.on_master() {
+                true => busy_until[target] = until,
+                false => replica_busy_until = until,
+            }
+        }
+        t += between(rng, 100, 800);
+    }
+    if let Some((start, end)) = three {
+        let mut targets: Vec<usize> = (0..masters).collect();
+        let kinds = [
+            FaultKind::MasterPause,
+            FaultKind::MasterPause,
+            FaultKind::MasterUnreachable,
+        ];
+        for kind in kinds {
+            let target = targets.remove(rng.random_range(0..targets.len()));
+            faults.push(Planned {
+                kind,
+                target,
+                at: start,
+                len: end - start,
+                delay: Duration::ZERO,
+                three_phase: true,
+            });
+        }
+    }
+    faults.sort_by_key(|f| f.at);
+    Plan {
+        faults,
+        phases: Phases {
+            faults_from: WARM_UP,
+            three,
+            end: duration,
+        },
+    }
+}
+
+fn restarts(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) -> Plan {
+    const DOWN: Duration = Duration::from_millis(150);
+    const STAGGER: Duration = Duration::from_millis(30);
+    let warm_up = Duration::from_secs(3);
+    let majority = masters / 2 + 1;
+    let mut faults = Vec::new();
+    let mut t = warm_up;
+    while t + DOWN + budget.after(FaultKind::MasterRestart) + Duration::from_secs(1) <= duration {
+        let mut targets: Vec<usize> = (0..masters).collect();
+        for k in 0..majority {
+            let target = targets.remove(rng.random_range(0..targets.len()));
+            faults.push(Planned {
+                kind: FaultKind::MasterRestart,
+                target,
+                at: t + STAGGER * k as u32,
+                len: DOWN,
+                delay: Duration::ZERO,
+                three_phase: false,
+            });
+        }
+        t += DOWN + budget.after(FaultKind::MasterRestart) + between(rng, 1000, 2000);
+    }
+    Plan {
+        faults,
+        phases: Phases {
+            faults_from: warm_up,
+            three: None,
+            end: duration,
+        },
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Injects every planned fault on time, concurrently; returns what
+/// happened. A fault that could not be injected or undone is an error of
+/// the run (the set-up is no longer what the figures assume).
+pub async fn inject(
+    plan: &Plan,
+    clock: Clock,
+    cluster: &Cluster,
+    replicas: &Replicas,
+    budget: Budget,
+) -> Result<Vec<Fault>, BoxError> {
+    let runs = plan
+        .faults
+        .iter()
+        .map(|planned| one(*planned, clock, cluster, replicas, budget));
+    futures::future::join_all(runs).await.into_iter().collect()
+}
+
+async fn one(
+    planned: Planned,
+    clock: Clock,
+    cluster: &Cluster,
+    replicas: &Replicas,
+    budget: Budget,
+) -> Result<Fault, BoxError> {
+    tokio::time::sleep_until(clock.deadline(planned.at)).await;
+    let start = clock.now();
+    let target = planned.target;
+    let back = clock.deadline(planned.at + planned.len);
+    let fail = |what: &str, error: BoxError| -> BoxError {
+        format!("{} of #{target}: {what}: {error}", planned.kind.name()).into()
+    };
+    match planned.kind {
+        FaultKind::MasterRestart => {
+            cluster.kill(target).await.map_err(|e| fail("kill", e))?;
+            tokio::time::sleep_until(back).await;
+            cluster
+                .restart(target)
+                .await
+                .map_err(|e| fail("restart", e))?;
+        }
+        FaultKind::MasterPause => {
+            let pid = cluster
+                .pause(target)
+                .await
+                .map_err(|e| fail("SIGSTOP", e))?;
+            tokio::time::sleep_until(back).await;
+            cluster.resume(pid).map_err(|e| fail("SIGCONT", e))?;
+        }
+        FaultKind::MasterSlow | FaultKind::MasterUnreachable => {
+            let mode = match planned.kind {
+                FaultKind::MasterSlow => Mode::Slow(planned.delay),
+                _ => Mode::Blackhole,
+            };
+            cluster.set_mode(target, mode);
+            tokio::time::sleep_until(back).await;
+            cluster.set_mode(target, Mode::Pass);
+        }
+        FaultKind::ReplicaKill => {
+            replicas.kill(target).await.map_err(|e| fail("kill", e))?;
+            tokio::time::sleep_until(back).await;
+            replicas
+                .start_one(target)
+                .await
+                .map_err(|e| fail("start", e))?;
+        }
+    }
+    let end = clock.now();
+    Ok(Fault {
+        kind: planned.kind,
+        target,
+        start,
+        end,
+        counts_until: end + budget.after(planned.kind),
+        three_phase: planned.three_phase,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUDGET: Budget = Budget {
+        grace: Duration::from_secs(1),
+        quarantine: Duration::from_millis(4032),
+    };
+
+    /// Until when a planned fault counts.
+    fn until(f: &Planned) -> Duration {
+        f.at + f.len + BUDGET.after(f.kind)
+    }
+
+    /// A seed names one schedule.
+    #[test]
+    fn deterministic() {
+        let d = Duration::from_secs(120);
+        assert_eq!(
+            plan(Schedule::Full, 7, d, 5, BUDGET),
+            plan(Schedule::Full, 7, d, 5, BUDGET)
+        );
+        assert_ne!(
+            plan(Schedule::Full, 7, d, 5, BUDGET),
+            plan(Schedule::Full, 8, d, 5, BUDGET)
+        );
+    }
+
+    /// Outside the three-masters phase, never more than two masters count as
+    /// faulted at once and never more than one replica is down; every fault
+    /// is over before the run ends; every kind occurs.
+    #[test]
+    fn full_schedule_bounds() {
+        for seed in 0..20 {
+            let d = Duration::from_secs(300);
+            let plan = plan(Schedule::Full, seed, d, 5, BUDGET);
+            let main: Vec<&Planned> = plan.faults.iter().filter(|f| !f.three_phase).collect();
+            for f in &main {
+                let at_once = |on_master: bool| {
+                    main.iter()
+                        .filter(|g| g.kind.on_master() == on_master)
+                        .filter(|g| g.at <= f.at && until(g) > f.at)
+                        .count()
+                };
+                assert!(at_once(true) <= 2, "seed {seed}: {f:?}");
+                assert!(at_once(false) <= 1, "seed {seed}: {f:?}");
+                assert!(until(f) <= d, "seed {seed}: {f:?}");
+            }
+            for kind in FaultKind::ALL {
+                assert!(
+                    main.iter().any(|f| f.kind == kind),
+                    "seed {seed}: no {kind:?}"
+                );
+            }
+            let three: Vec<usize> = plan
+                .faults
+                .iter()
+                .filter(|f| f.three_phase)
+                .map(|f| f.target)
+                .collect();
+            let mut distinct = three.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), 3, "seed {seed}: {three:?}");
+            let (start, _) = plan.phases.three.expect("a 300 s run has the phase");
+            assert!(main.iter().all(|f| until(f) <= start), "seed {seed}");
+        }
+    }
+
+    /// The counterfactual restarts a majority at once, cycle after cycle.
+    #[test]
+    fn restarts_schedule() {
+        let plan = plan(Schedule::Restarts, 1, Duration::from_secs(20), 5, BUDGET);
+        assert!(plan.faults.len() >= 6, "{plan:?}");
+        for cycle in plan.faults.chunks(3) {
+            let mut targets: Vec<usize> = cycle.iter().map(|f| f.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            assert_eq!(targets.len(), 3);
+            assert!(cycle.iter().all(|f| f.kind == FaultKind::MasterRestart));
+            assert!(cycle[2].at - cycle[0].at < Duration::from_millis(100));
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `chaos`: a safety checker for redlockd under injected faults, in the
+//! manner of Jepsen's lock tests.
+//!
+//! It starts five local Valkey masters, a TCP proxy in front of each, and
+//! two `redlockd` replicas as separate processes over the proxies (short
+//! `max_ttl`, so restart quarantines end within the run). Many gRPC clients
+//! then lock contended and uncontended resources through both replicas
+//! while a seeded fault schedule kills and restarts masters without data,
+//! SIGSTOPs them, makes them slow or unreachable through their proxy, and
+//! kills replicas. Every grant, Release and register operation is recorded
+//! on one monotonic clock and checked afterwards (see `checks.rs`). It
+//! prints one JSON line and a summary, and exits 1 on any violation or when
+//! the healthy phases made too few grants (a run that did nothing proves
+//! nothing), 2 when it could not run.
+//!
+//! ```sh
+//! scripts/setup.sh && source .venv/redlockd-env
+//! cargo build --release --bin redlockd --bin chaos
+//! target/release/chaos --duration 300                        # must pass
+//! target/release/chaos --schedule restarts --no-quarantine   # must fail
+//! ```
+
+mod checks;
+#[cfg(test)]
+mod checks_tests;
+mod clients;
+mod cluster;
+mod faults;
+mod figures;
+mod history;
+mod register_checks;
+mod registers;
+mod replicas;
+mod report;
+mod run;
+
+use clap::Parser;
+use cluster::BoxError;
+use faults::Schedule;
+use redlockd_testkit::masters::{find_server, Flavor, LocalMasters};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit status when a violation was found or too few grants were made.
+const EXIT_FAILED: u8 = 1;
+/// Exit status when the run could not be carried out.
+const EXIT_ERROR: u8 = 2;
+
+/// Checks redlockd's safety under injected faults (see the module doc).
+#[derive(Debug, Parser)]
+#[command(about)]
+pub struct Args {
+    /// Length of the run: seconds ("300") or a humantime duration ("5m").
+    #[arg(long, default_value = "60", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Seed of the fault schedule and of the clients' choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// `full`: every fault kind, at most two masters faulted at once, then
+    /// three briefly. `restarts`: a majority of masters restarted without
+    /// data again and again while holders keep long leases.
+    #[arg(long, value_enum, default_value = "full")]
+    pub schedule: Schedule,
+    /// Run the daemons with `redlock.restart_quarantine = false`.
+    #[arg(long)]
+    pub no_quarantine: bool,
+    /// The `redlockd` binary (default: next to this one).
+    #[arg(long, env = "CHAOS_REDLOCKD", value_name = "PATH")]
+    pub redlockd: Option<PathBuf>,
+    /// `redlock.max_ttl` of the daemons: the quarantine lasts about this.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub max_ttl: Duration,
+    /// Grants needed per second of healthy phases (at most two masters
+    /// faulted) for the run to count.
+    #[arg(long, default_value_t = 20.0)]
+    pub min_grants_per_s: f64,
+    /// Keep the daemons' logs even when the run passes.
+    #[arg(long)]
+    pub keep_logs: bool,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed = match text.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())?,
+        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string())?,
+    };
+    match parsed.is_zero() {
+        true => Err("must be longer than zero".to_owned()),
+        false => Ok(parsed),
+    }
+}
+
+/// The `redlockd` binary: the flag, else the sibling of this executable.
+fn redlockd_binary(args: &Args) -> Result<PathBuf, BoxError> {
+    if let Some(path) = &args.redlockd {
+        return Ok(path.clone());
+    }
+    Ok(redlockd_testkit::bin::path("redlockd")?)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chaos=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let setup = redlockd_binary(&args).and_then(|binary| {
+        let server = find_server(Flavor::Valkey)?;
+        Ok((binary, LocalMasters::start(&server, 5)?))
+    });
+    let (binary, masters) = match setup {
+        Ok(setup) => setup,
+        Err(error) => {
+            eprintln!("chaos: cannot start: {error}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let outcome = tokio::runtime::Runtime::new()
+        .map_err(BoxError::from)
+        .and_then(|runtime| runtime.block_on(run::run(&args, binary, masters)));
+    match outcome {
+        Ok(figures) => {
+            println!("{}", figures.json());
+            println!("{}", figures.summary());
+            let too_few = figures.healthy_grants < figures.min_grants;
+            if too_few {
+                println!(
+                    "FAILED: {} grants in healthy phases, fewer than {}: a run that did nothing \
+                     proves nothing",
+                    figures.healthy_grants, figures.min_grants
+                );
+            }
+            if figures.violation_count() > 0 {
+                println!("FAILED: {} violations", figures.violation_count());
+            }
+            match too_few || figures.violation_count() > 0 {
+                true => ExitCode::from(EXIT_FAILED),
+                false => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => {
+            eprintln!("chaos: {error}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

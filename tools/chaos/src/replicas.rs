@@ -1,0 +1,191 @@
+//! The daemon replicas: separate `redlockd` processes configured through
+//! environment variables, on fixed loopback ports so that one can be
+//! SIGKILLed and started again where the clients expect it, and
+//! [`Routes`], which the clients use to reach them.
+
+use crate::cluster::BoxError;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use redlockd_testkit::client::endpoint;
+use redlockd_testkit::process::{free_addr as free_port, DaemonCommand};
+use tokio::process::Child;
+use tokio::sync::Mutex;
+use tonic::transport::Channel;
+
+/// Longest a replica may take to report SERVING after it was started.
+const SERVING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How the replicas are configured.
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// The `redlockd` binary.
+    pub binary: PathBuf,
+    /// The masters (their proxies).
+    pub nodes: Vec<String>,
+    /// `redlock.max_ttl`.
+    pub max_ttl: Duration,
+    /// `redlock.restart_quarantine`.
+    pub quarantine: bool,
+    /// Where their logs go.
+    pub log_dir: PathBuf,
+}
+
+/// One replica process.
+struct Replica {
+    /// Its gRPC address (fixed).
+    grpc: SocketAddr,
+    /// Its metrics address (fixed).
+    metrics: SocketAddr,
+    /// The process while it runs.
+    child: Mutex<Option<Child>>,
+}
+
+/// The replicas and the way to them.
+pub struct Replicas {
+    config: ReplicaConfig,
+    replicas: Vec<Replica>,
+    /// Shared with the clients.
+    routes: std::sync::Arc<Routes>,
+}
+
+/// How clients reach the replicas, like a load balancer with health
+/// checks: a lazily (re)connecting channel each, and whether it is up.
+pub struct Routes {
+    /// One channel per replica.
+    channels: Vec<Channel>,
+    /// Whether the replica is up (set by the fault injector).
+    up: Vec<AtomicBool>,
+}
+
+impl Routes {
+    /// The replica a client whose home is `home` should use now, and its
+    /// channel: its home if up, else the next one that is.
+    pub fn pick(&self, home: usize) -> (usize, Channel) {
+        let n = self.channels.len();
+        let index = (0..n)
+            .map(|k| (home + k) % n)
+            .find(|&i| self.up[i].load(Ordering::SeqCst))
+            .unwrap_or(home % n);
+        (index, self.channels[index].clone())
+    }
+}
+
+
+impl Replicas {
+    /// Starts `count` replicas and waits until each reports SERVING.
+    pub async fn start(config: ReplicaConfig, count: usize) -> Result<Replicas, BoxError> {
+        let mut replicas = Vec::with_capacity(count);
+        let mut channels = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (grpc, metrics) = (free_port()?, free_port()?);
+            channels.push(
+                endpoint(grpc)?
+                    .connect_lazy(),
+            );
+            replicas.push(Replica {
+                grpc,
+                metrics,
+                child: Mutex::new(None),
+            });
+        }
+        let up = (0..count).map(|_| AtomicBool::new(false)).collect();
+        let routes = std::sync::Arc::new(Routes { channels, up });
+        let this = Replicas {
+            config,
+            replicas,
+            routes,
+        };
+        for i in 0..count {
+            this.start_one(i).await?;
+        }
+        Ok(this)
+    }
+
+    /// The clients' view.
+    pub fn routes(&self) -> std::sync::Arc<Routes> {
+        std::sync::Arc::clone(&self.routes)
+    }
+
+    /// Spawns replica `i` and waits until it is SERVING; then routes to it.
+    pub async fn start_one(&self, i: usize) -> Result<(), BoxError> {
+        let replica = self.replicas.get(i).ok_or("no such replica")?;
+        let child = spawn(&self.config, replica, i)?;
+        *replica.child.lock().await = Some(child);
+        let channel = self.routes.channels[i].clone();
+        if let Err(error) = redlockd_testkit::client::wait_serving(channel, SERVING_TIMEOUT).await {
+            let log = log_path(&self.config.log_dir, i);
+            return Err(format!(
+                "replica {i} at {}: {error}; log: {}",
+                replica.grpc,
+                log.display()
+            )
+            .into());
+        }
+        self.routes.up[i].store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Stops routing to replica `i`, SIGKILLs it and reaps it.
+    pub async fn kill(&self, i: usize) -> Result<(), BoxError> {
+        let replica = self.replicas.get(i).ok_or("no such replica")?;
+        self.routes.up[i].store(false, Ordering::SeqCst);
+        if let Some(mut child) = replica.child.lock().await.take() {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+
+    /// Kills every replica (the end of the run).
+    pub async fn stop_all(&self) {
+        for i in 0..self.replicas.len() {
+            if let Err(error) = self.kill(i).await {
+                tracing::warn!(replica = i, %error, "could not stop a replica");
+            }
+        }
+    }
+
+    /// Replicas that exited on their own (not killed by a fault): a daemon
+    /// crash, reported as an error of the run.
+    pub async fn crashed(&self) -> Vec<String> {
+        let mut crashed = Vec::new();
+        for (i, replica) in self.replicas.iter().enumerate() {
+            if let Some(child) = replica.child.lock().await.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let log = log_path(&self.config.log_dir, i);
+                    crashed.push(format!(
+                        "replica {i} exited on its own ({status}); log: {}",
+                        log.display()
+                    ));
+                }
+            }
+        }
+        crashed
+    }
+}
+
+fn log_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("replica-{i}.log"))
+}
+
+/// Spawns one `redlockd`, its output appended to its log.
+fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, BoxError> {
+    let log = std::env::var("CHAOS_DAEMON_LOG").unwrap_or_else(|_| "info".into());
+    let mut command = DaemonCommand::new(config.binary.clone(), &config.nodes)
+        .set("server.listen", replica.grpc)
+        .set("metrics.enabled", "true")
+        .set("metrics.listen", replica.metrics)
+        .set("redlock.max_ttl", humantime::format_duration(config.max_ttl))
+        .set("redlock.restart_quarantine", config.quarantine)
+        .log_to(&log_path(&config.log_dir, i))
+        .command()?;
+    command.env("RUST_LOG", log);
+    command.spawn().map_err(|error| {
+        format!(
+            "cannot start {} (build it first: cargo build --workspace --bins): {error}",
+            config.binary.display()
+        )
+        .into()
+    })
+}

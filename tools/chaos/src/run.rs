@@ -1,0 +1,200 @@
+//! One run, top to bottom: proxies and replicas up, the clock starts, the
+//! clients and the fault schedule run until the deadline, everything
+//! stops, the history is checked and turned into figures.
+
+use crate::checks::{self, Check};
+use crate::clients::{self, ClientLog, Profile, Shared};
+use crate::cluster::{BoxError, Cluster};
+use crate::faults::{self, Budget, Schedule};
+use crate::figures::Figures;
+use crate::history::{Clock, History};
+use crate::registers::Registers;
+use crate::replicas::{ReplicaConfig, Replicas};
+use crate::Args;
+use redlockd_testkit::masters::LocalMasters;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long clients may take to finish their last operation after the
+/// deadline before they are abandoned.
+const DRAIN: Duration = Duration::from_secs(10);
+/// Violations of each check printed with their evidence.
+const SHOWN_PER_CHECK: usize = 5;
+
+/// The workload of each schedule.
+fn profile(schedule: Schedule, max_ttl: Duration) -> Profile {
+    match schedule {
+        Schedule::Full => Profile {
+            contended_clients: 12,
+            hot: 4,
+            uncontended_clients: 6,
+            contended_ttl: Duration::from_millis(500).min(max_ttl),
+            contended_wait: Duration::from_secs(2),
+            work_ms: (0, 3),
+            long_hold: (0.0, 0, 0),
+            pause_share: 0.03,
+            extend_share: 0.1,
+            uncontended_ttl: Duration::from_secs(1).min(max_ttl),
+            uncontended_gap_ms: (5, 15),
+        },
+        // Long leases held for most of their validity, and impatient
+        // waiters, so a majority restarted without data finds holders.
+        Schedule::Restarts => Profile {
+            contended_clients: 12,
+            hot: 4,
+            uncontended_clients: 4,
+            contended_ttl: max_ttl,
+            contended_wait: Duration::from_millis(300),
+            work_ms: (0, 3),
+            long_hold: (
+                0.7,
+                max_ttl.as_millis() as u64 / 2,
+                max_ttl.as_millis() as u64 * 5 / 6,
+            ),
+            pause_share: 0.0,
+            extend_share: 0.0,
+            uncontended_ttl: Duration::from_secs(1).min(max_ttl),
+            uncontended_gap_ms: (10, 20),
+        },
+    }
+}
+
+/// A fresh directory for the daemons' logs.
+fn log_dir() -> Result<PathBuf, BoxError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("redlockd-chaos-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Runs the whole thing over `masters` with the daemon `binary`.
+pub async fn run(args: &Args, binary: PathBuf, masters: LocalMasters) -> Result<Figures, BoxError> {
+    let logs = log_dir()?;
+    let cluster = Cluster::start(masters).await?;
+    // Quarantine: max_ttl + drift, plus a second for INFO's whole-second
+    // uptime; grace: reconnection after a return.
+    let drift = args.max_ttl.mul_f64(0.01) + Duration::from_millis(2);
+    let budget = Budget {
+        grace: Duration::from_secs(1),
+        quarantine: args.max_ttl + drift + Duration::from_secs(1),
+    };
+    let plan = faults::plan(
+        args.schedule,
+        args.seed,
+        args.duration,
+        cluster.len(),
+        budget,
+    );
+    let config = ReplicaConfig {
+        binary,
+        nodes: cluster.proxy_urls(),
+        max_ttl: args.max_ttl,
+        quarantine: !args.no_quarantine,
+        log_dir: logs.clone(),
+    };
+    let replicas = Replicas::start(config, faults::REPLICAS).await?;
+    let profile = profile(args.schedule, args.max_ttl);
+    let clock = Clock::start();
+    let tag = format!("chaos/{}", args.seed);
+    let hot: Vec<String> = (0..profile.hot).map(|i| format!("{tag}/hot/{i}")).collect();
+    let shared = Arc::new(Shared {
+        clock,
+        deadline: args.duration,
+        routes: replicas.routes(),
+        registers: hot
+            .iter()
+            .map(|h| Arc::new(Registers::new(h.clone())))
+            .collect(),
+        hot,
+        next_grant: AtomicU64::new(0),
+        tag,
+    });
+    tracing::info!(faults = plan.faults.len(), logs = %logs.display(), "run starts");
+    let mut tasks = Vec::new();
+    for id in 0..profile.contended_clients as u32 {
+        let run = clients::contended(id, Arc::clone(&shared), profile.clone(), args.seed);
+        tasks.push(tokio::spawn(run));
+    }
+    for id in 0..profile.uncontended_clients as u32 {
+        let run = clients::uncontended(id, Arc::clone(&shared), profile.clone(), args.seed);
+        tasks.push(tokio::spawn(run));
+    }
+    let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
+    tokio::time::sleep_until(clock.deadline(args.duration)).await;
+    let mut logs_of_clients = Vec::new();
+    let drained = clock.deadline(args.duration + DRAIN);
+    for task in tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok(log)) => logs_of_clients.push(log),
+            Ok(Err(error)) => return Err(format!("a client task failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("a client did not finish within {DRAIN:?} of the deadline");
+            }
+        }
+    }
+    let crashed = replicas.crashed().await;
+    replicas.stop_all().await;
+    let masters = cluster.into_masters();
+    tokio::task::spawn_blocking(move || drop(masters)).await?;
+    let faults = injected?;
+    if !crashed.is_empty() {
+        return Err(crashed.join("; ").into());
+    }
+    let history = History {
+        faults,
+        registers: shared.registers.iter().map(|r| r.log()).collect(),
+        phases: plan.phases,
+        ..assemble(logs_of_clients)
+    };
+    let findings = checks::check(&history);
+    show_violations(&findings);
+    let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
+    figures.schedule = format!("{:?}", args.schedule).to_lowercase();
+    (figures.seed, figures.quarantine, figures.duration) =
+        (args.seed, !args.no_quarantine, args.duration);
+    for miss in &figures.misses {
+        eprintln!("MISS {miss}");
+    }
+    for miss in &figures.slow_recovery {
+        eprintln!("AFTER THREE FAULTED {miss}");
+    }
+    let clean = figures.violation_count() == 0 && figures.healthy_grants >= figures.min_grants;
+    if clean && !args.keep_logs {
+        let _ = std::fs::remove_dir_all(&logs);
+    } else {
+        eprintln!("chaos: daemon logs kept in {}", logs.display());
+    }
+    Ok(figures)
+}
+
+/// Every client's records in one history.
+fn assemble(logs: Vec<ClientLog>) -> History {
+    let mut history = History::default();
+    for log in logs {
+        history.grants.extend(log.grants);
+        history.attempts.extend(log.attempts);
+        history.contended_failures.extend(log.contended_failures);
+    }
+    history.grants.sort_by_key(|g| g.received);
+    history
+}
+
+/// The first violations of each check, with their evidence, on stderr.
+fn show_violations(findings: &checks::Findings) {
+    for check in Check::ALL {
+        let of_check = findings.violations.iter().filter(|v| v.check == check);
+        for violation in of_check.clone().take(SHOWN_PER_CHECK) {
+            eprintln!("VIOLATION {}: {}", check.name(), violation.detail);
+        }
+        let more = of_check.count().saturating_sub(SHOWN_PER_CHECK);
+        if more > 0 {
+            eprintln!("VIOLATION {}: ... and {more} more", check.name());
+        }
+    }
+}
