@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
+use redlockd_testkit::masters::Flavor;
 use std::time::Duration;
 use tonic::Code;
 

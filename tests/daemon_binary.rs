@@ -2,9 +2,9 @@
 //! naming the key, and `--dev` serves a working lock service and stops its
 //! masters on SIGTERM.
 
-use redlockd_testkit::masters::{find_server, Flavor};
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
+use redlockd_testkit::masters::{find_server, Flavor};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;

@@ -8,9 +8,9 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd_testkit::masters::Flavor;
 use redlockd::redlock::Node;
 use redlockd::server::build_engine;
+use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 use tonic::Code;
 

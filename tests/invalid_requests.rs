@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
+use redlockd_testkit::masters::Flavor;
 use tonic::Code;
 
 against_both_servers!(every_invalid_case_is_rejected_before_the_masters);

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb::lock_service_client::LockServiceClient;
+use redlockd_testkit::masters::Flavor;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -433,7 +433,9 @@ async fn sigterm_lets_in_flight_calls_finish() {
 
 /// The text of `path`, relative to the repository's root.
 fn repo_file(path: &str) -> String {
-    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 
@@ -525,8 +527,7 @@ fn kubernetes_example_is_consistent() {
 /// Every metric the Grafana dashboard queries is one the daemon exports.
 #[test]
 fn dashboard_uses_real_metrics() {
-    let text =
-        repo_file("deploy/grafana/redlockd-dashboard.json");
+    let text = repo_file("deploy/grafana/redlockd-dashboard.json");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let declared = repo_file("crates/redlockd/src/metrics.rs");
     let panels = dashboard["panels"].as_array().expect("panels");

@@ -7,10 +7,10 @@ mod common;
 
 use common::*;
 use redlockd::config::{ClientConfig, Config};
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd::service::auth::token_sha256;
+use redlockd_testkit::masters::Flavor;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;

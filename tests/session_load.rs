@@ -6,9 +6,9 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use redlockd::pb::hold_event::Event;
+use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 
 against_both_servers!(hundred_sessions_stay_held);

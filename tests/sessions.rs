@@ -6,10 +6,10 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd_testkit::masters::Flavor;
 use redlockd::pb;
 use redlockd::pb::hold_event::Event;
 use redlockd::pb::lock_service_client::LockServiceClient;
+use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 use tonic::Code;
 

@@ -9,8 +9,8 @@ mod common;
 
 use common::*;
 use redlockd::config::{ClientConfig, Config};
-use redlockd_testkit::masters::{find_server, Flavor};
 use redlockd::pb::lock_service_client::LockServiceClient;
+use redlockd_testkit::masters::{find_server, Flavor};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use redlockd::config::Config;
-use redlockd_testkit::masters::Flavor;
 use redlockd::server::build_engine;
+use redlockd_testkit::masters::Flavor;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::Code;

@@ -47,4 +47,3 @@ pub fn code_name(code: Code) -> &'static str {
         Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
-

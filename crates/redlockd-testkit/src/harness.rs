@@ -4,11 +4,11 @@
 //! connection to each master to look at what the daemon left there; plus
 //! the small call helpers every test uses.
 
+use crate::daemon::Daemon;
+use crate::masters::{find_server, Flavor, LocalMasters};
 use fred::prelude::{Builder, Client, ClientLike, Config as FredConfig, ReconnectPolicy, Value};
 use fred::types::{ClusterHash, CustomCommand};
 use redlockd::config::Config;
-use crate::daemon::Daemon;
-use crate::masters::{find_server, Flavor, LocalMasters};
 use redlockd_proto::pb;
 use std::time::Duration;
 

@@ -86,7 +86,10 @@ impl DaemonCommand {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");
         }
-        command.args(&self.args).stdin(Stdio::null()).kill_on_drop(true);
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
         match &self.log {
             Some(path) => {
                 let log = std::fs::OpenOptions::new()

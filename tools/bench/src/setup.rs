@@ -2,7 +2,7 @@
 //! daemon process (all from the test kit), and gRPC clients.
 
 use crate::BoxError;
-use redlockd::config::{Config, ValidConfig};
+use redlockd::config::Config;
 use redlockd_testkit::masters::{find_server, Flavor, LocalMasters};
 use redlockd_testkit::process::{DaemonCommand, DaemonProcess};
 use std::net::SocketAddr;
@@ -19,15 +19,17 @@ pub fn start_masters() -> Result<LocalMasters, BoxError> {
 }
 
 /// The default configuration over `nodes`, as the bench's daemons and
-/// engines use it.
-pub fn bench_config(nodes: Vec<String>) -> Result<ValidConfig, BoxError> {
+/// engines use it (checked; workloads may change it and seal it with
+/// [`Config::validated`]).
+pub fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     let mut config = Config::default();
     config.redlock.nodes = nodes;
     // The bench's masters are fresh or shared with nothing that could have
     // held a lock before: a restart quarantine would only keep them out.
     config.redlock.restart_quarantine = false;
     config.metrics.enabled = false;
-    Ok(config.validated()?)
+    config.validate()?;
+    Ok(config)
 }
 
 /// Stops an in-process daemon, waiting at most 10 s; a failure is a warning.

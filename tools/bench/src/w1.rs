@@ -13,9 +13,9 @@ use fred::prelude::{
     LuaInterface, SetOptions, TcpConfig, Value,
 };
 use fred::types::{ClusterHash, CustomCommand};
-use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
 use redlockd::redlock::{Lock, Redlock};
 use redlockd::server::{build_engine, Engine};
+use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -280,7 +280,7 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
     };
     Ok(match mode {
         Mode::Grpc if dev => {
-            let daemon = Daemon::start(bench_config(nodes.to_vec())?).await?;
+            let daemon = Daemon::start(bench_config(nodes.to_vec())?.validated()?).await?;
             let addr = daemon.addr;
             Target::Grpc {
                 daemon: Some(daemon),

@@ -21,8 +21,8 @@
 use crate::setup::{bench_config, connect, proto_duration, Client, Daemon};
 use crate::stats::{label, ms, pct, sorted, us};
 use crate::{emit, Args, BoxError};
-use redlockd_testkit::masters::LocalMasters;
 use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest};
+use redlockd_testkit::masters::LocalMasters;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -52,7 +52,7 @@ pub async fn run_all(
         for (mode, wake) in [("wake", true), ("poll", false)] {
             let mut config = bench_config(masters.urls())?;
             config.redlock.wake_on_release = wake;
-            let daemon = Daemon::start(config).await?;
+            let daemon = Daemon::start(config.validated()?).await?;
             tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
             let resource = format!("bench/w2/{mode}/{pid}");
             let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params).await;

@@ -6,12 +6,12 @@
 //! seconds per session-minute; and the share of extensions that succeeded.
 
 use crate::setup::{self, connect, proto_duration, Client};
-use redlockd_testkit::process::DaemonProcess;
 use crate::stats::label;
 use crate::{emit, Args, BoxError};
 use redlockd_proto::pb::hold_event::Event;
 use redlockd_proto::pb::hold_request::{Release, Request};
 use redlockd_proto::pb::{AcquireRequest, HoldRequest};
+use redlockd_testkit::process::DaemonProcess;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,10 +3,10 @@
 //! unreachable. [`LocalMasters`] is blocking (std), so its calls run on
 //! tokio's blocking pool.
 
-use redlockd_testkit::proxy::{Mode, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redlockd_testkit::masters::LocalMasters;
+use redlockd_testkit::proxy::{Mode, Proxy};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -60,7 +60,9 @@ impl Cluster {
     /// Runs `f` on the masters on the blocking pool.
     async fn with_masters<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut LocalMasters) -> Result<T, redlockd_testkit::masters::MastersError> + Send + 'static,
+        f: impl FnOnce(&mut LocalMasters) -> Result<T, redlockd_testkit::masters::MastersError>
+            + Send
+            + 'static,
     ) -> Result<T, BoxError> {
         let masters = Arc::clone(&self.masters);
         let done = tokio::task::spawn_blocking(move || {

@@ -17,10 +17,10 @@
 
 use crate::cluster::{BoxError, Cluster};
 use crate::history::{Clock, Fault, FaultKind, Phases};
-use redlockd_testkit::proxy::Mode;
 use crate::replicas::Replicas;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use redlockd_testkit::proxy::Mode;
 use std::time::Duration;
 
 /// Which schedule to run.

@@ -4,12 +4,12 @@
 //! [`Routes`], which the clients use to reach them.
 
 use crate::cluster::BoxError;
+use redlockd_testkit::client::endpoint;
+use redlockd_testkit::process::{free_addr as free_port, DaemonCommand};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use redlockd_testkit::client::endpoint;
-use redlockd_testkit::process::{free_addr as free_port, DaemonCommand};
 use tokio::process::Child;
 use tokio::sync::Mutex;
 use tonic::transport::Channel;
@@ -72,7 +72,6 @@ impl Routes {
     }
 }
 
-
 impl Replicas {
     /// Starts `count` replicas and waits until each reports SERVING.
     pub async fn start(config: ReplicaConfig, count: usize) -> Result<Replicas, BoxError> {
@@ -80,10 +79,7 @@ impl Replicas {
         let mut channels = Vec::with_capacity(count);
         for _ in 0..count {
             let (grpc, metrics) = (free_port()?, free_port()?);
-            channels.push(
-                endpoint(grpc)?
-                    .connect_lazy(),
-            );
+            channels.push(endpoint(grpc)?.connect_lazy());
             replicas.push(Replica {
                 grpc,
                 metrics,
@@ -176,7 +172,10 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
         .set("server.listen", replica.grpc)
         .set("metrics.enabled", "true")
         .set("metrics.listen", replica.metrics)
-        .set("redlock.max_ttl", humantime::format_duration(config.max_ttl))
+        .set(
+            "redlock.max_ttl",
+            humantime::format_duration(config.max_ttl),
+        )
         .set("redlock.restart_quarantine", config.quarantine)
         .log_to(&log_path(&config.log_dir, i))
         .command()?;

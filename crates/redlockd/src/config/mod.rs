@@ -47,8 +47,8 @@ pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
 pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
 pub use validate::{
-    DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
-    NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT, ValidConfig,
+    ValidConfig, DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT,
+    MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
 };
 
 /// Prefix of the environment variables read by [`Config::load`]; together

@@ -8,7 +8,6 @@ use serde_json::Value;
 use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
-
 /// Both runs load the machine's cores with five masters and two daemons:
 /// never at once, or each would disturb the other's timing.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -16,7 +15,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Runs chaos with `args`; its exit code and its JSON line.
 fn chaos(args: &[&str]) -> (Option<i32>, Value) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let output = Command::new(redlockd_testkit::bin::require("chaos"))
+    let output = Command::new(env!("CARGO_BIN_EXE_chaos"))
         .args(args)
         .arg("--redlockd")
         .arg(redlockd_testkit::bin::require("redlockd"))

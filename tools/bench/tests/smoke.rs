@@ -36,7 +36,7 @@ fn number(line: &Value, field: &str) -> f64 {
 #[test]
 fn every_workload_reports_well_formed_non_zero_lines() {
     let modes = w1_modes().join(",");
-    let output = Command::new(redlockd_testkit::bin::require("redlockd-bench"))
+    let output = Command::new(env!("CARGO_BIN_EXE_redlockd-bench"))
         .args(["--dev", "--duration", "1", "--concurrency", "2"])
         .args(["--modes", &modes, "--contenders", "2"])
         .args(["--sessions", "20", "--w3-duration", "2"])
