@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// Shortest `--ttl` that `run` accepts: a session's lock must outlive a few
 /// network round trips and the margin kept before its validity ends.
-pub const MIN_RUN_TTL: Duration = Duration::from_secs(1);
+pub(crate) const MIN_RUN_TTL: Duration = Duration::from_secs(1);
 
 /// redlockctl: take quorum locks from redlockd, from the shell.
 ///
@@ -18,7 +18,7 @@ pub const MIN_RUN_TTL: Duration = Duration::from_secs(1);
 /// assignments (`REDLOCK_TOKEN=...`) or, with --json, one JSON object.
 #[derive(Debug, Parser)]
 #[command(name = "redlockctl", version)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The redlockd daemon: http://HOST:PORT (or HOST:PORT).
     #[arg(
         long,
@@ -45,7 +45,7 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Run COMMAND while holding the lock on RESOURCE (a Hold session);
     /// release it when COMMAND exits, and exit with COMMAND's status.
     ///
@@ -77,7 +77,7 @@ pub enum Cmd {
 
 /// `run`'s arguments.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The resource to lock.
     pub resource: String,
     /// The lock's time to live; the daemon extends it every third of it while
@@ -107,7 +107,7 @@ pub struct RunArgs {
 
 /// `acquire`'s arguments.
 #[derive(Debug, Args)]
-pub struct AcquireArgs {
+pub(crate) struct AcquireArgs {
     /// The resource to lock.
     pub resource: String,
     /// The lock's time to live.
@@ -123,7 +123,7 @@ pub struct AcquireArgs {
 
 /// `extend`'s arguments.
 #[derive(Debug, Args)]
-pub struct ExtendArgs {
+pub(crate) struct ExtendArgs {
     /// The lock.
     #[command(flatten)]
     pub lock: LockArgs,
@@ -134,7 +134,7 @@ pub struct ExtendArgs {
 
 /// A held lock: resource and token (as `acquire` printed them).
 #[derive(Debug, Args)]
-pub struct LockArgs {
+pub(crate) struct LockArgs {
     /// The locked resource.
     #[arg(env = "REDLOCK_RESOURCE")]
     pub resource: String,
@@ -145,7 +145,7 @@ pub struct LockArgs {
 
 /// Parses the command line; `--help` and `--version` print and end with
 /// [`Exit::Success`], mistakes print and end with [`Exit::Usage`].
-pub fn parse() -> Result<Cli, Exit> {
+pub(crate) fn parse() -> Result<Cli, Exit> {
     let table = exit::help();
     let command = Cli::command()
         .after_help(table.clone())
@@ -164,7 +164,7 @@ fn clap_exit(error: clap::Error) -> Exit {
 }
 
 /// A duration: `30s`, `1m`, `500ms`, `1h 30m`, or bare seconds (`30`, `0.5`).
-pub fn duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<f64>() {
         return Duration::try_from_secs_f64(seconds)

@@ -11,7 +11,7 @@ use redlockd_proto::pb;
 use std::time::Duration;
 
 /// `acquire`: prints the lock.
-pub async fn acquire(
+pub(crate) async fn acquire(
     target: &Target,
     args: AcquireArgs,
     timeout: Duration,
@@ -37,7 +37,7 @@ pub async fn acquire(
 }
 
 /// `extend`: prints the lock with its new validity.
-pub async fn extend(
+pub(crate) async fn extend(
     target: &Target,
     args: ExtendArgs,
     timeout: Duration,
@@ -60,7 +60,7 @@ pub async fn extend(
 
 /// `release`: silent when it was held; exits [`Exit::NotHeld`] with a
 /// warning when it was not.
-pub async fn release(
+pub(crate) async fn release(
     target: &Target,
     args: LockArgs,
     timeout: Duration,
@@ -88,7 +88,7 @@ pub async fn release(
 
 /// `validate`: prints whether it is held and for how long; exits
 /// [`Exit::NotHeld`] when it is not.
-pub async fn validate(
+pub(crate) async fn validate(
     target: &Target,
     args: LockArgs,
     timeout: Duration,

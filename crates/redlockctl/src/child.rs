@@ -16,7 +16,7 @@ use tokio::time::Instant;
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
 /// The running command.
-pub struct Command {
+pub(crate) struct Command {
     child: tokio::process::Child,
     /// Its process group: the child's pid, as it leads a new group.
     group: Pid,
@@ -26,7 +26,7 @@ pub struct Command {
 
 impl Command {
     /// Starts `argv` in a new process group with `env` added to ours.
-    pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Command, CtlError> {
+    pub(crate) fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Command, CtlError> {
         let Some((program, args)) = argv.split_first() else {
             return Err(CtlError::Usage("run: no command given".into()));
         };
@@ -54,12 +54,12 @@ impl Command {
     }
 
     /// The process group's id.
-    pub fn group(&self) -> i32 {
+    pub(crate) fn group(&self) -> i32 {
         self.group.as_raw()
     }
 
     /// Sends `signal` to the whole group; a group already gone is fine.
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         match killpg(self.group, signal) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(error) => eprintln!(
@@ -70,7 +70,7 @@ impl Command {
     }
 
     /// Waits for the command (the group leader) to exit (cancel-safe).
-    pub async fn wait(&mut self) -> Result<ExitStatus, CtlError> {
+    pub(crate) async fn wait(&mut self) -> Result<ExitStatus, CtlError> {
         self.child
             .wait()
             .await
@@ -79,7 +79,7 @@ impl Command {
 
     /// Stops the whole group: SIGTERM now, SIGKILL at `kill_at` to whatever
     /// of it still runs then. Returns the leader's exit status.
-    pub async fn stop(&mut self, kill_at: Instant) -> Result<ExitStatus, CtlError> {
+    pub(crate) async fn stop(&mut self, kill_at: Instant) -> Result<ExitStatus, CtlError> {
         self.signal(Signal::SIGTERM);
         let status = match tokio::time::timeout_at(kill_at, self.wait()).await {
             Ok(status) => status?,
@@ -109,7 +109,7 @@ impl Command {
 }
 
 /// The exit status a shell would report: the code, or 128+N for signal N.
-pub fn shell_status(status: ExitStatus) -> u8 {
+pub(crate) fn shell_status(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
         (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX),
@@ -118,7 +118,7 @@ pub fn shell_status(status: ExitStatus) -> u8 {
 }
 
 /// How the command ended, in words.
-pub fn describe(status: ExitStatus) -> String {
+pub(crate) fn describe(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(signal)) => match Signal::try_from(signal) {

@@ -9,14 +9,14 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 /// A gRPC client of the daemon.
-pub type Client = LockServiceClient<Channel>;
+pub(crate) type Client = LockServiceClient<Channel>;
 
 /// Longest a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The daemon to talk to.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// The URL, as connected to and as passed to `run`'s command.
     pub url: String,
     endpoint: Endpoint,
@@ -24,7 +24,7 @@ pub struct Target {
 
 impl Target {
     /// Parses `--addr`: `http://HOST:PORT`, or `HOST:PORT` meaning the same.
-    pub fn parse(addr: &str, timeout: Duration) -> Result<Target, CtlError> {
+    pub(crate) fn parse(addr: &str, timeout: Duration) -> Result<Target, CtlError> {
         let url = if addr.contains("://") {
             addr.to_owned()
         } else {
@@ -43,7 +43,7 @@ impl Target {
     }
 
     /// A new connection.
-    pub async fn connect(&self) -> Result<Client, CtlError> {
+    pub(crate) async fn connect(&self) -> Result<Client, CtlError> {
         match self.endpoint.connect().await {
             Ok(channel) => Ok(LockServiceClient::new(channel)),
             Err(error) => Err(CtlError::Connect {
@@ -54,7 +54,7 @@ impl Target {
     }
 
     /// A new connection, as a string error (for retries that only report).
-    pub async fn connect_quietly(&self, limit: Duration) -> Result<Client, String> {
+    pub(crate) async fn connect_quietly(&self, limit: Duration) -> Result<Client, String> {
         match tokio::time::timeout(limit, self.endpoint.connect()).await {
             Ok(Ok(channel)) => Ok(LockServiceClient::new(channel)),
             Ok(Err(error)) => Err(format!("cannot connect: {}", chain(&error))),
@@ -65,7 +65,7 @@ impl Target {
 
 /// Sends `message` with a gRPC deadline of `limit`, and gives up locally
 /// at the same moment should the answer not come.
-pub async fn call<M, T, F, Fut>(
+pub(crate) async fn call<M, T, F, Fut>(
     what: &str,
     limit: Duration,
     message: M,
@@ -88,7 +88,7 @@ where
 }
 
 /// A protobuf duration (saturating: durations from the command line fit).
-pub fn proto_duration(d: Duration) -> prost_types::Duration {
+pub(crate) fn proto_duration(d: Duration) -> prost_types::Duration {
     prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration {
         seconds: i64::MAX,
         nanos: 0,
@@ -96,7 +96,7 @@ pub fn proto_duration(d: Duration) -> prost_types::Duration {
 }
 
 /// A std duration from the daemon's (zero when absent or negative).
-pub fn std_duration(d: Option<prost_types::Duration>) -> Duration {
+pub(crate) fn std_duration(d: Option<prost_types::Duration>) -> Duration {
     d.and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default()
 }

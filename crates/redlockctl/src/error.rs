@@ -65,10 +65,10 @@ impl CtlError {
 
 /// The name of a status code as the contract spells it (the daemon's own
 /// table, so both sides name codes alike).
-pub use redlockd_proto::code_name;
+pub(crate) use redlockd_proto::code_name;
 
 /// `CODE: what it means (the daemon's message)`.
-pub fn describe(status: &Status) -> String {
+pub(crate) fn describe(status: &Status) -> String {
     let meaning = match status.code() {
         Code::Aborted => "the resource stayed held by someone else for the whole wait",
         Code::FailedPrecondition => "the token no longer holds the lock",
@@ -88,7 +88,7 @@ pub fn describe(status: &Status) -> String {
 }
 
 /// An error and its causes, `a: b: c` (tonic's own text is terse).
-pub fn chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

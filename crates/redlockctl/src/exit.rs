@@ -49,7 +49,7 @@ pub enum Exit {
 }
 
 /// Every code with its meaning, as `--help` and the README list them.
-pub const TABLE: &[(&str, &str)] = &[
+pub(crate) const TABLE: &[(&str, &str)] = &[
     ("0", "success; `run`: the command exited 0"),
     ("64", "usage error: bad flag, argument or duration; nothing was sent"),
     ("80", "`run`: the lock was lost while the command ran; the command was stopped"),
@@ -138,7 +138,7 @@ impl From<Exit> for ExitCode {
 }
 
 /// The table as `--help` shows it.
-pub fn help() -> String {
+pub(crate) fn help() -> String {
     let mut text = String::from("Exit status:\n");
     for (code, meaning) in TABLE {
         text.push_str(&format!("  {code:>5}  {meaning}\n"));
@@ -148,7 +148,7 @@ pub fn help() -> String {
 
 /// The table as the README shows it (markdown; a test keeps them equal).
 #[cfg(test)]
-pub fn markdown() -> String {
+pub(crate) fn markdown() -> String {
     let mut text = String::from("| exit | meaning |\n| --- | --- |\n");
     for (code, meaning) in TABLE {
         text.push_str(&format!("| {code} | {meaning} |\n"));

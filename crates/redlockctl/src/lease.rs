@@ -31,7 +31,7 @@ const SETTLE: Duration = Duration::from_millis(200);
 
 /// Why the lock is gone, and how hard to stop the command.
 #[derive(Debug)]
-pub struct Lost {
+pub(crate) struct Lost {
     /// In words, for stderr.
     pub reason: String,
     /// The latest moment for SIGKILL: set when the lock may still be held
@@ -42,7 +42,7 @@ pub struct Lost {
 }
 
 /// How the release went.
-pub enum Released {
+pub(crate) enum Released {
     /// The daemon released it; whether it was still held.
     Done { was_held: bool },
     /// Nothing to release (the daemon said the lock was gone).
@@ -60,7 +60,7 @@ struct Session {
 }
 
 /// A held lock and what keeps it.
-pub struct Lease {
+pub(crate) struct Lease {
     target: Target,
     /// The lock as granted (resource, token, fence).
     pub lock: pb::Lock,
@@ -85,7 +85,10 @@ pub struct Lease {
 impl Lease {
     /// Opens a Hold session and waits until the lock is granted. Dropping
     /// the future cancels the session: the daemon leaves nothing locked.
-    pub async fn open(target: &Target, acquire: pb::AcquireRequest) -> Result<Lease, CtlError> {
+    pub(crate) async fn open(
+        target: &Target,
+        acquire: pb::AcquireRequest,
+    ) -> Result<Lease, CtlError> {
         let what = format!("run {}", shell_word(&acquire.resource));
         let ttl = std_duration(acquire.ttl);
         let mut client = target.connect().await?;
@@ -140,7 +143,7 @@ impl Lease {
 
     /// Keeps the lock until it is lost; returns why. Cancel-safe: call it
     /// again after being interrupted (by a signal, say).
-    pub async fn watch(&mut self) -> Lost {
+    pub(crate) async fn watch(&mut self) -> Lost {
         loop {
             let stop_at = self.stop_at();
             if Instant::now() >= stop_at {
@@ -336,7 +339,7 @@ impl Lease {
 
     /// Releases the lock: through the session while it is healthy, else
     /// with a Release call; waits at most a couple of seconds.
-    pub async fn release(mut self, gone: bool) -> Released {
+    pub(crate) async fn release(mut self, gone: bool) -> Released {
         if gone {
             return Released::Nothing;
         }

@@ -6,7 +6,7 @@ use crate::client::std_duration;
 use redlockd_proto::pb;
 
 /// A granted or extended lock.
-pub fn lock(lock: &pb::Lock, json: bool) -> String {
+pub(crate) fn lock(lock: &pb::Lock, json: bool) -> String {
     let validity_ms = std_duration(lock.validity).as_millis();
     if json {
         format!(
@@ -26,7 +26,7 @@ pub fn lock(lock: &pb::Lock, json: bool) -> String {
 }
 
 /// A `Validate` answer.
-pub fn validity(answer: &pb::ValidateResponse, json: bool) -> String {
+pub(crate) fn validity(answer: &pb::ValidateResponse, json: bool) -> String {
     let validity_ms = std_duration(answer.validity).as_millis();
     if json {
         format!("{{\"held\":{},\"validity_ms\":{validity_ms}}}", answer.held)
@@ -39,13 +39,13 @@ pub fn validity(answer: &pb::ValidateResponse, json: bool) -> String {
 }
 
 /// A `Release` answer; nothing in text mode (the exit status says it).
-pub fn released(was_held: bool, json: bool) -> Option<String> {
+pub(crate) fn released(was_held: bool, json: bool) -> Option<String> {
     json.then(|| format!("{{\"was_held\":{was_held}}}"))
 }
 
 /// `text` as one shell word: bare when it is plainly safe, else in single
 /// quotes (a `'` inside becomes `'\''`).
-pub fn shell_word(text: &str) -> String {
+pub(crate) fn shell_word(text: &str) -> String {
     let plain = !text.is_empty()
         && text
             .bytes()
@@ -58,7 +58,7 @@ pub fn shell_word(text: &str) -> String {
 }
 
 /// `text` as a JSON string.
-pub fn json_string(text: &str) -> String {
+pub(crate) fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

@@ -16,7 +16,11 @@ use tokio::time::Instant;
 
 /// Runs `args.command` under the lock; the exit is the command's status,
 /// or [`Exit::Lost`] if the lock was lost while it ran.
-pub async fn run(target: &Target, args: RunArgs, timeout: Duration) -> Result<Exit, CtlError> {
+pub(crate) async fn run(
+    target: &Target,
+    args: RunArgs,
+    timeout: Duration,
+) -> Result<Exit, CtlError> {
     // Handlers first: a signal while waiting for the lock must not kill
     // redlockctl in a way that skips the daemon's cleanup.
     let mut signals =

@@ -19,13 +19,13 @@ const FORWARDED: [(Signal, SignalKind); 6] = [
 ];
 
 /// Handlers for the forwarded signals, installed once.
-pub struct Signals {
+pub(crate) struct Signals {
     streams: Vec<(Signal, tokio::signal::unix::Signal)>,
 }
 
 impl Signals {
     /// Installs the handlers (needs a running tokio runtime).
-    pub fn install() -> std::io::Result<Signals> {
+    pub(crate) fn install() -> std::io::Result<Signals> {
         let mut streams = Vec::with_capacity(FORWARDED.len());
         for (name, kind) in FORWARDED {
             streams.push((name, signal(kind)?));
@@ -34,7 +34,7 @@ impl Signals {
     }
 
     /// The next signal received (cancel-safe).
-    pub async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         poll_fn(|cx| {
             for (name, stream) in &mut self.streams {
                 if let Poll::Ready(Some(())) = stream.poll_recv(cx) {

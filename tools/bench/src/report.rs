@@ -7,7 +7,7 @@ use crate::w3::W3Report;
 
 /// Every report of this invocation, by workload.
 #[derive(Default)]
-pub struct Reports {
+pub(crate) struct Reports {
     /// W1 runs, mode-major.
     pub w1: Vec<W1Report>,
     /// W2 runs.
@@ -18,7 +18,7 @@ pub struct Reports {
 
 impl Reports {
     /// Prints a table per workload that ran.
-    pub fn print_tables(&self) {
+    pub(crate) fn print_tables(&self) {
         if !self.w1.is_empty() {
             print_w1(&self.w1);
         }

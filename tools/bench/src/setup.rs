@@ -8,11 +8,11 @@ use redlockd_testkit::process::{DaemonCommand, DaemonProcess};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use redlockd_testkit::client::{proto_duration, LockClient as Client};
-pub use redlockd_testkit::daemon::Daemon;
+pub(crate) use redlockd_testkit::client::{proto_duration, LockClient as Client};
+pub(crate) use redlockd_testkit::daemon::Daemon;
 
 /// Five Valkey masters on loopback, no persistence.
-pub fn start_masters() -> Result<LocalMasters, BoxError> {
+pub(crate) fn start_masters() -> Result<LocalMasters, BoxError> {
     let masters = LocalMasters::start(&find_server(Flavor::Valkey)?, 5)?;
     tracing::info!(server = masters.version(), urls = ?masters.urls(), "masters started");
     Ok(masters)
@@ -21,7 +21,7 @@ pub fn start_masters() -> Result<LocalMasters, BoxError> {
 /// The default configuration over `nodes`, as the bench's daemons and
 /// engines use it (checked; workloads may change it and seal it with
 /// [`Config::validated`]).
-pub fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
+pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     let mut config = Config::default();
     config.redlock.nodes = nodes;
     // The bench's masters are fresh or shared with nothing that could have
@@ -33,7 +33,7 @@ pub fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
 }
 
 /// Stops an in-process daemon, waiting at most 10 s; a failure is a warning.
-pub async fn stop(daemon: Daemon) {
+pub(crate) async fn stop(daemon: Daemon) {
     if let Err(error) = daemon.stop(Duration::from_secs(10)).await {
         tracing::warn!("daemon ended: {error}");
     }
@@ -41,7 +41,10 @@ pub async fn stop(daemon: Daemon) {
 
 /// Spawns `redlockd` (the binary next to this one) over `nodes` on a free
 /// loopback port, so that its memory and CPU are its own.
-pub fn spawn_process(nodes: &[String], max_sessions: usize) -> Result<DaemonProcess, BoxError> {
+pub(crate) fn spawn_process(
+    nodes: &[String],
+    max_sessions: usize,
+) -> Result<DaemonProcess, BoxError> {
     DaemonCommand::workspace(nodes)?
         .set("redlock.restart_quarantine", false)
         .set("limits.max_sessions", max_sessions)
@@ -49,7 +52,7 @@ pub fn spawn_process(nodes: &[String], max_sessions: usize) -> Result<DaemonProc
 }
 
 /// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.
-pub async fn stop_process(daemon: DaemonProcess) {
+pub(crate) async fn stop_process(daemon: DaemonProcess) {
     match daemon.stop(Duration::from_secs(15)).await {
         Ok(status) if status.success() => {}
         Ok(status) => tracing::warn!("daemon process ended: {status}"),
@@ -58,6 +61,6 @@ pub async fn stop_process(daemon: DaemonProcess) {
 }
 
 /// A client on its own HTTP/2 connection, retried while the daemon starts.
-pub async fn connect(addr: SocketAddr) -> Result<Client, BoxError> {
+pub(crate) async fn connect(addr: SocketAddr) -> Result<Client, BoxError> {
     redlockd_testkit::client::connect(addr).await
 }

@@ -4,41 +4,41 @@ use std::time::Duration;
 
 /// Nearest-rank percentile `p` (in per mille, 500 = p50, 999 = p99.9) of a
 /// sorted sample (None: empty).
-pub fn permille(sorted: &[Duration], p: usize) -> Option<Duration> {
+pub(crate) fn permille(sorted: &[Duration], p: usize) -> Option<Duration> {
     let rank = (sorted.len() * p).div_ceil(1000).max(1);
     sorted.get(rank - 1).copied()
 }
 
 /// Nearest-rank percentile `p` (in percent) of a sorted sample.
-pub fn pct(sorted: &[Duration], p: usize) -> Option<Duration> {
+pub(crate) fn pct(sorted: &[Duration], p: usize) -> Option<Duration> {
     permille(sorted, p * 10)
 }
 
 /// The sample, sorted.
-pub fn sorted(mut sample: Vec<Duration>) -> Vec<Duration> {
+pub(crate) fn sorted(mut sample: Vec<Duration>) -> Vec<Duration> {
     sample.sort_unstable();
     sample
 }
 
 /// Microseconds for a JSON line ("null": no value).
-pub fn us(d: Option<Duration>) -> String {
+pub(crate) fn us(d: Option<Duration>) -> String {
     d.map_or("null".to_owned(), |d| d.as_micros().to_string())
 }
 
 /// Milliseconds to the microsecond, for tables ("-": no value).
-pub fn ms(d: Option<Duration>) -> String {
+pub(crate) fn ms(d: Option<Duration>) -> String {
     d.map_or("-".to_owned(), |d| {
         format!("{:.3} ms", d.as_secs_f64() * 1e3)
     })
 }
 
 /// A label safe inside a hand-written JSON string.
-pub fn label(text: &str) -> String {
+pub(crate) fn label(text: &str) -> String {
     text.replace(['"', '\\'], "_")
 }
 
 /// Prints a table: one column per run, one row per figure.
-pub fn print_columns(title: &str, heads: &[String], rows: &[(&str, Vec<String>)]) {
+pub(crate) fn print_columns(title: &str, heads: &[String], rows: &[(&str, Vec<String>)]) {
     let width = 2 + heads
         .iter()
         .chain(rows.iter().flat_map(|(_, cells)| cells))

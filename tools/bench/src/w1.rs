@@ -24,7 +24,7 @@ const TTL: Duration = Duration::from_secs(10);
 
 /// The layers W1 can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Through a daemon's gRPC API.
     Grpc,
     /// The daemon's engine, in-process.
@@ -37,7 +37,7 @@ pub enum Mode {
 
 impl Mode {
     /// The mode's name in output.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Grpc => "grpc",
             Mode::Engine => "engine",
@@ -69,7 +69,7 @@ enum Worker {
 }
 
 /// The `raw` mode: one fred client per master, the two commands only.
-pub struct Raw {
+pub(crate) struct Raw {
     masters: Vec<Fred>,
     /// `DELIFEQ` is there (Valkey 9); else a Lua compare-and-delete.
     delifeq: bool,
@@ -195,7 +195,7 @@ struct WorkerLog {
 }
 
 /// The figures of one W1 run.
-pub struct W1Report {
+pub(crate) struct W1Report {
     /// The mode's name.
     pub mode: &'static str,
     /// Concurrent workers.
@@ -212,12 +212,12 @@ pub struct W1Report {
 
 impl W1Report {
     /// Completed cycles per second.
-    pub fn cycles_per_s(&self) -> f64 {
+    pub(crate) fn cycles_per_s(&self) -> f64 {
         self.acquire.len() as f64 / self.duration.as_secs_f64()
     }
 
     /// The machine-readable line.
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         let (a, r) = (&self.acquire, &self.release);
         format!(
             "{{\"workload\":\"W1\",\"mode\":\"{}\",\"concurrency\":{},\"duration_s\":{:.3},\
@@ -242,7 +242,11 @@ impl W1Report {
 
 /// Every W1 run: each mode at each concurrency; skips (with a warning) the
 /// modes this invocation has nothing to run against.
-pub async fn run_all(args: &Args, dev: bool, nodes: &[String]) -> Result<Vec<W1Report>, BoxError> {
+pub(crate) async fn run_all(
+    args: &Args,
+    dev: bool,
+    nodes: &[String],
+) -> Result<Vec<W1Report>, BoxError> {
     let mut reports = Vec::new();
     for &mode in &args.modes {
         let target = match open(mode, args, dev, nodes).await {

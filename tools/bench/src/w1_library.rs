@@ -6,7 +6,7 @@ use crate::BoxError;
 use std::time::Duration;
 
 /// An rslock lock manager over the masters.
-pub struct Library {
+pub(crate) struct Library {
     #[cfg(feature = "bench-library")]
     manager: rslock::LockManager,
 }
@@ -45,12 +45,12 @@ impl Library {
 #[cfg(not(feature = "bench-library"))]
 impl Library {
     /// Always an error: this build has no rslock.
-    pub fn new(_nodes: &[String]) -> Result<Library, BoxError> {
+    pub(crate) fn new(_nodes: &[String]) -> Result<Library, BoxError> {
         Err("built without the bench-library feature (cargo ... --features bench-library)".into())
     }
 
     /// Never called: [`Library::new`] fails in this build.
-    pub async fn cycle(
+    pub(crate) async fn cycle(
         &self,
         _resource: &str,
         _ttl: Duration,

@@ -33,7 +33,7 @@ const W2_TTL: Duration = Duration::from_secs(10);
 const W2_WAIT: Duration = Duration::from_secs(30);
 
 /// Every W2 run, in order; prints each JSON line as it ends.
-pub async fn run_all(
+pub(crate) async fn run_all(
     args: &Args,
     masters: Option<&LocalMasters>,
 ) -> Result<Vec<W2Report>, BoxError> {
@@ -216,7 +216,7 @@ async fn contender(
 }
 
 /// The figures of one W2 run. Samples are sorted.
-pub struct W2Report {
+pub(crate) struct W2Report {
     mode: String,
     params: W2Params,
     grants: usize,
@@ -286,7 +286,7 @@ impl W2Report {
     }
 
     /// The machine-readable line (written by hand: numbers and one label).
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         let longest_ms = self.waits.last().map_or(0.0, |d| d.as_secs_f64() * 1e3);
         format!(
             "{{\"workload\":\"W2\",\"mode\":\"{}\",\"contenders\":{},\"duration_s\":{:.3},\
@@ -309,7 +309,7 @@ impl W2Report {
 }
 
 /// A readable comparison of the runs, one column each.
-pub fn print_table(reports: &[W2Report]) {
+pub(crate) fn print_table(reports: &[W2Report]) {
     type Row = (&'static str, fn(&W2Report) -> String);
     let rows: &[Row] = &[
         ("contenders", |r| r.params.contenders.to_string()),

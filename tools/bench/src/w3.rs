@@ -81,7 +81,7 @@ impl ProcSample {
 }
 
 /// The figures of one W3 run.
-pub struct W3Report {
+pub(crate) struct W3Report {
     /// Sessions asked for.
     pub sessions: usize,
     /// Sessions that opened (the figures are per open session).
@@ -108,13 +108,13 @@ pub struct W3Report {
 
 impl W3Report {
     /// CPU seconds the daemon spent per session and minute.
-    pub fn cpu_per_session_minute(&self) -> f64 {
+    pub(crate) fn cpu_per_session_minute(&self) -> f64 {
         self.cpu_s / (self.opened as f64 * self.duration.as_secs_f64() / 60.0)
     }
 
     /// Succeeded extensions over attempted ones (a lost session is one
     /// failed extension).
-    pub fn success_rate(&self) -> f64 {
+    pub(crate) fn success_rate(&self) -> f64 {
         let attempted = self.extended + self.lost;
         match attempted {
             0 => 0.0,
@@ -123,7 +123,7 @@ impl W3Report {
     }
 
     /// The machine-readable line.
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         format!(
             "{{\"workload\":\"W3\",\"mode\":\"{}\",\"sessions\":{},\"opened\":{},\
              \"open_failed\":{},\"duration_s\":{:.3},\
@@ -149,7 +149,7 @@ impl W3Report {
 }
 
 /// Every W3 run: one daemon process per number of sessions.
-pub async fn run_all(args: &Args, nodes: &[String]) -> Result<Vec<W3Report>, BoxError> {
+pub(crate) async fn run_all(args: &Args, nodes: &[String]) -> Result<Vec<W3Report>, BoxError> {
     let mut reports = Vec::new();
     for &sessions in &args.sessions {
         tracing::info!(sessions, "W3 for {:?}", args.w3_duration);

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The properties checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Check {
+pub(crate) enum Check {
     /// Two grants of one resource with overlapping validity windows.
     Overlap,
     /// A grant certainly made after another got a fence not above it.
@@ -29,7 +29,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 7] = [
+    pub(crate) const ALL: [Check; 7] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -40,7 +40,7 @@ impl Check {
     ];
 
     /// Name in the report.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Check::Overlap => "overlapping_validity",
             Check::FenceOrder => "fence_order",
@@ -55,7 +55,7 @@ impl Check {
 
 /// One violation, with what proves it.
 #[derive(Debug, Clone)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// Which property.
     pub check: Check,
     /// The evidence, readable.
@@ -64,7 +64,7 @@ pub struct Violation {
 
 /// What the checkers found, violations and the figures around them.
 #[derive(Debug, Clone, Default)]
-pub struct Findings {
+pub(crate) struct Findings {
     /// Every violation.
     pub violations: Vec<Violation>,
     /// Kleppmann pauses: holders that slept past their validity.
@@ -89,13 +89,13 @@ pub struct Findings {
 
 impl Findings {
     /// Violations of `check`.
-    pub fn count(&self, check: Check) -> usize {
+    pub(crate) fn count(&self, check: Check) -> usize {
         self.violations.iter().filter(|v| v.check == check).count()
     }
 }
 
 /// Runs every checker over `history`.
-pub fn check(history: &History) -> Findings {
+pub(crate) fn check(history: &History) -> Findings {
     let mut findings = Findings::default();
     let mut by_resource: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
     for grant in &history.grants {
@@ -123,7 +123,7 @@ pub fn check(history: &History) -> Findings {
 }
 
 /// A grant in a violation's evidence.
-pub fn describe(g: &Grant) -> String {
+pub(crate) fn describe(g: &Grant) -> String {
     format!(
         "grant#{} client {} replica {} fence {} received {:.3}s valid until {:.3}s",
         g.id,

@@ -27,7 +27,7 @@ const CALL_SLACK: Duration = Duration::from_millis(1500);
 
 /// The shape of the workload.
 #[derive(Debug, Clone)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// Clients on the hot resources.
     pub contended_clients: usize,
     /// How many hot resources.
@@ -54,7 +54,7 @@ pub struct Profile {
 }
 
 /// What every client shares.
-pub struct Shared {
+pub(crate) struct Shared {
     /// The run's clock.
     pub clock: Clock,
     /// No new operation starts after this.
@@ -73,7 +73,7 @@ pub struct Shared {
 
 /// What one client recorded.
 #[derive(Debug, Default)]
-pub struct ClientLog {
+pub(crate) struct ClientLog {
     /// Its grants.
     pub grants: Vec<Grant>,
     /// Its uncontended attempts.
@@ -205,7 +205,12 @@ impl Shared {
 }
 
 /// One contended client until the deadline.
-pub async fn contended(id: u32, shared: Arc<Shared>, profile: Profile, seed: u64) -> ClientLog {
+pub(crate) async fn contended(
+    id: u32,
+    shared: Arc<Shared>,
+    profile: Profile,
+    seed: u64,
+) -> ClientLog {
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0xC0);
     let (home, clock, mut log) = (id as usize, shared.clock, ClientLog::default());
     while clock.now() < shared.deadline {
@@ -274,7 +279,12 @@ pub async fn contended(id: u32, shared: Arc<Shared>, profile: Profile, seed: u64
 }
 
 /// One uncontended client until the deadline.
-pub async fn uncontended(id: u32, shared: Arc<Shared>, profile: Profile, seed: u64) -> ClientLog {
+pub(crate) async fn uncontended(
+    id: u32,
+    shared: Arc<Shared>,
+    profile: Profile,
+    seed: u64,
+) -> ClientLog {
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0x0C);
     let (home, clock, mut log) = (id as usize, shared.clock, ClientLog::default());
     let mut n = 0u64;

@@ -17,10 +17,10 @@ use tokio::net::TcpStream;
 const INFO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Boxed error for set-up and fault actions.
-pub use redlockd_testkit::BoxError;
+pub(crate) use redlockd_testkit::BoxError;
 
 /// Five masters and their proxies.
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// The master processes (blocking API, hence the mutex).
     masters: Arc<Mutex<LocalMasters>>,
     /// The masters' own ports (fixed across restarts).
@@ -31,7 +31,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// A proxy in front of each of `masters`.
-    pub async fn start(masters: LocalMasters) -> Result<Cluster, BoxError> {
+    pub(crate) async fn start(masters: LocalMasters) -> Result<Cluster, BoxError> {
         let ports: Vec<u16> = (0..masters.len()).map(|i| masters.port(i)).collect();
         let mut proxies = Vec::with_capacity(ports.len());
         for port in &ports {
@@ -45,12 +45,12 @@ impl Cluster {
     }
 
     /// How many masters.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ports.len()
     }
 
     /// `redis://` URLs of the proxies: what the daemons are configured with.
-    pub fn proxy_urls(&self) -> Vec<String> {
+    pub(crate) fn proxy_urls(&self) -> Vec<String> {
         self.proxies
             .iter()
             .map(|p| format!("redis://{}", p.addr()))
@@ -74,18 +74,18 @@ impl Cluster {
     }
 
     /// SIGKILLs master `i`: its keys are gone.
-    pub async fn kill(&self, i: usize) -> Result<(), BoxError> {
+    pub(crate) async fn kill(&self, i: usize) -> Result<(), BoxError> {
         self.with_masters(move |m| m.stop(i)).await
     }
 
     /// Starts master `i` again, empty, on its port.
-    pub async fn restart(&self, i: usize) -> Result<(), BoxError> {
+    pub(crate) async fn restart(&self, i: usize) -> Result<(), BoxError> {
         self.with_masters(move |m| m.restart(i)).await
     }
 
     /// SIGSTOPs master `i`; returns its pid, for [`Cluster::resume`] (a
     /// stopped master cannot be asked for it).
-    pub async fn pause(&self, i: usize) -> Result<Pid, BoxError> {
+    pub(crate) async fn pause(&self, i: usize) -> Result<Pid, BoxError> {
         let pid = server_pid(self.ports[i]).await?;
         let pid = Pid::from_raw(i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?);
         kill(pid, Signal::SIGSTOP)?;
@@ -93,19 +93,19 @@ impl Cluster {
     }
 
     /// SIGCONTs a master paused by [`Cluster::pause`].
-    pub fn resume(&self, pid: Pid) -> Result<(), BoxError> {
+    pub(crate) fn resume(&self, pid: Pid) -> Result<(), BoxError> {
         Ok(kill(pid, Signal::SIGCONT)?)
     }
 
     /// Sets the proxy of master `i`.
-    pub fn set_mode(&self, i: usize, mode: Mode) {
+    pub(crate) fn set_mode(&self, i: usize, mode: Mode) {
         if let Some(proxy) = self.proxies.get(i) {
             proxy.set(mode);
         }
     }
 
     /// The masters, for the blocking drop at the very end.
-    pub fn into_masters(self) -> Arc<Mutex<LocalMasters>> {
+    pub(crate) fn into_masters(self) -> Arc<Mutex<LocalMasters>> {
         self.masters
     }
 }

@@ -34,7 +34,7 @@ pub enum Schedule {
 
 /// How long a target counts as faulted after it is back.
 #[derive(Debug, Clone, Copy)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Reconnection: "full service again within 1 s after a master returns".
     pub grace: Duration,
     /// A restarted master's quarantine (max_ttl + drift, and detection).
@@ -43,7 +43,7 @@ pub struct Budget {
 
 impl Budget {
     /// How long `kind` counts after its end.
-    pub fn after(&self, kind: FaultKind) -> Duration {
+    pub(crate) fn after(&self, kind: FaultKind) -> Duration {
         match kind {
             FaultKind::MasterRestart => self.grace + self.quarantine,
             _ => self.grace,
@@ -53,7 +53,7 @@ impl Budget {
 
 /// One fault to inject.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Planned {
+pub(crate) struct Planned {
     /// What.
     pub kind: FaultKind,
     /// Master or replica index.
@@ -70,7 +70,7 @@ pub struct Planned {
 
 /// The schedule of one run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Every fault, by start time.
     pub faults: Vec<Planned>,
     /// Where the phases are.
@@ -78,7 +78,7 @@ pub struct Plan {
 }
 
 /// Daemon replicas the schedule may kill (one at a time).
-pub const REPLICAS: usize = 2;
+pub(crate) const REPLICAS: usize = 2;
 /// Warm-up before the first fault.
 const WARM_UP: Duration = Duration::from_secs(2);
 /// Healthy tail after the last fault.
@@ -93,7 +93,7 @@ fn between(rng: &mut StdRng, lo_ms: u64, hi_ms: u64) -> Duration {
 }
 
 /// Plans the faults of `schedule` for a run of `duration`.
-pub fn plan(
+pub(crate) fn plan(
     schedule: Schedule,
     seed: u64,
     duration: Duration,
@@ -239,7 +239,7 @@ fn ms(n: u64) -> Duration {
 /// Injects every planned fault on time, concurrently; returns what
 /// happened. A fault that could not be injected or undone is an error of
 /// the run (the set-up is no longer what the figures assume).
-pub async fn inject(
+pub(crate) async fn inject(
     plan: &Plan,
     clock: Clock,
     cluster: &Cluster,

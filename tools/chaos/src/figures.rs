@@ -16,7 +16,7 @@ const MISSES_SHOWN: usize = 10;
 
 /// Everything printed about a run.
 #[derive(Debug, Clone, Default)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// `full` or `restarts`.
     pub schedule: String,
     /// The seed.
@@ -76,7 +76,7 @@ fn failure_name(failure: &Failure) -> String {
 }
 
 /// Masters counted as faulted at some point of `[from, to]`.
-pub fn masters_faulted(faults: &[Fault], from: Time, to: Time) -> usize {
+pub(crate) fn masters_faulted(faults: &[Fault], from: Time, to: Time) -> usize {
     let mut targets: Vec<usize> = faults
         .iter()
         .filter(|f| f.kind.on_master() && f.start <= to && f.counts_until >= from)
@@ -139,7 +139,7 @@ fn describe_miss(a: &Attempt, faults: &[Fault]) -> String {
 
 impl Figures {
     /// Computes the figures of `history`.
-    pub fn new(history: &History, findings: Findings, min_per_healthy_s: f64) -> Figures {
+    pub(crate) fn new(history: &History, findings: Findings, min_per_healthy_s: f64) -> Figures {
         let faults = &history.faults;
         let mut f = Figures {
             grants: history.grants.len(),
@@ -238,13 +238,13 @@ impl Figures {
     }
 
     /// Total violations.
-    pub fn violation_count(&self) -> usize {
+    pub(crate) fn violation_count(&self) -> usize {
         self.violations.values().sum()
     }
 
     /// Share of uncontended acquisitions granted with at most two masters
     /// faulted, in percent.
-    pub fn availability_pct(&self) -> Option<f64> {
+    pub(crate) fn availability_pct(&self) -> Option<f64> {
         let (tried, granted) = self.availability;
         (tried > 0).then(|| 100.0 * granted as f64 / tried as f64)
     }

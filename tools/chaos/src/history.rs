@@ -7,38 +7,38 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 
 /// A moment of the run: time since the run's [`Clock`] started.
-pub type Time = Duration;
+pub(crate) type Time = Duration;
 
 /// The run's one clock (`std::time::Instant`, i.e. CLOCK_MONOTONIC, the
 /// clock the daemons measure validity on).
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+pub(crate) struct Clock {
     /// When the run started.
     start: Instant,
 }
 
 impl Clock {
     /// A clock starting now.
-    pub fn start() -> Clock {
+    pub(crate) fn start() -> Clock {
         Clock {
             start: Instant::now(),
         }
     }
 
     /// The current moment.
-    pub fn now(&self) -> Time {
+    pub(crate) fn now(&self) -> Time {
         self.start.elapsed()
     }
 
     /// `at` as a tokio deadline, for `sleep_until`.
-    pub fn deadline(&self, at: Time) -> tokio::time::Instant {
+    pub(crate) fn deadline(&self, at: Time) -> tokio::time::Instant {
         tokio::time::Instant::from_std(self.start + at)
     }
 }
 
 /// Which workload a grant or attempt belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Workload {
+pub(crate) enum Workload {
     /// A few hot resources shared by many clients: exclusion is at stake.
     Contended,
     /// A fresh resource name per acquisition: measures availability.
@@ -52,7 +52,7 @@ pub enum Workload {
 /// (`ttl x drift_factor + 2 ms`) is what covers the delivery of the answer.
 /// The window ends early when its holder sends a Release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
+pub(crate) struct Window {
     /// The answer was received.
     pub start: Time,
     /// Received + validity.
@@ -61,7 +61,7 @@ pub struct Window {
 
 impl Window {
     /// From a call answered at `received` with `validity`.
-    pub fn of_call(received: Time, validity: Duration) -> Window {
+    pub(crate) fn of_call(received: Time, validity: Duration) -> Window {
         Window {
             start: received,
             end: received + validity,
@@ -69,14 +69,14 @@ impl Window {
     }
 
     /// Whether the window is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.end <= self.start
     }
 }
 
 /// How a Release ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReleaseRecord {
+pub(crate) struct ReleaseRecord {
     /// The (first) Release request was sent: the holder gave the lock up.
     pub sent: Time,
     /// The (last) answer arrived.
@@ -90,7 +90,7 @@ pub struct ReleaseRecord {
 
 /// A call that did not succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The daemon (or the transport) answered with this status.
     Status(Code),
     /// No answer within the client's own timeout.
@@ -99,7 +99,7 @@ pub enum Failure {
 
 /// One lock granted to a client.
 #[derive(Debug, Clone)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// Unique in the run.
     pub id: u64,
     /// The resource locked.
@@ -134,14 +134,14 @@ pub struct Grant {
 impl Grant {
     /// Whether the critical section ran past the guarantee without being a
     /// deliberate pause (a starved client): excluded like a pause.
-    pub fn overran(&self) -> bool {
+    pub(crate) fn overran(&self) -> bool {
         !self.paused && self.cs_end > self.valid_until
     }
 }
 
 /// One acquisition attempt of the uncontended workload, granted or not.
 #[derive(Debug, Clone)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     /// The replica it was sent to.
     pub replica: usize,
     /// Sent.
@@ -156,7 +156,7 @@ pub struct Attempt {
 
 /// The kinds of fault the schedule injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FaultKind {
+pub(crate) enum FaultKind {
     /// SIGKILL a master, restart it empty on the same port.
     MasterRestart,
     /// SIGSTOP a master, SIGCONT it later.
@@ -171,7 +171,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in report order.
-    pub const ALL: [FaultKind; 5] = [
+    pub(crate) const ALL: [FaultKind; 5] = [
         FaultKind::MasterRestart,
         FaultKind::MasterPause,
         FaultKind::MasterSlow,
@@ -180,7 +180,7 @@ impl FaultKind {
     ];
 
     /// Name in the report.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FaultKind::MasterRestart => "master_restart_empty",
             FaultKind::MasterPause => "master_sigstop",
@@ -191,14 +191,14 @@ impl FaultKind {
     }
 
     /// Whether it targets a master (else a daemon replica).
-    pub fn on_master(self) -> bool {
+    pub(crate) fn on_master(self) -> bool {
         self != FaultKind::ReplicaKill
     }
 }
 
 /// One injected fault, as it happened.
 #[derive(Debug, Clone, Copy)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// What was done.
     pub kind: FaultKind,
     /// Master or replica index.
@@ -216,7 +216,7 @@ pub struct Fault {
 
 /// One operation on the fenced register.
 #[derive(Debug, Clone, Copy)]
-pub struct FencedOp {
+pub(crate) struct FencedOp {
     /// The grant whose holder made it.
     pub grant: u64,
     /// Check-in (first operation of a holder) or write.
@@ -235,7 +235,7 @@ pub struct FencedOp {
 
 /// One acknowledged write to the plain (unfenced) register.
 #[derive(Debug, Clone, Copy)]
-pub struct PlainWrite {
+pub(crate) struct PlainWrite {
     /// The grant whose holder made it.
     pub grant: u64,
     /// The value read at the start of the critical section (it wrote +1).
@@ -244,7 +244,7 @@ pub struct PlainWrite {
 
 /// What one contended resource's two registers saw.
 #[derive(Debug, Clone, Default)]
-pub struct RegisterLog {
+pub(crate) struct RegisterLog {
     /// The resource.
     pub resource: String,
     /// Final value of the plain register.
@@ -259,7 +259,7 @@ pub struct RegisterLog {
 
 /// The phases of the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Phases {
+pub(crate) struct Phases {
     /// Faults start here.
     pub faults_from: Time,
     /// The phase with three masters faulted, if any.
@@ -270,7 +270,7 @@ pub struct Phases {
 
 /// Everything recorded.
 #[derive(Debug, Clone, Default)]
-pub struct History {
+pub(crate) struct History {
     /// Every grant received.
     pub grants: Vec<Grant>,
     /// Every uncontended acquisition attempt.

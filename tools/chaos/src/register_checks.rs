@@ -44,7 +44,7 @@ fn lost_updates(
 }
 
 /// The plain register lost no acknowledged increment.
-pub fn plain(log: &RegisterLog, findings: &mut Findings) {
+pub(crate) fn plain(log: &RegisterLog, findings: &mut Findings) {
     let mut reads: Vec<(u64, u64)> = log.plain_writes.iter().map(|w| (w.read, w.grant)).collect();
     lost_updates(
         "plain",
@@ -57,7 +57,7 @@ pub fn plain(log: &RegisterLog, findings: &mut Findings) {
 
 /// The fenced register refused no valid holder, applied no write of a
 /// superseded one, and lost no applied write.
-pub fn fenced(log: &RegisterLog, grants: &HashMap<u64, &Grant>, findings: &mut Findings) {
+pub(crate) fn fenced(log: &RegisterLog, grants: &HashMap<u64, &Grant>, findings: &mut Findings) {
     // Over the holders that checked in so far: the latest Acquire sent, and
     // the latest grant received with a non-empty window. A holder that
     // checked in is certainly newer than grant G if it sent its Acquire

@@ -19,7 +19,7 @@ use std::sync::{Mutex, PoisonError};
 
 /// The registers of one resource.
 #[derive(Debug)]
-pub struct Registers {
+pub(crate) struct Registers {
     /// The resource they belong to.
     resource: String,
     /// Serialises every operation: the order of the log is the order the
@@ -38,7 +38,7 @@ struct State {
 
 impl Registers {
     /// Empty registers for `resource`.
-    pub fn new(resource: String) -> Registers {
+    pub(crate) fn new(resource: String) -> Registers {
         Registers {
             resource,
             state: Mutex::new(State::default()),
@@ -50,14 +50,20 @@ impl Registers {
     }
 
     /// Reads the plain register.
-    pub fn read_plain(&self) -> u64 {
+    pub(crate) fn read_plain(&self) -> u64 {
         self.state().plain
     }
 
     /// Writes `read + 1` to the plain register if the clock, read while the
     /// register is held, is still before `valid_until`. Returns whether it
     /// was written (and so acknowledged).
-    pub fn write_plain(&self, clock: &Clock, grant: u64, read: u64, valid_until: Time) -> bool {
+    pub(crate) fn write_plain(
+        &self,
+        clock: &Clock,
+        grant: u64,
+        read: u64,
+        valid_until: Time,
+    ) -> bool {
         let mut state = self.state();
         if clock.now() >= valid_until {
             return false;
@@ -69,7 +75,7 @@ impl Registers {
 
     /// A new holder presents its fence: accepted (returning the value) only
     /// if it is above every fence seen so far.
-    pub fn check_in(
+    pub(crate) fn check_in(
         &self,
         clock: &Clock,
         grant: u64,
@@ -97,7 +103,7 @@ impl Registers {
 
     /// Writes `read + 1` with `fence`: applied only if no higher fence has
     /// checked in since this holder did. Returns whether it was applied.
-    pub fn write_fenced(
+    pub(crate) fn write_fenced(
         &self,
         clock: &Clock,
         grant: u64,
@@ -124,7 +130,7 @@ impl Registers {
     }
 
     /// Everything the registers saw.
-    pub fn log(&self) -> RegisterLog {
+    pub(crate) fn log(&self) -> RegisterLog {
         let state = self.state();
         RegisterLog {
             resource: self.resource.clone(),

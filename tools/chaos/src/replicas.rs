@@ -19,7 +19,7 @@ const SERVING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How the replicas are configured.
 #[derive(Debug, Clone)]
-pub struct ReplicaConfig {
+pub(crate) struct ReplicaConfig {
     /// The `redlockd` binary.
     pub binary: PathBuf,
     /// The masters (their proxies).
@@ -43,7 +43,7 @@ struct Replica {
 }
 
 /// The replicas and the way to them.
-pub struct Replicas {
+pub(crate) struct Replicas {
     config: ReplicaConfig,
     replicas: Vec<Replica>,
     /// Shared with the clients.
@@ -52,7 +52,7 @@ pub struct Replicas {
 
 /// How clients reach the replicas, like a load balancer with health
 /// checks: a lazily (re)connecting channel each, and whether it is up.
-pub struct Routes {
+pub(crate) struct Routes {
     /// One channel per replica.
     channels: Vec<Channel>,
     /// Whether the replica is up (set by the fault injector).
@@ -62,7 +62,7 @@ pub struct Routes {
 impl Routes {
     /// The replica a client whose home is `home` should use now, and its
     /// channel: its home if up, else the next one that is.
-    pub fn pick(&self, home: usize) -> (usize, Channel) {
+    pub(crate) fn pick(&self, home: usize) -> (usize, Channel) {
         let n = self.channels.len();
         let index = (0..n)
             .map(|k| (home + k) % n)
@@ -74,7 +74,7 @@ impl Routes {
 
 impl Replicas {
     /// Starts `count` replicas and waits until each reports SERVING.
-    pub async fn start(config: ReplicaConfig, count: usize) -> Result<Replicas, BoxError> {
+    pub(crate) async fn start(config: ReplicaConfig, count: usize) -> Result<Replicas, BoxError> {
         let mut replicas = Vec::with_capacity(count);
         let mut channels = Vec::with_capacity(count);
         for _ in 0..count {
@@ -100,12 +100,12 @@ impl Replicas {
     }
 
     /// The clients' view.
-    pub fn routes(&self) -> std::sync::Arc<Routes> {
+    pub(crate) fn routes(&self) -> std::sync::Arc<Routes> {
         std::sync::Arc::clone(&self.routes)
     }
 
     /// Spawns replica `i` and waits until it is SERVING; then routes to it.
-    pub async fn start_one(&self, i: usize) -> Result<(), BoxError> {
+    pub(crate) async fn start_one(&self, i: usize) -> Result<(), BoxError> {
         let replica = self.replicas.get(i).ok_or("no such replica")?;
         let child = spawn(&self.config, replica, i)?;
         *replica.child.lock().await = Some(child);
@@ -124,7 +124,7 @@ impl Replicas {
     }
 
     /// Stops routing to replica `i`, SIGKILLs it and reaps it.
-    pub async fn kill(&self, i: usize) -> Result<(), BoxError> {
+    pub(crate) async fn kill(&self, i: usize) -> Result<(), BoxError> {
         let replica = self.replicas.get(i).ok_or("no such replica")?;
         self.routes.up[i].store(false, Ordering::SeqCst);
         if let Some(mut child) = replica.child.lock().await.take() {
@@ -134,7 +134,7 @@ impl Replicas {
     }
 
     /// Kills every replica (the end of the run).
-    pub async fn stop_all(&self) {
+    pub(crate) async fn stop_all(&self) {
         for i in 0..self.replicas.len() {
             if let Err(error) = self.kill(i).await {
                 tracing::warn!(replica = i, %error, "could not stop a replica");
@@ -144,7 +144,7 @@ impl Replicas {
 
     /// Replicas that exited on their own (not killed by a fault): a daemon
     /// crash, reported as an error of the run.
-    pub async fn crashed(&self) -> Vec<String> {
+    pub(crate) async fn crashed(&self) -> Vec<String> {
         let mut crashed = Vec::new();
         for (i, replica) in self.replicas.iter().enumerate() {
             if let Some(child) = replica.child.lock().await.as_mut() {

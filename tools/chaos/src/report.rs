@@ -19,7 +19,7 @@ fn ms(d: Option<Duration>) -> String {
 
 impl Figures {
     /// The machine-readable line.
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let map = |m: &mut String, name: &str, entries: Vec<(String, usize)>| {
             let body: Vec<String> = entries
                 .iter()
@@ -96,7 +96,7 @@ impl Figures {
     }
 
     /// The readable summary.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,

@@ -72,7 +72,11 @@ fn log_dir() -> Result<PathBuf, BoxError> {
 }
 
 /// Runs the whole thing over `masters` with the daemon `binary`.
-pub async fn run(args: &Args, binary: PathBuf, masters: LocalMasters) -> Result<Figures, BoxError> {
+pub(crate) async fn run(
+    args: &Args,
+    binary: PathBuf,
+    masters: LocalMasters,
+) -> Result<Figures, BoxError> {
     let logs = log_dir()?;
     let cluster = Cluster::start(masters).await?;
     // Quarantine: max_ttl + drift, plus a second for INFO's whole-second
