@@ -11,4 +11,4 @@ bash scripts/setup.sh >/dev/null
 source .venv/redlockd-env
 export REDLOCKD_SERVER_BIN="$REDLOCKD_VALKEY_BIN"
 
-exec cargo run --release -- --dev "$@"
+exec cargo run --release -p redlockd --bin redlockd -- --dev "$@"

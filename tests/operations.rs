@@ -209,7 +209,7 @@ async fn denied_calls_are_counted() {
             "[limits]\nrate_per_second = 1\nburst = 4\nmax_calls_per_connection = 1\n\
              [[auth.clients]]\nname = \"metered\"\ntoken_sha256 = \"{}\"\n\
              namespaces = [\"allowed/\"]\n",
-            redlockd::service::auth::token_sha256(TOKEN)
+            redlockd::service::token_sha256(TOKEN)
         ),
     )
     .expect("config file");

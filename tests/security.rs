@@ -9,7 +9,7 @@ use common::*;
 use redlockd::config::{ClientConfig, Config};
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
-use redlockd::service::auth::token_sha256;
+use redlockd::service::token_sha256;
 use redlockd_testkit::masters::Flavor;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;

@@ -206,7 +206,7 @@ async fn certificate_identities() {
         cert_client("jobs", "spiffe://example.test/jobs"),
         ClientConfig {
             name: "admin".into(),
-            token_sha256: Some(redlockd::service::auth::token_sha256(ADMIN_TOKEN)),
+            token_sha256: Some(redlockd::service::token_sha256(ADMIN_TOKEN)),
             certificate_san: None,
             namespaces: vec!["".into()],
         },

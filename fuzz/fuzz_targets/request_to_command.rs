@@ -8,9 +8,9 @@
 
 #![cfg_attr(feature = "libfuzzer", no_main)]
 
-use redlockd::service::auth::Identity;
+use redlockd::service::Identity;
 use redlockd::service::inbound::{to_command, Rpc};
-use redlockd::service::request::Limits;
+use redlockd::service::Limits;
 use std::time::Duration;
 
 fn check(data: &[u8]) {

@@ -17,7 +17,7 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 /// The gRPC service name whose health follows the quorum.
-pub const LOCK_SERVICE: &str = "redlock.v1.LockService";
+pub(crate) const LOCK_SERVICE: &str = "redlock.v1.LockService";
 
 /// How often the masters' state is looked at.
 const INTERVAL: Duration = Duration::from_millis(200);
@@ -26,7 +26,7 @@ const INTERVAL: Duration = Duration::from_millis(200);
 const UPKEEP_EVERY: u32 = 25;
 
 /// Runs until `shutdown` completes.
-pub async fn watch(
+pub(crate) async fn watch(
     engine: Arc<Redlock>,
     nodes: Vec<Arc<FredNode>>,
     reporter: HealthReporter,

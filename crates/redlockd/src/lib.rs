@@ -17,15 +17,15 @@
 //! as [`pb`]); local master processes for `--dev` in `redlockd-masters`.
 
 pub mod config;
-pub mod health;
-pub mod metrics;
-pub mod metrics_endpoint;
+pub(crate) mod health;
+pub(crate) mod metrics;
+pub(crate) mod metrics_endpoint;
 pub mod node;
 pub mod redlock;
 pub mod server;
 pub mod service;
 pub mod signal;
-pub mod tls;
+pub(crate) mod tls;
 
 pub use redlockd_proto::pb;
 pub use server::run;

@@ -9,43 +9,43 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Calls per RPC and outcome (the gRPC status code name).
-pub const REQUESTS_TOTAL: &str = "redlock_requests_total";
+pub(crate) const REQUESTS_TOTAL: &str = "redlock_requests_total";
 /// Time to answer a call, per RPC.
-pub const REQUEST_DURATION: &str = "redlock_request_duration_seconds";
+pub(crate) const REQUEST_DURATION: &str = "redlock_request_duration_seconds";
 /// Attempts one acquisition took (successful or not).
-pub const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
+pub(crate) const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
 /// Time an acquisition with `wait` spent waiting, granted or not.
-pub const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
+pub(crate) const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
 /// 1 while the daemon's connection to a master is up.
-pub const NODE_UP: &str = "redlock_node_up";
+pub(crate) const NODE_UP: &str = "redlock_node_up";
 /// Time one operation took on one master, from the moment it was queued
 /// for the master's next batch to its reply (so it includes the batch wait).
-pub const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_seconds";
+pub(crate) const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_seconds";
 /// Commands a master did not answer, by kind (timeout, unavailable, server, protocol).
-pub const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
+pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
-pub const NODE_QUARANTINED: &str = "redlock_node_quarantined";
+pub(crate) const NODE_QUARANTINED: &str = "redlock_node_quarantined";
 /// Masters' replies to acquire commands: granted, refused, error, timeout.
-pub const ACQUIRE_VOTES: &str = "redlock_acquire_votes";
+pub(crate) const ACQUIRE_VOTES: &str = "redlock_acquire_votes";
 /// Validity at grant divided by ttl: how much of the lease the algorithm ate.
-pub const GRANT_VALIDITY_RATIO: &str = "redlock_grant_validity_ratio";
+pub(crate) const GRANT_VALIDITY_RATIO: &str = "redlock_grant_validity_ratio";
 /// Acquisitions that found the resource held.
-pub const CONTENDED_TOTAL: &str = "redlock_contended_total";
+pub(crate) const CONTENDED_TOTAL: &str = "redlock_contended_total";
 /// 1 while a quorum of masters is reachable.
-pub const QUORUM_AVAILABLE: &str = "redlock_quorum_available";
+pub(crate) const QUORUM_AVAILABLE: &str = "redlock_quorum_available";
 /// Open `Hold` sessions.
-pub const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
+pub(crate) const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
 /// Callers waiting for a resource.
-pub const WAITERS: &str = "redlock_waiters";
+pub(crate) const WAITERS: &str = "redlock_waiters";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
-pub const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
+pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// Session locks lost (an extension could not keep them).
-pub const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
+pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
 /// reason (`unauthenticated`, `permission_denied`, `rate_limited`,
 /// `too_many_calls`): a misconfigured client or an attack shows here before
 /// anyone reads the logs. Never labelled with a client, token or resource.
-pub const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
+pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 
 /// Seconds buckets from 100 µs to 10 s.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -74,7 +74,7 @@ pub enum MetricsError {
 /// Installs the Prometheus recorder as the process's metrics recorder (once;
 /// every daemon in the process shares it) and returns the handle that
 /// renders the exposition text.
-pub fn install() -> Result<PrometheusHandle, MetricsError> {
+pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     let mut slot = HANDLE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -98,13 +98,13 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
 }
 
 /// One answered call.
-pub fn request(rpc: &'static str, outcome: &'static str, elapsed: Duration) {
+pub(crate) fn request(rpc: &'static str, outcome: &'static str, elapsed: Duration) {
     counter!(REQUESTS_TOTAL, "rpc" => rpc, "outcome" => outcome).increment(1);
     histogram!(REQUEST_DURATION, "rpc" => rpc).record(elapsed.as_secs_f64());
 }
 
 /// One finished acquisition: how many attempts, and whether it met a holder.
-pub fn acquisition(attempts: u32, contended: bool) {
+pub(crate) fn acquisition(attempts: u32, contended: bool) {
     histogram!(ACQUIRE_ATTEMPTS).record(f64::from(attempts));
     if contended {
         counter!(CONTENDED_TOTAL).increment(1);
@@ -112,62 +112,62 @@ pub fn acquisition(attempts: u32, contended: bool) {
 }
 
 /// Time an acquisition with `wait` spent waiting.
-pub fn waited(elapsed: Duration) {
+pub(crate) fn waited(elapsed: Duration) {
     histogram!(WAIT_DURATION).record(elapsed.as_secs_f64());
 }
 
 /// One master's reply to an acquire command (`granted`, `refused`, `error`, `timeout`).
-pub fn acquire_vote(result: &'static str) {
+pub(crate) fn acquire_vote(result: &'static str) {
     counter!(ACQUIRE_VOTES, "result" => result).increment(1);
 }
 
 /// A grant: how much of the ttl was left as validity.
-pub fn grant(validity: Duration, ttl: Duration) {
+pub(crate) fn grant(validity: Duration, ttl: Duration) {
     if !ttl.is_zero() {
         histogram!(GRANT_VALIDITY_RATIO).record(validity.as_secs_f64() / ttl.as_secs_f64());
     }
 }
 
 /// One command on one master and how long it took.
-pub fn node_command(node: &str, command: &'static str, elapsed: Duration) {
+pub(crate) fn node_command(node: &str, command: &'static str, elapsed: Duration) {
     histogram!(NODE_COMMAND_DURATION, "node" => node.to_owned(), "command" => command)
         .record(elapsed.as_secs_f64());
 }
 
 /// A master did not answer a command.
-pub fn node_error(node: &str, kind: &'static str) {
+pub(crate) fn node_error(node: &str, kind: &'static str) {
     counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind).increment(1);
 }
 
 /// A master's connection state and quarantine.
-pub fn node_state(node: &str, up: bool, quarantined: bool) {
+pub(crate) fn node_state(node: &str, up: bool, quarantined: bool) {
     gauge!(NODE_UP, "node" => node.to_owned()).set(f64::from(u8::from(up)));
     gauge!(NODE_QUARANTINED, "node" => node.to_owned()).set(f64::from(u8::from(quarantined)));
 }
 
 /// Whether a quorum of masters is reachable, and how many callers wait.
-pub fn availability(quorum: bool, waiters: usize) {
+pub(crate) fn availability(quorum: bool, waiters: usize) {
     gauge!(QUORUM_AVAILABLE).set(f64::from(u8::from(quorum)));
     gauge!(WAITERS).set(waiters as f64);
 }
 
 /// A session opened (+1) or ended (-1).
-pub fn session_delta(delta: f64) {
+pub(crate) fn session_delta(delta: f64) {
     gauge!(SESSIONS_ACTIVE).increment(delta);
 }
 
 /// A session's lock was lost.
-pub fn lock_lost() {
+pub(crate) fn lock_lost() {
     counter!(LOCKS_LOST_TOTAL).increment(1);
 }
 
 /// The rate at which a master's clock drifts from ours.
-pub fn node_clock_skew(node: &str, rate: f64) {
+pub(crate) fn node_clock_skew(node: &str, rate: f64) {
     gauge!(NODE_CLOCK_SKEW, "node" => node.to_owned()).set(rate);
 }
 
 /// A call refused before it was served; `reason` is one of the fixed kinds
 /// of [`AUTH_DENIED_TOTAL`].
-pub fn auth_denied(reason: &'static str) {
+pub(crate) fn auth_denied(reason: &'static str) {
     counter!(AUTH_DENIED_TOTAL, "reason" => reason).increment(1);
 }

@@ -12,7 +12,7 @@ use std::future::Future;
 use tokio::net::TcpListener;
 
 /// Serves `/metrics` from `handle` on `listener` until `shutdown` completes.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     handle: PrometheusHandle,
     shutdown: impl Future<Output = ()>,

@@ -48,7 +48,7 @@ fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// The gRPC server's TLS settings, or `None` when TLS is off.
-pub fn server_config(tls: &TlsConfig) -> Result<Option<ServerTlsConfig>, TlsError> {
+pub(crate) fn server_config(tls: &TlsConfig) -> Result<Option<ServerTlsConfig>, TlsError> {
     let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
         return Ok(None);
     };
@@ -88,7 +88,7 @@ fn certificates(
 
 /// A rustls client configuration trusting only the CAs in `ca` (PEM), for
 /// `rediss://` masters with a private CA.
-pub fn master_client_config(ca: &Path) -> Result<rustls::ClientConfig, TlsError> {
+pub(crate) fn master_client_config(ca: &Path) -> Result<rustls::ClientConfig, TlsError> {
     const KEY: &str = "redlock.tls_ca";
     let pem = read(KEY, ca)?;
     let mut roots = rustls::RootCertStore::empty();

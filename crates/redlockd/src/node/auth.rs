@@ -33,11 +33,11 @@ pub enum SecretError {
 
 /// A password: shown as `***` by `Debug` and `Display`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
     /// The password itself, for the AUTH command only.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }

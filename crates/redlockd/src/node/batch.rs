@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Most operations in one script call: a batch runs atomically on the
 /// master, so a bound keeps any one call short (about 2 µs per operation).
-pub const MAX_BATCH: usize = 128;
+pub(crate) const MAX_BATCH: usize = 128;
 
 /// One operation waiting for its batch.
 struct Queued {
@@ -74,14 +74,14 @@ impl Awaiting {
 }
 
 /// The queue of one master's operations; its task sends them in batches.
-pub struct Batcher {
+pub(crate) struct Batcher {
     queue: mpsc::UnboundedSender<Queued>,
 }
 
 impl Batcher {
     /// Starts the batching task for one master's connection. It ends when
     /// the batcher is dropped.
-    pub fn start(
+    pub(crate) fn start(
         name: Arc<str>,
         command: WithOptions<Client>,
         state: Arc<NodeState>,
@@ -94,7 +94,7 @@ impl Batcher {
 
     /// Queues `op` and returns its reply, to come. The operation's place in
     /// the master's order is fixed when this returns.
-    pub fn submit(
+    pub(crate) fn submit(
         &self,
         op: Op,
         keys: Vec<Value>,

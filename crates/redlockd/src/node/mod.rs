@@ -7,12 +7,12 @@
 //! reconnection is a separate, backed-off policy. Each master is one
 //! multiplexed connection shared by all requests.
 
-pub mod auth;
-pub mod batch;
-pub mod scripts;
-pub mod server_info;
-pub mod state;
-pub mod subscriber;
+pub(crate) mod auth;
+pub(crate) mod batch;
+pub(crate) mod scripts;
+pub(crate) mod server_info;
+pub(crate) mod state;
+pub(crate) mod subscriber;
 mod watch;
 
 pub use watch::mark_duplicates;
@@ -321,7 +321,7 @@ impl Node for FredNode {
 
 /// A master's name for logs and metrics: `host:port` from its URL, never the
 /// user or password.
-pub fn node_name(url: &str) -> String {
+pub(crate) fn node_name(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
     host.split(['/', '?']).next().unwrap_or(host).to_owned()

@@ -10,7 +10,7 @@ use fred::prelude::Value;
 /// Which script a batched operation runs: its index (from 1) in the
 /// batch script's table of operations, see [`batch_script`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// [`ACQUIRE`].
     Acquire = 1,
     /// [`COMMIT_FENCE`].
@@ -27,7 +27,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub const ALL: [Op; 6] = [
+    pub(crate) const ALL: [Op; 6] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -37,7 +37,7 @@ impl Op {
     ];
 
     /// A short fixed name for metrics.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
             Op::CommitFence => "commit_fence",
@@ -49,7 +49,7 @@ impl Op {
     }
 
     /// The operation's Lua body (it reads its own `KEYS` and `ARGV`).
-    pub fn lua(self) -> &'static str {
+    pub(crate) fn lua(self) -> &'static str {
         match self {
             Op::Acquire => ACQUIRE,
             Op::CommitFence => COMMIT_FENCE,
@@ -63,7 +63,7 @@ impl Op {
 
 /// The marker a batched operation's reply starts with when the operation
 /// raised an error (`{'!err', message}`); no operation returns it.
-pub const ERROR_MARKER: &str = "!err";
+pub(crate) const ERROR_MARKER: &str = "!err";
 
 /// The one script every command to a master goes through: it runs a batch
 /// of operations, each the body of one of the scripts below wrapped as a
@@ -75,7 +75,7 @@ pub const ERROR_MARKER: &str = "!err";
 /// of operations, then per operation its code ([`Op`]), its number of keys,
 /// its number of arguments, and the arguments.
 ///
-pub fn batch_script() -> String {
+pub(crate) fn batch_script() -> String {
     let mut lua = String::from(
         r#"local now
 local function now_micros()
@@ -129,7 +129,7 @@ fn at_offsets(body: &str) -> String {
 /// master's clock is read once per batch (`now_micros`, defined by
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
-pub const ACQUIRE: &str = r#"
+pub(crate) const ACQUIRE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('HGET', KEYS[2], 'max') or '0', now_micros()}
 end
@@ -139,7 +139,7 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms.
 /// Only where the token still holds the lock: raise `max` to the fence,
 /// record the holder's fence, refresh the expiry. Returns 1 if done.
-pub const COMMIT_FENCE: &str = r#"
+pub(crate) const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
 if tonumber(ARGV[2]) > max then
@@ -156,7 +156,7 @@ return 1
 /// when the key is gone (this master restarted and lost it, or it expired),
 /// else `{1, fence}` where fence is '0' if this master did not take part in
 /// the grant's commit.
-pub const EXTEND: &str = r#"
+pub(crate) const EXTEND: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 if holder ~= ARGV[1] then
   if holder then return {0} end
@@ -172,7 +172,7 @@ return {1, '0'}
 /// KEYS: lock. ARGV: token, release channel, release notice, '1' if the
 /// master has DELIFEQ (Valkey 9). Compare-and-delete; announces the release
 /// on the channel when it deleted. Returns 1 if it deleted.
-pub const RELEASE: &str = r#"
+pub(crate) const RELEASE: &str = r#"
 if ARGV[4] == '1' then
   if redis.call('DELIFEQ', KEYS[1], ARGV[1]) == 0 then return 0 end
 elseif redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -186,13 +186,13 @@ return 1
 
 /// KEYS: lock. ARGV: token, ttl ms. `SET NX PX`, for a lock that lost its
 /// key on this master (see `Node::recreate`). Returns 1 if set.
-pub const RECREATE: &str = r#"
+pub(crate) const RECREATE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 "#;
 
 /// KEYS: lock. ARGV: token. The remaining PTTL if the token holds the lock, else -3.
-pub const CHECK: &str = r#"
+pub(crate) const CHECK: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
 return -3
 "#;

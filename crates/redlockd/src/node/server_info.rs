@@ -25,7 +25,7 @@ pub struct ServerInfo {
 
 /// The oldest server the scripts are written for (multi-field HSET, PTTL
 /// and `SET .. NX PX` semantics as relied on).
-pub const MIN_VERSION: (u32, u32, u32) = (6, 0, 0);
+pub(crate) const MIN_VERSION: (u32, u32, u32) = (6, 0, 0);
 
 impl ServerInfo {
     /// Parses the text of `INFO` (server, and replication and memory when

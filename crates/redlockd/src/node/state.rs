@@ -198,7 +198,7 @@ impl NodeState {
 /// How much longer a master that has been up `uptime_seconds` stays in a
 /// quarantine of `period`. The uptime is whole seconds, rounded down, so one
 /// second is added to stay on the safe side.
-pub fn quarantine_left(uptime_seconds: u64, period: Duration) -> Option<Duration> {
+pub(crate) fn quarantine_left(uptime_seconds: u64, period: Duration) -> Option<Duration> {
     period
         .checked_sub(Duration::from_secs(uptime_seconds))
         .map(|left| left + Duration::from_secs(1))
@@ -210,7 +210,7 @@ pub fn quarantine_left(uptime_seconds: u64, period: Duration) -> Option<Duration
 /// returns the skew rate, and whether the difference is a jump beyond the
 /// drift allowance (`drift_factor` of the interval, plus 2 ms, plus the
 /// measurement's own uncertainty).
-pub fn clock_check(
+pub(crate) fn clock_check(
     master: Duration,
     local: Duration,
     rtt: Duration,

@@ -11,17 +11,17 @@ use fred::prelude::{
 use std::sync::Arc;
 
 /// What to do with each message received on the channel.
-pub type OnMessage = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type OnMessage = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The subscriptions of one daemon, one per master.
-pub struct Subscriptions {
+pub(crate) struct Subscriptions {
     clients: Vec<SubscriberClient>,
 }
 
 impl Subscriptions {
     /// Subscribes to `channel` on every master in `urls`, in the background
     /// (a master that is down is subscribed to when it comes back).
-    pub fn start(
+    pub(crate) fn start(
         urls: &[String],
         access: &MasterAccess,
         channel: &str,
@@ -66,7 +66,7 @@ impl Subscriptions {
     }
 
     /// Closes every subscription (at shutdown).
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         for client in &self.clients {
             // Bounded: QUIT waits for a master that is down to come back.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), client.quit()).await;

@@ -4,6 +4,7 @@
 
 use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
+use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
 use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use crate::metrics;
@@ -14,7 +15,7 @@ use tokio::time::Instant;
 /// Why an attempt failed, and when the current holder's lock frees up at the
 /// latest, if the refusing masters said.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// What to tell the caller if this was the last attempt.
     pub error: LockError,
     /// Time until enough of the holder's keys expire for a majority to be
@@ -34,7 +35,7 @@ impl From<LockError> for Failure {
 /// When a majority of masters will be free of the holder's keys: the
 /// masters that granted us are free once we release; of the refusing ones,
 /// the earliest expiries must make up the rest of the quorum.
-pub fn holder_free_in(
+pub(crate) fn holder_free_in(
     quorum: Quorum,
     granted: usize,
     mut refusals: Vec<Duration>,
@@ -46,7 +47,7 @@ pub fn holder_free_in(
 
 /// What one acquisition's attempts ran into, for metrics.
 #[derive(Debug, Default)]
-pub struct AttemptStats {
+pub(crate) struct AttemptStats {
     /// Attempts made.
     pub attempts: u32,
     /// Whether any attempt found the resource held.
@@ -96,14 +97,14 @@ impl Redlock {
                 Command::Acquire { ttl },
                 |index, reply, tally| match reply {
                     Reply::Acquire(AcquireVote::Granted(read)) => {
-                        tally.yes += 1;
+                        tally.count(Vote::Yes);
                         granted.push((index, read));
                     }
                     Reply::Acquire(AcquireVote::Refused { holder_ttl }) => {
-                        tally.no += 1;
+                        tally.count(Vote::No);
                         refusals.extend(holder_ttl);
                     }
-                    _ => tally.no += 1,
+                    _ => tally.count(Vote::No),
                 },
             )
             .await;
@@ -116,7 +117,7 @@ impl Redlock {
             .await;
             return Err(if votes.refused_by_majority() {
                 Failure {
-                    holder_free_in: holder_free_in(self.quorum, votes.yes, refusals),
+                    holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
                     error: LockError::Contended(votes),
                 }
             } else {
@@ -135,8 +136,8 @@ impl Redlock {
         // commits too and can stand in for a master that fails now.
         let commits = self
             .round(subject, self.all(), commit, |_, reply, tally| match reply {
-                Reply::Committed(true) => tally.yes += 1,
-                _ => tally.no += 1,
+                Reply::Committed(true) => tally.count(Vote::Yes),
+                _ => tally.count(Vote::No),
             })
             .await;
         let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 /// Time since boot, suspended time included; on a system without
 /// CLOCK_BOOTTIME, the monotonic clock (no worse than before).
-pub fn now() -> Duration {
+pub(crate) fn now() -> Duration {
     match nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
         Ok(spec) => Duration::from(spec),
         Err(_) => monotonic_fallback(),
@@ -25,7 +25,7 @@ fn monotonic_fallback() -> Duration {
 
 /// How far the boot clock ran ahead of the monotonic clock between two
 /// readings: the time the host spent suspended in between.
-pub fn suspended_between(
+pub(crate) fn suspended_between(
     (mono_then, boot_then): (Instant, Duration),
     (mono_now, boot_now): (Instant, Duration),
 ) -> Duration {

@@ -47,7 +47,7 @@ pub struct FenceRead {
 
 /// The fence for a grant whose quorum reported `reads`: above every counter,
 /// and no lower than the latest wall clock among them.
-pub fn next_fence(reads: impl IntoIterator<Item = FenceRead>) -> u64 {
+pub(crate) fn next_fence(reads: impl IntoIterator<Item = FenceRead>) -> u64 {
     reads.into_iter().fold(1, |fence, read| {
         fence.max(read.max.saturating_add(1)).max(read.now_micros)
     })

@@ -34,7 +34,7 @@ impl LockKeys {
 }
 
 /// The pub/sub channel on which releases are announced under `prefix`.
-pub fn release_channel(prefix: &str) -> String {
+pub(crate) fn release_channel(prefix: &str) -> String {
     format!("{prefix}released")
 }
 

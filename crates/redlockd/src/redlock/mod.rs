@@ -13,28 +13,29 @@
 //! resource, first come first served, woken by releases), [`session`]
 //! (keeping a lock alive), [`round`] (sending a command to the masters).
 
-pub mod attempt;
-pub mod boottime;
-pub mod error;
-pub mod fence;
-pub mod keys;
-pub mod node;
-pub mod notices;
-pub mod quorum;
-pub mod retry;
-pub mod round;
-pub mod session;
+pub(crate) mod attempt;
+pub(crate) mod boottime;
+pub(crate) mod error;
+pub(crate) mod fence;
+pub(crate) mod keys;
+pub(crate) mod node;
+pub(crate) mod notices;
+pub(crate) mod quorum;
+pub(crate) mod retry;
+pub(crate) mod round;
+pub(crate) mod session;
 #[cfg(test)]
 mod tests;
-pub mod token;
-pub mod validity;
-pub mod wait;
-pub mod waiters;
+pub(crate) mod token;
+pub(crate) mod validity;
+pub(crate) mod wait;
+pub(crate) mod waiters;
 
 pub use error::{LockError, NodeError};
+pub use fence::FenceRead;
 pub use keys::LockKeys;
 pub use node::{AcquireVote, ExtendVote, Node};
-pub use quorum::{Decision, Quorum, Tally};
+pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
 pub use token::{Token, TokenError};
@@ -164,14 +165,14 @@ impl Redlock {
             self.round_with_stragglers(&subject, self.all(), command, |index, reply, tally| {
                 match reply {
                     Reply::Extend(ExtendVote::Extended { fence: seen }) => {
-                        tally.yes += 1;
+                        tally.count(Vote::Yes);
                         fence = fence.max(seen);
                     }
                     Reply::Extend(ExtendVote::Missing) => {
-                        tally.no += 1;
+                        tally.count(Vote::No);
                         missing.push(index);
                     }
-                    _ => tally.no += 1,
+                    _ => tally.count(Vote::No),
                 }
             })
             .await;
@@ -260,10 +261,10 @@ impl Redlock {
                 Command::Check,
                 |_, reply, tally| match reply {
                     Reply::Held(Some(pttl)) => {
-                        tally.yes += 1;
+                        tally.count(Vote::Yes);
                         remaining.push(pttl);
                     }
-                    _ => tally.no += 1,
+                    _ => tally.count(Vote::No),
                 },
             )
             .await;
@@ -331,12 +332,12 @@ impl Redlock {
             &mut tally,
             round::Until::AllAnswered,
             |_, reply, tally| match reply {
-                Reply::Released(true) => tally.yes += 1,
-                _ => tally.no += 1,
+                Reply::Released(true) => tally.count(Vote::Yes),
+                _ => tally.count(Vote::No),
             },
         )
         .await;
-        if wake == WakeWaiters::IfDeleted && tally.yes > 0 {
+        if wake == WakeWaiters::IfDeleted && tally.yes() > 0 {
             self.wake_waiters(&notice, false);
         }
         tally

@@ -13,7 +13,7 @@ const REMEMBERED: usize = 4096;
 
 /// One release of one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
+pub(crate) struct Notice {
     /// Random, the same on every master for one release.
     pub id: u64,
     /// The released resource.
@@ -22,7 +22,7 @@ pub struct Notice {
 
 impl Notice {
     /// A fresh notice for a release of `resource`.
-    pub fn new(resource: &str) -> Notice {
+    pub(crate) fn new(resource: &str) -> Notice {
         Notice {
             id: rand::random(),
             resource: resource.to_owned(),
@@ -30,12 +30,12 @@ impl Notice {
     }
 
     /// The message published on the channel: 16 hex digits, a space, the resource.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         format!("{:016x} {}", self.id, self.resource)
     }
 
     /// Reads a published message; `None` for anything else on the channel.
-    pub fn decode(message: &str) -> Option<Notice> {
+    pub(crate) fn decode(message: &str) -> Option<Notice> {
         let (id, resource) = message.split_once(' ')?;
         if id.len() != 16 || resource.is_empty() {
             return None;
@@ -49,14 +49,14 @@ impl Notice {
 
 /// The ids of recent notices, to act on each release once.
 #[derive(Debug, Default)]
-pub struct SeenNotices {
+pub(crate) struct SeenNotices {
     order: VecDeque<u64>,
     ids: HashSet<u64>,
 }
 
 impl SeenNotices {
     /// Records `id`; true the first time it is seen (among the recent ones).
-    pub fn first_sighting(&mut self, id: u64) -> bool {
+    pub(crate) fn first_sighting(&mut self, id: u64) -> bool {
         if !self.ids.insert(id) {
             return false;
         }

@@ -56,11 +56,23 @@ pub enum Decision {
 pub struct Tally {
     quorum: Quorum,
     /// Masters that said yes (granted, extended, deleted, holds).
-    pub yes: usize,
+    yes: usize,
     /// Masters that answered no (held by someone else, token not there).
-    pub no: usize,
+    no: usize,
     /// Masters that did not answer in time or answered with an error.
-    pub failed: usize,
+    failed: usize,
+}
+
+/// One master's answer in a round, as a [`Tally`] counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vote {
+    /// Granted, extended, deleted, holds.
+    Yes,
+    /// Held by someone else, token not there.
+    No,
+    /// No answer in time, an error, or an answer that does not count
+    /// (a master not trusted now).
+    Failed,
 }
 
 impl Tally {
@@ -72,6 +84,31 @@ impl Tally {
             no: 0,
             failed: 0,
         }
+    }
+
+    /// Counts one master's answer: the only way a tally changes, so that
+    /// no caller can count a master twice in one field and not another.
+    pub fn count(&mut self, vote: Vote) {
+        match vote {
+            Vote::Yes => self.yes += 1,
+            Vote::No => self.no += 1,
+            Vote::Failed => self.failed += 1,
+        }
+    }
+
+    /// Masters that said yes so far.
+    pub fn yes(&self) -> usize {
+        self.yes
+    }
+
+    /// Masters that said no so far.
+    pub fn no(&self) -> usize {
+        self.no
+    }
+
+    /// Masters that failed to answer so far.
+    pub fn failed(&self) -> usize {
+        self.failed
     }
 
     /// The quorum this tally counts against.

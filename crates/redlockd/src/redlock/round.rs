@@ -7,6 +7,7 @@
 //! stragglers) are dropped, or handed to a caller that wants them.
 
 use super::node::{AcquireVote, ExtendVote, Node};
+use super::quorum::Vote;
 use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -15,11 +16,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// One master's reply in a round, tagged with the master's index.
-pub type Answer = (usize, Result<Reply, NodeError>);
+pub(crate) type Answer = (usize, Result<Reply, NodeError>);
 
 /// How long [`Redlock::listen`] listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Until {
+pub(crate) enum Until {
     /// Until the round is decided: a vote.
     Decided,
     /// Until every master answered: a clean-up, whose point is to know
@@ -28,12 +29,12 @@ pub enum Until {
 }
 
 /// The answers of a round still to come.
-pub type Pending = FuturesUnordered<BoxFuture<'static, Answer>>;
+pub(crate) type Pending = FuturesUnordered<BoxFuture<'static, Answer>>;
 
 /// What a round is about: the resource's keys and the token, shared by the
 /// per-master tasks.
 #[derive(Debug)]
-pub struct Subject {
+pub(crate) struct Subject {
     /// The resource's keys.
     pub keys: LockKeys,
     /// The resource itself (for release notices).
@@ -44,7 +45,7 @@ pub struct Subject {
 
 /// The command a round sends to each master.
 #[derive(Debug, Clone)]
-pub enum Command {
+pub(crate) enum Command {
     /// See [`Node::acquire`].
     Acquire {
         /// Lease length.
@@ -72,7 +73,7 @@ pub enum Command {
 
 /// A master's reply, one variant per [`Command`].
 #[derive(Debug, Clone, Copy)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// To [`Command::Acquire`].
     Acquire(AcquireVote),
     /// To [`Command::CommitFence`].
@@ -89,7 +90,7 @@ impl Command {
     /// Queues the command for master `index`, `node` (see [`Node`]: by
     /// return it is on its way), and returns its answer, to come: one
     /// allocation besides the node's own future.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         index: usize,
         node: &dyn Node,
@@ -203,14 +204,16 @@ impl Redlock {
                 biased;
                 answer = pending.next() => answer,
                 () = &mut expiry => {
-                    tally.failed += pending.len();
+                    for _ in 0..pending.len() {
+                        tally.count(Vote::Failed);
+                    }
                     tracing::debug!(silent = pending.len(), "masters did not answer in time");
                     return;
                 }
             };
             let Some((index, reply)) = answer else { return };
             match reply {
-                Ok(_) if !self.nodes[index].trusted() => tally.failed += 1,
+                Ok(_) if !self.nodes[index].trusted() => tally.count(Vote::Failed),
                 Ok(reply) => on_answer(index, reply, tally),
                 Err(error) => self.count_failure(index, &error, tally),
             }
@@ -221,7 +224,7 @@ impl Redlock {
     }
 
     pub(super) fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {
-        tally.failed += 1;
+        tally.count(Vote::Failed);
         tracing::debug!(node = self.nodes[index].name(), %error, "master did not answer");
     }
 }

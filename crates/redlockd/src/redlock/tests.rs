@@ -496,7 +496,7 @@ async fn three_masters_down_is_no_quorum() {
         .await
         .expect_err("two masters are no quorum");
     assert!(
-        matches!(error, LockError::NoQuorum(t) if t.failed == 3),
+        matches!(error, LockError::NoQuorum(t) if t.failed() == 3),
         "{error:?}"
     );
     let token = c.attempt_token();
@@ -569,7 +569,7 @@ async fn slow_majority_fails_and_cleans_up() {
         .await
         .expect_err("three masters time out");
     assert!(
-        matches!(error, LockError::NoQuorum(t) if t.failed == 3),
+        matches!(error, LockError::NoQuorum(t) if t.failed() == 3),
         "{error:?}"
     );
     // 50 ms for the acquire round, then a tenth of it for the cleanup:
@@ -642,7 +642,7 @@ async fn contention_then_grant_after_expiry() {
         .await
         .expect_err("held by another on a majority");
     assert!(
-        matches!(error, LockError::Contended(t) if t.no == 3),
+        matches!(error, LockError::Contended(t) if t.no() == 3),
         "{error:?}"
     );
     // The other holder is untouched, and our attempt left nothing behind.

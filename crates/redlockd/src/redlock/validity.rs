@@ -9,10 +9,10 @@ use std::time::Duration;
 
 /// Fixed part of the drift allowance: covers the masters' millisecond
 /// granularity of key expiry.
-pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 
 /// The clock drift allowance for a lease of length `ttl`.
-pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
+pub(crate) fn drift(ttl: Duration, drift_factor: f64) -> Duration {
     // `drift_factor` is validated to be finite and in [0, 0.5) at start-up;
     // `try_from_secs_f64` still guards against anything else.
     let proportional =
@@ -23,7 +23,7 @@ pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
 /// The validity left after an operation that took `elapsed` granted a lease of
 /// `ttl`; `None` when the lease is already used up (the lock must not be
 /// reported as held).
-pub fn validity(ttl: Duration, elapsed: Duration, drift_factor: f64) -> Option<Duration> {
+pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift_factor: f64) -> Option<Duration> {
     ttl.checked_sub(elapsed)?
         .checked_sub(drift(ttl, drift_factor))
         .filter(|v| !v.is_zero())

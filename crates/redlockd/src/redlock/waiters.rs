@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 /// Why a waiter was woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// The resource was released. `at_once`: the release went through this
     /// replica, so no other replica's waiter can be ahead: try immediately.
     /// Otherwise (a notice from another replica, or the cleanup of a failed
@@ -57,7 +57,7 @@ struct Queues {
 }
 
 /// All local waiters of one engine, by resource.
-pub struct Waiters {
+pub(crate) struct Waiters {
     queues: Mutex<Queues>,
     max_per_resource: usize,
     max_total: usize,
@@ -65,7 +65,7 @@ pub struct Waiters {
 
 impl Waiters {
     /// An empty set of queues with the configured limits.
-    pub fn new(max_per_resource: usize, max_total: usize) -> Waiters {
+    pub(crate) fn new(max_per_resource: usize, max_total: usize) -> Waiters {
         Waiters {
             queues: Mutex::new(Queues::default()),
             max_per_resource,
@@ -74,17 +74,18 @@ impl Waiters {
     }
 
     /// Number of callers waiting, all resources together.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().total
     }
 
     /// True when nobody waits.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Takes a place at the back of `resource`'s queue.
-    pub fn join(self: &Arc<Self>, resource: &str) -> Result<Place, WaitLimit> {
+    pub(crate) fn join(self: &Arc<Self>, resource: &str) -> Result<Place, WaitLimit> {
         let (wake, woken) = mpsc::unbounded_channel();
         let mut queues = self.lock();
         let queued_here = queues.by_resource.get(resource).map_or(0, VecDeque::len);
@@ -111,7 +112,7 @@ impl Waiters {
     }
 
     /// Wakes the front waiter of `resource`, if any: it was released.
-    pub fn released(&self, resource: &str, at_once: bool) {
+    pub(crate) fn released(&self, resource: &str, at_once: bool) {
         let queues = self.lock();
         if let Some(front) = queues.by_resource.get(resource).and_then(VecDeque::front) {
             let _ = front.wake.send(Wake::Released { at_once });
@@ -151,7 +152,7 @@ impl Waiters {
 
 /// One caller's place in a resource's queue; leaving it (drop) lets the
 /// next waiter move up.
-pub struct Place {
+pub(crate) struct Place {
     waiters: Arc<Waiters>,
     resource: String,
     id: u64,
@@ -162,12 +163,12 @@ pub struct Place {
 
 impl Place {
     /// Whether this waiter is the one allowed to try.
-    pub fn is_front(&self) -> bool {
+    pub(crate) fn is_front(&self) -> bool {
         self.front
     }
 
     /// Waits for the next wake-up addressed to this waiter.
-    pub async fn woken(&mut self) -> Wake {
+    pub(crate) async fn woken(&mut self) -> Wake {
         match self.woken.recv().await {
             Some(wake) => {
                 if matches!(wake, Wake::Front { .. }) {
@@ -182,7 +183,7 @@ impl Place {
 
     /// Leaves the queue with the lock, held until `expires` at the latest:
     /// the next waiter will not try before a release or that time.
-    pub fn granted(mut self, expires: Instant) {
+    pub(crate) fn granted(mut self, expires: Instant) {
         self.granted_until = Some(expires);
     }
 }

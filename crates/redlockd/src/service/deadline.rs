@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use tonic::metadata::MetadataMap;
 
 /// When the caller's deadline passes, if it sent one.
-pub fn caller_deadline(metadata: &MetadataMap) -> Option<Instant> {
+pub(crate) fn caller_deadline(metadata: &MetadataMap) -> Option<Instant> {
     let header = metadata.get("grpc-timeout")?.to_str().ok()?;
     parse_timeout(header).map(|timeout| Instant::now() + timeout)
 }

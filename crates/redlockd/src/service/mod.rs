@@ -2,23 +2,25 @@
 //! ([`request`]), calls the engine, and maps the outcome ([`status`]).
 //! No lock logic lives here.
 
-pub mod auth;
-pub mod deadline;
-pub mod hold;
+pub(crate) mod auth;
+pub(crate) mod deadline;
+pub(crate) mod hold;
 pub mod inbound;
+
+pub use auth::{token_sha256, Identity};
+pub use request::Limits;
 #[cfg(test)]
 mod props;
-pub mod rate;
-pub mod request;
-pub mod status;
+pub(crate) mod rate;
+pub(crate) mod request;
+pub(crate) mod status;
 
 use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::{Lock, LockError, Redlock};
-use auth::{Denied, Gatekeeper, Identity};
+use auth::{Denied, Gatekeeper};
 use rate::{CallSlot, ConnectionCalls};
-use request::Limits;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -22,7 +22,7 @@ struct Bucket {
 /// Token buckets, one per identity: `rate` tokens per second, at most
 /// `burst` saved up; a call takes one.
 #[derive(Debug)]
-pub struct RateLimits {
+pub(crate) struct RateLimits {
     rate: u32,
     burst: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
@@ -30,7 +30,7 @@ pub struct RateLimits {
 
 impl RateLimits {
     /// `rate` calls per second with bursts of `burst`; rate 0: no limit.
-    pub fn new(rate: u32, burst: u32) -> RateLimits {
+    pub(crate) fn new(rate: u32, burst: u32) -> RateLimits {
         RateLimits {
             rate,
             burst,
@@ -39,7 +39,7 @@ impl RateLimits {
     }
 
     /// Takes a token from `key`'s bucket; `Err(rate)` when it is empty.
-    pub fn take(&self, key: &str) -> Result<(), u32> {
+    pub(crate) fn take(&self, key: &str) -> Result<(), u32> {
         if self.rate == 0 {
             return Ok(());
         }

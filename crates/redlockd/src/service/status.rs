@@ -7,7 +7,7 @@ use crate::redlock::LockError;
 use tonic::{Code, Status};
 
 /// The status code for an engine outcome.
-pub fn code(error: &LockError) -> Code {
+pub(crate) fn code(error: &LockError) -> Code {
     match error {
         LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
         LockError::Limit(_) => Code::ResourceExhausted,
@@ -19,7 +19,7 @@ pub fn code(error: &LockError) -> Code {
     }
 }
 
-pub use redlockd_proto::code_name;
+pub(crate) use redlockd_proto::code_name;
 
 impl From<LockError> for Status {
     fn from(error: LockError) -> Status {
@@ -28,7 +28,7 @@ impl From<LockError> for Status {
 }
 
 /// The status code for a caller turned away before its request is served.
-pub fn denied_code(denied: &Denied) -> Code {
+pub(crate) fn denied_code(denied: &Denied) -> Code {
     match denied {
         Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
         Denied::OutsideNamespaces { .. } => Code::PermissionDenied,
