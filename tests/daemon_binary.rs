@@ -34,6 +34,54 @@ fn invalid_config_exits_2_naming_the_key() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("redlock.nodes"));
 }
 
+/// TLS files that cannot be used are configuration errors too: exit 2,
+/// naming the key, before any master is contacted.
+#[test]
+fn unusable_tls_files_exit_2_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("redlockd-tls-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let not_pem = dir.join("not-a-certificate.pem");
+    std::fs::write(&not_pem, "not a certificate\n").expect("write");
+    let missing = dir.join("missing.pem");
+    let signed = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
+    let (good_cert, good_key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&good_cert, signed.cert.pem()).expect("write");
+    std::fs::write(&good_key, signed.signing_key.serialize_pem()).expect("write");
+    let cases = [
+        ("server.tls.cert", &missing, &good_key, None),
+        ("server.tls.cert", &not_pem, &good_key, None),
+        ("server.tls.key", &good_cert, &not_pem, None),
+        (
+            "server.tls.client_ca",
+            &good_cert,
+            &good_key,
+            Some(&missing),
+        ),
+        (
+            "server.tls.client_ca",
+            &good_cert,
+            &good_key,
+            Some(&not_pem),
+        ),
+    ];
+    for (key, cert, tls_key, client_ca) in cases {
+        let mut command = Command::new(bin());
+        command
+            .env("REDLOCKD__REDLOCK__NODES", "redis://127.0.0.1:1")
+            .env("REDLOCKD__SERVER__TLS__CERT", cert)
+            .env("REDLOCKD__SERVER__TLS__KEY", tls_key)
+            .env("REDLOCKD__METRICS__ENABLED", "false");
+        if let Some(ca) = client_ca {
+            command.env("REDLOCKD__SERVER__TLS__CLIENT_CA", ca);
+        }
+        let output = command.output().expect("run redlockd");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{key}: {stderr}");
+        assert!(stderr.contains(key), "{key} not named: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--version` prints the crate version.
 #[test]
 fn version_flag() {

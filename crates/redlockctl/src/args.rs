@@ -73,6 +73,19 @@ pub(crate) enum Cmd {
     /// Ask whether TOKEN still holds the lock, and for how long it is
     /// guaranteed. Exits 0 if held, 82 if not.
     Validate(LockArgs),
+    /// Ask the daemon's standard gRPC health service (grpc.health.v1)
+    /// whether it serves locks: exits 0 only when SERVING (a quorum of
+    /// trusted masters is up), 83 when NOT_SERVING, 89 when it cannot be
+    /// reached. Made for container health checks and readiness scripts.
+    Health(HealthArgs),
+}
+
+/// `health`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct HealthArgs {
+    /// The service to ask about; "" asks whether the process is up at all.
+    #[arg(long, default_value = "redlock.v1.LockService")]
+    pub service: String,
 }
 
 /// `run`'s arguments.

@@ -2,13 +2,16 @@
 //! connects, makes one call bounded by `--wait` + `--timeout`, prints the
 //! answer, and says how to exit.
 
-use crate::args::{AcquireArgs, ExtendArgs, LockArgs};
+use crate::args::{AcquireArgs, ExtendArgs, HealthArgs, LockArgs};
 use crate::client::{call, proto_duration, Target};
 use crate::error::CtlError;
 use crate::exit::Exit;
 use crate::print;
 use redlockd_proto::pb;
 use std::time::Duration;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 
 /// `acquire`: prints the lock.
 pub(crate) async fn acquire(
@@ -106,5 +109,30 @@ pub(crate) async fn validate(
         Exit::Success
     } else {
         Exit::NotHeld
+    })
+}
+
+/// `health`: one grpc.health.v1 Check; SERVING exits 0, anything else 83.
+pub(crate) async fn health(
+    target: &Target,
+    args: HealthArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Exit, CtlError> {
+    let mut client = HealthClient::new(target.channel().await?);
+    let what = format!("health {}", print::shell_word(&args.service));
+    let request = HealthCheckRequest {
+        service: args.service,
+    };
+    let answer = call(&what, timeout, request, |r| client.check(r)).await?;
+    let status = ServingStatus::try_from(answer.status).unwrap_or(ServingStatus::Unknown);
+    let name = status.as_str_name();
+    match json {
+        true => println!("{{\"status\":\"{name}\"}}"),
+        false => println!("REDLOCK_HEALTH={name}"),
+    }
+    Ok(match status {
+        ServingStatus::Serving => Exit::Success,
+        _ => Exit::Unavailable,
     })
 }

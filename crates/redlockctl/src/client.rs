@@ -44,13 +44,18 @@ impl Target {
 
     /// A new connection.
     pub(crate) async fn connect(&self) -> Result<Client, CtlError> {
-        match self.endpoint.connect().await {
-            Ok(channel) => Ok(LockServiceClient::new(channel)),
-            Err(error) => Err(CtlError::Connect {
+        Ok(LockServiceClient::new(self.channel().await?))
+    }
+
+    /// A new HTTP/2 connection, for any service of the daemon.
+    pub(crate) async fn channel(&self) -> Result<Channel, CtlError> {
+        self.endpoint
+            .connect()
+            .await
+            .map_err(|error| CtlError::Connect {
                 addr: self.url.clone(),
                 reason: chain(&error),
-            }),
-        }
+            })
     }
 
     /// A new connection, as a string error (for retries that only report).

@@ -59,5 +59,6 @@ async fn dispatch(cli: Cli) -> Result<Exit, CtlError> {
         Cmd::Extend(args) => calls::extend(&target, args, timeout, json).await,
         Cmd::Release(args) => calls::release(&target, args, timeout, json).await,
         Cmd::Validate(args) => calls::validate(&target, args, timeout, json).await,
+        Cmd::Health(args) => calls::health(&target, args, timeout, json).await,
     }
 }

@@ -136,6 +136,7 @@ async fn serve(config: ValidConfig, dev: bool) -> ExitCode {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
+        Err(error) if error.is_config() => config_error(&error),
         Err(error) => {
             tracing::error!(%error, "server failed");
             ExitCode::FAILURE

@@ -26,7 +26,7 @@ pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
 pub(crate) const NODE_QUARANTINED: &str = "redlock_node_quarantined";
 /// Masters' replies to acquire commands: granted, refused, error, timeout.
-pub(crate) const ACQUIRE_VOTES: &str = "redlock_acquire_votes";
+pub(crate) const ACQUIRE_VOTES: &str = "redlock_acquire_votes_total";
 /// Validity at grant divided by ttl: how much of the lease the algorithm ate.
 pub(crate) const GRANT_VALIDITY_RATIO: &str = "redlock_grant_validity_ratio";
 /// Acquisitions that found the resource held.
@@ -46,6 +46,104 @@ pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// `too_many_calls`): a misconfigured client or an attack shows here before
 /// anyone reads the logs. Never labelled with a client, token or resource.
 pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
+
+/// Always 1, labelled with the daemon's version: which build runs where.
+pub(crate) const BUILD_INFO: &str = "redlock_build_info";
+
+/// The kind of a metric, for its description.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
+/// requires it). One row per metric above, so none goes undescribed.
+const DESCRIPTIONS: [(&str, Kind, &str); 18] = [
+    (
+        REQUESTS_TOTAL,
+        Kind::Counter,
+        "Calls answered, by RPC and outcome (gRPC status code name).",
+    ),
+    (
+        REQUEST_DURATION,
+        Kind::Histogram,
+        "Time to answer a call, by RPC.",
+    ),
+    (
+        ACQUIRE_ATTEMPTS,
+        Kind::Histogram,
+        "Attempts one acquisition took, granted or not.",
+    ),
+    (
+        WAIT_DURATION,
+        Kind::Histogram,
+        "Time an acquisition with a wait spent waiting, granted or not.",
+    ),
+    (
+        NODE_UP,
+        Kind::Gauge,
+        "1 while the daemon's connection to the master is up.",
+    ),
+    (
+        NODE_COMMAND_DURATION,
+        Kind::Histogram,
+        "Time one operation took on one master, from being queued for its batch to its reply.",
+    ),
+    (
+        NODE_ERRORS_TOTAL,
+        Kind::Counter,
+        "Master commands that failed, by kind (timeout, unavailable, server, protocol).",
+    ),
+    (
+        NODE_QUARANTINED,
+        Kind::Gauge,
+        "1 while the master's votes do not count (restart quarantine).",
+    ),
+    (
+        ACQUIRE_VOTES,
+        Kind::Counter,
+        "Masters' replies to acquire commands, by result (granted, refused, error, timeout).",
+    ),
+    (
+        GRANT_VALIDITY_RATIO,
+        Kind::Histogram,
+        "Validity at grant divided by ttl: the share of the lease the acquisition left.",
+    ),
+    (
+        CONTENDED_TOTAL,
+        Kind::Counter,
+        "Acquisitions that found the resource held.",
+    ),
+    (
+        QUORUM_AVAILABLE,
+        Kind::Gauge,
+        "1 while a quorum of trusted masters is reachable.",
+    ),
+    (SESSIONS_ACTIVE, Kind::Gauge, "Open Hold sessions."),
+    (WAITERS, Kind::Gauge, "Callers waiting for a resource."),
+    (
+        NODE_CLOCK_SKEW,
+        Kind::Gauge,
+        "Rate at which the master's clock drifts from the daemon's ((master - ours) / ours).",
+    ),
+    (
+        LOCKS_LOST_TOTAL,
+        Kind::Counter,
+        "Session locks lost because an extension could not keep them.",
+    ),
+    (
+        AUTH_DENIED_TOTAL,
+        Kind::Counter,
+        "Calls refused by authentication, namespaces or flood limits, by reason.",
+    ),
+    (
+        BUILD_INFO,
+        Kind::Gauge,
+        "Always 1; the version label names the daemon's build.",
+    ),
+];
 
 /// Seconds buckets from 100 µs to 10 s.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -93,8 +191,35 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|_| MetricsError::RecorderTaken)?;
+    describe();
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    process_collector().describe();
     *slot = Some(handle.clone());
     Ok(handle)
+}
+
+/// Gives every metric its HELP text.
+fn describe() {
+    for (name, kind, help) in DESCRIPTIONS {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+            Kind::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
+}
+
+/// The process metrics (CPU seconds, resident and virtual memory, open
+/// and maximum file descriptors, threads, start time), in the names
+/// Prometheus client libraries use.
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: std::sync::OnceLock<metrics_process::Collector> = std::sync::OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process metrics now: called on every scrape, before rendering.
+pub(crate) fn collect_process() {
+    process_collector().collect();
 }
 
 /// One answered call.

@@ -45,6 +45,7 @@ pub(crate) async fn serve(
 fn answer(request: &Request<Incoming>, handle: &PrometheusHandle) -> Response<Full<Bytes>> {
     let (status, content_type, body) =
         if request.method() == Method::GET && request.uri().path() == "/metrics" {
+            crate::metrics::collect_process();
             (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
         } else {
             (

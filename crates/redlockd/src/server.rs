@@ -54,6 +54,22 @@ pub enum ServeError {
     Secret(#[from] crate::node::auth::SecretError),
 }
 
+impl ServeError {
+    /// Whether the configuration itself cannot be used (a file it names is
+    /// unreadable or malformed, a master URL is unusable): the binary then
+    /// exits 2 like any other invalid configuration, with a message naming
+    /// the key.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            ServeError::Node(_)
+                | ServeError::NoMasters(_)
+                | ServeError::Tls(_)
+                | ServeError::Secret(_)
+        )
+    }
+}
+
 /// The engine's settings from the configuration.
 pub fn engine_settings(config: &Config) -> Settings {
     let r = &config.redlock;
@@ -167,6 +183,9 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    // TLS material first: an unusable file is a configuration error, told
+    // before anything else starts.
+    let tls = crate::tls::server_config(&config.server.tls)?;
     let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
     let (stopping, stopped) = watch::channel(false);
@@ -230,8 +249,16 @@ pub async fn run(
         let _ = stopping.send(true);
     };
     let mut server = tonic::transport::Server::builder();
-    match crate::tls::server_config(&config.server.tls)? {
-        Some(tls) => server = server.tls_config(tls)?,
+    match tls {
+        Some(tls) => {
+            // rustls refuses a key that does not match or parse only here.
+            server = server
+                .tls_config(tls)
+                .map_err(|e| crate::tls::TlsError::Rustls {
+                    key: "server.tls.key",
+                    reason: e.to_string(),
+                })?
+        }
         None => warn_if_exposed(&listener),
     }
     let served = server

@@ -52,7 +52,9 @@ pub(crate) fn server_config(tls: &TlsConfig) -> Result<Option<ServerTlsConfig>, 
     let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
         return Ok(None);
     };
-    let identity = Identity::from_pem(read("server.tls.cert", cert)?, read("server.tls.key", key)?);
+    let cert_pem = read("server.tls.cert", cert)?;
+    certificates("server.tls.cert", cert, &cert_pem)?;
+    let identity = Identity::from_pem(cert_pem, read("server.tls.key", key)?);
     let mut config = ServerTlsConfig::new().identity(identity);
     if let Some(ca) = &tls.client_ca {
         let pem = read("server.tls.client_ca", ca)?;

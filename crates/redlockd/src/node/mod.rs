@@ -44,7 +44,7 @@ const RECONNECT_MAX_DELAY_MS: u32 = 500;
 
 /// A master could not even be configured (bad URL).
 #[derive(Debug, thiserror::Error)]
-#[error("master {name}: {reason}")]
+#[error("redlock.nodes: master {name}: {reason}")]
 pub struct NodeSetupError {
     name: String,
     reason: String,
