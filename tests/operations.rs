@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::process::{free_addr, DaemonCommand};
+
 use common::*;
 use redlockd::config::Config;
 use redlockd::pb::lock_service_client::LockServiceClient;
@@ -32,13 +34,6 @@ struct Binary {
     url: String,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 /// Starts the binary with `env` (on top of the masters and free ports).
 async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
     start_binary_with_args(h, env, &[]).await
@@ -46,33 +41,31 @@ async fn start_binary(h: &Harness, env: &[(&str, String)]) -> Binary {
 
 /// Starts the binary with `env` and command-line `args`.
 async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&str]) -> Binary {
-    let (grpc, metrics) = (free_port(), free_port());
-    let mut command = tokio::process::Command::new(bin());
-    command
-        .args(args)
-        .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
-        .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{grpc}"))
-        .env("REDLOCKD__METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
-        // Fresh masters (see tests/common): no restart quarantine.
-        .env("REDLOCKD__REDLOCK__RESTART_QUARANTINE", "false")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+    let (grpc, metrics) = (free_addr().expect("port"), free_addr().expect("port"));
+    let mut daemon = DaemonCommand::workspace(&h.masters.urls())
+        .expect("redlockd binary")
+        .set("server.listen", grpc)
+        .set("metrics.enabled", true)
+        .set("metrics.listen", metrics)
+        // Fresh masters (see the harness): no restart quarantine.
+        .set("redlock.restart_quarantine", false);
+    for arg in args {
+        daemon = daemon.arg(*arg);
+    }
+    let mut command = daemon.command().expect("command");
+    command.stderr(Stdio::null());
     for (key, value) in env {
         command.env(key, value);
     }
     let child = command.spawn().expect("start redlockd");
-    let url = format!("http://127.0.0.1:{grpc}");
+    let url = format!("http://{grpc}");
+    let channel = client::endpoint(grpc).expect("endpoint");
     for _ in 0..300 {
-        if let Ok(channel) = Channel::from_shared(url.clone())
-            .expect("url")
-            .connect()
-            .await
-        {
+        if let Ok(channel) = channel.connect().await {
             return Binary {
                 child,
                 channel,
-                metrics: SocketAddr::from(([127, 0, 0, 1], metrics)),
+                metrics,
                 url,
             };
         }
@@ -123,6 +116,58 @@ async fn health(channel: &Channel) -> ServingStatus {
     ServingStatus::try_from(response.into_inner().status).unwrap_or(ServingStatus::Unknown)
 }
 
+/// `promtool check metrics` (Prometheus's own linter) accepts what the real
+/// daemon serves after a few calls: HELP on every metric, counters ending
+/// in `_total`, units in names. promtool comes from Debian's `prometheus`
+/// package (scripts/setup.sh installs it).
+#[tokio::test]
+async fn promtool_accepts_the_metrics() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let daemon = start_binary(&h, &[]).await;
+    let mut c = LockServiceClient::new(daemon.channel.clone());
+    let lock = acquire(&mut c, "linted", 10_000, 0).await.expect("granted");
+    let mut other = LockServiceClient::new(daemon.channel.clone());
+    acquire(&mut other, "linted", 10_000, 0)
+        .await
+        .expect_err("held");
+    release(&mut c, &lock).await.expect("released");
+    let text = scrape(daemon.metrics);
+    for name in [
+        "redlock_build_info",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus; scripts/setup.sh installs it)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let out = promtool.wait_with_output().expect("promtool");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{report}\n---\n{text}"
+    );
+    assert!(
+        report.trim().is_empty(),
+        "promtool check metrics:\n{report}"
+    );
+}
+
 /// After a known sequence of calls the request, vote and contention counters
 /// moved exactly as they should; no label carries a resource name.
 #[tokio::test]
@@ -154,8 +199,20 @@ async fn metrics_count_the_calls() {
     assert_eq!(requests("Acquire", "INVALID_ARGUMENT"), Some(1.0));
     assert_eq!(requests("Release", "OK"), Some(1.0));
     assert_eq!(sample(&text, "redlock_contended_total", &[]), Some(1.0));
-    assert!(sample(&text, "redlock_acquire_votes", &[("result", "granted")]) >= Some(3.0));
-    assert!(sample(&text, "redlock_acquire_votes", &[("result", "refused")]) >= Some(3.0));
+    assert!(
+        sample(
+            &text,
+            "redlock_acquire_votes_total",
+            &[("result", "granted")]
+        ) >= Some(3.0)
+    );
+    assert!(
+        sample(
+            &text,
+            "redlock_acquire_votes_total",
+            &[("result", "refused")]
+        ) >= Some(3.0)
+    );
     assert_eq!(
         sample(
             &text,
