@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The one command that runs every test: installs what the tests need
-# (scripts/setup.sh), points them at the Valkey and Redis binaries, checks
-# formatting and lints, builds every binary of the workspace (the
-# integration tests run them as processes), then runs all unit and
-# integration tests and the doc tests. Extra args go to the first
-# `cargo test`, e.g. `scripts/test.sh quorum -- --nocapture`.
+# The one command that runs every test, as CI does (.ci/run calls it).
+# It installs what the tests need (scripts/setup.sh), then runs each step
+# with its own time bound:
+#   lint        cargo fmt --check; cargo clippy --workspace --all-targets -D warnings
+#   rust        every unit, integration and doc test of the workspace but the
+#               chaos checker, against real Valkey 9 and Redis 7
+#   chaos       the safety checker's short runs (tools/chaos)
+#   deploy      compose, Kubernetes manifests, Prometheus configs and alert
+#               rules (scripts/check-deploy.sh)
+#   clients     the Python and Node client packages against a real daemon
+#               (scripts/test-clients.sh)
+#   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
+#   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
+# Name steps to run only those: `scripts/test.sh lint rust`.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,8 +22,44 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo build --workspace --bins
-cargo test --workspace --all-targets "$@"
-cargo test --workspace --doc
+all=(lint rust chaos deploy clients quickstart image)
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
+
+# step NAME SECONDS COMMAND...: runs COMMAND, failing the run past SECONDS.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  echo "=== $name (at most ${limit}s)"
+  local started=$SECONDS
+  if ! timeout --kill-after=30 "$limit" "$@"; then
+    echo "=== $name FAILED after $((SECONDS - started))s" >&2
+    return 1
+  fi
+  echo "=== $name passed in $((SECONDS - started))s"
+}
+
+for name in "${steps[@]}"; do
+  case "$name" in
+    lint)
+      step lint 1200 bash -c 'cargo fmt --all -- --check && cargo clippy --workspace --all-targets -- -D warnings' ;;
+    rust)
+      # The integration tests run the workspace's binaries as processes.
+      step build 1200 cargo build --workspace --bins
+      step rust 1800 bash -c 'cargo test --workspace --all-targets --exclude redlockd-chaos && cargo test --workspace --doc' ;;
+    chaos)
+      step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
+    deploy)
+      step deploy 600 bash scripts/check-deploy.sh ;;
+    clients)
+      step build 1200 cargo build -p redlockd --bin redlockd
+      step clients 900 env REDLOCKD_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/redlockd" bash scripts/test-clients.sh ;;
+    quickstart)
+      step quickstart 1500 bash scripts/check-quickstart.sh ;;
+    image)
+      step image 1800 bash scripts/check-image-recipe.sh ;;
+    *)
+      echo "scripts/test.sh: unknown step $name (steps: ${all[*]})" >&2
+      exit 64 ;;
+  esac
+done
