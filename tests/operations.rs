@@ -20,10 +20,6 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
-/// The daemon binary under test.
-fn bin() -> std::path::PathBuf {
-    redlockd_testkit::bin::require("redlockd")
-}
 
 /// The `redlockd` binary, serving the harness's masters on free ports.
 struct Binary {

@@ -248,7 +248,11 @@ pub async fn run(
         shutdown.await;
         let _ = stopping.send(true);
     };
-    let mut server = tonic::transport::Server::builder();
+    // Liveness of clients: a connection whose peer stops answering PINGs
+    // is closed, which ends its Hold sessions and releases their locks.
+    let mut server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(config.server.keepalive_interval))
+        .http2_keepalive_timeout(Some(config.server.keepalive_timeout));
     match tls {
         Some(tls) => {
             // rustls refuses a key that does not match or parse only here.
@@ -276,7 +280,9 @@ pub async fn run(
         // `service::auth`) reads; another stream type would hide the
         // certificates, and such clients would fail closed (UNAUTHENTICATED).
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(config.server.keepalive_interval)),
             shutdown,
         )
         .await;

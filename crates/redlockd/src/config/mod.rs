@@ -47,8 +47,8 @@ pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
 pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
 pub use validate::{
-    ValidConfig, DRIFT_FACTOR_LIMIT, MAX_REQUEST_BYTES_LIMIT, MAX_RESOURCE_LEN_LIMIT,
-    MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
+    ValidConfig, DRIFT_FACTOR_LIMIT, KEEPALIVE_MAX, KEEPALIVE_MIN, MAX_REQUEST_BYTES_LIMIT,
+    MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
 };
 
 /// Prefix of the environment variables read by [`Config::load`]; together
@@ -104,6 +104,19 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     /// TLS on the gRPC port (`[server.tls]`); off by default.
     pub tls: TlsConfig,
+    /// How often the daemon sends an HTTP/2 PING on an idle connection (and
+    /// the TCP keepalive idle time). A client process that is frozen
+    /// (SIGSTOP, a stop-the-world pause, a suspended VM) or whose host or
+    /// network is gone stops answering; its `Hold` sessions then end and
+    /// their locks are released instead of being extended forever.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed
+    /// (and with it every session on it). A frozen client loses its
+    /// sessions' locks at most `keepalive_interval + keepalive_timeout`
+    /// after it stopped answering.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -113,6 +126,8 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             max_request_bytes: 64 * 1024,
             tls: TlsConfig::default(),
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(2),
         }
     }
 }

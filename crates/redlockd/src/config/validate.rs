@@ -94,6 +94,11 @@ impl Config {
 /// Largest accepted `server.max_request_bytes`.
 pub const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
 
+/// Shortest `server.keepalive_interval` / `keepalive_timeout`.
+pub const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
+/// Longest `server.keepalive_interval` / `keepalive_timeout`.
+pub const KEEPALIVE_MAX: Duration = Duration::from_secs(600);
+
 impl ServerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.tls.validate()?;
@@ -106,6 +111,23 @@ impl ServerConfig {
                     self.max_request_bytes
                 ),
             ));
+        }
+        for (key, value) in [
+            ("server.keepalive_interval", self.keepalive_interval),
+            ("server.keepalive_timeout", self.keepalive_timeout),
+        ] {
+            if value < KEEPALIVE_MIN || value > KEEPALIVE_MAX {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{} is outside [{}, {}]: shorter floods clients with pings, longer \
+                         lets a frozen client keep its locks",
+                        human(value),
+                        human(KEEPALIVE_MIN),
+                        human(KEEPALIVE_MAX)
+                    ),
+                ));
+            }
         }
         if self.shutdown_grace > SHUTDOWN_GRACE_LIMIT {
             return Err(invalid(
