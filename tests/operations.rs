@@ -20,7 +20,6 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
-
 /// The `redlockd` binary, serving the harness's masters on free ports.
 struct Binary {
     child: tokio::process::Child,
