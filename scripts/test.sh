@@ -46,7 +46,7 @@ for name in "${steps[@]}"; do
     rust)
       # The integration tests run the workspace's binaries as processes.
       step build 1200 cargo build --workspace --bins
-      step rust 1800 bash -c 'cargo test --workspace --all-targets --exclude redlockd-chaos && cargo test --workspace --doc' ;;
+      step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos && cargo test --workspace --doc' ;;
     chaos)
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
     deploy)
