@@ -24,25 +24,44 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// Applies [`redact_url`] to every URL-looking word of a free text, such as
-/// a TOML parse error that quotes the offending line.
+/// Hides the password of every URL in a free text, such as a TOML parse
+/// error that quotes the offending line.
+///
+/// A password may hold spaces and quotes (`redis://u:pa ss"word@h`), so a
+/// URL's credentials are not taken to end at a space or a quote: they run
+/// from its `://` to the last `@` before the next `://` on the same line.
+/// Whatever lies between is hidden, so a malformed line hides too much
+/// rather than too little.
 pub(super) fn redact_text(text: &str) -> String {
-    let is_scheme_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.');
-    let ends_word = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`');
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    text.split_inclusive('\n').map(redact_line).collect()
+}
+
+/// [`redact_text`] for one line.
+fn redact_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
     while let Some(pos) = rest.find("://") {
-        let start = rest[..pos]
-            .char_indices()
-            .rev()
-            .find(|&(_, c)| !is_scheme_char(c))
-            .map_or(0, |(i, c)| i + c.len_utf8());
-        let end = rest[pos + 3..]
-            .find(ends_word)
-            .map_or(rest.len(), |i| pos + 3 + i);
-        out.push_str(&rest[..start]);
-        out.push_str(&redact_url(&rest[start..end]));
-        rest = &rest[end..];
+        let after = pos + 3;
+        let segment_end = rest[after..].find("://").map_or(rest.len(), |i| after + i);
+        match rest[after..segment_end].rfind('@') {
+            Some(at) => {
+                let userinfo = &rest[after..after + at];
+                out.push_str(&rest[..after]);
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..colon]);
+                        out.push_str(":***");
+                    }
+                    None => out.push_str(userinfo),
+                }
+                out.push('@');
+                rest = &rest[after + at + 1..];
+            }
+            None => {
+                out.push_str(&rest[..after]);
+                rest = &rest[after..];
+            }
+        }
     }
     out.push_str(rest);
     out

@@ -211,6 +211,30 @@ fn redact_text_finds_urls_in_prose() {
     assert_eq!(redact_text("no urls here é"), "no urls here é");
 }
 
+/// Passwords with spaces and quotes never leak from a parse error's quote
+/// of the line.
+#[test]
+fn redact_text_hides_passwords_with_spaces_and_quotes() {
+    for line in [
+        "nodes = [\"redis://u:pa ssSecret@h:1\" ,, ]",
+        "nodes = [\"redis://u:pa\"ssSecret@h:1\" ,, ]",
+        "nodes = ['redis://:pa'ss Secret@h:1' ,, ]",
+        "nodes = [\"redis://u:pa ss\\\"Secret@h:1\", \"redis://v:other Secret@g:2\"]",
+    ] {
+        let r = redact_text(line);
+        assert!(!r.contains("Secret") && !r.contains("ss"), "{line} -> {r}");
+        assert!(r.contains(":***@h:1"), "{line} -> {r}");
+    }
+}
+
+/// The same through the loader: a broken config file's error message.
+#[test]
+fn parse_errors_hide_passwords_with_spaces() {
+    let f = TempToml::new("[redlock]\nnodes = [\"redis://u:pa ssSecret@h:1\" ,, ]\n");
+    let msg = load_err(Some(f.path()), &[]);
+    assert!(!msg.contains("Secret"), "{msg}");
+}
+
 #[test]
 fn warnings_give_advice() {
     let mut c = valid();
