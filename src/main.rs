@@ -55,11 +55,9 @@ fn main() -> ExitCode {
     let dev_masters = if args.dev {
         match start_dev_masters() {
             Ok(masters) => {
+                // Fresh masters: the default (horizon) quarantine finds no
+                // horizon on them and lets them vote at once.
                 config.redlock.nodes = masters.urls();
-                // Fresh masters without persistence, started just now: no
-                // lock can predate them, so a restart quarantine would only
-                // keep them out for max_ttl.
-                config.redlock.restart_quarantine = false;
                 Some(masters)
             }
             Err(error) => {

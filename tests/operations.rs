@@ -50,8 +50,6 @@ async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&st
         .env("REDLOCKD__REDLOCK__NODES", h.masters.urls().join(","))
         .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{grpc}"))
         .env("REDLOCKD__METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
-        // Fresh masters (see tests/common): no restart quarantine.
-        .env("REDLOCKD__REDLOCK__RESTART_QUARANTINE", "false")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
@@ -178,6 +176,11 @@ async fn metrics_count_the_calls() {
                 && h.masters.urls().iter().all(|url| {
                     let node = url.trim_start_matches("redis://");
                     sample(&text, "redlock_node_up", &[("node", node)]) == Some(1.0)
+                        // Fresh masters at the default quarantine: none.
+                        && sample(&text, "redlock_node_quarantined", &[("node", node)])
+                            == Some(0.0)
+                        && sample(&text, "redlock_node_quarantine_seconds", &[("node", node)])
+                            == Some(0.0)
                 })
         },
     )
