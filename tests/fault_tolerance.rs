@@ -1,13 +1,15 @@
 //! Redlock's documented hazards, defended: a master restarted without its
-//! data is quarantined (and without the quarantine the same restart re-grants
-//! a held lock: the counterfactual), Extend puts lost keys back, hung masters
-//! cost at most node_timeout, and replicas or one server listed twice never
-//! count toward a quorum.
+//! data is quarantined, under the default (horizon) and the blanket
+//! (`max_ttl`) quarantine alike (and without the quarantine the same restart
+//! re-grants a held lock: the counterfactual), Extend puts lost keys back,
+//! hung masters cost at most node_timeout, and replicas or one server listed
+//! twice never count toward a quorum. More on the horizon quarantine:
+//! tests/restart_quarantine.rs.
 
 mod common;
 
 use common::*;
-use redlockd::config::Config;
+use redlockd::config::{Config, RestartQuarantine};
 use redlockd::redlock::Node;
 use redlockd::server::build_engine;
 use redlockd_testkit::masters::Flavor;
@@ -16,6 +18,7 @@ use tonic::Code;
 
 against_both_servers!(
     restart_without_data_is_quarantined,
+    blanket_quarantine_lasts_max_ttl,
     without_quarantine_a_restart_regrants_a_held_lock,
     extend_recreates_lost_keys,
     hung_masters_cost_at_most_node_timeout,
@@ -24,20 +27,26 @@ against_both_servers!(
     masters_slow_at_start_count_once_they_answer,
 );
 
-/// Locks of at most 2 s, so the quarantine (max_ttl + drift, + 1 s of
-/// rounding) ends within a test.
+/// The default quarantine (horizon), at the default max_ttl (1 h): a
+/// quarantine that fell back to max_ttl would fail the test.
 fn quarantine_on(config: &mut Config) {
-    config.redlock.restart_quarantine = true;
+    config.redlock.quarantine = RestartQuarantine::default();
+}
+
+/// The blanket quarantine with locks of at most 2 s, so that it (max_ttl +
+/// drift, + 1 s of rounding) ends within a test.
+fn blanket_quarantine(config: &mut Config) {
+    config.redlock.quarantine = RestartQuarantine::MaxTtl;
     config.redlock.max_ttl = Duration::from_secs(2);
 }
 
 fn quarantine_off(config: &mut Config) {
-    config.redlock.restart_quarantine = false;
+    config.redlock.quarantine = RestartQuarantine::Off;
     config.redlock.max_ttl = Duration::from_secs(2);
 }
 
-/// The harness's masters are fresh, so a quarantining daemon first waits
-/// them out like any other restart.
+/// The harness's masters are fresh, so a daemon with the blanket
+/// quarantine first waits them out like any other restart.
 async fn until_serving(c: &mut LockClient) {
     eventually(
         Duration::from_secs(10),
@@ -64,10 +73,20 @@ fn kill(signal: &str, pid: u32) {
 }
 
 /// A majority of masters restarted without data while a lock is held: with
-/// the quarantine, their fresh grants do not count and nobody else gets the
-/// lock; once the quarantine is over they count again.
+/// the (default) quarantine, their fresh grants do not count and nobody else
+/// gets the lock; once the lock has expired they count again, long before
+/// max_ttl (1 h).
 async fn restart_without_data_is_quarantined(flavor: Flavor) {
-    let mut h = Harness::start_with(flavor, quarantine_on).await;
+    restart_of_a_majority(flavor, quarantine_on).await;
+}
+
+/// The same with the blanket quarantine (max_ttl 2 s).
+async fn blanket_quarantine_lasts_max_ttl(flavor: Flavor) {
+    restart_of_a_majority(flavor, blanket_quarantine).await;
+}
+
+async fn restart_of_a_majority(flavor: Flavor, quarantine: fn(&mut Config)) {
+    let mut h = Harness::start_with(flavor, quarantine).await;
     let mut c = h.client().await;
     until_serving(&mut c).await;
     let held = acquire(&mut c, "precious", 2_000, 0)

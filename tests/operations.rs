@@ -41,9 +41,7 @@ async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&st
         .expect("redlockd binary")
         .set("server.listen", grpc)
         .set("metrics.enabled", true)
-        .set("metrics.listen", metrics)
-        // Fresh masters (see the harness): no restart quarantine.
-        .set("redlock.restart_quarantine", false);
+        .set("metrics.listen", metrics);
     for arg in args {
         daemon = daemon.arg(*arg);
     }
@@ -233,6 +231,11 @@ async fn metrics_count_the_calls() {
                 && h.masters.urls().iter().all(|url| {
                     let node = url.trim_start_matches("redis://");
                     sample(&text, "redlock_node_up", &[("node", node)]) == Some(1.0)
+                        // Fresh masters at the default quarantine: none.
+                        && sample(&text, "redlock_node_quarantined", &[("node", node)])
+                            == Some(0.0)
+                        && sample(&text, "redlock_node_quarantine_seconds", &[("node", node)])
+                            == Some(0.0)
                 })
         },
     )

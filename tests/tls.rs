@@ -335,7 +335,6 @@ async fn masters_over_tls() {
     let redis = tls_redis(&dir, &pki).await;
     let mut config = Config::default();
     config.redlock.nodes = vec![format!("rediss://127.0.0.1:{}", redis.port)];
-    config.redlock.restart_quarantine = false;
     config.metrics.enabled = false;
     config.masters.tls_ca = Some(dir.join("redis-ca.crt"));
     let addr = serve(config.clone()).await;

@@ -88,9 +88,8 @@ impl Harness {
         let mut config = Config::default();
         config.redlock.nodes = self.masters.urls();
         config.redlock.node_timeout = NODE_TIMEOUT;
-        // The harness starts its masters fresh; the restart quarantine has
-        // tests of its own (tests/fault_tolerance.rs).
-        config.redlock.restart_quarantine = false;
+        // The restart quarantine is the default (horizon), as users run it:
+        // fresh masters hold no horizon, so they vote at once.
         // Many daemons run at once in the test suite: never the fixed port.
         config.metrics.listen = "127.0.0.1:0".parse().expect("address");
         (self.tweak)(&mut config);

@@ -23,10 +23,9 @@ pub(crate) fn start(config: &mut Config) -> Result<DevMasters, String> {
     let masters =
         redlockd_masters::LocalMasters::start(&binary, DEV_MASTERS).map_err(|e| e.to_string())?;
     tracing::info!(server = masters.version(), urls = ?masters.urls(), "--dev: started local masters (no persistence)");
+    // Fresh masters: the default (horizon) quarantine finds no horizon on
+    // them and lets them vote at once; --dev runs what users run.
     config.redlock.nodes = masters.urls();
-    // Fresh masters without persistence, started just now: no lock can
-    // predate them, so a restart quarantine would only keep them out.
-    config.redlock.restart_quarantine = false;
     Ok(masters)
 }
 

@@ -1,6 +1,7 @@
 //! Watching the masters: every few hundred milliseconds the daemon looks at
 //! each master connection, marks masters that are the same server, exports
-//! `redlock_node_up`, `redlock_node_quarantined`, `redlock_quorum_available`
+//! `redlock_node_up`, `redlock_node_quarantined`,
+//! `redlock_node_quarantine_seconds`, `redlock_quorum_available`
 //! and `redlock_waiters`, and sets the standard gRPC health status of
 //! `redlock.v1.LockService`: SERVING only while a quorum of masters is up and
 //! trusted (not quarantined, not refused), so an orchestrator stops sending
@@ -51,7 +52,7 @@ pub(crate) async fn watch(
             let node_up = node.is_up();
             // Only a master whose votes count helps to reach a quorum.
             up += usize::from(node_up && node.trusted());
-            metrics::node_state(node.name(), node_up, node.state().quarantined());
+            metrics::node_state(node.name(), node_up, node.state().quarantine_left());
         }
         let quorum = up >= engine.quorum().needed();
         metrics::availability(quorum, engine.waiting());

@@ -25,6 +25,10 @@ pub(crate) const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_se
 pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
 pub(crate) const NODE_QUARANTINED: &str = "redlock_node_quarantined";
+/// Seconds left of a master's restart quarantine (0: none): the real
+/// length, from the horizons, once they were read; the blanket bound
+/// (`max_ttl` plus drift) until then, or under `restart_quarantine = "max_ttl"`.
+pub(crate) const NODE_QUARANTINE_SECONDS: &str = "redlock_node_quarantine_seconds";
 /// Masters' replies to acquire commands: granted, refused, error, timeout.
 pub(crate) const ACQUIRE_VOTES: &str = "redlock_acquire_votes_total";
 /// Validity at grant divided by ttl: how much of the lease the algorithm ate.
@@ -264,10 +268,13 @@ pub(crate) fn node_error(node: &str, kind: &'static str) {
     counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind).increment(1);
 }
 
-/// A master's connection state and quarantine.
-pub(crate) fn node_state(node: &str, up: bool, quarantined: bool) {
+/// A master's connection state and quarantine (`quarantine_left`: zero
+/// when none).
+pub(crate) fn node_state(node: &str, up: bool, quarantine_left: Duration) {
+    let quarantined = !quarantine_left.is_zero();
     gauge!(NODE_UP, "node" => node.to_owned()).set(f64::from(u8::from(up)));
     gauge!(NODE_QUARANTINED, "node" => node.to_owned()).set(f64::from(u8::from(quarantined)));
+    gauge!(NODE_QUARANTINE_SECONDS, "node" => node.to_owned()).set(quarantine_left.as_secs_f64());
 }
 
 /// Whether a quorum of masters is reachable, and how many callers wait.

@@ -1,14 +1,15 @@
 //! Wiring: masters -> engine -> gRPC service, served until `shutdown`.
 //! The binary and every integration test go through [`run`].
 
-use crate::config::{Config, ValidConfig};
+use crate::config::{Config, RestartQuarantine, ValidConfig};
 use crate::metrics::MetricsError;
 use crate::node::auth::MasterAccess;
+use crate::node::quarantine::Peers;
 use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
-use crate::redlock::keys::release_channel;
+use crate::redlock::keys::{horizon_key, release_channel};
 use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::auth::Gatekeeper;
 use crate::service::hold::Sessions;
@@ -89,15 +90,18 @@ pub fn engine_settings(config: &Config) -> Settings {
     }
 }
 
-/// How each master is watched, from the configuration: the restart
-/// quarantine lasts the longest lock's ttl plus its drift allowance.
+/// How each master is watched, from the configuration: the blanket
+/// restart quarantine lasts the longest lock's ttl plus its drift
+/// allowance; under the horizon quarantine (the default) the masters'
+/// horizons shorten it (see `crate::node::horizon`).
 pub fn node_settings(config: &Config) -> NodeSettings {
     let r = &config.redlock;
+    let mode = r.quarantine;
     NodeSettings {
         node_timeout: r.node_timeout,
-        quarantine: r
-            .restart_quarantine
+        quarantine: (mode != RestartQuarantine::Off)
             .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
+        horizon: mode == RestartQuarantine::Horizon,
         drift_factor: r.drift_factor,
     }
 }
@@ -127,11 +131,18 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let script = Arc::new(BatchScript::new());
     let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
+    let peers = Peers::new(
+        r.nodes.len(),
+        horizon_key(&r.key_prefix),
+        r.max_ttl,
+        r.drift_factor,
+    );
     let nodes = r
         .nodes
         .iter()
         .map(|url| {
-            FredNode::connect(url, node_settings(config), script.clone(), &access).map(Arc::new)
+            FredNode::connect(url, node_settings(config), script.clone(), &access, &peers)
+                .map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;

@@ -24,9 +24,7 @@ pub(crate) fn start_masters() -> Result<LocalMasters, BoxError> {
 pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     let mut config = Config::default();
     config.redlock.nodes = nodes;
-    // The bench's masters are fresh or shared with nothing that could have
-    // held a lock before: a restart quarantine would only keep them out.
-    config.redlock.restart_quarantine = false;
+    // The default restart quarantine (horizon): fresh masters vote at once.
     config.metrics.enabled = false;
     config.validate()?;
     Ok(config)
@@ -46,7 +44,6 @@ pub(crate) fn spawn_process(
     max_sessions: usize,
 ) -> Result<DaemonProcess, BoxError> {
     DaemonCommand::workspace(nodes)?
-        .set("redlock.restart_quarantine", false)
         .set("limits.max_sessions", max_sessions)
         .spawn()
 }

@@ -26,6 +26,7 @@
 //! warnings and the `Debug` output pass URLs through [`redact_url`].
 
 mod nodes;
+mod quarantine;
 mod redact;
 mod security;
 mod sessions;
@@ -42,6 +43,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use nodes::{deserialize_nodes, parse_node};
+pub use quarantine::RestartQuarantine;
 use redact::redact_text;
 pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
@@ -207,10 +209,15 @@ pub struct RedlockConfig {
     pub wait_fallback: Duration,
     /// Restart quarantine: a master that restarted (low `uptime_in_seconds`,
     /// a new `run_id`, or a clock jump) may have lost its keys, so its votes
-    /// do not count toward a quorum until it has been up for longer than
-    /// `max_ttl` plus drift. Turn off only for masters that persist every
-    /// write (`appendfsync always`).
-    pub restart_quarantine: bool,
+    /// do not count toward a quorum until no lock it may have lost can still
+    /// be valid. `"horizon"` (default): as long as the longest lock the other
+    /// masters (and this daemon) know of still runs, plus drift; nothing
+    /// when nothing was ever locked. `"max_ttl"`: `max_ttl` plus drift from
+    /// the restart, always. `"off"`: only for masters that persist every
+    /// write (`appendfsync always`). The old `true` / `false` still parse
+    /// (`true` is `"horizon"`). See [`RestartQuarantine`].
+    #[serde(rename = "restart_quarantine")]
+    pub quarantine: RestartQuarantine,
 }
 
 impl Default for RedlockConfig {
@@ -229,7 +236,7 @@ impl Default for RedlockConfig {
             fence_ttl: Duration::from_secs(168 * 60 * 60),
             wake_on_release: true,
             wait_fallback: Duration::from_secs(1),
-            restart_quarantine: true,
+            quarantine: RestartQuarantine::default(),
         }
     }
 }
@@ -251,7 +258,7 @@ impl fmt::Debug for RedlockConfig {
             .field("fence_ttl", &self.fence_ttl)
             .field("wake_on_release", &self.wake_on_release)
             .field("wait_fallback", &self.wait_fallback)
-            .field("restart_quarantine", &self.restart_quarantine)
+            .field("restart_quarantine", &self.quarantine)
             .finish()
     }
 }
@@ -353,6 +360,14 @@ impl Config {
                 n - 1,
                 n / 2 + 1
             ));
+        }
+        if r.quarantine == RestartQuarantine::Off {
+            out.push(
+                "redlock.restart_quarantine is off: a master that restarts without its data \
+                 votes at once and can grant a lock that is still held; keep it off only for \
+                 masters that persist every write (appendfsync always)"
+                    .to_owned(),
+            );
         }
         if r.drift_factor == 0.0 {
             out.push(

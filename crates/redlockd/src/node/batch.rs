@@ -86,9 +86,10 @@ impl Batcher {
         command: WithOptions<Client>,
         state: Arc<NodeState>,
         script: Arc<BatchScript>,
+        horizon_key: Value,
     ) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(name, queued, command, state, script));
+        tokio::spawn(run(name, queued, command, state, script, horizon_key));
         Batcher { queue }
     }
 
@@ -127,6 +128,7 @@ async fn run(
     command: WithOptions<Client>,
     state: Arc<NodeState>,
     script: Arc<BatchScript>,
+    horizon_key: Value,
 ) {
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = queued.recv().await {
@@ -149,7 +151,7 @@ async fn run(
             true => ("EVAL", script.lua.clone()),
             false => ("EVALSHA", script.sha.clone()),
         };
-        let (args, replies) = encode(script, &mut batch);
+        let (args, replies) = encode(script, &horizon_key, &mut batch);
         let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
         let (client, state) = (command.clone(), Arc::clone(&state));
         let mut call = Box::pin(async move {
@@ -175,14 +177,19 @@ async fn run(
 }
 
 /// EVAL's (or EVALSHA's) arguments for `batch` (emptied) and the reply
-/// channels in order.
-fn encode(script: Value, batch: &mut Vec<Queued>) -> (Vec<Value>, Vec<Awaiting>) {
-    let keys: usize = batch.iter().map(|q| q.keys.len()).sum();
+/// channels in order; the horizon key goes first (see `batch_script`).
+fn encode(
+    script: Value,
+    horizon_key: &Value,
+    batch: &mut Vec<Queued>,
+) -> (Vec<Value>, Vec<Awaiting>) {
+    let keys: usize = 1 + batch.iter().map(|q| q.keys.len()).sum::<usize>();
     let args: usize = batch.iter().map(|q| 3 + q.args.len()).sum();
     let mut argv: Vec<Value> = Vec::with_capacity(3 + keys + args);
     argv.push(script);
     argv.push(Value::Integer(keys as i64));
     // Cloning a key value shares its bytes.
+    argv.push(horizon_key.clone());
     argv.extend(batch.iter().flat_map(|q| q.keys.iter().cloned()));
     argv.push(Value::Integer(batch.len() as i64));
     let mut replies = Vec::with_capacity(batch.len());

@@ -9,6 +9,8 @@
 
 pub(crate) mod auth;
 pub(crate) mod batch;
+pub(crate) mod horizon;
+pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod server_info;
 pub(crate) mod state;
@@ -27,6 +29,7 @@ use fred::prelude::{
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use quarantine::Peers;
 use scripts::{BatchScript, Op};
 use state::NodeState;
 use std::sync::Arc;
@@ -63,6 +66,8 @@ pub struct FredNode {
     /// attempt fails, and queues commands meanwhile; the `down` flag makes
     /// them fail at once instead.
     state: Arc<NodeState>,
+    /// The daemon's other masters, and its own grants (`quarantine.rs`).
+    peers: Arc<Peers>,
 }
 
 /// How a master is watched, from the configuration.
@@ -70,8 +75,10 @@ pub struct FredNode {
 pub struct NodeSettings {
     /// Bound of every command.
     pub node_timeout: Duration,
-    /// Restart quarantine length; `None`: off.
+    /// Blanket restart quarantine length (`max_ttl` plus drift); `None`: off.
     pub quarantine: Option<Duration>,
+    /// Whether the horizons may shorten it (`super::horizon`): the default.
+    pub horizon: bool,
     /// Drift allowance, for clock-jump detection.
     pub drift_factor: f64,
 }
@@ -79,12 +86,14 @@ pub struct NodeSettings {
 impl FredNode {
     /// Configures the client for `url` and starts connecting in the
     /// background; the node is usable at once (calls fail fast until the
-    /// connection is up).
+    /// connection is up). It joins `peers`, the daemon's masters, in the
+    /// order of the calls.
     pub fn connect(
         url: &str,
         settings: NodeSettings,
         script: Arc<BatchScript>,
         access: &auth::MasterAccess,
+        peers: &Arc<Peers>,
     ) -> Result<FredNode, NodeSetupError> {
         let node_timeout = settings.node_timeout;
         let name = node_name(url);
@@ -125,21 +134,31 @@ impl FredNode {
             fail_fast: true,
             ..Options::default()
         });
-        let state = Arc::new(NodeState::new(name.clone(), settings.quarantine));
+        let state = Arc::new(NodeState::new(
+            name.clone(),
+            settings.quarantine,
+            settings.horizon,
+        ));
+        let index = peers.join(Arc::clone(&state), command.clone());
         let node = FredNode {
             batcher: Batcher::start(
                 name.as_str().into(),
                 command.clone(),
                 Arc::clone(&state),
                 script,
+                Value::from(peers.horizon_key()),
             ),
             state,
+            peers: Arc::clone(peers),
             name,
             client,
             command,
         };
         node.client.connect();
         watch::spawn(&node, settings);
+        if settings.horizon && settings.quarantine.is_some() {
+            quarantine::spawn_settler(peers, index, &node.state);
+        }
         Ok(node)
     }
 
@@ -226,7 +245,11 @@ impl Node for FredNode {
         token: &Token,
         fence: u64,
         fence_ttl: Duration,
+        ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        // A grant is being committed: no holder of it believes in it past
+        // now + ttl (the attempt started earlier).
+        self.peers.local().record(ttl);
         let reply = self.run(
             Op::CommitFence,
             vec![key(&keys.lock), key(&keys.fence)],
@@ -234,6 +257,7 @@ impl Node for FredNode {
                 token.expose().into(),
                 Value::String(fence.to_string().into()),
                 millis(fence_ttl),
+                millis(ttl),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -246,6 +270,7 @@ impl Node for FredNode {
         ttl: Duration,
         fence_ttl: Duration,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
+        self.peers.local().record(ttl);
         let reply = self.run(
             Op::Extend,
             vec![key(&keys.lock), key(&keys.fence)],

@@ -71,10 +71,18 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// a body reads as if it ran alone. An operation that fails (a key of the wrong type)
 /// answers `{'!err', message}` and the others still run.
 ///
-/// Layout: `KEYS` are every operation's keys in order; `ARGV[1]` the number
-/// of operations, then per operation its code ([`Op`]), its number of keys,
-/// its number of arguments, and the arguments.
+/// Layout: `KEYS[1]` is the master's horizon key, then come every
+/// operation's keys in order; `ARGV[1]` the number of operations, then per
+/// operation its code ([`Op`]), its number of keys, its number of
+/// arguments, and the arguments.
 ///
+/// The horizon: operations that make a lock stand here with a ttl (a fence
+/// commit, an extension, a re-creation, each only where the token holds
+/// the lock) call `raise(ttl)`; once the batch has run, the horizon key's
+/// expiry is raised to the longest such ttl if it is shorter (absent: set).
+/// A horizon without expiry (set by hand) is left alone; readers take it as
+/// `max_ttl`. Why: `crate::node::horizon`. `PEXPIRE .. GT` would do in one
+/// command, but not on Redis 6, and not on an absent key.
 pub(crate) fn batch_script() -> String {
     let mut lua = String::from(
         r#"local now
@@ -84,6 +92,11 @@ local function now_micros()
     now = t[1] .. string.format('%06d', tonumber(t[2]))
   end
   return now
+end
+local horizon = 0
+local function raise(ttl)
+  ttl = tonumber(ttl)
+  if ttl and ttl > horizon then horizon = ttl end
 end
 local ops = {
 "#,
@@ -95,13 +108,19 @@ local ops = {
     }
     lua.push_str(
         r#"}
-local out, k, a = {}, 1, 2
+local out, k, a = {}, 2, 2
 for i = 1, tonumber(ARGV[1]) do
   local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   a = a + 3
   local ok, r = pcall(ops[op], k, a)
   if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
   k, a = k + nk, a + na
+end
+if horizon > 0 then
+  local left = redis.call('PTTL', KEYS[1])
+  if left == -2 or (left >= 0 and left < horizon) then
+    redis.call('SET', KEYS[1], '1', 'PX', horizon)
+  end
 end
 return out
 "#,
@@ -136,11 +155,14 @@ end
 return {0, tostring(redis.call('PTTL', KEYS[1]))}
 "#;
 
-/// KEYS: lock, fence. ARGV: token, fence, fence ttl ms.
+/// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms.
 /// Only where the token still holds the lock: raise `max` to the fence,
-/// record the holder's fence, refresh the expiry. Returns 1 if done.
+/// record the holder's fence, refresh the expiry, raise the horizon to the
+/// lock's ttl (a grant stands once a majority committed: see
+/// `super::horizon`). Returns 1 if done.
 pub(crate) const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+raise(ARGV[4])
 local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
 if tonumber(ARGV[2]) > max then
   redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2])
@@ -152,7 +174,7 @@ return 1
 "#;
 
 /// KEYS: lock, fence. ARGV: token, ttl ms, fence ttl ms.
-/// Compare-and-PEXPIRE. Returns `{0}` when someone else holds the key, `{2}`
+/// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. Returns `{0}` when someone else holds the key, `{2}`
 /// when the key is gone (this master restarted and lost it, or it expired),
 /// else `{1, fence}` where fence is '0' if this master did not take part in
 /// the grant's commit.
@@ -162,6 +184,7 @@ if holder ~= ARGV[1] then
   if holder then return {0} end
   return {2}
 end
+raise(ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local h = redis.call('HMGET', KEYS[2], 'holder', 'fence')
@@ -185,9 +208,13 @@ return 1
 "#;
 
 /// KEYS: lock. ARGV: token, ttl ms. `SET NX PX`, for a lock that lost its
-/// key on this master (see `Node::recreate`). Returns 1 if set.
+/// key on this master (see `Node::recreate`); where set, raises the
+/// horizon to the ttl. Returns 1 if set.
 pub(crate) const RECREATE: &str = r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  raise(ARGV[2])
+  return 1
+end
 return 0
 "#;
 

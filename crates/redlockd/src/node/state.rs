@@ -3,18 +3,31 @@
 //! jump), and whether it is refused outright (a replica, too old, or the same
 //! server as another configured master). Only a *trusted* master's answers
 //! count toward a quorum; commands (releases especially) still go to all.
+//!
+//! A quarantine starts at the blanket bound (`max_ttl` plus drift). Under
+//! the horizon quarantine (`super::horizon`) it is *unsettled* until the
+//! other masters' horizons were read (`super::quarantine`), which then
+//! settles its real end, often much sooner, or none at all.
 
 use super::server_info::ServerInfo;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The state of one master, shared by its command path and its watchers.
 pub struct NodeState {
     name: String,
-    /// Restart quarantine length (`max_ttl` plus drift); `None`: turned off.
+    /// Blanket restart quarantine length (`max_ttl` plus drift); `None`:
+    /// turned off.
     quarantine: Option<Duration>,
+    /// Whether quarantines are settled from the horizons (else the blanket
+    /// length is final).
+    horizon: bool,
+    /// Wakes the task that reads the horizons (`super::quarantine`).
+    settle_wanted: Notify,
     /// Set when fred reports the connection lost, cleared when it is back.
     down: AtomicBool,
     /// Whether the master has `DELIFEQ`.
@@ -32,18 +45,36 @@ pub struct NodeState {
 #[derive(Default)]
 struct Trust {
     run_id: String,
-    quarantined_until: Option<Instant>,
+    quarantine: Option<Quarantine>,
+    /// Counts quarantines, so that a late reading settles only its own.
+    generation: u64,
     refused: Option<String>,
     duplicate_of: Option<String>,
 }
 
+/// One quarantine of the master.
+#[derive(Debug, Clone, Copy)]
+struct Quarantine {
+    /// Its votes count again from then.
+    until: Instant,
+    /// The end is known (horizons read, or the blanket is the rule).
+    settled: bool,
+    /// Which quarantine (see [`Trust::generation`]).
+    generation: u64,
+    /// When it started, for the logs.
+    since: Instant,
+}
+
 impl NodeState {
-    /// A master named `name` (for logs), quarantined for `quarantine` after
-    /// restarts when set.
-    pub fn new(name: String, quarantine: Option<Duration>) -> NodeState {
+    /// A master named `name` (for logs), quarantined after restarts for
+    /// the blanket length `quarantine` when set, which the horizons may
+    /// shorten when `horizon` (see the module doc).
+    pub fn new(name: String, quarantine: Option<Duration>, horizon: bool) -> NodeState {
         NodeState {
             name,
             quarantine,
+            horizon: horizon && quarantine.is_some(),
+            settle_wanted: Notify::new(),
             down: AtomicBool::new(false),
             delifeq: AtomicBool::new(false),
             verified: AtomicBool::new(false),
@@ -107,16 +138,83 @@ impl NodeState {
         let trust = self.lock();
         trust.refused.is_none()
             && trust.duplicate_of.is_none()
-            && trust
-                .quarantined_until
-                .is_none_or(|until| Instant::now() >= until)
+            && trust.quarantine.is_none_or(|q| Instant::now() >= q.until)
     }
 
     /// Whether the master is in restart quarantine now.
     pub fn quarantined(&self) -> bool {
+        !self.quarantine_left().is_zero()
+    }
+
+    /// How much longer the restart quarantine lasts (zero: none). While
+    /// unsettled, this is the blanket bound.
+    pub fn quarantine_left(&self) -> Duration {
+        self.lock().quarantine.map_or(Duration::ZERO, |q| {
+            q.until.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Whether the master never counts: refused (a replica, too old) or
+    /// the same server as another configured master.
+    pub fn excluded(&self) -> bool {
+        let trust = self.lock();
+        trust.refused.is_some() || trust.duplicate_of.is_some()
+    }
+
+    /// The quarantine waiting for its horizons to be read, by generation:
+    /// `None` when there is none, it is settled, or it has run out anyway.
+    pub fn unsettled(&self) -> Option<u64> {
         self.lock()
-            .quarantined_until
-            .is_some_and(|until| Instant::now() < until)
+            .quarantine
+            .filter(|q| !q.settled && Instant::now() < q.until)
+            .map(|q| q.generation)
+    }
+
+    /// Resolves when a quarantine wants its horizons read (see
+    /// [`NodeState::unsettled`]); a request made while nobody waits is kept.
+    pub fn settle_wanted(&self) -> Notified<'_> {
+        self.settle_wanted.notified()
+    }
+
+    /// The horizons were read for quarantine `generation`: it ends at
+    /// `until` (`None`: at once). `how` says what was read, for the log.
+    /// Ignored if a newer quarantine started meanwhile. Returns whether it
+    /// applied.
+    pub fn settle(&self, generation: u64, until: Option<Instant>, how: &str) -> bool {
+        let mut trust = self.lock();
+        let Some(current) = trust
+            .quarantine
+            .filter(|q| q.generation == generation && !q.settled)
+        else {
+            return false;
+        };
+        let now = Instant::now();
+        match until.filter(|until| *until > now) {
+            Some(until) => {
+                let left = until - now;
+                tracing::warn!(node = %self.name, quarantine = ?left,
+                    total = ?(until - current.since), %how,
+                    "master may have lost locks that are still held: its votes do not count \
+                     until the longest of them has expired (horizon quarantine)");
+                trust.quarantine = Some(Quarantine {
+                    until,
+                    settled: true,
+                    ..current
+                });
+            }
+            None => {
+                tracing::info!(node = %self.name, after = ?(now - current.since), %how,
+                    "no lock the master may have lost can still be held (no horizon left): \
+                     it votes again");
+                trust.quarantine = None;
+            }
+        }
+        true
+    }
+
+    /// The master's name, for logs.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The `run_id` last seen (empty before the first connection).
@@ -129,8 +227,10 @@ impl NodeState {
     pub fn observe(&self, info: &ServerInfo) {
         self.delifeq.store(info.has_delifeq(), Ordering::Relaxed);
         let mut trust = self.lock();
-        let restarted = !trust.run_id.is_empty() && trust.run_id != info.run_id;
-        if trust.run_id != info.run_id {
+        let first = trust.run_id.is_empty();
+        let changed = trust.run_id != info.run_id;
+        let restarted = !first && changed;
+        if changed {
             tracing::info!(node = %self.name, software = %info.software, version = ?info.version,
                 uptime_s = info.uptime_seconds, "master connected");
         }
@@ -145,32 +245,75 @@ impl NodeState {
         for warning in info.warnings() {
             tracing::warn!(node = %self.name, "master {warning}");
         }
-        if let Some(period) = self.quarantine {
-            if let Some(left) = quarantine_left(info.uptime_seconds, period) {
-                let until = Instant::now() + left;
-                if trust
-                    .quarantined_until
-                    .is_none_or(|current| current < until)
-                {
-                    tracing::warn!(node = %self.name, uptime_s = info.uptime_seconds, restarted,
-                        quarantine = ?left, "master restarted recently and may have lost its keys: \
-                         its votes do not count until the quarantine ends");
-                    trust.quarantined_until = Some(until);
-                }
+        // A new server process behind this address (a restart, or another
+        // server: a promoted replica) is quarantined; so is one first seen
+        // young. The same process seen again after a reconnection keeps
+        // whatever quarantine it has: it lost nothing meanwhile.
+        let blanket = self.quarantine.filter(|_| changed).and_then(|period| {
+            let since_start = quarantine_left(info.uptime_seconds, period);
+            match restarted {
+                // Another server may have lost keys at any moment up to
+                // now, whatever its uptime: the period counts from now.
+                true => Some(since_start.map_or(period, |left| left.max(period))),
+                false => since_start,
             }
+        });
+        if let Some(left) = blanket {
+            let why = match restarted {
+                true => "the master's run_id changed (a restart, or another server)",
+                false => "the master started recently",
+            };
+            self.impose(&mut trust, left, why, info.uptime_seconds);
         }
         drop(trust);
         self.verified.store(true, Ordering::Relaxed);
     }
 
-    /// Quarantines the master for the whole period from now (its clock
-    /// jumped: keys may have expired early).
+    /// Quarantines the master from now (its clock jumped: keys may have
+    /// expired early), for the blanket period until the horizons say.
     pub fn quarantine_now(&self, why: &str) {
         if let Some(period) = self.quarantine {
-            tracing::error!(node = %self.name, quarantine = ?period, "{why}: quarantining the master");
-            self.lock().quarantined_until = Some(Instant::now() + period);
+            tracing::error!(node = %self.name, "{why}: quarantining the master");
+            let mut trust = self.lock();
+            self.impose(&mut trust, period, why, 0);
         } else {
             tracing::error!(node = %self.name, "{why} (restart quarantine is off)");
+        }
+    }
+
+    /// Starts a quarantine of `left` (the blanket bound), unsettled under the
+    /// horizon quarantine (the reading task is woken), final otherwise.
+    fn impose(&self, trust: &mut Trust, left: Duration, why: &str, uptime_s: u64) {
+        let now = Instant::now();
+        trust.generation += 1;
+        let mut until = now + left;
+        if let Some(current) = trust.quarantine.filter(|q| q.until > until) {
+            // A longer quarantine is kept. A settled one outlasts this
+            // event's blanket bound, so it covers this event too.
+            if current.settled {
+                trust.quarantine = Some(Quarantine {
+                    generation: trust.generation,
+                    ..current
+                });
+                return;
+            }
+            until = current.until;
+        }
+        trust.quarantine = Some(Quarantine {
+            until,
+            settled: !self.horizon,
+            generation: trust.generation,
+            since: now,
+        });
+        if self.horizon {
+            tracing::info!(node = %self.name, uptime_s, blanket = ?left,
+                "{why} and may have lost its keys: its votes do not count until the other \
+                 masters' horizons are read");
+            self.settle_wanted.notify_one();
+        } else {
+            tracing::warn!(node = %self.name, uptime_s, quarantine = ?left,
+                "{why} and may have lost its keys: its votes do not count until the \
+                 quarantine (max_ttl plus drift) ends");
         }
     }
 
@@ -240,7 +383,7 @@ mod tests {
     /// Quarantine after a restart, and trust again once it has passed.
     #[tokio::test(start_paused = true)]
     async fn restarted_master_is_distrusted_for_the_period() {
-        let state = NodeState::new("m".into(), Some(S(10)));
+        let state = NodeState::new("m".into(), Some(S(10)), false);
         assert!(!state.trusted(), "not before INFO was read");
         let info = |uptime: u64, run_id: &str| ServerInfo {
             software: "valkey".into(),
@@ -263,11 +406,21 @@ mod tests {
         assert!(state.trusted());
         state.observe(&info(2, "b"));
         assert!(!state.trusted() && state.quarantined());
-        tokio::time::advance(S(8)).await;
+        assert_eq!(
+            state.unsettled(),
+            None,
+            "the blanket is final under max_ttl"
+        );
+        // A new run_id: the period counts from now, not from the start.
+        assert_eq!(state.quarantine_left(), S(10));
+        tokio::time::advance(S(9)).await;
         assert!(!state.trusted());
-        tokio::time::advance(S(2)).await;
+        tokio::time::advance(S(1)).await;
         assert!(state.trusted());
-        let off = NodeState::new("m".into(), None);
+        // Another server behind the address, up for long: quarantined too.
+        state.observe(&info(100_000, "swapped"));
+        assert!(!state.trusted() && state.quarantine_left() == S(10));
+        let off = NodeState::new("m".into(), None, true);
         off.observe(&info(0, "c"));
         assert!(off.trusted(), "quarantine turned off");
         let mut replica = info(100, "d");
@@ -277,6 +430,72 @@ mod tests {
         off.observe(&info(100, "d"));
         off.set_duplicate_of(Some("other".into()));
         assert!(!off.trusted(), "a duplicate never counts");
+    }
+
+    fn info(uptime: u64, run_id: &str) -> ServerInfo {
+        ServerInfo {
+            software: "valkey".into(),
+            version: (9, 0, 0),
+            run_id: run_id.into(),
+            uptime_seconds: uptime,
+            role: "master".into(),
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
+        }
+    }
+
+    /// Under the horizon quarantine a restart starts unsettled at the
+    /// blanket bound, and the reading settles it: shorter, or not at all;
+    /// a stale reading (an older generation) changes nothing; reconnecting
+    /// to the same process does not quarantine again.
+    #[tokio::test(start_paused = true)]
+    async fn horizon_quarantine_is_settled_by_the_reading() {
+        let state = NodeState::new("m".into(), Some(S(3600)), true);
+        state.observe(&info(5, "a"));
+        let first = state.unsettled().expect("young at first sight: unsettled");
+        assert!(!state.trusted(), "unknown horizon: no vote");
+        assert_eq!(state.quarantine_left(), S(3600 - 5 + 1));
+        // A request is waiting for the reading task.
+        tokio::time::timeout(S(1), state.settle_wanted())
+            .await
+            .expect("the reading task is woken");
+        assert!(state.settle(first, None, "no horizon"));
+        assert!(state.trusted() && !state.quarantined());
+        assert!(!state.settle(first, None, "twice"), "already settled");
+        // Same process after a reconnection: nothing new.
+        state.set_down(true);
+        state.reconnected();
+        state.observe(&info(6, "a"));
+        assert!(state.trusted() && state.unsettled().is_none());
+        // Restarted: unsettled again; the reading says 4 s.
+        state.observe(&info(0, "b"));
+        let second = state.unsettled().expect("unsettled");
+        assert_ne!(first, second);
+        assert!(!state.settle(first, None, "stale"), "an older reading");
+        assert!(!state.trusted());
+        assert!(state.settle(second, Some(Instant::now() + S(4)), "4 s horizon"));
+        assert_eq!(state.quarantine_left(), S(4));
+        tokio::time::advance(S(4)).await;
+        assert!(state.trusted());
+        // A clock jump: unsettled from now.
+        state.quarantine_now("jumped");
+        let third = state.unsettled().expect("unsettled");
+        assert_eq!(state.quarantine_left(), S(3600));
+        assert!(state.settle(third, Some(Instant::now() + S(1)), "1 s"));
+        tokio::time::advance(S(1)).await;
+        assert!(state.trusted());
+        // An unsettled quarantine that nobody settles ends with its blanket.
+        state.observe(&info(0, "c"));
+        tokio::time::advance(S(3601)).await;
+        assert!(state.unsettled().is_none() && state.trusted());
+    }
+
+    /// An old master at first sight is trusted without any reading.
+    #[tokio::test(start_paused = true)]
+    async fn old_master_at_first_sight_is_trusted() {
+        let state = NodeState::new("m".into(), Some(S(3600)), true);
+        state.observe(&info(4000, "a"));
+        assert!(state.trusted() && state.unsettled().is_none());
     }
 
     /// Steady clocks pass; a one-second jump is caught; the rate is reported.

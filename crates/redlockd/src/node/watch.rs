@@ -11,6 +11,7 @@ use fred::prelude::{Client, ClientLike, EventInterface, Value};
 use fred::types::{ClusterHash, CustomCommand, InfoKind};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 /// Pause between attempts to read `INFO` on a new connection.
@@ -25,9 +26,20 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
     let mut errors = node.client.error_rx();
     tokio::spawn(async move {
         // Connection-level errors only (fred does not broadcast command errors).
-        while let Ok((error, _)) = errors.recv().await {
-            if state.set_down(true) {
-                tracing::warn!(node = %name, %error, "master connection lost");
+        loop {
+            match errors.recv().await {
+                Ok((error, _)) => {
+                    if state.set_down(true) {
+                        tracing::warn!(node = %name, %error, "master connection lost");
+                    }
+                }
+                // Errors were missed (a flapping master): keep watching. A
+                // lost connection is followed by a reconnection, which the
+                // other watcher verifies again, lagging or not.
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(node = %name, missed, "connection errors missed");
+                }
+                Err(RecvError::Closed) => return,
             }
         }
     });
@@ -63,8 +75,14 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                     }
                 }
             }
-            if reconnects.recv().await.is_err() {
-                return;
+            match reconnects.recv().await {
+                Ok(_) => {}
+                // Reconnections were missed: treat it as one more, so the
+                // current connection is verified again (never stop watching).
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(node = %name, missed, "reconnections missed; verifying again");
+                }
+                Err(RecvError::Closed) => return,
             }
         }
     });

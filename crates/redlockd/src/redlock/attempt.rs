@@ -129,6 +129,7 @@ impl Redlock {
         let commit = Command::CommitFence {
             fence,
             fence_ttl: self.settings.fence_ttl,
+            ttl,
         };
         // To every master, not only those whose grant was counted: each
         // master has our SET before the commit (see `Node`), and commits only

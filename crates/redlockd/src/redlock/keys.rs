@@ -10,6 +10,10 @@
 //!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
 //! `redlock:released`.
+//!
+//! One more key per master, not per resource: `redlock:horizon`, whose
+//! remaining time to live is at least that of the longest lock written to
+//! the master (see `crate::node::horizon`).
 
 /// The two keys of one resource, built once per request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +42,12 @@ pub(crate) fn release_channel(prefix: &str) -> String {
     format!("{prefix}released")
 }
 
+/// The master's horizon key under `prefix`: its expiry covers every lock
+/// written to the master (see `crate::node::horizon`).
+pub(crate) fn horizon_key(prefix: &str) -> String {
+    format!("{prefix}horizon")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +59,6 @@ mod tests {
         assert_eq!(k.lock, "redlock:lock:orders/42");
         assert_eq!(k.fence, "redlock:fence:orders/42");
         assert_eq!(k.channel, "redlock:released");
+        assert_eq!(horizon_key("redlock:"), "redlock:horizon");
     }
 }

@@ -70,13 +70,17 @@ pub trait Node: Send + Sync {
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
     /// refreshes the fence hash's expiry, only if `token` holds the lock
-    /// here. Returns whether it did.
+    /// here. Returns whether it did. `ttl` is the lock's: a grant stands
+    /// only once a majority committed, so this is where a master learns
+    /// that a lock was granted and how long it can live (the restart
+    /// quarantine's horizon, `crate::node::horizon`).
     fn commit_fence(
         &self,
         keys: &LockKeys,
         token: &Token,
         fence: u64,
         fence_ttl: Duration,
+        ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-PEXPIRE: resets the lock's expiry to `ttl` (and the fence

@@ -57,6 +57,8 @@ pub(crate) enum Command {
         fence: u64,
         /// Fence hash expiry.
         fence_ttl: Duration,
+        /// The lock's ttl.
+        ttl: Duration,
     },
     /// See [`Node::extend`].
     Extend {
@@ -108,9 +110,13 @@ impl Command {
             Command::Acquire { ttl } => {
                 tagged(index, node.acquire(keys, token, *ttl), Reply::Acquire)
             }
-            Command::CommitFence { fence, fence_ttl } => tagged(
+            Command::CommitFence {
+                fence,
+                fence_ttl,
+                ttl,
+            } => tagged(
                 index,
-                node.commit_fence(keys, token, *fence, *fence_ttl),
+                node.commit_fence(keys, token, *fence, *fence_ttl, *ttl),
                 Reply::Committed,
             ),
             Command::Extend { ttl, fence_ttl } => tagged(

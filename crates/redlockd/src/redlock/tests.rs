@@ -225,6 +225,7 @@ impl Node for FakeNode {
         token: &Token,
         fence: u64,
         fence_ttl: Duration,
+        _ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::CommitFence, token, |state, now| {
             if !state.holds(keys, token) {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{env, invalid_key, load_err, valid, TempToml, FIVE};
-use crate::config::{Config, ConfigError, ServerConfig};
+use crate::config::{Config, ConfigError, RestartQuarantine, ServerConfig};
 
 /// The example config shipped with the daemon.
 const SHIPPED: &str = include_str!("../../../../../config/redlockd.toml");
@@ -27,6 +27,62 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(r.retry_delay_min, Duration::from_millis(5));
     assert_eq!(r.retry_delay_max, Duration::from_millis(50));
     assert_eq!(r.fence_ttl, Duration::from_secs(7 * 24 * 3600));
+    assert_eq!(r.quarantine, RestartQuarantine::Horizon);
+    assert_eq!(r.quarantine, RestartQuarantine::Horizon);
+}
+
+/// `redlock.restart_quarantine` takes the three names, in TOML and in the
+/// environment, and still the booleans it used to be: `true` is the
+/// default (`horizon`), `false` is `off`.
+#[test]
+fn restart_quarantine_names_and_old_booleans() {
+    use RestartQuarantine::{Horizon, MaxTtl, Off};
+    for (toml, expected) in [
+        ("\"horizon\"", Horizon),
+        ("\"max_ttl\"", MaxTtl),
+        ("\"off\"", Off),
+        ("true", Horizon),
+        ("false", Off),
+    ] {
+        let f = TempToml::new(&format!(
+            "[redlock]\nnodes = [\"redis://a:1\"]\nrestart_quarantine = {toml}\n"
+        ));
+        let c = Config::load_with_env(Some(f.path()), HashMap::new()).unwrap();
+        assert_eq!(c.redlock.quarantine, expected, "{toml}");
+    }
+    for (text, expected) in [
+        ("horizon", Horizon),
+        ("max_ttl", MaxTtl),
+        ("off", Off),
+        ("true", Horizon),
+        ("false", Off),
+        ("Off", Off),
+    ] {
+        let c = Config::load_with_env(
+            None,
+            env(&[
+                ("REDLOCKD__REDLOCK__NODES", "redis://a:1"),
+                ("REDLOCKD__REDLOCK__RESTART_QUARANTINE", text),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.redlock.quarantine, expected, "{text}");
+        assert_eq!(RestartQuarantine::parse(expected.as_str()), Some(expected));
+    }
+    let f = TempToml::new("[redlock]\nnodes = [\"redis://a:1\"]\nrestart_quarantine = \"1h\"\n");
+    let err = load_err(Some(f.path()), &[]);
+    assert!(
+        err.contains("redlock.restart_quarantine") && err.contains("max_ttl"),
+        "{err}"
+    );
+    let err = load_err(
+        None,
+        &[
+            ("REDLOCKD__REDLOCK__NODES", "redis://a:1"),
+            ("REDLOCKD__REDLOCK__RESTART_QUARANTINE", "sometimes"),
+        ],
+    );
+    assert!(err.contains("redlock.restart_quarantine"), "{err}");
 }
 
 #[test]

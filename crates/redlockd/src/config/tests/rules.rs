@@ -9,8 +9,8 @@ use super::{invalid_key, load_err, valid, TempToml, FIVE};
 use crate::config::redact::redact_text;
 use crate::config::validate::check_drift_factor;
 use crate::config::{
-    redact_url, Config, ConfigError, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT,
-    SHUTDOWN_GRACE_LIMIT,
+    redact_url, Config, ConfigError, RestartQuarantine, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
+    NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
 };
 
 #[test]
@@ -274,6 +274,24 @@ fn warnings_give_advice() {
     c.redlock.nodes[1] = "redis://u:pw@localhost:6380".into();
     c.redlock.nodes[2] = "rediss://u:pw@db.example:6381".into();
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+/// Turning the restart quarantine off is allowed, with a warning; the
+/// deprecated boolean turns it off too.
+#[test]
+fn quarantine_off_is_warned_about() {
+    let mut c = valid();
+    c.redlock.quarantine = RestartQuarantine::MaxTtl;
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    c.redlock.quarantine = RestartQuarantine::Off;
+    let w = c.warnings();
+    assert!(
+        w.len() == 1 && w[0].contains("restart_quarantine is off"),
+        "{w:?}"
+    );
+    let mut c = valid();
+    c.redlock.quarantine = RestartQuarantine::Off;
+    assert!(format!("{c:?}").contains("restart_quarantine: Off"));
 }
 
 proptest! {

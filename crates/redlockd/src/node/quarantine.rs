@@ -1,0 +1,221 @@
+//! The horizon quarantine's I/O: the masters of one daemon as a group
+//! ([`Peers`]), so that a master in quarantine can ask the others for their
+//! horizons, and the task that does so until its quarantine is settled.
+//! The rule, its arithmetic and why it is safe: `super::horizon`.
+
+use super::horizon::{self, Census, Horizon, LocalHorizon, Reading, Verdict};
+use super::state::NodeState;
+use fred::clients::WithOptions;
+use fred::prelude::{Client, ClientLike, Value};
+use fred::types::{ClusterHash, CustomCommand};
+use futures::future::join_all;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// First pause before asking again when too few masters answered; it
+/// doubles up to [`RETRY_MAX`]. Short: at start-up the other connections
+/// are usually a few milliseconds behind.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// Longest pause between two readings of an unsettled quarantine.
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// How often the reading task looks whether its master is gone.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// The masters of one daemon, as the horizon quarantine needs them: each
+/// master's state and connection, and this daemon's own grants
+/// ([`LocalHorizon`]). Every [`super::FredNode`] joins it when created.
+pub struct Peers {
+    members: Mutex<Vec<Member>>,
+    local: LocalHorizon,
+    horizon_key: String,
+    masters: usize,
+    quorum: usize,
+    drift_factor: f64,
+    max_ttl: Duration,
+}
+
+/// One master as seen by the others.
+struct Member {
+    state: Arc<NodeState>,
+    command: WithOptions<Client>,
+}
+
+/// What one reading found, for the decision and the logs.
+struct Outcome {
+    verdict: Verdict,
+    answered: usize,
+    trusted: usize,
+    candidates: usize,
+    longest: Option<Duration>,
+}
+
+impl Outcome {
+    fn describe(&self) -> String {
+        format!(
+            "{} of {} other masters answered ({} trusted), longest horizon {:?}",
+            self.answered, self.candidates, self.trusted, self.longest
+        )
+    }
+}
+
+impl Peers {
+    /// The group of `masters` masters whose horizon key is `horizon_key`;
+    /// `max_ttl` stands in for a horizon without expiry.
+    pub fn new(
+        masters: usize,
+        horizon_key: String,
+        max_ttl: Duration,
+        drift_factor: f64,
+    ) -> Arc<Peers> {
+        Arc::new(Peers {
+            members: Mutex::new(Vec::with_capacity(masters)),
+            local: LocalHorizon::new(),
+            horizon_key,
+            masters,
+            quorum: masters / 2 + 1,
+            drift_factor,
+            max_ttl,
+        })
+    }
+
+    /// This daemon's own grants (see [`LocalHorizon`]).
+    pub fn local(&self) -> &LocalHorizon {
+        &self.local
+    }
+
+    /// The horizon key every batch raises.
+    pub fn horizon_key(&self) -> &str {
+        &self.horizon_key
+    }
+
+    /// Adds a master; returns its index in the group.
+    pub(super) fn join(&self, state: Arc<NodeState>, command: WithOptions<Client>) -> usize {
+        let mut members = self.members();
+        members.push(Member { state, command });
+        members.len() - 1
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, Vec<Member>> {
+        self.members
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks every other master that can hold a lock for its horizon, at
+    /// once (each bounded by `node_timeout`), and applies the rule.
+    async fn read(&self, index: usize) -> Outcome {
+        let asked: Vec<(Arc<NodeState>, WithOptions<Client>)> = {
+            let members = self.members();
+            let run_id = members.get(index).map(|m| m.state.run_id());
+            members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != index)
+                .map(|(_, m)| m)
+                // A refused master never voted; the same server under
+                // another name would be our own horizon.
+                .filter(|m| {
+                    let other = m.state.run_id();
+                    !m.state.excluded() && (other.is_empty() || Some(&other) != run_id.as_ref())
+                })
+                .map(|m| (Arc::clone(&m.state), m.command.clone()))
+                .collect()
+        };
+        let candidates = asked.len();
+        let key = Value::from(self.horizon_key.as_str());
+        let readings: Vec<Reading> = join_all(asked.into_iter().map(|(state, command)| {
+            let key = key.clone();
+            async move {
+                let trusted_before = state.trusted();
+                let pttl = pttl(&command, key).await.ok()?;
+                Some(Reading {
+                    horizon: Horizon::from_pttl(pttl),
+                    received: Instant::now(),
+                    trusted: trusted_before && state.trusted(),
+                })
+            }
+        }))
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+        let census = Census {
+            masters: self.masters,
+            quorum: self.quorum,
+            candidates,
+        };
+        let verdict = horizon::settle(
+            &readings,
+            census,
+            self.local.latest(),
+            self.drift_factor,
+            self.max_ttl,
+            Instant::now(),
+        );
+        Outcome {
+            verdict,
+            answered: readings.len(),
+            trusted: readings.iter().filter(|r| r.trusted).count(),
+            candidates,
+            longest: readings
+                .iter()
+                .filter_map(|r| match r.horizon {
+                    Horizon::Remaining(left) => Some(left),
+                    Horizon::Persistent => Some(self.max_ttl),
+                    Horizon::Absent => None,
+                })
+                .max(),
+        }
+    }
+}
+
+/// `PTTL key` on one master, bounded like every command.
+async fn pttl(command: &WithOptions<Client>, key: Value) -> Result<i64, ()> {
+    let cmd = CustomCommand::new_static("PTTL", ClusterHash::FirstKey, false);
+    match command.custom::<Value, Value>(cmd, vec![key]).await {
+        Ok(Value::Integer(ms)) => Ok(ms),
+        _ => Err(()),
+    }
+}
+
+/// Starts the task that settles master `index`'s quarantines: woken when
+/// one starts, it reads the other masters' horizons until they settle it
+/// (or its blanket bound runs out), backing off between readings. It ends
+/// once the master or the group is dropped.
+pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeState>) {
+    let (peers, state): (Weak<Peers>, Weak<NodeState>) =
+        (Arc::downgrade(peers), Arc::downgrade(state));
+    tokio::spawn(async move {
+        loop {
+            let Some(node) = state.upgrade() else { return };
+            let _ = tokio::time::timeout(IDLE_CHECK, node.settle_wanted()).await;
+            let mut pause = RETRY_FIRST;
+            let mut warned = false;
+            while let Some(generation) = node.unsettled() {
+                let Some(group) = peers.upgrade() else { return };
+                let outcome = group.read(index).await;
+                drop(group);
+                match outcome.verdict {
+                    Verdict::Settled { until } => {
+                        node.settle(generation, until, &outcome.describe());
+                        break;
+                    }
+                    Verdict::Unsettled => {
+                        if !warned && pause >= RETRY_MAX / 4 {
+                            tracing::warn!(node = %node.name(), blanket_left = ?node.quarantine_left(),
+                                reading = %outcome.describe(),
+                                "too few masters answered to know the horizon: the blanket \
+                                 quarantine (max_ttl plus drift) holds until they do");
+                            warned = true;
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(RETRY_MAX);
+                    }
+                }
+            }
+        }
+    });
+}
