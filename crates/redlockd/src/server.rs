@@ -154,6 +154,20 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
             );
         }
     }
+    // A master first seen young sits out until the other masters' horizons
+    // are read (`node::quarantine`); on a new cluster that takes a round
+    // trip or two and ends with no quarantine. Serve once it is settled, so
+    // that the first call after start-up meets masters whose trust is
+    // known, not UNAVAILABLE (bounded: a master that never answers is
+    // settled in the background).
+    let settled = async {
+        while nodes.iter().any(|n| n.state().unsettled().is_some()) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    if tokio::time::timeout(FIRST_CONNECT_WAIT, settled).await.is_err() {
+        tracing::warn!("restart quarantines not settled at start-up; serving anyway");
+    }
     let as_nodes = nodes
         .iter()
         .map(|n| Arc::clone(n) as Arc<dyn Node>)
