@@ -100,6 +100,14 @@ impl Harness {
     pub async fn start_daemon(&mut self) -> usize {
         let config = self.config().validated().expect("test config is valid");
         let daemon = Daemon::start(config).await.expect("start a daemon");
+        // Ready as a readiness probe sees it: SERVING (a quorum of masters
+        // trusted), before the test stops any master.
+        let channel = crate::client::endpoint(daemon.addr)
+            .expect("endpoint")
+            .connect_lazy();
+        crate::client::wait_serving(channel, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("daemon at {}: {e}", daemon.addr));
         self.daemons.push(daemon);
         self.daemons.len() - 1
     }

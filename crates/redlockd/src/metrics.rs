@@ -64,7 +64,12 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 18] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 19] = [
+    (
+        NODE_QUARANTINE_SECONDS,
+        Kind::Gauge,
+        "Seconds left of the master's restart quarantine (0: none).",
+    ),
     (
         REQUESTS_TOTAL,
         Kind::Counter,

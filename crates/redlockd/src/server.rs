@@ -165,7 +165,10 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
-    if tokio::time::timeout(FIRST_CONNECT_WAIT, settled).await.is_err() {
+    if tokio::time::timeout(FIRST_CONNECT_WAIT, settled)
+        .await
+        .is_err()
+    {
         tracing::warn!("restart quarantines not settled at start-up; serving anyway");
     }
     let as_nodes = nodes
