@@ -147,7 +147,7 @@ async fn tls_and_mutual_tls() {
 
     config.server.tls.client_ca = Some(write(&dir, "clients-ca.crt", &clients.ca));
     let addr = serve(config).await;
-    let mut c = tls_client(
+    let c = tls_client(
         addr,
         plain_tls
             .clone()

@@ -1,8 +1,9 @@
 //! The `redlockd` binary: configuration -> logs -> serve -> drain -> exit code.
 
-/// glibc's malloc spent a quarter of the machine in W3 (10,000 sessions):
-/// arena lock contention between the two worker threads, and fragmentation
-/// (`malloc_consolidate`). mimalloc's thread-local free lists avoid both.
+/// With 10,000 open `Hold` sessions (the bench's sessions workload), glibc's
+/// malloc spent a quarter of the machine on arena lock contention between
+/// the two worker threads and on fragmentation (`malloc_consolidate`).
+/// mimalloc's thread-local free lists avoid both.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -188,13 +188,16 @@ pub struct RedlockConfig {
     /// Longest pause between two acquire attempts (see `retry_delay_min`).
     #[serde(with = "humantime_serde")]
     pub retry_delay_max: Duration,
-    /// Expiry of the per-resource fencing counter key, renewed on every
-    /// acquire. Fencing tokens must only ever grow. If the counter expired
-    /// while a lock was held, or before a lock's last holder could still be
-    /// writing, the next acquire would restart it at 1 and hand out a token
-    /// lower than one already in use, so a stale writer's token would no
-    /// longer be rejected by the storage. Hence it must be greater than
-    /// `max_ttl`, and in practice much greater.
+    /// Expiry of the per-resource fence hash on each master, renewed by
+    /// every grant and every extension. Fencing tokens must only ever grow.
+    /// Once the hash has expired, the next grant's fence has only its floor
+    /// left, the granting masters' wall clock in microseconds (see
+    /// `redlock::fence`). If it expired while a lock was held, or while a
+    /// lock's last holder could still be writing, that floor can be lower
+    /// than the fence in use (one the counter had raised above the clock, or
+    /// taken from a master whose clock runs ahead), so a stale writer's
+    /// token would no longer be rejected by the storage. Hence it must be
+    /// greater than `max_ttl`, and in practice much greater.
     #[serde(with = "humantime_serde")]
     pub fence_ttl: Duration,
     /// Wake waiters when the holder releases (release notices over the

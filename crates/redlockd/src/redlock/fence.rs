@@ -11,10 +11,15 @@
 //!    returns the master's `max` and its wall-clock time in microseconds
 //!    (`TIME`), atomically with the SET.
 //! 2. *Commit*: with a quorum of grants in hand, the engine picks
-//!    `fence = max(max over the granting quorum + 1, largest TIME)`
-//!    ([`next_fence`]) and writes it back, *only where our token still holds
-//!    the lock*, to the granting masters. The grant stands only once a quorum
-//!    acknowledged the commit, and this round counts in `elapsed`.
+//!    `fence = max(max over the counted grants + 1, largest TIME)`
+//!    ([`next_fence`]) and sends it to *every* master, not only those whose
+//!    grant was counted. Each master writes it *only where our token still
+//!    holds the lock*: one that refused, or whose SET did not land, answers
+//!    no; one whose grant arrived after the acquire round was decided
+//!    commits too, and can stand in for a granting master that fails now.
+//!    The grant stands only once a quorum acknowledged the commit within
+//!    `node_timeout`, and this round counts in `elapsed`; otherwise the
+//!    attempt is released on every master.
 //!
 //! Why this is enough: let G1 be a grant that committed fence F1 on a majority
 //! C1, and G2 any grant whose hold starts after G1's. G2's granting quorum Q2

@@ -16,6 +16,8 @@
 pub(crate) mod attempt;
 pub(crate) mod boottime;
 pub(crate) mod error;
+#[cfg(test)]
+pub(crate) mod fake;
 pub(crate) mod fence;
 pub(crate) mod keys;
 pub(crate) mod node;

@@ -3,8 +3,10 @@
 //! Redlock asks for a random delay so that contenders that collided do not
 //! collide again in lock-step. The RNG is a parameter so the arithmetic can be
 //! tested; the engine's wait loop calls [`RetryPolicy::delay`] between
-//! attempts (the sessions issue replaces blind retries with wake-on-release
-//! at the same seam).
+//! attempts when `wake_on_release` is off; with it on, only after an
+//! attempt that masters failed (unreachable or too slow), since a refused
+//! one waits for a release or the holder's expiry instead (see
+//! [`super::wait`]).
 
 use rand::Rng;
 use std::time::Duration;

@@ -48,12 +48,33 @@ impl Sessions {
     }
 }
 
+/// Why a `Hold` session is refused, or ends with an error instead of an
+/// event (the status code of each: `status.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// `limits.max_sessions` sessions are open already.
+    #[error("too many open sessions (limits.max_sessions = {max})")]
+    TooMany {
+        /// The configured cap.
+        max: usize,
+    },
+    /// The stream's first message is not `acquire`, or there is none.
+    #[error("request: the first message of a Hold must be `acquire`")]
+    FirstNotAcquire,
+    /// A message other than `release` after `acquire`.
+    #[error("request: only `release` may follow `acquire` in a Hold")]
+    OnlyRelease,
+    /// The daemon began to stop before the lock was acquired.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+}
+
 /// Why a held session ends on the client's side.
 enum ClientEnd {
     /// A `release` message, a half-close, or the client gone: release.
     Done,
     /// A message that makes no sense mid-session.
-    Invalid(&'static str),
+    Invalid(SessionError),
 }
 
 impl LockApi {
@@ -66,22 +87,15 @@ impl LockApi {
         let (identity, call_slot) = self.admit(&request)?;
         let permit = Arc::clone(&self.sessions.slots)
             .try_acquire_owned()
-            .map_err(|_| {
-                Status::resource_exhausted(format!(
-                    "too many open sessions (limits.max_sessions = {})",
-                    self.sessions.max
-                ))
+            .map_err(|_| SessionError::TooMany {
+                max: self.sessions.max,
             })?;
         let mut incoming = request.into_inner();
         let args = match incoming.message().await? {
             Some(pb::HoldRequest {
                 request: Some(HoldRequest::Acquire(acquire)),
             }) => self.limits.acquire(acquire)?,
-            _ => {
-                return Err(Status::invalid_argument(
-                    "request: the first message of a Hold must be `acquire`",
-                ))
-            }
+            _ => return Err(SessionError::FirstNotAcquire.into()),
         };
         identity
             .permit(&args.resource)
@@ -195,7 +209,7 @@ impl Session {
             () = self.events.closed() => return None,
             _ = next_end(&mut self.incoming) => return None,
             _ = self.stopping.wait_for(|stop| *stop) => {
-                Err(Status::unavailable("the daemon is shutting down"))
+                Err(Status::from(SessionError::ShuttingDown))
             }
         };
         match outcome {
@@ -213,10 +227,7 @@ impl Session {
         tracing::debug!(rpc = "Hold", resource = %lock.resource, ?was_held, "session released");
         match client_end {
             Some(ClientEnd::Invalid(why)) => {
-                let _ = self
-                    .events
-                    .send(Box::new(Err(Status::invalid_argument(why))))
-                    .await;
+                let _ = self.events.send(Box::new(Err(Status::from(why)))).await;
             }
             _ => {
                 let was_held = was_held.unwrap_or(false);
@@ -244,7 +255,7 @@ async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
         Ok(Some(pb::HoldRequest {
             request: Some(HoldRequest::Release(_)),
         })) => ClientEnd::Done,
-        Ok(Some(_)) => ClientEnd::Invalid("request: only `release` may follow `acquire` in a Hold"),
+        Ok(Some(_)) => ClientEnd::Invalid(SessionError::OnlyRelease),
         Ok(None) | Err(_) => ClientEnd::Done,
     }
 }

@@ -6,11 +6,12 @@
 //! naming the reason, never a panic.
 
 use super::auth::Identity;
+use super::hold::SessionError;
 use super::request::Limits;
 use crate::pb;
 use crate::redlock::LockKeys;
 use prost::Message;
-use tonic::{Code, Status};
+use tonic::Status;
 
 /// Which request type the bytes are decoded as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +39,14 @@ impl Rpc {
     ];
 }
 
+/// Bytes that are not the request's protobuf message. INTERNAL (see
+/// `status.rs`), with the decoder's message: tonic's codec answers a message
+/// it cannot decode so (per the gRPC status code guide), and this path
+/// answers as the server would.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub(crate) struct Malformed(#[from] pub(crate) prost::DecodeError);
+
 /// What a valid request would make the engine do: the keys it touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
@@ -48,9 +57,8 @@ pub struct Command {
 }
 
 /// Decodes `bytes` as `rpc`'s message and checks it as the daemon does:
-/// a message that is not protobuf is INTERNAL (as tonic answers it, per the
-/// gRPC status code guide), a bad
-/// field INVALID_ARGUMENT naming it, a resource outside the namespaces
+/// a message that is not protobuf is INTERNAL (`Malformed`), a bad field
+/// INVALID_ARGUMENT naming it, a resource outside the namespaces
 /// PERMISSION_DENIED.
 pub fn to_command(
     rpc: Rpc,
@@ -59,7 +67,7 @@ pub fn to_command(
     identity: &Identity,
     key_prefix: &str,
 ) -> Result<Command, Status> {
-    let malformed = |e: prost::DecodeError| Status::new(Code::Internal, e.to_string());
+    let malformed = |e: prost::DecodeError| Status::from(Malformed(e));
     let resource = match rpc {
         Rpc::Acquire => {
             limits
@@ -81,11 +89,7 @@ pub fn to_command(
         }
         Rpc::Hold => match pb::HoldRequest::decode(bytes).map_err(malformed)?.request {
             Some(pb::hold_request::Request::Acquire(a)) => limits.acquire(a)?.resource,
-            _ => {
-                return Err(Status::invalid_argument(
-                    "request: the first message of a Hold must be `acquire`",
-                ))
-            }
+            _ => return Err(SessionError::FirstNotAcquire.into()),
         },
     };
     identity.permit(&resource)?;

@@ -14,6 +14,8 @@ mod props;
 pub(crate) mod rate;
 pub(crate) mod request;
 pub(crate) mod status;
+#[cfg(test)]
+mod tests;
 
 use crate::metrics;
 use crate::pb;

@@ -1,7 +1,14 @@
 //! The one place where an outcome becomes a gRPC status code, following the
-//! contract in `proto/redlock/v1/lock.proto`.
+//! contract in `proto/redlock/v1/lock.proto`: engine outcomes
+//! ([`LockError`]), callers turned away ([`Denied`]), bad fields
+//! ([`InvalidRequest`]), `Hold` sessions refused or ended
+//! ([`SessionError`]), and bytes that are not protobuf ([`Malformed`]).
+//! Everywhere else an outcome is one of these typed errors, turned into a
+//! `Status` by the conversions below.
 
 use super::auth::Denied;
+use super::hold::SessionError;
+use super::inbound::Malformed;
 use super::request::InvalidRequest;
 use crate::redlock::LockError;
 use tonic::{Code, Status};
@@ -51,7 +58,29 @@ impl From<Denied> for Status {
 
 impl From<InvalidRequest> for Status {
     fn from(error: InvalidRequest) -> Status {
-        Status::invalid_argument(error.to_string())
+        Status::new(Code::InvalidArgument, error.to_string())
+    }
+}
+
+/// The status code for a `Hold` session refused or ended with an error.
+pub(crate) fn session_code(error: &SessionError) -> Code {
+    match error {
+        SessionError::TooMany { .. } => Code::ResourceExhausted,
+        SessionError::FirstNotAcquire | SessionError::OnlyRelease => Code::InvalidArgument,
+        SessionError::ShuttingDown => Code::Unavailable,
+    }
+}
+
+impl From<SessionError> for Status {
+    fn from(error: SessionError) -> Status {
+        Status::new(session_code(&error), error.to_string())
+    }
+}
+
+/// Bytes that are not protobuf: INTERNAL, as tonic's codec answers them.
+impl From<Malformed> for Status {
+    fn from(error: Malformed) -> Status {
+        Status::new(Code::Internal, error.to_string())
     }
 }
 
@@ -82,5 +111,23 @@ mod tests {
         assert_eq!(Status::from(outside).code(), Code::PermissionDenied);
         let limited = Denied::TooManyCalls { max: 1 };
         assert_eq!(Status::from(limited).code(), Code::ResourceExhausted);
+        let sessions = Status::from(SessionError::TooMany { max: 7 });
+        assert_eq!(sessions.code(), Code::ResourceExhausted);
+        assert!(sessions.message().contains("limits.max_sessions = 7"));
+        let first = Status::from(SessionError::FirstNotAcquire);
+        assert_eq!(first.code(), Code::InvalidArgument);
+        assert!(first.message().starts_with("request: "));
+        let second = Status::from(SessionError::OnlyRelease);
+        assert_eq!(second.code(), Code::InvalidArgument);
+        assert!(second.message().starts_with("request: "));
+        let stopping = Status::from(SessionError::ShuttingDown);
+        assert_eq!(stopping.code(), Code::Unavailable);
+        assert_eq!(stopping.message(), "the daemon is shutting down");
+        let garbage = <crate::pb::AcquireRequest as prost::Message>::decode(&[0xff][..])
+            .expect_err("not protobuf");
+        let message = garbage.to_string();
+        let malformed = Status::from(Malformed(garbage));
+        assert_eq!(malformed.code(), Code::Internal);
+        assert_eq!(malformed.message(), message);
     }
 }

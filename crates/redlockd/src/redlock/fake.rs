@@ -1,0 +1,333 @@
+//! An in-memory master for tests: the engine's tests (`redlock::tests`) and
+//! the handler tests (`service::tests`) drive the real engine over it, under
+//! tokio's paused clock, so every timing is exact: a `Slow` master answers
+//! after exactly its delay, `node_timeout` fires exactly, and an operation
+//! against instant masters takes exactly zero time.
+//!
+//! [`FakeNode`] implements the semantics of the Lua scripts in
+//! `crate::node::scripts` on a `HashMap`, and applies each command when the
+//! engine issues it, before any delay: a real master receives every command
+//! of a round (the engine polls them all while it waits on the network), and
+//! a command whose reply comes too late has still taken effect.
+
+use super::fence::FenceRead;
+use super::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use futures::future::{self, BoxFuture, FutureExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a fake master answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behaviour {
+    /// Applies the command and answers at once.
+    Up,
+    /// Answers `Unavailable` at once and applies nothing.
+    Down,
+    /// Applies the command at once, answers after the delay.
+    Slow(Duration),
+}
+
+/// The five commands of [`Node`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Acquire,
+    CommitFence,
+    Extend,
+    Recreate,
+    Release,
+    Check,
+}
+
+/// One command a fake master received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) op: Op,
+    pub(crate) token: String,
+    /// Whether it took effect / found the token (granted, committed,
+    /// extended, deleted, held); always false while `Down`.
+    pub(crate) hit: bool,
+}
+
+/// The fence hash of one resource.
+#[derive(Debug, Clone)]
+pub(crate) struct FenceHash {
+    max: u64,
+    holder: Option<String>,
+    fence: Option<u64>,
+    expiry: Instant,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Lock key -> (token, expiry).
+    pub(crate) locks: HashMap<String, (String, Instant)>,
+    /// Fence key -> hash.
+    pub(crate) fences: HashMap<String, FenceHash>,
+    pub(crate) calls: Vec<Call>,
+}
+
+impl State {
+    /// Drops what has expired by `now` (a key is gone once its expiry is reached).
+    fn purge(&mut self, now: Instant) {
+        self.locks.retain(|_, (_, expiry)| *expiry > now);
+        self.fences.retain(|_, hash| hash.expiry > now);
+    }
+
+    fn holds(&self, keys: &LockKeys, token: &Token) -> bool {
+        self.locks
+            .get(&keys.lock)
+            .is_some_and(|(held, _)| held == token.expose())
+    }
+}
+
+/// Whole milliseconds, as `PX`, `PEXPIRE` and `PTTL` count them.
+pub(crate) fn whole_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).expect("durations in tests fit in u64 ms"))
+}
+
+/// An in-memory master.
+pub(crate) struct FakeNode {
+    /// Its name in logs and assertions.
+    pub(crate) name: String,
+    behaviour: Mutex<Behaviour>,
+    state: Mutex<State>,
+    /// The fake wall clock reads `wall_at_epoch + (now - epoch)`.
+    epoch: Instant,
+    wall_at_epoch: u64,
+}
+
+impl FakeNode {
+    /// A healthy master whose wall clock is `skew_ms` off a common base.
+    pub(crate) fn new(name: String, skew_ms: i64) -> FakeNode {
+        const BASE_MICROS: i64 = 1_700_000_000_000_000;
+        FakeNode {
+            name,
+            behaviour: Mutex::new(Behaviour::Up),
+            state: Mutex::new(State::default()),
+            epoch: Instant::now(),
+            wall_at_epoch: u64::try_from(BASE_MICROS + skew_ms * 1_000).expect("positive"),
+        }
+    }
+
+    pub(crate) fn set(&self, behaviour: Behaviour) {
+        *self.behaviour.lock().expect("behaviour lock") = behaviour;
+    }
+
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("fake state lock")
+    }
+
+    /// `TIME` in microseconds.
+    pub(crate) fn wall_micros(&self) -> u64 {
+        let since = u64::try_from((Instant::now() - self.epoch).as_micros()).expect("fits");
+        self.wall_at_epoch + since
+    }
+
+    /// The token holding `keys` here now, if any.
+    pub(crate) fn holder(&self, keys: &LockKeys) -> Option<String> {
+        let mut state = self.state();
+        state.purge(Instant::now());
+        state.locks.get(&keys.lock).map(|(token, _)| token.clone())
+    }
+
+    /// Plants a lock held by `token` for `ttl`, as another client would.
+    pub(crate) fn hold(&self, keys: &LockKeys, token: &Token, ttl: Duration) {
+        let expiry = Instant::now() + whole_millis(ttl);
+        self.state()
+            .locks
+            .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
+    }
+
+    /// The `max` field of the fence hash (0 when absent).
+    pub(crate) fn fence_max(&self, keys: &LockKeys) -> u64 {
+        let mut state = self.state();
+        state.purge(Instant::now());
+        state.fences.get(&keys.fence).map_or(0, |hash| hash.max)
+    }
+
+    pub(crate) fn calls(&self) -> Vec<Call> {
+        self.state().calls.clone()
+    }
+
+    /// Receives one command: records it, applies it unless down, and answers
+    /// according to the behaviour.
+    fn serve<T: Send + 'static>(
+        &self,
+        op: Op,
+        token: &Token,
+        command: impl FnOnce(&mut State, Instant) -> (T, bool),
+    ) -> BoxFuture<'static, Result<T, NodeError>> {
+        let behaviour = *self.behaviour.lock().expect("behaviour lock");
+        let mut state = self.state();
+        let token = token.expose().to_owned();
+        if behaviour == Behaviour::Down {
+            state.calls.push(Call {
+                op,
+                token,
+                hit: false,
+            });
+            let error = NodeError::Unavailable(format!("{} is down", self.name));
+            return future::ready(Err(error)).boxed();
+        }
+        let now = Instant::now();
+        state.purge(now);
+        let (answer, hit) = command(&mut state, now);
+        state.calls.push(Call { op, token, hit });
+        match behaviour {
+            Behaviour::Slow(delay) => async move {
+                tokio::time::sleep(delay).await;
+                Ok(answer)
+            }
+            .boxed(),
+            Behaviour::Up | Behaviour::Down => future::ready(Ok(answer)).boxed(),
+        }
+    }
+}
+
+impl Node for FakeNode {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn acquire(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
+        let now_micros = self.wall_micros();
+        self.serve(Op::Acquire, token, |state, now| {
+            if let Some((_, expiry)) = state.locks.get(&keys.lock) {
+                let holder_ttl = Some(whole_millis(*expiry - now));
+                return (AcquireVote::Refused { holder_ttl }, false);
+            }
+            let expiry = now + whole_millis(ttl);
+            state
+                .locks
+                .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
+            let max = state.fences.get(&keys.fence).map_or(0, |hash| hash.max);
+            (AcquireVote::Granted(FenceRead { max, now_micros }), true)
+        })
+    }
+
+    fn commit_fence(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        fence: u64,
+        fence_ttl: Duration,
+        _ttl: Duration,
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        self.serve(Op::CommitFence, token, |state, now| {
+            if !state.holds(keys, token) {
+                return (false, false);
+            }
+            let hash = state.fences.entry(keys.fence.clone()).or_insert(FenceHash {
+                max: 0,
+                holder: None,
+                fence: None,
+                expiry: now,
+            });
+            hash.max = hash.max.max(fence);
+            hash.holder = Some(token.expose().to_owned());
+            hash.fence = Some(fence);
+            hash.expiry = now + whole_millis(fence_ttl);
+            (true, true)
+        })
+    }
+
+    fn extend(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        ttl: Duration,
+        fence_ttl: Duration,
+    ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
+        self.serve(Op::Extend, token, |state, now| {
+            if !state.locks.contains_key(&keys.lock) {
+                return (ExtendVote::Missing, false);
+            }
+            if !state.holds(keys, token) {
+                return (ExtendVote::NotHeld, false);
+            }
+            if let Some((_, expiry)) = state.locks.get_mut(&keys.lock) {
+                *expiry = now + whole_millis(ttl);
+            }
+            let fence = state.fences.get_mut(&keys.fence).and_then(|hash| {
+                hash.expiry = now + whole_millis(fence_ttl);
+                let ours = hash.holder.as_deref() == Some(token.expose());
+                hash.fence.filter(|&f| ours && f > 0)
+            });
+            (ExtendVote::Extended { fence }, true)
+        })
+    }
+
+    fn recreate(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        self.serve(Op::Recreate, token, |state, now| {
+            if state.locks.contains_key(&keys.lock) {
+                return (false, false);
+            }
+            let expiry = now + whole_millis(ttl);
+            state
+                .locks
+                .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
+            (true, true)
+        })
+    }
+
+    fn release(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        _notice: &str,
+    ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        self.serve(Op::Release, token, |state, _| {
+            let deleted = state.holds(keys, token);
+            if deleted {
+                state.locks.remove(&keys.lock);
+            }
+            (deleted, deleted)
+        })
+    }
+
+    fn check(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+    ) -> BoxFuture<'static, Result<Option<Duration>, NodeError>> {
+        self.serve(Op::Check, token, |state, now| {
+            let pttl = state
+                .locks
+                .get(&keys.lock)
+                .filter(|(held, _)| held == token.expose())
+                .map(|(_, expiry)| whole_millis(*expiry - now));
+            (pttl, pttl.is_some())
+        })
+    }
+}
+
+/// Five healthy fake masters, named `fake0`..`fake4`, with skewed wall
+/// clocks, so that no fence can lean on the clock alone.
+pub(crate) fn five() -> Vec<Arc<FakeNode>> {
+    let skews_ms = [0, 2_000, -3_000, 1_000, -1_000];
+    skews_ms
+        .iter()
+        .enumerate()
+        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .collect()
+}
+
+/// `fakes` as the engine takes its masters.
+pub(crate) fn as_nodes(fakes: &[Arc<FakeNode>]) -> Vec<Arc<dyn Node>> {
+    fakes
+        .iter()
+        .map(|fake| Arc::clone(fake) as Arc<dyn Node>)
+        .collect()
+}
