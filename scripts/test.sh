@@ -6,10 +6,6 @@
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker, against real Valkey 9 and Redis 7
 #   chaos       the safety checker's short runs (tools/chaos)
-#   deploy      compose, Kubernetes manifests, Prometheus configs and alert
-#               rules (scripts/check-deploy.sh)
-#   clients     the Python and Node client packages against a real daemon
-#               (scripts/test-clients.sh)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 # Name steps to run only those: `scripts/test.sh lint rust`.
@@ -22,7 +18,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust chaos deploy clients quickstart image)
+all=(lint rust chaos quickstart image)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -49,11 +45,6 @@ for name in "${steps[@]}"; do
       step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos && cargo test --workspace --doc' ;;
     chaos)
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
-    deploy)
-      step deploy 600 bash scripts/check-deploy.sh ;;
-    clients)
-      step build 1200 cargo build -p redlockd --bin redlockd
-      step clients 900 env REDLOCKD_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/redlockd" bash scripts/test-clients.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)
