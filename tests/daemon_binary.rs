@@ -5,6 +5,7 @@
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd_testkit::masters::{find_server, Flavor};
+use redlockd_testkit::process::DaemonCommand;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
@@ -98,18 +99,20 @@ async fn start_dev() -> (
     Vec<String>,
 ) {
     let server = find_server(Flavor::Valkey).expect("valkey-server (scripts/setup.sh)");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let mut child = tokio::process::Command::new(bin())
+    let listen = redlockd_testkit::process::free_addr().expect("free port");
+    let port = listen.port();
+    let mut command = DaemonCommand::new(bin(), &[])
+        .set("server.listen", listen)
+        .set("metrics.enabled", true)
+        .set("metrics.listen", "127.0.0.1:0")
         .arg("--dev")
+        .command()
+        .expect("command");
+    let mut child = command
+        .env_remove("REDLOCKD__REDLOCK__NODES")
         .env("REDLOCKD_SERVER_BIN", &server)
-        .env("REDLOCKD__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .env("REDLOCKD__METRICS__LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("start redlockd --dev");
     // The banner names the masters it started.

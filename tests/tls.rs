@@ -14,7 +14,6 @@ use redlockd_testkit::masters::{find_server, Flavor};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 /// A CA and a certificate for `localhost`/`127.0.0.1` it signed, in PEM.
@@ -92,16 +91,13 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// Serves `config` on a loopback port until the test ends.
+/// Serves `config` on a loopback port until the test ends (the test kit's
+/// in-process daemon, left running: the runtime ends with the test).
 async fn serve(config: Config) -> SocketAddr {
     let config = config.validated().expect("valid config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        if let Err(e) = redlockd::run(config, listener, std::future::pending()).await {
-            panic!("daemon failed: {e}");
-        }
-    });
+    let daemon = common::daemon::Daemon::start(config).await.expect("daemon");
+    let addr = daemon.addr;
+    std::mem::forget(daemon);
     addr
 }
 

@@ -4,7 +4,9 @@
 #![allow(unused_imports)] // each test binary uses a different part
 
 pub(crate) use redlockd_testkit::harness::*;
-pub(crate) use redlockd_testkit::{against_both_servers, bin, client, masters, process, proxy};
+pub(crate) use redlockd_testkit::{
+    against_both_servers, bin, client, daemon, masters, process, proxy,
+};
 
 /// Running programs against the daemon: redlockctl, scratch files, waits.
 pub(crate) mod ctl {
