@@ -91,8 +91,9 @@ pub(crate) async fn run_all(
     calls: usize,
     sessions: usize,
     nodes: &[String],
+    settings: &[(String, String)],
 ) -> Result<Vec<BurstReport>, BoxError> {
-    let daemon = setup::spawn_process(nodes, sessions.max(100_000))?;
+    let daemon = setup::spawn_process(nodes, sessions.max(100_000), settings)?;
     let outcome = async {
         let acquire = acquire_burst(&daemon, calls).await?;
         emit(&acquire.json_line());
@@ -160,7 +161,7 @@ async fn acquire_burst(daemon: &DaemonProcess, calls: usize) -> Result<BurstRepo
                         let token = response.into_inner().lock.map(|l| l.token);
                         Ok((at, resource, token.unwrap_or_default()))
                     }
-                    Err(status) => Err(format!("{:?}", status.code())),
+                    Err(status) => Err(failure(&status)),
                 }
             })
         })
@@ -296,7 +297,7 @@ async fn session(
     let mut events = match client.hold(ReceiverStream::new(outgoing)).await {
         Ok(response) => response.into_inner(),
         Err(status) => {
-            let _ = opened.send(Err(format!("{:?}", status.code())));
+            let _ = opened.send(Err(failure(&status)));
             return;
         }
     };
@@ -313,7 +314,7 @@ async fn session(
             return;
         }
         Err(status) => {
-            let _ = opened.send(Err(format!("{:?}", status.code())));
+            let _ = opened.send(Err(failure(&status)));
             return;
         }
     }
@@ -323,6 +324,13 @@ async fn session(
     };
     let _ = requests.send(release).await;
     while let Ok(Some(_)) = events.message().await {}
+}
+
+/// A failure's name for the report: its status code; the message is
+/// logged (at debug) so that its cause can be looked up.
+fn failure(status: &tonic::Status) -> String {
+    tracing::debug!(code = ?status.code(), "burst call failed: {}", status.message());
+    format!("{:?}", status.code())
 }
 
 /// The table of the bursts.

@@ -100,6 +100,11 @@ pub struct Args {
     /// Bursts: Hold sessions opened at once over four connections.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     burst_sessions: u32,
+    /// A setting of the daemon processes (W3, bursts) as `key=value` in the
+    /// configuration's dotted names, e.g. `limits.max_acquisitions_in_flight=32`
+    /// (repeatable); the rest are the defaults.
+    #[arg(long = "daemon-set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    daemon_settings: Vec<(String, String)>,
     /// Start five local Valkey masters and in-process daemons. The default
     /// when neither --addr nor --nodes is given.
     #[arg(long, conflicts_with_all = ["addr", "nodes"])]
@@ -125,6 +130,13 @@ pub enum Workload {
     W3,
     /// Callers arriving at once.
     Burst,
+}
+
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or("expected KEY=VALUE, e.g. redlock.node_timeout=100ms")?;
+    Ok((key.trim().to_owned(), value.trim().to_owned()))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -198,7 +210,8 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
             }
             Workload::Burst => {
                 let (calls, sessions) = (args.burst_calls as usize, args.burst_sessions as usize);
-                reports.burst = burst::run_all(calls, sessions, &nodes).await?;
+                let settings = &args.daemon_settings;
+                reports.burst = burst::run_all(calls, sessions, &nodes, settings).await?;
             }
         }
     }

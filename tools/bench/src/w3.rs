@@ -115,7 +115,7 @@ pub(crate) async fn run_all(args: &Args, nodes: &[String]) -> Result<Vec<W3Repor
     let mut reports = Vec::new();
     for &sessions in &args.sessions {
         tracing::info!(sessions, "W3 for {:?}", args.w3_duration);
-        let daemon = setup::spawn_process(nodes, sessions.max(100_000))?;
+        let daemon = setup::spawn_process(nodes, sessions.max(100_000), &args.daemon_settings)?;
         let outcome = measure(&daemon, sessions, args.w3_duration).await;
         setup::stop_process(daemon).await;
         let report = outcome?;
