@@ -96,6 +96,20 @@ class Master {
     this.child = start(binary, args, process.env, this.log);
   }
 
+  /** Sends one command (RESP over a fresh connection); resolves with the first reply line. */
+  command(...args) {
+    const request = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(this.port, '127.0.0.1', () => socket.write(request));
+      socket.setEncoding('utf8');
+      socket.once('data', (reply) => {
+        socket.destroy();
+        resolve(reply.split('\r\n')[0]);
+      });
+      socket.on('error', reject);
+    });
+  }
+
   /** Kills the master (SIGKILL): its keys are gone with it. */
   stop() {
     return kill(this.child);
@@ -146,7 +160,12 @@ export async function startDaemon({ settings = {}, toml = null, credentials = nu
     masters,
     dir,
     log: () => tail(log),
+    /** Sends `signal` (SIGTERM, SIGSTOP, SIGCONT, ...) to the daemon. */
+    signal: (signal) => daemon.kill(signal),
+    /** Resolves when the daemon process has exited. */
+    exited: daemon.exited,
     async stop() {
+      daemon.kill('SIGCONT');
       await kill(daemon);
       await Promise.all(masters.map((m) => m.stop()));
       fs.rmSync(dir, { recursive: true, force: true });
