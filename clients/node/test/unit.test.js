@@ -62,3 +62,10 @@ test('the stop margin is a tenth of the ttl, between 50 ms and 2 s', () => {
   assert.equal(api.stopMargin(3000), 300);
   assert.equal(api.stopMargin(60_000), 2000);
 });
+
+test('index.d.ts declares exactly what index.js exports', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const dts = await readFile(new URL('../src/index.d.ts', import.meta.url), 'utf8');
+  const declared = [...dts.matchAll(/^export declare (?:class|const|function) (\w+)/gm)].map((m) => m[1]);
+  assert.deepEqual(declared.sort(), Object.keys(api).sort());
+});
