@@ -62,6 +62,8 @@ export class Client {
     this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
     toDuration(this.deadlineMs, 'deadlineMs');
     this._stub = new LockService(host, credentials, options.channelOptions ?? {});
+    /** Open Hold calls, cancelled by close() so that their locks are released. */
+    this._sessions = new Set();
   }
 
   /**
@@ -111,11 +113,13 @@ export class Client {
    * Opens a Hold session and waits for the lock: a Lease whose `signal`
    * aborts once the lock is gone. Release it with `lease.release()`.
    */
-  hold(resource, options = {}) {
+  async hold(resource, options = {}) {
     const request = this._acquireRequest(resource, options);
     const ttlMs = options.ttlMs;
     const deadline = this._deadline(options);
     const call = this._stub.Hold(this._metadata());
+    this._sessions.add(call);
+    call.on('status', () => this._sessions.delete(call));
     return new Promise((resolve, reject) => {
       let lease = null;
       let failed = false;
@@ -177,8 +181,12 @@ export class Client {
     return value;
   }
 
-  /** Closes the channel; open sessions end (and their locks are released). */
+  /**
+   * Closes the channel. Open sessions are cancelled: the daemon releases
+   * their locks and their signals abort.
+   */
   close() {
+    for (const call of this._sessions) call.cancel();
     this._stub.close();
   }
 

@@ -4,17 +4,10 @@
 // the validity runs out). Each case has a daemon of its own.
 
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { test } from 'node:test';
 import { Client, LockLostError } from '../src/index.js';
 import { startDaemon } from './daemon.js';
-import { LIMIT_MS } from './poll.js';
-
-/** Resolves with the signal's reason once it aborts; throws after LIMIT_MS. */
-async function aborted(signal) {
-  if (!signal.aborted) await once(signal, 'abort', { signal: AbortSignal.timeout(LIMIT_MS) });
-  return signal.reason;
-}
+import { aborted } from './poll.js';
 
 async function withDaemon(fn) {
   const daemon = await startDaemon();

@@ -1,5 +1,6 @@
 // Bounded polling for a condition, instead of sleeping a fixed time.
 
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Generous bound on any condition the tests wait for. */
@@ -13,4 +14,10 @@ export async function until(condition, what, limitMs = LIMIT_MS) {
     await sleep(20);
   }
   throw new Error(`timed out after ${limitMs} ms waiting until ${what}`);
+}
+
+/** Resolves with `signal`'s reason once it aborts; throws after `limitMs`. */
+export async function aborted(signal, limitMs = LIMIT_MS) {
+  if (!signal.aborted) await once(signal, 'abort', { signal: AbortSignal.timeout(limitMs) });
+  return signal.reason;
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Client, InvalidArgumentError, LockHeldError, LockLostError } from '../src/index.js';
 import { startDaemon } from './daemon.js';
-import { until } from './poll.js';
+import { aborted, until } from './poll.js';
 
 let daemon;
 let client;
@@ -79,4 +79,25 @@ test('a hold on a resource held elsewhere is LockHeldError; with a wait it is wo
 test('a hold with bad input is refused naming the field', async () => {
   await assert.rejects(client.hold('session/bad', { ttlMs: 0 }), (e) => e instanceof InvalidArgumentError && e.field === 'ttl');
   await assert.rejects(client.using('session/bad', { ttlMs: 1000 }), (e) => e instanceof InvalidArgumentError && e.field === 'fn');
+});
+
+test("closing the client cancels its sessions: the signals abort and the daemon releases the locks", async () => {
+  const other = new Client(daemon.address);
+  const lease = await other.hold('session/closed', { ttlMs: 60_000 });
+  other.close();
+  assert.ok((await aborted(lease.signal)) instanceof LockLostError);
+  // Free long before its 60 s ttl: released by the daemon.
+  let next;
+  await until(async () => {
+    next = await client.acquire('session/closed', { ttlMs: 1000 }).catch(() => null);
+    return next;
+  }, 'the lock is free again');
+  assert.ok(next.fence > lease.fence);
+  await client.release(next);
+});
+
+test('hold refuses bad options by rejecting, not by throwing', async () => {
+  const pending = client.hold('session/bad', {});
+  assert.ok(pending instanceof Promise);
+  await assert.rejects(pending, (e) => e instanceof InvalidArgumentError && e.field === 'ttlMs');
 });
