@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Client, InvalidArgumentError, LockHeldError, LockLostError } from '../src/index.js';
+import { Client, DeadlineExceededError, InvalidArgumentError, LockHeldError, LockLostError } from '../src/index.js';
 import { startDaemon } from './daemon.js';
 import { aborted, until } from './poll.js';
 
@@ -100,4 +100,16 @@ test('hold refuses bad options by rejecting, not by throwing', async () => {
   const pending = client.hold('session/bad', {});
   assert.ok(pending instanceof Promise);
   await assert.rejects(pending, (e) => e instanceof InvalidArgumentError && e.field === 'ttlMs');
+});
+
+test('a hold whose deadline is shorter than its wait is DeadlineExceededError, and leaves nothing locked', async () => {
+  const holder = await client.acquire('session/deadline', { ttlMs: 30_000 });
+  await assert.rejects(
+    client.hold('session/deadline', { ttlMs: 5000, waitMs: 10_000, deadlineMs: 300 }),
+    (e) => e instanceof DeadlineExceededError && e.kind === 'deadline_exceeded',
+  );
+  assert.equal(await client.release(holder), true);
+  // The abandoned session took nothing: free at once.
+  const next = await client.acquire('session/deadline', { ttlMs: 1000, waitMs: 2000 });
+  await client.release(next);
 });
