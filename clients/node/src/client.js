@@ -119,7 +119,7 @@ export class Client {
     const deadline = this._deadline(options);
     const call = this._stub.Hold(this._metadata());
     this._sessions.add(call);
-    call.on('status', () => this._sessions.delete(call));
+    call.once('status', () => this._sessions.delete(call));
     return new Promise((resolve, reject) => {
       let lease = null;
       let failed = false;
@@ -147,13 +147,16 @@ export class Client {
       });
       call.on('error', (error) => {
         if (lease) lease._error(error);
-        else if (!failed) fail(fromStatus(error, 'Hold'));
+        // Before the grant, the call's final status (below) says why.
       });
       call.on('end', () => {
-        if (lease) return lease._end();
-        if (failed) return undefined;
+        if (lease) lease._end();
+      });
+      call.on('status', (status) => {
+        if (lease || failed) return;
+        if (status.code !== grpc.status.OK) return fail(fromStatus(status, 'Hold'));
         const details = 'the session ended before the lock was acquired';
-        fail(new LockLostError(`Hold: ${details}`, grpc.status.UNAVAILABLE, details, details));
+        return fail(new LockLostError(`Hold: ${details}`, grpc.status.UNAVAILABLE, details, details));
       });
       call.write({ acquire: request });
     });
