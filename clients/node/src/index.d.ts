@@ -57,6 +57,8 @@ export interface LockRef {
 
 /** A granted lock. */
 export declare class Lock implements LockRef {
+  /** Locks come from the client's calls. */
+  private constructor();
   /** The resource locked. */
   readonly resource: string;
   /** Opaque proof of ownership; never log it. */
