@@ -10,6 +10,17 @@ pub enum CtlError {
     /// Bad flags or arguments.
     #[error("{0}")]
     Usage(String),
+    /// A file named by a flag (`--cacert`, `--token-file`, ...) cannot be
+    /// read or does not hold what it should.
+    #[error("{flag} {}: {reason}", path.display())]
+    File {
+        /// The flag (or variable) that named it.
+        flag: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The daemon could not be reached.
     #[error("cannot connect to the daemon at {addr}: {reason}")]
     Connect {
@@ -42,8 +53,9 @@ pub enum CtlError {
         /// Why.
         source: std::io::Error,
     },
-    /// A signal arrived before the command started.
-    #[error("interrupted by {0} before the command started; nothing is left locked")]
+    /// A signal arrived while waiting for the lock (before `run`'s command
+    /// started).
+    #[error("interrupted by {0} while waiting for the lock; nothing is left locked")]
     Interrupted(Signal),
     /// The daemon answered something the contract does not allow.
     #[error("unexpected answer from the daemon: {0}")]
@@ -76,6 +88,10 @@ pub(crate) fn describe(status: &Status) -> String {
         Code::DeadlineExceeded => "the call's deadline ran out",
         Code::ResourceExhausted => "a daemon limit was hit",
         Code::InvalidArgument => "the daemon rejected the request",
+        Code::Unauthenticated => {
+            "the daemon wants a valid bearer token (--token-file or REDLOCK_AUTH_TOKEN) or client certificate"
+        }
+        Code::PermissionDenied => "this client may not lock that resource",
         _ => "",
     };
     let message = status.message();

@@ -51,7 +51,7 @@ pub enum Exit {
 /// Every code with its meaning, as `--help` and the README list them.
 pub(crate) const TABLE: &[(&str, &str)] = &[
     ("0", "success; `run`: the command exited 0"),
-    ("64", "usage error: bad flag, argument or duration; nothing was sent"),
+    ("64", "usage error: bad flag, argument or duration, or a --cacert, --cert, --key or --token-file that cannot be read; nothing was sent"),
     ("80", "`run`: the lock was lost while the command ran; the command was stopped"),
     ("81", "ABORTED: the resource stayed held by someone else for the whole --wait; `run` did not start the command"),
     ("82", "FAILED_PRECONDITION, or not held: `extend` failed, `validate` says not held, `release` says was_held = false"),
@@ -65,7 +65,7 @@ pub(crate) const TABLE: &[(&str, &str)] = &[
     ("90", "any other gRPC status, an unexpected answer, or a local failure"),
     ("126", "`run`: the command could not be executed"),
     ("127", "`run`: the command was not found"),
-    ("128+N", "`run`: the command was killed by signal N, or signal N stopped redlockctl before the command started"),
+    ("128+N", "`run`: the command was killed by signal N; `run`, `acquire`: signal N stopped redlockctl while it waited for the lock (nothing left locked)"),
     ("other", "`run`: the command's own exit status"),
 ];
 
@@ -117,7 +117,7 @@ impl Exit {
 impl From<&CtlError> for Exit {
     fn from(error: &CtlError) -> Exit {
         match error {
-            CtlError::Usage(_) => Exit::Usage,
+            CtlError::Usage(_) | CtlError::File { .. } => Exit::Usage,
             CtlError::Connect { .. } => Exit::CannotConnect,
             CtlError::Status { status, .. } => Exit::of_status(status.code()),
             CtlError::TimedOut { .. } => Exit::DeadlineExceeded,
