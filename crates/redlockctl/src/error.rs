@@ -2,6 +2,7 @@
 //! turns each into an exit status.
 
 use nix::sys::signal::Signal;
+use tonic::transport::Error as TransportError;
 use tonic::{Code, Status};
 
 /// An outcome that ends redlockctl with a message on stderr.
@@ -26,6 +27,21 @@ pub enum CtlError {
     Connect {
         /// Where it was tried.
         addr: String,
+        /// The transport's error, with its causes.
+        reason: String,
+    },
+    /// The connection ended before the call got any answer: the daemon
+    /// refused it (as under mutual TLS without an acceptable client
+    /// certificate, which TLS 1.3 reports only after the handshake) or went
+    /// away.
+    #[error(
+        "{what}: the daemon closed the connection without answering ({reason}); \
+         a daemon that asks for client certificates does so when none, or one it \
+         does not trust, is given (--cert, --key)"
+    )]
+    Closed {
+        /// The call.
+        what: String,
         /// The transport's error, with its causes.
         reason: String,
     },
@@ -68,10 +84,17 @@ pub enum CtlError {
 impl CtlError {
     /// A status answered to `what`.
     pub fn status(what: impl Into<String>, status: Status) -> CtlError {
-        CtlError::Status {
-            what: what.into(),
-            status,
+        let what = what.into();
+        if matches!(status.code(), Code::Unknown | Code::Cancelled) {
+            let source = std::error::Error::source(&status);
+            if let Some(transport) = source.and_then(|s| s.downcast_ref::<TransportError>()) {
+                return CtlError::Closed {
+                    what,
+                    reason: chain(transport),
+                };
+            }
         }
+        CtlError::Status { what, status }
     }
 }
 

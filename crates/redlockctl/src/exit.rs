@@ -38,7 +38,8 @@ pub enum Exit {
     Unauthenticated,
     /// PERMISSION_DENIED.
     PermissionDenied,
-    /// The daemon at `--addr` could not be reached.
+    /// The daemon at `--addr` could not be reached, or closed the
+    /// connection before answering.
     CannotConnect,
     /// Any other status, an answer outside the contract, or a local failure.
     Other,
@@ -61,7 +62,7 @@ pub(crate) const TABLE: &[(&str, &str)] = &[
     ("86", "INVALID_ARGUMENT: the daemon rejected the request (the message names the field)"),
     ("87", "UNAUTHENTICATED"),
     ("88", "PERMISSION_DENIED"),
-    ("89", "cannot connect to the daemon at --addr"),
+    ("89", "cannot connect to the daemon at --addr, or it closed the connection unanswered (under mutual TLS: no client certificate it trusts)"),
     ("90", "any other gRPC status, an unexpected answer, or a local failure"),
     ("126", "`run`: the command could not be executed"),
     ("127", "`run`: the command was not found"),
@@ -118,7 +119,7 @@ impl From<&CtlError> for Exit {
     fn from(error: &CtlError) -> Exit {
         match error {
             CtlError::Usage(_) | CtlError::File { .. } => Exit::Usage,
-            CtlError::Connect { .. } => Exit::CannotConnect,
+            CtlError::Connect { .. } | CtlError::Closed { .. } => Exit::CannotConnect,
             CtlError::Status { status, .. } => Exit::of_status(status.code()),
             CtlError::TimedOut { .. } => Exit::DeadlineExceeded,
             CtlError::Spawn { source, .. } => match source.kind() {

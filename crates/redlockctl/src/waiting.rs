@@ -75,7 +75,11 @@ fn next(error: &CtlError, wait: Wait, round: Duration) -> Next {
             }
             _ => Next::Stop,
         },
-        CtlError::Connect { .. } | CtlError::TimedOut { .. } if forever => Next::Retry,
+        CtlError::Connect { .. } | CtlError::Closed { .. } | CtlError::TimedOut { .. }
+            if forever =>
+        {
+            Next::Retry
+        }
         _ => Next::Stop,
     }
 }

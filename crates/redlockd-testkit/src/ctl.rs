@@ -18,6 +18,11 @@ pub fn redlockctl(addr: SocketAddr, args: &[&str]) -> tokio::process::Command {
         .env("REDLOCK_ADDR", format!("http://{addr}"))
         .env_remove("REDLOCK_RESOURCE")
         .env_remove("REDLOCK_TOKEN")
+        .env_remove("REDLOCK_AUTH_TOKEN")
+        .env_remove("REDLOCK_TOKEN_FILE")
+        .env_remove("REDLOCK_CACERT")
+        .env_remove("REDLOCK_CERT")
+        .env_remove("REDLOCK_KEY")
         .stdin(Stdio::null())
         .kill_on_drop(true);
     command

@@ -1,0 +1,488 @@
+//! The `redlockctl` binary against secured daemons and long waits: TLS
+//! with a private CA (`acquire`/`release`, `run` and `health`), mutual TLS
+//! (refused without a client certificate), bearer tokens from a file and
+//! from `REDLOCK_AUTH_TOKEN` (refused without, and never printed), and
+//! `--wait forever`, which outlasts the daemon's `max_wait`, rides out an
+//! unavailable or unreachable daemon with growing pauses, and stops cleanly
+//! on SIGINT.
+
+mod common;
+
+use common::ctl::*;
+use common::*;
+use redlockd::config::{ClientConfig, Config};
+use redlockd_testkit::bin;
+use redlockd_testkit::masters::Flavor;
+use redlockd_testkit::pki::{Pki, PkiFiles};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A bearer token the token tests' daemon knows.
+const TOKEN: &str = "ctl-secret-3f9a1c7e5b2d4f60a8c1e3b5d7f9a2c4";
+
+/// Generous bound for one redlockctl call on a busy machine.
+const CALL: Duration = Duration::from_secs(30);
+
+/// A daemon over the harness's masters with `config`, and its https URL.
+async fn secure_daemon(config: Config) -> (daemon::Daemon, String) {
+    let config = config.validated().expect("valid config");
+    let daemon = daemon::Daemon::start(config).await.expect("daemon");
+    let url = format!("https://127.0.0.1:{}", daemon.addr.port());
+    (daemon, url)
+}
+
+/// The harness's config with the daemon serving TLS from `server`.
+fn tls_config(h: &Harness, server: &PkiFiles) -> Config {
+    let mut config = h.config();
+    config.metrics.enabled = false;
+    config.server.tls.cert = Some(server.cert.clone());
+    config.server.tls.key = Some(server.key.clone());
+    config
+}
+
+/// `redlockctl ARGS...` against `url`.
+fn ctl(url: &str, args: &[&str]) -> tokio::process::Command {
+    let unused = "127.0.0.1:9".parse().expect("address");
+    let mut command = redlockctl(unused, args);
+    command.env("REDLOCK_ADDR", url);
+    command
+}
+
+/// Runs `command` and returns its output (the test fails past [`CALL`]).
+async fn output(command: tokio::process::Command) -> Output {
+    output_within(command, CALL).await
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts the exit code, showing the output if it differs.
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", text(out));
+}
+
+/// `NAME=value` from `acquire`'s output.
+fn value(out: &Output, name: &str) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {}", text(out)))
+        .to_owned()
+}
+
+/// Waits until `redlockctl health` with `flags` says SERVING.
+async fn serving(url: &str, flags: &[&str]) {
+    let what = format!("{url} SERVING through redlockctl health");
+    eventually(Duration::from_secs(20), &what, || async {
+        let mut args = flags.to_vec();
+        args.push("health");
+        output(ctl(url, &args)).await.status.code() == Some(0)
+    })
+    .await;
+}
+
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// A daemon serving TLS with a certificate from a private CA: with
+/// `--cacert` acquire, release, `run` (whose command reaches the daemon the
+/// same way through the environment) and `health` work; without it the
+/// certificate is not trusted (exit 89); a missing `--cacert` file exits 64
+/// naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_private_ca() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = Scratch::new("ctl-tls");
+    let server = Pki::new().write(&dir.path, "server");
+    let (_daemon, url) = secure_daemon(tls_config(&h, &server)).await;
+    let ca = path(&server.ca);
+    serving(&url, &["--cacert", ca]).await;
+
+    let out = output(ctl(
+        &url,
+        &["--cacert", ca, "acquire", "tls/1", "--ttl", "10s"],
+    ))
+    .await;
+    assert_exit(&out, 0);
+    let token = value(&out, "REDLOCK_TOKEN");
+    let out = output(ctl(&url, &["release", "tls/1", &token, "--cacert", ca])).await;
+    assert_exit(&out, 0);
+
+    // The command validates its own lock with a bare `redlockctl validate`:
+    // REDLOCK_ADDR and REDLOCK_CACERT came down from `run`.
+    let script = r#"echo "fence=$REDLOCK_FENCE addr=$REDLOCK_ADDR"; "$CTL" validate"#;
+    let mut command = ctl(
+        &url,
+        &["--cacert", ca, "run", "tls/2", "--", "sh", "-c", script],
+    );
+    command.env("CTL", bin::require("redlockctl"));
+    let out = output(command).await;
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("addr={url}")), "{}", text(&out));
+    assert!(stdout.contains("REDLOCK_HELD=true"), "{}", text(&out));
+    assert!(h.keys("redlock:lock:tls/2").await.is_empty(), "released");
+
+    // The private CA is not in the system's bundle.
+    let mut command = ctl(&url, &["acquire", "tls/3", "--ttl", "10s"]);
+    command.env_remove("SSL_CERT_FILE");
+    let out = output(command).await;
+    assert_exit(&out, 89);
+    let missing = dir.file("missing-ca.pem");
+    let out = output(ctl(&url, &["--cacert", &missing, "health"])).await;
+    assert_exit(&out, 64);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--cacert"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        h.keys("redlock:lock:tls/3").await.is_empty(),
+        "nothing granted"
+    );
+}
+
+/// A daemon that asks for client certificates: with `--cert`/`--key` from
+/// its client CA the calls work; without a certificate, or with one from
+/// another CA, the connection is refused (exit 89) and nothing is locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = Scratch::new("ctl-mtls");
+    let server = Pki::new().write(&dir.path, "server");
+    let client = Pki::new().write(&dir.path, "client");
+    let stranger = Pki::new().write(&dir.path, "stranger");
+    let mut config = tls_config(&h, &server);
+    config.server.tls.client_ca = Some(client.ca.clone());
+    let (_daemon, url) = secure_daemon(config).await;
+    let ca = path(&server.ca);
+    let me = [
+        "--cacert",
+        ca,
+        "--cert",
+        path(&client.cert),
+        "--key",
+        path(&client.key),
+    ];
+    serving(&url, &me).await;
+
+    let mut args = me.to_vec();
+    args.extend(["acquire", "mtls/1", "--ttl", "10s"]);
+    let out = output(ctl(&url, &args)).await;
+    assert_exit(&out, 0);
+    let token = value(&out, "REDLOCK_TOKEN");
+
+    let others: [&[&str]; 2] = [
+        &["--cacert", ca],
+        &[
+            "--cacert",
+            ca,
+            "--cert",
+            path(&stranger.cert),
+            "--key",
+            path(&stranger.key),
+        ],
+    ];
+    for flags in others {
+        let mut args = flags.to_vec();
+        args.extend(["acquire", "mtls/2", "--ttl", "10s"]);
+        let out = output(ctl(&url, &args)).await;
+        assert_exit(&out, 89);
+        let mut args = flags.to_vec();
+        args.push("health");
+        assert_exit(&output(ctl(&url, &args)).await, 89);
+    }
+    assert!(
+        h.keys("redlock:lock:mtls/2").await.is_empty(),
+        "nothing granted"
+    );
+
+    let mut args = me.to_vec();
+    args.extend(["release", "mtls/1", &token]);
+    assert_exit(&output(ctl(&url, &args)).await, 0);
+}
+
+/// A TLS daemon that wants bearer tokens: without one, or with a wrong
+/// one, calls exit 87 (UNAUTHENTICATED) and nothing is locked; the token
+/// from `--token-file` (trailing newline and all) or from
+/// `REDLOCK_AUTH_TOKEN` works, `run` passes the file on to its command, an
+/// empty token file exits 64; no output ever contains a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens() {
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = Scratch::new("ctl-token");
+    let server = Pki::new().write(&dir.path, "server");
+    let mut config = tls_config(&h, &server);
+    config.auth.clients = vec![ClientConfig {
+        name: "ops".into(),
+        token_sha256: Some(redlockd::service::token_sha256(TOKEN)),
+        certificate_san: None,
+        namespaces: vec!["".into()],
+    }];
+    let (_daemon, url) = secure_daemon(config).await;
+    let ca = path(&server.ca);
+    let token_file = dir.file("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+    serving(&url, &["--cacert", ca, "--token-file", &token_file]).await;
+    let mut outputs = Vec::new();
+
+    let out = output(ctl(
+        &url,
+        &["--cacert", ca, "acquire", "auth/1", "--ttl", "10s"],
+    ))
+    .await;
+    assert_exit(&out, 87);
+    outputs.push(out);
+    let wrong = "ctl-wrong-token-0000";
+    let mut command = ctl(&url, &["--cacert", ca, "acquire", "auth/1", "--ttl", "10s"]);
+    command.env("REDLOCK_AUTH_TOKEN", wrong);
+    let out = output(command).await;
+    assert_exit(&out, 87);
+    assert!(!text(&out).contains(wrong), "{}", text(&out));
+    outputs.push(out);
+    assert!(
+        h.keys("redlock:lock:auth/1").await.is_empty(),
+        "nothing granted"
+    );
+
+    let args = [
+        "--cacert",
+        ca,
+        "--token-file",
+        &token_file,
+        "acquire",
+        "auth/1",
+        "--ttl",
+        "10s",
+    ];
+    let out = output(ctl(&url, &args)).await;
+    assert_exit(&out, 0);
+    let lock_token = value(&out, "REDLOCK_TOKEN");
+    outputs.push(out);
+    let mut command = ctl(
+        &url,
+        &["--cacert", ca, "--json", "release", "auth/1", &lock_token],
+    );
+    command.env("REDLOCK_AUTH_TOKEN", TOKEN);
+    let out = output(command).await;
+    assert_exit(&out, 0);
+    outputs.push(out);
+
+    let script = r#""$CTL" validate"#;
+    let args = [
+        "--cacert",
+        ca,
+        "--token-file",
+        &token_file,
+        "run",
+        "auth/2",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let mut command = ctl(&url, &args);
+    command.env("CTL", bin::require("redlockctl"));
+    let out = output(command).await;
+    assert_exit(&out, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("REDLOCK_HELD=true"),
+        "{}",
+        text(&out)
+    );
+    outputs.push(out);
+
+    let empty = dir.file("empty");
+    std::fs::write(&empty, "\n").expect("empty token file");
+    let out = output(ctl(
+        &url,
+        &["--cacert", ca, "--token-file", &empty, "health"],
+    ))
+    .await;
+    assert_exit(&out, 64);
+    assert!(text(&out).contains("--token-file"), "{}", text(&out));
+    outputs.push(out);
+
+    for out in &outputs {
+        assert!(
+            !text(out).contains(TOKEN),
+            "the token leaked: {}",
+            text(out)
+        );
+    }
+}
+
+/// A daemon with `redlock.max_wait` = 1 s.
+fn short_max_wait(config: &mut Config) {
+    config.redlock.max_wait = Duration::from_secs(1);
+}
+
+/// `run --wait forever` while another client holds the lock for well over
+/// the daemon's max_wait: redlockctl keeps waiting in rounds of max_wait,
+/// and runs the command once the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_forever_outlasts_max_wait() {
+    let h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
+    let addr = h.daemons[0].addr;
+    let out = output(redlockctl(addr, &["acquire", "forever/1", "--ttl", "60s"])).await;
+    assert_exit(&out, 0);
+    let token = value(&out, "REDLOCK_TOKEN");
+
+    let script = r#"echo "granted $REDLOCK_FENCE""#;
+    let args = [
+        "run",
+        "forever/1",
+        "--wait",
+        "forever",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let started = Instant::now();
+    let mut waiter = redlockctl(addr, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdout = lines_of(waiter.stdout.take().expect("stdout"), "waiter");
+    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
+    line_containing(&mut stderr, "max_wait is 1s", Duration::from_secs(20)).await;
+    // Held for three rounds of max_wait after the waiter learnt it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        waiter.try_wait().expect("try_wait").is_none(),
+        "the waiter gave up"
+    );
+    assert!(
+        stdout.try_recv().is_err(),
+        "the command ran while the lock was held"
+    );
+
+    let held_for = started.elapsed();
+    let out = output(redlockctl(addr, &["release", "forever/1", &token])).await;
+    assert_exit(&out, 0);
+    let released = Instant::now();
+    line_containing(&mut stdout, "granted", Duration::from_secs(20)).await;
+    let status = exit_within(&mut waiter, CALL).await;
+    assert_eq!(status.code(), Some(0));
+    println!(
+        "waited {:?} (max_wait 1s); granted {:?} after the release",
+        held_for,
+        released.elapsed()
+    );
+}
+
+/// SIGINT while `acquire --wait forever` waits: exit 130 at once, and the
+/// waiter leaves nothing locked (the holder's lock is intact, and once it
+/// is released the resource is free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_a_forever_wait() {
+    let h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
+    let addr = h.daemons[0].addr;
+    let out = output(redlockctl(addr, &["acquire", "forever/2", "--ttl", "60s"])).await;
+    assert_exit(&out, 0);
+    let token = value(&out, "REDLOCK_TOKEN");
+
+    let args = ["acquire", "forever/2", "--ttl", "60s", "--wait", "forever"];
+    let mut waiter = redlockctl(addr, &args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
+    line_containing(&mut stderr, "max_wait is 1s", Duration::from_secs(20)).await;
+    let pid = nix::unistd::Pid::from_raw(waiter.id().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let status = exit_within(&mut waiter, Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(130));
+    line_containing(&mut stderr, "interrupted by SIGINT", Duration::from_secs(5)).await;
+
+    let out = output(redlockctl(addr, &["validate", "forever/2", &token])).await;
+    assert_exit(&out, 0);
+    let out = output(redlockctl(addr, &["release", "forever/2", &token])).await;
+    assert_exit(&out, 0);
+    let out = output(redlockctl(addr, &["acquire", "forever/2", "--ttl", "1s"])).await;
+    assert_exit(&out, 0);
+}
+
+/// `--wait forever` with three of five masters down: each round ends
+/// UNAVAILABLE and redlockctl tries again after a pause; once the masters
+/// are back it is granted the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_forever_outlasts_unavailable() {
+    let mut h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
+    let addr = h.daemons[0].addr;
+    for i in 2..5 {
+        h.masters.stop(i).expect("stop a master");
+    }
+    let args = ["acquire", "forever/3", "--ttl", "10s", "--wait", "forever"];
+    let mut waiter = redlockctl(addr, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdout = lines_of(waiter.stdout.take().expect("stdout"), "waiter");
+    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
+    for _ in 0..2 {
+        line_containing(&mut stderr, "UNAVAILABLE", Duration::from_secs(20)).await;
+    }
+    for i in 2..5 {
+        h.masters.restart(i).expect("restart a master");
+    }
+    line_containing(&mut stdout, "REDLOCK_TOKEN=", Duration::from_secs(30)).await;
+    let status = exit_within(&mut waiter, CALL).await;
+    assert_eq!(status.code(), Some(0));
+}
+
+/// `--wait forever` with no daemon listening: the pauses between attempts
+/// grow (50-100 ms, then doubling up to 5 s), so redlockctl does not spin;
+/// SIGTERM ends it with 143.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_forever_backs_off_from_an_unreachable_daemon() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port nobody listens on once released");
+    let args = ["acquire", "nobody/1", "--ttl", "1s", "--wait", "forever"];
+    let started = Instant::now();
+    let mut waiter = redlockctl(closed, &args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
+    let mut pauses = Vec::new();
+    while pauses.len() < 5 {
+        let seen = line_containing(&mut stderr, "trying again in", Duration::from_secs(20)).await;
+        let line = seen.last().expect("a line");
+        let ms: u64 = line
+            .rsplit_once("trying again in ")
+            .and_then(|(_, rest)| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no pause in {line}"));
+        pauses.push(ms);
+    }
+    let elapsed = started.elapsed();
+    let pid = nix::unistd::Pid::from_raw(waiter.id().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = exit_within(&mut waiter, Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(143));
+    println!("pauses after 5 refused connections: {pauses:?} ms ({elapsed:?})");
+    for (i, ms) in pauses.iter().enumerate() {
+        let ceiling = 100u64 << i;
+        assert!(
+            (ceiling / 2..=ceiling).contains(ms),
+            "pause {i}: {ms} ms, expected {}..={ceiling}",
+            ceiling / 2
+        );
+    }
+    assert!(
+        elapsed >= Duration::from_millis(750),
+        "five pauses take >= 750 ms: {elapsed:?}"
+    );
+}
