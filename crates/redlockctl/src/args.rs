@@ -139,8 +139,10 @@ pub(crate) struct RunArgs {
     /// the command runs (at least 1s).
     #[arg(long, default_value = "10s", value_parser = run_ttl, value_name = "DURATION")]
     pub ttl: Duration,
-    /// How long to wait for the lock while someone else holds it: a
-    /// duration (0: try once, the default) or `forever`.
+    /// How long to wait while someone else holds the lock: a duration (0:
+    /// try once, the default), or `forever`: until granted, in rounds of the
+    /// daemon's max_wait, retrying (with growing pauses) while the daemon is
+    /// unavailable or unreachable; SIGINT or SIGTERM stops the wait.
     #[arg(long, default_value = "0s", value_parser = wait, value_name = "DURATION|forever")]
     pub wait: Wait,
     /// After the lock is lost and the group was sent SIGTERM, how long before
@@ -169,8 +171,10 @@ pub(crate) struct AcquireArgs {
     /// The lock's time to live.
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub ttl: Duration,
-    /// How long to wait while someone else holds it: a duration (0: try
-    /// once, the default) or `forever`.
+    /// How long to wait while someone else holds the lock: a duration (0:
+    /// try once, the default), or `forever`: until granted, in rounds of the
+    /// daemon's max_wait, retrying (with growing pauses) while the daemon is
+    /// unavailable or unreachable; SIGINT or SIGTERM stops the wait.
     #[arg(long, default_value = "0s", value_parser = wait, value_name = "DURATION|forever")]
     pub wait: Wait,
     /// Who holds the lock, for the daemon's logs.

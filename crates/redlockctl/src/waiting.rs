@@ -29,8 +29,9 @@ pub(crate) enum Wait {
 /// a smaller one says so (INVALID_ARGUMENT naming `max_wait`), and the
 /// rounds shrink to it.
 const FIRST_ROUND: Duration = Duration::from_secs(5 * 60);
-/// A round that ends sooner than this is followed by a pause: a daemon
-/// whose max_wait is (nearly) zero must not be asked in a tight loop.
+/// A round that ends sooner than this is followed by a pause (growing
+/// while such rounds follow each other): a daemon whose max_wait is
+/// (nearly) zero must not be asked in a tight loop.
 const SHORT_ROUND: Duration = Duration::from_secs(1);
 /// The first pause after a failure.
 const PAUSE_MIN: Duration = Duration::from_millis(100);
@@ -118,16 +119,17 @@ where
             Ok(granted) => return Ok(granted),
             Err(error) => error,
         };
-        let more = wait == Wait::Forever || left.is_some_and(|left| left > round);
+        let more = end.is_none_or(|end| Instant::now() < end);
         let pause_for = match next(&error, wait, round) {
             Next::Stop => return Err(error),
             Next::Again if !more => return Err(error),
-            Next::Again => {
+            Next::Again if started.elapsed() >= SHORT_ROUND => {
                 failures = 0;
-                if started.elapsed() >= SHORT_ROUND {
-                    continue;
-                }
-                pause(1, &mut rand::rng())
+                continue;
+            }
+            Next::Again => {
+                failures = failures.saturating_add(1);
+                pause(failures, &mut rand::rng())
             }
             Next::Shorter(max) => {
                 eprintln!(
@@ -254,6 +256,23 @@ mod tests {
         assert_eq!(granted.ok(), Some(5));
         let two = Duration::from_secs(2);
         assert_eq!(*rounds.borrow(), [FIRST_ROUND, two, two, two, two]);
+    }
+
+    /// A daemon that answers ABORTED at once (max_wait zero) is asked
+    /// after growing pauses, not in a tight loop: a minute of waiting costs
+    /// a few dozen attempts.
+    #[tokio::test(start_paused = true)]
+    async fn instant_refusals_are_paced() {
+        let attempts = RefCell::new(0u32);
+        let minute = Duration::from_secs(60);
+        let outcome: Result<(), CtlError> = until_granted("acquire r", Wait::For(minute), |_| {
+            *attempts.borrow_mut() += 1;
+            async { Err(status(Code::Aborted, "")) }
+        })
+        .await;
+        assert!(outcome.is_err());
+        let n = *attempts.borrow();
+        assert!((12..=40).contains(&n), "{n} attempts in a minute");
     }
 
     /// A finite wait ends with the last ABORTED once its time is used up,
