@@ -382,7 +382,8 @@ async fn waiting_forever_outlasts_max_wait() {
 
 /// SIGINT while `acquire --wait forever` waits: exit 130 at once, and the
 /// waiter leaves nothing locked (the holder's lock is intact, and once it
-/// is released the resource is free).
+/// is released the resource can be taken, well before the 60 s ttl the
+/// waiter asked for would run out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_stops_a_forever_wait() {
     let h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
@@ -408,7 +409,11 @@ async fn sigint_stops_a_forever_wait() {
     assert_exit(&out, 0);
     let out = output(redlockctl(addr, &["release", "forever/2", &token])).await;
     assert_exit(&out, 0);
-    let out = output(redlockctl(addr, &["acquire", "forever/2", "--ttl", "1s"])).await;
+    // The daemon may still be dropping the cancelled waiter (which, woken
+    // by the release, could take and at once give back the lock): a short
+    // wait covers that; a lock the waiter left behind would last 60 s.
+    let args = ["acquire", "forever/2", "--ttl", "1s", "--wait", "5s"];
+    let out = output(redlockctl(addr, &args)).await;
     assert_exit(&out, 0);
 }
 
