@@ -354,7 +354,12 @@ async fn waiting_forever_outlasts_max_wait() {
         .expect("spawn");
     let mut stdout = lines_of(waiter.stdout.take().expect("stdout"), "waiter");
     let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    line_containing(&mut stderr, "max_wait is 1s", Duration::from_secs(20)).await;
+    line_containing(
+        &mut stderr,
+        "waiting in rounds of 1s",
+        Duration::from_secs(20),
+    )
+    .await;
     // Held for three rounds of max_wait after the waiter learnt it.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
@@ -398,7 +403,12 @@ async fn sigint_stops_a_forever_wait() {
         .spawn()
         .expect("spawn");
     let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    line_containing(&mut stderr, "max_wait is 1s", Duration::from_secs(20)).await;
+    line_containing(
+        &mut stderr,
+        "waiting in rounds of 1s",
+        Duration::from_secs(20),
+    )
+    .await;
     let pid = nix::unistd::Pid::from_raw(waiter.id().expect("pid") as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
     let status = exit_within(&mut waiter, Duration::from_secs(10)).await;

@@ -68,7 +68,10 @@ fn next(error: &CtlError, wait: Wait, round: Duration) -> Next {
         CtlError::Status { status, .. } => match status.code() {
             Code::Aborted => Next::Again,
             Code::InvalidArgument => match max_wait(status.message()) {
-                Some(max) if max < round => Next::Shorter(max),
+                Some(Some(max)) if max < round => Next::Shorter(max),
+                // Over the limit, but the limit is not where it was
+                // expected in the message: halve the round.
+                Some(None) if round > Duration::from_millis(1) => Next::Shorter(round / 2),
                 _ => Next::Stop,
             },
             Code::Unavailable | Code::ResourceExhausted | Code::DeadlineExceeded if forever => {
@@ -85,12 +88,13 @@ fn next(error: &CtlError, wait: Wait, round: Duration) -> Next {
     }
 }
 
-/// The daemon's max_wait from its INVALID_ARGUMENT about a `wait` over it:
-/// `wait: 5m is over max_wait 2s`.
-fn max_wait(message: &str) -> Option<Duration> {
+/// The daemon's max_wait from its INVALID_ARGUMENT about a `wait` over it
+/// (`wait: 5m is over max_wait 2s`): None if the message is about
+/// something else, Some(None) if it names max_wait without a readable value.
+fn max_wait(message: &str) -> Option<Option<Duration>> {
     let rest = message.strip_prefix("wait:")?;
-    let (_, max) = rest.split_once("max_wait ")?;
-    humantime::parse_duration(max.trim()).ok()
+    let (_, max) = rest.split_once("max_wait")?;
+    Some(humantime::parse_duration(max.trim()).ok())
 }
 
 /// Calls `attempt(round_wait)` until it succeeds or the wait is over; see
@@ -133,7 +137,7 @@ where
             }
             Next::Shorter(max) => {
                 eprintln!(
-                    "redlockctl: {what}: the daemon's max_wait is {}; waiting in rounds of it",
+                    "redlockctl: {what}: the daemon's max_wait is shorter; waiting in rounds of {}",
                     humantime::format_duration(max)
                 );
                 longest = max;
@@ -187,12 +191,13 @@ mod tests {
     fn max_wait_from_the_message() {
         assert_eq!(
             max_wait("wait: 5m is over max_wait 2s"),
-            Some(Duration::from_secs(2))
+            Some(Some(Duration::from_secs(2)))
         );
         assert_eq!(
             max_wait("wait: 5m is over max_wait 1s 500ms"),
-            Some(Duration::from_millis(1500))
+            Some(Some(Duration::from_millis(1500)))
         );
+        assert_eq!(max_wait("wait: over max_wait (two seconds)"), Some(None));
         assert_eq!(max_wait("ttl: 5m is over max_ttl 1m"), None);
         assert_eq!(max_wait("wait: must not be negative"), None);
     }
@@ -214,6 +219,13 @@ mod tests {
         );
         // A limit that is not below the round cannot help.
         assert_eq!(next(&over, once, Duration::from_secs(2)), Next::Stop);
+        let unreadable = status(Code::InvalidArgument, "wait: over max_wait (two seconds)");
+        assert_eq!(
+            next(&unreadable, once, round),
+            Next::Shorter(Duration::from_secs(150))
+        );
+        let ttl = status(Code::InvalidArgument, "ttl: 5m is over max_ttl 1m");
+        assert_eq!(next(&ttl, Wait::Forever, round), Next::Stop);
         for code in [
             Code::Unauthenticated,
             Code::PermissionDenied,
