@@ -93,9 +93,9 @@ fn path(p: &std::path::Path) -> &str {
 
 /// A daemon serving TLS with a certificate from a private CA: with
 /// `--cacert` acquire, release, `run` (whose command reaches the daemon the
-/// same way through the environment) and `health` work; without it the
-/// certificate is not trusted (exit 89); a missing `--cacert` file exits 64
-/// naming the flag.
+/// same way through the environment) and `health` work; without it (the
+/// system's bundle, from SSL_CERT_FILE) the certificate is not trusted
+/// (exit 89); a missing `--cacert` file exits 64 naming the flag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_a_private_ca() {
     let h = Harness::start(Flavor::Valkey).await;
@@ -130,9 +130,11 @@ async fn tls_with_a_private_ca() {
     assert!(stdout.contains("REDLOCK_HELD=true"), "{}", text(&out));
     assert!(h.keys("redlock:lock:tls/2").await.is_empty(), "released");
 
-    // The private CA is not in the system's bundle.
+    // Without --cacert the system's bundle is trusted (SSL_CERT_FILE, here
+    // another CA's): the daemon's certificate is not.
+    let other = Pki::new().write(&dir.path, "other");
     let mut command = ctl(&url, &["acquire", "tls/3", "--ttl", "10s"]);
-    command.env_remove("SSL_CERT_FILE");
+    command.env("SSL_CERT_FILE", &other.ca);
     let out = output(command).await;
     assert_exit(&out, 89);
     let missing = dir.file("missing-ca.pem");

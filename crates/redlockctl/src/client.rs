@@ -62,6 +62,13 @@ impl Target {
                 .map_err(|e| CtlError::Usage(format!("TLS for {addr}: {}", chain(&e))))?;
         }
         let auth = Auth::from_args(security)?;
+        let host = endpoint.uri().host().unwrap_or_default();
+        if auth.has_token() && !https && !security::is_loopback(host) {
+            eprintln!(
+                "redlockctl: warning: sending the bearer token to {host} over plaintext \
+                 http:// (use https:// so that it cannot be read on the way)"
+            );
+        }
         Ok(Target {
             url,
             env: security::env(security),

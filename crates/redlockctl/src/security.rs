@@ -73,6 +73,11 @@ impl Auth {
         Auth::bearer(token.trim()).map_err(|why| CtlError::Usage(format!("{source}: {why}")))
     }
 
+    /// Whether a token will be sent.
+    pub(crate) fn has_token(&self) -> bool {
+        self.header.is_some()
+    }
+
     /// `authorization: Bearer <token>`; the reason when `token` cannot be
     /// sent (the reason never quotes it).
     fn bearer(token: &str) -> Result<Auth, &'static str> {
@@ -89,6 +94,16 @@ impl Auth {
             header: Some(header),
         })
     }
+}
+
+/// Whether `host` (from a URL) is this machine, where plaintext stays
+/// local.
+pub(crate) fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The TLS settings for an `https://` address; `None` for `http://`, where
@@ -234,6 +249,24 @@ mod tests {
         let error = Auth::from_args(&a).expect_err("missing");
         assert!(error.to_string().starts_with("--token-file "), "{error}");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Loopback hosts as URLs spell them.
+    #[test]
+    fn loopback_hosts() {
+        for host in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "[::1]",
+            "::1",
+            "localhost",
+            "LocalHost",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["10.0.0.1", "locks.internal", "[2001:db8::1]", ""] {
+            assert!(!is_loopback(host), "{host}");
+        }
     }
 
     /// TLS flags with an http:// address are a mistake, not ignored.
