@@ -1,10 +1,7 @@
-//! The `redlockctl` binary against secured daemons and long waits: TLS
-//! with a private CA (`acquire`/`release`, `run` and `health`), mutual TLS
-//! (refused without a client certificate), bearer tokens from a file and
-//! from `REDLOCK_AUTH_TOKEN` (refused without, and never printed), and
-//! `--wait forever`, which outlasts the daemon's `max_wait`, rides out an
-//! unavailable or unreachable daemon with growing pauses, and stops cleanly
-//! on SIGINT.
+//! The `redlockctl` binary against secured daemons: TLS with a private CA
+//! (`acquire`/`release`, `run` and `health`), mutual TLS (refused without
+//! a client certificate), bearer tokens from a file and from
+//! `REDLOCK_AUTH_TOKEN` (refused without, and never printed).
 
 mod common;
 
@@ -14,8 +11,8 @@ use redlockd::config::{ClientConfig, Config};
 use redlockd_testkit::bin;
 use redlockd_testkit::masters::Flavor;
 use redlockd_testkit::pki::{Pki, PkiFiles};
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 /// A bearer token the token tests' daemon knows.
 const TOKEN: &str = "ctl-secret-3f9a1c7e5b2d4f60a8c1e3b5d7f9a2c4";
@@ -53,29 +50,6 @@ async fn output(command: tokio::process::Command) -> Output {
     output_within(command, CALL).await
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Asserts the exit code, showing the output if it differs.
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(out.status.code(), Some(code), "{}", text(out));
-}
-
-/// `NAME=value` from `acquire`'s output.
-fn value(out: &Output, name: &str) -> String {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{name}=")))
-        .unwrap_or_else(|| panic!("no {name} in {}", text(out)))
-        .to_owned()
-}
-
 /// Waits until `redlockctl health` with `flags` says SERVING.
 async fn serving(url: &str, flags: &[&str]) {
     let what = format!("{url} SERVING through redlockctl health");
@@ -111,7 +85,7 @@ async fn tls_with_a_private_ca() {
     ))
     .await;
     assert_exit(&out, 0);
-    let token = value(&out, "REDLOCK_TOKEN");
+    let token = assignment(&out, "REDLOCK_TOKEN");
     let out = output(ctl(&url, &["release", "tls/1", &token, "--cacert", ca])).await;
     assert_exit(&out, 0);
 
@@ -126,8 +100,12 @@ async fn tls_with_a_private_ca() {
     let out = output(command).await;
     assert_exit(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains(&format!("addr={url}")), "{}", text(&out));
-    assert!(stdout.contains("REDLOCK_HELD=true"), "{}", text(&out));
+    assert!(
+        stdout.contains(&format!("addr={url}")),
+        "{}",
+        describe(&out)
+    );
+    assert!(stdout.contains("REDLOCK_HELD=true"), "{}", describe(&out));
     assert!(h.keys("redlock:lock:tls/2").await.is_empty(), "released");
 
     // Without --cacert the system's bundle is trusted (SSL_CERT_FILE, here
@@ -143,7 +121,7 @@ async fn tls_with_a_private_ca() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--cacert"),
         "{}",
-        text(&out)
+        describe(&out)
     );
     assert!(
         h.keys("redlock:lock:tls/3").await.is_empty(),
@@ -179,7 +157,7 @@ async fn mutual_tls() {
     args.extend(["acquire", "mtls/1", "--ttl", "10s"]);
     let out = output(ctl(&url, &args)).await;
     assert_exit(&out, 0);
-    let token = value(&out, "REDLOCK_TOKEN");
+    let token = assignment(&out, "REDLOCK_TOKEN");
 
     let others: [&[&str]; 2] = [
         &["--cacert", ca],
@@ -247,7 +225,7 @@ async fn bearer_tokens() {
     command.env("REDLOCK_AUTH_TOKEN", wrong);
     let out = output(command).await;
     assert_exit(&out, 87);
-    assert!(!text(&out).contains(wrong), "{}", text(&out));
+    assert!(!describe(&out).contains(wrong), "{}", describe(&out));
     outputs.push(out);
     assert!(
         h.keys("redlock:lock:auth/1").await.is_empty(),
@@ -266,7 +244,7 @@ async fn bearer_tokens() {
     ];
     let out = output(ctl(&url, &args)).await;
     assert_exit(&out, 0);
-    let lock_token = value(&out, "REDLOCK_TOKEN");
+    let lock_token = assignment(&out, "REDLOCK_TOKEN");
     outputs.push(out);
     let mut command = ctl(
         &url,
@@ -297,7 +275,7 @@ async fn bearer_tokens() {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("REDLOCK_HELD=true"),
         "{}",
-        text(&out)
+        describe(&out)
     );
     outputs.push(out);
 
@@ -309,197 +287,18 @@ async fn bearer_tokens() {
     ))
     .await;
     assert_exit(&out, 64);
-    assert!(text(&out).contains("--token-file"), "{}", text(&out));
+    assert!(
+        describe(&out).contains("--token-file"),
+        "{}",
+        describe(&out)
+    );
     outputs.push(out);
 
     for out in &outputs {
         assert!(
-            !text(out).contains(TOKEN),
+            !describe(out).contains(TOKEN),
             "the token leaked: {}",
-            text(out)
+            describe(out)
         );
     }
-}
-
-/// A daemon with `redlock.max_wait` = 1 s.
-fn short_max_wait(config: &mut Config) {
-    config.redlock.max_wait = Duration::from_secs(1);
-}
-
-/// `run --wait forever` while another client holds the lock for well over
-/// the daemon's max_wait: redlockctl keeps waiting in rounds of max_wait,
-/// and runs the command once the holder releases.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_forever_outlasts_max_wait() {
-    let h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
-    let addr = h.daemons[0].addr;
-    let out = output(redlockctl(addr, &["acquire", "forever/1", "--ttl", "60s"])).await;
-    assert_exit(&out, 0);
-    let token = value(&out, "REDLOCK_TOKEN");
-
-    let script = r#"echo "granted $REDLOCK_FENCE""#;
-    let args = [
-        "run",
-        "forever/1",
-        "--wait",
-        "forever",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ];
-    let started = Instant::now();
-    let mut waiter = redlockctl(addr, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stdout = lines_of(waiter.stdout.take().expect("stdout"), "waiter");
-    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    line_containing(
-        &mut stderr,
-        "waiting in rounds of 1s",
-        Duration::from_secs(20),
-    )
-    .await;
-    // Held for three rounds of max_wait after the waiter learnt it.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
-        waiter.try_wait().expect("try_wait").is_none(),
-        "the waiter gave up"
-    );
-    assert!(
-        stdout.try_recv().is_err(),
-        "the command ran while the lock was held"
-    );
-
-    let held_for = started.elapsed();
-    let out = output(redlockctl(addr, &["release", "forever/1", &token])).await;
-    assert_exit(&out, 0);
-    let released = Instant::now();
-    line_containing(&mut stdout, "granted", Duration::from_secs(20)).await;
-    let status = exit_within(&mut waiter, CALL).await;
-    assert_eq!(status.code(), Some(0));
-    println!(
-        "waited {:?} (max_wait 1s); granted {:?} after the release",
-        held_for,
-        released.elapsed()
-    );
-}
-
-/// SIGINT while `acquire --wait forever` waits: exit 130 at once, and the
-/// waiter leaves nothing locked (the holder's lock is intact, and once it
-/// is released the resource can be taken, well before the 60 s ttl the
-/// waiter asked for would run out).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigint_stops_a_forever_wait() {
-    let h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
-    let addr = h.daemons[0].addr;
-    let out = output(redlockctl(addr, &["acquire", "forever/2", "--ttl", "60s"])).await;
-    assert_exit(&out, 0);
-    let token = value(&out, "REDLOCK_TOKEN");
-
-    let args = ["acquire", "forever/2", "--ttl", "60s", "--wait", "forever"];
-    let mut waiter = redlockctl(addr, &args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    line_containing(
-        &mut stderr,
-        "waiting in rounds of 1s",
-        Duration::from_secs(20),
-    )
-    .await;
-    let pid = nix::unistd::Pid::from_raw(waiter.id().expect("pid") as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
-    let status = exit_within(&mut waiter, Duration::from_secs(10)).await;
-    assert_eq!(status.code(), Some(130));
-    line_containing(&mut stderr, "interrupted by SIGINT", Duration::from_secs(5)).await;
-
-    let out = output(redlockctl(addr, &["validate", "forever/2", &token])).await;
-    assert_exit(&out, 0);
-    let out = output(redlockctl(addr, &["release", "forever/2", &token])).await;
-    assert_exit(&out, 0);
-    // The daemon may still be dropping the cancelled waiter (which, woken
-    // by the release, could take and at once give back the lock): a short
-    // wait covers that; a lock the waiter left behind would last 60 s.
-    let args = ["acquire", "forever/2", "--ttl", "1s", "--wait", "5s"];
-    let out = output(redlockctl(addr, &args)).await;
-    assert_exit(&out, 0);
-}
-
-/// `--wait forever` with three of five masters down: each round ends
-/// UNAVAILABLE and redlockctl tries again after a pause; once the masters
-/// are back it is granted the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_forever_outlasts_unavailable() {
-    let mut h = Harness::start_with(Flavor::Valkey, short_max_wait).await;
-    let addr = h.daemons[0].addr;
-    for i in 2..5 {
-        h.masters.stop(i).expect("stop a master");
-    }
-    let args = ["acquire", "forever/3", "--ttl", "10s", "--wait", "forever"];
-    let mut waiter = redlockctl(addr, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stdout = lines_of(waiter.stdout.take().expect("stdout"), "waiter");
-    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    for _ in 0..2 {
-        line_containing(&mut stderr, "UNAVAILABLE", Duration::from_secs(20)).await;
-    }
-    for i in 2..5 {
-        h.masters.restart(i).expect("restart a master");
-    }
-    line_containing(&mut stdout, "REDLOCK_TOKEN=", Duration::from_secs(30)).await;
-    let status = exit_within(&mut waiter, CALL).await;
-    assert_eq!(status.code(), Some(0));
-}
-
-/// `--wait forever` with no daemon listening: the pauses between attempts
-/// grow (50-100 ms, then doubling up to 5 s), so redlockctl does not spin;
-/// SIGTERM ends it with 143.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_forever_backs_off_from_an_unreachable_daemon() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port nobody listens on once released");
-    let args = ["acquire", "nobody/1", "--ttl", "1s", "--wait", "forever"];
-    let started = Instant::now();
-    let mut waiter = redlockctl(closed, &args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stderr = lines_of(waiter.stderr.take().expect("stderr"), "waiter");
-    let mut pauses = Vec::new();
-    while pauses.len() < 5 {
-        let seen = line_containing(&mut stderr, "trying again in", Duration::from_secs(20)).await;
-        let line = seen.last().expect("a line");
-        let ms: u64 = line
-            .rsplit_once("trying again in ")
-            .and_then(|(_, rest)| rest.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no pause in {line}"));
-        pauses.push(ms);
-    }
-    let elapsed = started.elapsed();
-    let pid = nix::unistd::Pid::from_raw(waiter.id().expect("pid") as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
-    let status = exit_within(&mut waiter, Duration::from_secs(10)).await;
-    assert_eq!(status.code(), Some(143));
-    println!("pauses after 5 refused connections: {pauses:?} ms ({elapsed:?})");
-    for (i, ms) in pauses.iter().enumerate() {
-        let ceiling = 100u64 << i;
-        assert!(
-            (ceiling / 2..=ceiling).contains(ms),
-            "pause {i}: {ms} ms, expected {}..={ceiling}",
-            ceiling / 2
-        );
-    }
-    assert!(
-        elapsed >= Duration::from_millis(750),
-        "five pauses take >= 750 ms: {elapsed:?}"
-    );
 }

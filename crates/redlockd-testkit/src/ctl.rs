@@ -41,6 +41,32 @@ pub async fn output_within(
         .expect("wait")
 }
 
+/// A finished command's exit code, stdout and stderr, for messages.
+pub fn describe(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts a finished command's exit code, showing its output if it differs.
+pub fn assert_exit(out: &std::process::Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", describe(out));
+}
+
+/// The value of `NAME=value` in a command's stdout (as `redlockctl
+/// acquire` prints the lock); fails the test if there is none.
+pub fn assignment(out: &std::process::Output, name: &str) -> String {
+    let prefix = format!("{name}=");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in {}", describe(out)))
+        .to_owned()
+}
+
 /// Waits for a child's exit, failing the test after `limit`.
 pub async fn exit_within(child: &mut tokio::process::Child, limit: Duration) -> ExitStatus {
     tokio::time::timeout(limit, child.wait())
