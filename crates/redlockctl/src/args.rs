@@ -2,8 +2,10 @@
 //! lists the exit codes).
 
 use crate::exit::{self, Exit};
+use crate::waiting::Wait;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Shortest `--ttl` that `run` accepts: a session's lock must outlive a few
@@ -19,7 +21,8 @@ pub(crate) const MIN_RUN_TTL: Duration = Duration::from_secs(1);
 #[derive(Debug, Parser)]
 #[command(name = "redlockctl", version)]
 pub(crate) struct Cli {
-    /// The redlockd daemon: http://HOST:PORT (or HOST:PORT).
+    /// The redlockd daemon: http://HOST:PORT (or HOST:PORT), or
+    /// https://HOST:PORT for a daemon serving TLS.
     #[arg(
         long,
         global = true,
@@ -28,6 +31,10 @@ pub(crate) struct Cli {
         value_name = "URL"
     )]
     pub addr: String,
+
+    /// How to reach a secured daemon (TLS, client certificate, token).
+    #[command(flatten)]
+    pub security: SecurityArgs,
 
     /// Print results as one JSON object instead of shell assignments.
     #[arg(long, global = true)]
@@ -41,6 +48,41 @@ pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
+}
+
+/// Flags for a daemon that serves TLS or asks for a bearer token. The
+/// token itself is never a flag (it would show in `ps`): it comes from a
+/// file or from REDLOCK_AUTH_TOKEN.
+#[derive(Debug, Args)]
+pub(crate) struct SecurityArgs {
+    /// PEM file of the CA(s) that signed the daemon's certificate (https://
+    /// only); without it the system's CA bundle is trusted.
+    #[arg(long, global = true, env = "REDLOCK_CACERT", value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// PEM certificate presented to a daemon that asks for client
+    /// certificates (mutual TLS); needs --key.
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_CERT",
+        value_name = "FILE",
+        requires = "key"
+    )]
+    pub cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_KEY",
+        value_name = "FILE",
+        requires = "cert"
+    )]
+    pub key: Option<PathBuf>,
+    /// File holding the bearer token sent as `authorization: Bearer ...`
+    /// (surrounding whitespace ignored). Without it, the token is taken from
+    /// REDLOCK_AUTH_TOKEN if set. Never printed.
+    #[arg(long, global = true, env = "REDLOCK_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -97,9 +139,12 @@ pub(crate) struct RunArgs {
     /// the command runs (at least 1s).
     #[arg(long, default_value = "10s", value_parser = run_ttl, value_name = "DURATION")]
     pub ttl: Duration,
-    /// How long to wait for the lock while someone else holds it (0: try once).
-    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
-    pub wait: Duration,
+    /// How long to wait while someone else holds the lock: a duration (0:
+    /// try once, the default), or `forever`: until granted, in rounds of the
+    /// daemon's max_wait, retrying (with growing pauses) while the daemon is
+    /// unavailable or unreachable; SIGINT or SIGTERM stops the wait.
+    #[arg(long, default_value = "0s", value_parser = wait, value_name = "DURATION|forever")]
+    pub wait: Wait,
     /// After the lock is lost and the group was sent SIGTERM, how long before
     /// SIGKILL (never past the lock's last known validity when the daemon is
     /// unreachable).
@@ -126,9 +171,12 @@ pub(crate) struct AcquireArgs {
     /// The lock's time to live.
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub ttl: Duration,
-    /// How long to wait while someone else holds it (0: try once).
-    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
-    pub wait: Duration,
+    /// How long to wait while someone else holds the lock: a duration (0:
+    /// try once, the default), or `forever`: until granted, in rounds of the
+    /// daemon's max_wait, retrying (with growing pauses) while the daemon is
+    /// unavailable or unreachable; SIGINT or SIGTERM stops the wait.
+    #[arg(long, default_value = "0s", value_parser = wait, value_name = "DURATION|forever")]
+    pub wait: Wait,
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,
@@ -186,6 +234,15 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e} (try 30s, 1m, 500ms)"))
 }
 
+/// `--wait`: a duration, or `forever` (redlockctl then waits in rounds of
+/// the daemon's max_wait until it is granted the lock or stopped).
+pub(crate) fn wait(text: &str) -> Result<Wait, String> {
+    if text.trim().eq_ignore_ascii_case("forever") {
+        return Ok(Wait::Forever);
+    }
+    duration(text).map(Wait::For)
+}
+
 fn run_ttl(text: &str) -> Result<Duration, String> {
     let ttl = duration(text)?;
     if ttl < MIN_RUN_TTL {
@@ -209,6 +266,29 @@ mod tests {
         assert!(duration("-1").is_err());
         assert!(duration("soon").is_err());
         assert!(run_ttl("500ms").is_err());
+        assert_eq!(wait("forever"), Ok(Wait::Forever));
+        assert_eq!(wait("0"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(wait("5s"), Ok(Wait::For(Duration::from_secs(5))));
+        assert!(wait("never").is_err());
+    }
+
+    /// The TLS and token flags go before or after the subcommand; a
+    /// certificate needs its key.
+    #[test]
+    fn security_flags() {
+        let cli = Cli::try_parse_from([
+            "redlockctl",
+            "--cacert",
+            "ca.pem",
+            "health",
+            "--token-file",
+            "t",
+        ])
+        .expect("parses");
+        assert_eq!(cli.security.cacert, Some(PathBuf::from("ca.pem")));
+        assert_eq!(cli.security.token_file, Some(PathBuf::from("t")));
+        assert!(Cli::try_parse_from(["redlockctl", "--cert", "c.pem", "health"]).is_err());
+        assert!(Cli::try_parse_from(["redlockctl", "--key", "k.pem", "health"]).is_err());
     }
 
     /// `run` takes the command after `--` or straight after the resource,

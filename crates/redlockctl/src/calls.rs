@@ -1,16 +1,18 @@
-//! The single calls: `acquire`, `extend`, `release`, `validate`. Each
-//! connects, makes one call bounded by `--wait` + `--timeout`, prints the
-//! answer, and says how to exit.
+//! The single calls: `acquire`, `extend`, `release`, `validate`, `health`.
+//! Each connects, makes one call bounded by `--timeout` (plus the wait, for
+//! `acquire`), prints the answer, and says how to exit. `acquire` waits in
+//! rounds (`waiting.rs`) and stops cleanly on SIGINT or SIGTERM.
 
 use crate::args::{AcquireArgs, ExtendArgs, HealthArgs, LockArgs};
 use crate::client::{call, proto_duration, Target};
 use crate::error::CtlError;
 use crate::exit::Exit;
 use crate::print;
+use crate::signals::Signals;
+use crate::waiting::until_granted;
 use redlockd_proto::pb;
 use std::time::Duration;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 /// `acquire`: prints the lock.
@@ -20,18 +22,31 @@ pub(crate) async fn acquire(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.connect().await?;
+    // A signal while waiting cancels the call in flight: the daemon drops
+    // the waiter, and nothing is left locked.
+    let mut signals =
+        Signals::install().map_err(|e| CtlError::Local(format!("cannot catch signals: {e}")))?;
     let what = format!("acquire {}", print::shell_word(&args.resource));
-    let request = pb::AcquireRequest {
-        resource: args.resource,
-        ttl: Some(proto_duration(args.ttl)),
-        wait: Some(proto_duration(args.wait)),
-        owner: args.owner,
+    let rounds = until_granted(&what, args.wait, |wait| {
+        let request = pb::AcquireRequest {
+            resource: args.resource.clone(),
+            ttl: Some(proto_duration(args.ttl)),
+            wait: Some(proto_duration(wait)),
+            owner: args.owner.clone(),
+        };
+        let what = what.as_str();
+        async move {
+            let mut client = target.connect().await?;
+            call(what, wait.saturating_add(timeout), request, |r| {
+                client.acquire(r)
+            })
+            .await
+        }
+    });
+    let answer = tokio::select! {
+        answer = rounds => answer?,
+        signal = signals.recv() => return Err(CtlError::Interrupted(signal)),
     };
-    let answer = call(&what, args.wait.saturating_add(timeout), request, |r| {
-        client.acquire(r)
-    })
-    .await?;
     let lock = answer
         .lock
         .ok_or_else(|| CtlError::Protocol(format!("{what}: granted without a lock")))?;
@@ -119,7 +134,7 @@ pub(crate) async fn health(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = HealthClient::new(target.channel().await?);
+    let mut client = target.health().await?;
     let what = format!("health {}", print::shell_word(&args.service));
     let request = HealthCheckRequest {
         service: args.service,

@@ -1,54 +1,100 @@
 //! Reaching the daemon: the address, connecting, and unary calls bounded by
 //! a deadline.
 
+use crate::args::SecurityArgs;
 use crate::error::{chain, CtlError};
+use crate::security::{self, Auth};
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use std::future::Future;
 use std::time::Duration;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
+use tonic_health::pb::health_client::HealthClient;
+
+/// A connection that carries the bearer token (if any) on every call.
+pub(crate) type Connection = InterceptedService<Channel, Auth>;
 
 /// A gRPC client of the daemon.
-pub(crate) type Client = LockServiceClient<Channel>;
+pub(crate) type Client = LockServiceClient<Connection>;
 
 /// Longest a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The daemon to talk to.
+/// The daemon to talk to, and how (TLS, token).
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     /// The URL, as connected to and as passed to `run`'s command.
     pub url: String,
+    /// The TLS and token-file settings as environment variables, so that
+    /// `run`'s command can call redlockctl the same way.
+    pub env: Vec<(&'static str, String)>,
     endpoint: Endpoint,
+    auth: Auth,
 }
 
 impl Target {
-    /// Parses `--addr`: `http://HOST:PORT`, or `HOST:PORT` meaning the same.
-    pub(crate) fn parse(addr: &str, timeout: Duration) -> Result<Target, CtlError> {
+    /// Parses `--addr`: `http://HOST:PORT`, or `HOST:PORT` meaning the same,
+    /// or `https://HOST:PORT` with the TLS flags; reads the token.
+    pub(crate) fn parse(
+        addr: &str,
+        timeout: Duration,
+        security: &SecurityArgs,
+    ) -> Result<Target, CtlError> {
         let url = if addr.contains("://") {
             addr.to_owned()
         } else {
             format!("http://{addr}")
         };
-        if !url.starts_with("http://") {
+        let https = url.starts_with("https://");
+        if !https && !url.starts_with("http://") {
             return Err(CtlError::Usage(format!(
-                "--addr {addr}: only http:// is supported (redlockctl has no TLS yet)"
+                "--addr {addr}: give http://HOST:PORT or https://HOST:PORT"
             )));
         }
-        let endpoint = Endpoint::from_shared(url.clone())
+        let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| CtlError::Usage(format!("--addr {addr}: {}", chain(&e))))?
             .connect_timeout(timeout.min(CONNECT_TIMEOUT))
             .tcp_nodelay(true);
-        Ok(Target { url, endpoint })
+        if let Some(tls) = security::tls(https, security)? {
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| CtlError::Usage(format!("TLS for {addr}: {}", chain(&e))))?;
+        }
+        let auth = Auth::from_args(security)?;
+        let host = endpoint.uri().host().unwrap_or_default();
+        if auth.has_token() && !https && !security::is_loopback(host) {
+            eprintln!(
+                "redlockctl: warning: sending the bearer token to {host} over plaintext \
+                 http:// (use https:// so that it cannot be read on the way)"
+            );
+        }
+        Ok(Target {
+            url,
+            env: security::env(security),
+            endpoint,
+            auth,
+        })
     }
 
     /// A new connection.
     pub(crate) async fn connect(&self) -> Result<Client, CtlError> {
-        Ok(LockServiceClient::new(self.channel().await?))
+        Ok(LockServiceClient::with_interceptor(
+            self.channel().await?,
+            self.auth.clone(),
+        ))
+    }
+
+    /// A new connection to the daemon's health service.
+    pub(crate) async fn health(&self) -> Result<HealthClient<Connection>, CtlError> {
+        Ok(HealthClient::with_interceptor(
+            self.channel().await?,
+            self.auth.clone(),
+        ))
     }
 
     /// A new HTTP/2 connection, for any service of the daemon.
-    pub(crate) async fn channel(&self) -> Result<Channel, CtlError> {
+    async fn channel(&self) -> Result<Channel, CtlError> {
         self.endpoint
             .connect()
             .await
@@ -61,7 +107,10 @@ impl Target {
     /// A new connection, as a string error (for retries that only report).
     pub(crate) async fn connect_quietly(&self, limit: Duration) -> Result<Client, String> {
         match tokio::time::timeout(limit, self.endpoint.connect()).await {
-            Ok(Ok(channel)) => Ok(LockServiceClient::new(channel)),
+            Ok(Ok(channel)) => Ok(LockServiceClient::with_interceptor(
+                channel,
+                self.auth.clone(),
+            )),
             Ok(Err(error)) => Err(format!("cannot connect: {}", chain(&error))),
             Err(_) => Err(format!("cannot connect within {limit:?}")),
         }

@@ -2,6 +2,7 @@
 //! turns each into an exit status.
 
 use nix::sys::signal::Signal;
+use tonic::transport::Error as TransportError;
 use tonic::{Code, Status};
 
 /// An outcome that ends redlockctl with a message on stderr.
@@ -10,11 +11,37 @@ pub enum CtlError {
     /// Bad flags or arguments.
     #[error("{0}")]
     Usage(String),
+    /// A file named by a flag (`--cacert`, `--token-file`, ...) cannot be
+    /// read or does not hold what it should.
+    #[error("{flag} {}: {reason}", path.display())]
+    File {
+        /// The flag (or variable) that named it.
+        flag: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The daemon could not be reached.
     #[error("cannot connect to the daemon at {addr}: {reason}")]
     Connect {
         /// Where it was tried.
         addr: String,
+        /// The transport's error, with its causes.
+        reason: String,
+    },
+    /// The connection ended before the call got any answer: the daemon
+    /// refused it (as under mutual TLS without an acceptable client
+    /// certificate, which TLS 1.3 reports only after the handshake) or went
+    /// away.
+    #[error(
+        "{what}: the daemon closed the connection without answering ({reason}); \
+         a daemon that asks for client certificates does so when none, or one it \
+         does not trust, is given (--cert, --key)"
+    )]
+    Closed {
+        /// The call.
+        what: String,
         /// The transport's error, with its causes.
         reason: String,
     },
@@ -42,8 +69,9 @@ pub enum CtlError {
         /// Why.
         source: std::io::Error,
     },
-    /// A signal arrived before the command started.
-    #[error("interrupted by {0} before the command started; nothing is left locked")]
+    /// A signal arrived while waiting for the lock (before `run`'s command
+    /// started).
+    #[error("interrupted by {0} while waiting for the lock; nothing is left locked")]
     Interrupted(Signal),
     /// The daemon answered something the contract does not allow.
     #[error("unexpected answer from the daemon: {0}")]
@@ -56,10 +84,17 @@ pub enum CtlError {
 impl CtlError {
     /// A status answered to `what`.
     pub fn status(what: impl Into<String>, status: Status) -> CtlError {
-        CtlError::Status {
-            what: what.into(),
-            status,
+        let what = what.into();
+        if matches!(status.code(), Code::Unknown | Code::Cancelled) {
+            let source = std::error::Error::source(&status);
+            if let Some(transport) = source.and_then(|s| s.downcast_ref::<TransportError>()) {
+                return CtlError::Closed {
+                    what,
+                    reason: chain(transport),
+                };
+            }
         }
+        CtlError::Status { what, status }
     }
 }
 
@@ -76,6 +111,10 @@ pub(crate) fn describe(status: &Status) -> String {
         Code::DeadlineExceeded => "the call's deadline ran out",
         Code::ResourceExhausted => "a daemon limit was hit",
         Code::InvalidArgument => "the daemon rejected the request",
+        Code::Unauthenticated => {
+            "the daemon wants a valid bearer token (--token-file or REDLOCK_AUTH_TOKEN) or client certificate"
+        }
+        Code::PermissionDenied => "this client may not lock that resource",
         _ => "",
     };
     let message = status.message();

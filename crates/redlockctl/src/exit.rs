@@ -38,7 +38,8 @@ pub enum Exit {
     Unauthenticated,
     /// PERMISSION_DENIED.
     PermissionDenied,
-    /// The daemon at `--addr` could not be reached.
+    /// The daemon at `--addr` could not be reached, or closed the
+    /// connection before answering.
     CannotConnect,
     /// Any other status, an answer outside the contract, or a local failure.
     Other,
@@ -51,7 +52,7 @@ pub enum Exit {
 /// Every code with its meaning, as `--help` and the README list them.
 pub(crate) const TABLE: &[(&str, &str)] = &[
     ("0", "success; `run`: the command exited 0"),
-    ("64", "usage error: bad flag, argument or duration; nothing was sent"),
+    ("64", "usage error: bad flag, argument or duration, or a --cacert, --cert, --key or --token-file that cannot be read; nothing was sent"),
     ("80", "`run`: the lock was lost while the command ran; the command was stopped"),
     ("81", "ABORTED: the resource stayed held by someone else for the whole --wait; `run` did not start the command"),
     ("82", "FAILED_PRECONDITION, or not held: `extend` failed, `validate` says not held, `release` says was_held = false"),
@@ -61,11 +62,11 @@ pub(crate) const TABLE: &[(&str, &str)] = &[
     ("86", "INVALID_ARGUMENT: the daemon rejected the request (the message names the field)"),
     ("87", "UNAUTHENTICATED"),
     ("88", "PERMISSION_DENIED"),
-    ("89", "cannot connect to the daemon at --addr"),
+    ("89", "cannot connect to the daemon at --addr, or it closed the connection unanswered (under mutual TLS: no client certificate it trusts)"),
     ("90", "any other gRPC status, an unexpected answer, or a local failure"),
     ("126", "`run`: the command could not be executed"),
     ("127", "`run`: the command was not found"),
-    ("128+N", "`run`: the command was killed by signal N, or signal N stopped redlockctl before the command started"),
+    ("128+N", "`run`: the command was killed by signal N; `run`, `acquire`: signal N stopped redlockctl while it waited for the lock (nothing left locked)"),
     ("other", "`run`: the command's own exit status"),
 ];
 
@@ -117,8 +118,8 @@ impl Exit {
 impl From<&CtlError> for Exit {
     fn from(error: &CtlError) -> Exit {
         match error {
-            CtlError::Usage(_) => Exit::Usage,
-            CtlError::Connect { .. } => Exit::CannotConnect,
+            CtlError::Usage(_) | CtlError::File { .. } => Exit::Usage,
+            CtlError::Connect { .. } | CtlError::Closed { .. } => Exit::CannotConnect,
             CtlError::Status { status, .. } => Exit::of_status(status.code()),
             CtlError::TimedOut { .. } => Exit::DeadlineExceeded,
             CtlError::Spawn { source, .. } => match source.kind() {

@@ -5,7 +5,8 @@
 //! single calls. Every outcome has its own exit status (`exit.rs`).
 //!
 //! Modules: `args` (the command line), `exit` (the exit-code table),
-//! `error` (what goes wrong, in words), `client` (reaching the daemon),
+//! `error` (what goes wrong, in words), `client` (reaching the daemon)
+//! with `security` (TLS, bearer token), `waiting` (`--wait`, in rounds),
 //! `calls` (the single calls), `print` (their output), `run` with `lease`
 //! (keeping the lock), `child` (the command's process group) and `signals`.
 
@@ -18,7 +19,9 @@ mod exit;
 mod lease;
 mod print;
 mod run;
+mod security;
 mod signals;
+mod waiting;
 
 use args::{Cli, Cmd};
 use client::Target;
@@ -51,7 +54,7 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> Result<Exit, CtlError> {
-    let target = Target::parse(&cli.addr, cli.timeout)?;
+    let target = Target::parse(&cli.addr, cli.timeout, &cli.security)?;
     let (timeout, json) = (cli.timeout, cli.json);
     match cli.command {
         Cmd::Run(args) => run::run(&target, args, timeout).await,

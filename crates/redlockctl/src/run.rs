@@ -10,6 +10,7 @@ use crate::exit::Exit;
 use crate::lease::{Lease, Lost, Released};
 use crate::print::shell_word;
 use crate::signals::Signals;
+use crate::waiting::until_granted;
 use redlockd_proto::pb;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -25,29 +26,34 @@ pub(crate) async fn run(
     // redlockctl in a way that skips the daemon's cleanup.
     let mut signals =
         Signals::install().map_err(|e| CtlError::Local(format!("cannot catch signals: {e}")))?;
-    let acquire = pb::AcquireRequest {
-        resource: args.resource.clone(),
-        ttl: Some(proto_duration(args.ttl)),
-        wait: Some(proto_duration(args.wait)),
-        owner: args.owner.clone(),
-    };
-    let limit = args.wait.saturating_add(timeout);
-    let mut lease = tokio::select! {
-        lease = Lease::open(target, acquire) => lease?,
-        signal = signals.recv() => return Err(CtlError::Interrupted(signal)),
-        () = tokio::time::sleep(limit) => {
-            return Err(CtlError::TimedOut {
-                what: format!("run {}", shell_word(&args.resource)),
-                limit,
-            })
+    let what = format!("run {}", shell_word(&args.resource));
+    let rounds = until_granted(&what, args.wait, |wait| {
+        let acquire = pb::AcquireRequest {
+            resource: args.resource.clone(),
+            ttl: Some(proto_duration(args.ttl)),
+            wait: Some(proto_duration(wait)),
+            owner: args.owner.clone(),
+        };
+        let limit = wait.saturating_add(timeout);
+        let what = what.clone();
+        async move {
+            match tokio::time::timeout(limit, Lease::open(target, acquire)).await {
+                Ok(lease) => lease,
+                Err(_) => Err(CtlError::TimedOut { what, limit }),
+            }
         }
+    });
+    let mut lease = tokio::select! {
+        lease = rounds => lease?,
+        signal = signals.recv() => return Err(CtlError::Interrupted(signal)),
     };
-    let env = [
+    let mut env = vec![
         ("REDLOCK_RESOURCE", lease.lock.resource.clone()),
         ("REDLOCK_FENCE", lease.lock.fence.to_string()),
         ("REDLOCK_TOKEN", lease.lock.token.clone()),
         ("REDLOCK_ADDR", target.url.clone()),
     ];
+    env.extend(target.env.iter().cloned());
     let mut command = match Command::spawn(&args.command, &env) {
         Ok(command) => command,
         Err(error) => {

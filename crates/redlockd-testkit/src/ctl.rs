@@ -18,6 +18,11 @@ pub fn redlockctl(addr: SocketAddr, args: &[&str]) -> tokio::process::Command {
         .env("REDLOCK_ADDR", format!("http://{addr}"))
         .env_remove("REDLOCK_RESOURCE")
         .env_remove("REDLOCK_TOKEN")
+        .env_remove("REDLOCK_AUTH_TOKEN")
+        .env_remove("REDLOCK_TOKEN_FILE")
+        .env_remove("REDLOCK_CACERT")
+        .env_remove("REDLOCK_CERT")
+        .env_remove("REDLOCK_KEY")
         .stdin(Stdio::null())
         .kill_on_drop(true);
     command
@@ -34,6 +39,32 @@ pub async fn output_within(
         .await
         .unwrap_or_else(|_| panic!("no exit within {limit:?}"))
         .expect("wait")
+}
+
+/// A finished command's exit code, stdout and stderr, for messages.
+pub fn describe(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts a finished command's exit code, showing its output if it differs.
+pub fn assert_exit(out: &std::process::Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", describe(out));
+}
+
+/// The value of `NAME=value` in a command's stdout (as `redlockctl
+/// acquire` prints the lock); fails the test if there is none.
+pub fn assignment(out: &std::process::Output, name: &str) -> String {
+    let prefix = format!("{name}=");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in {}", describe(out)))
+        .to_owned()
 }
 
 /// Waits for a child's exit, failing the test after `limit`.

@@ -9,6 +9,7 @@
 //!   with `REDLOCKD__*` settings, and [`bin`] to find that binary;
 //! - [`client`]: connect-with-retry and "wait until SERVING";
 //! - [`proxy`]: the one TCP fault proxy (slow, blackholed, frozen, closed);
+//! - [`pki`]: a private CA and certificates for TLS tests;
 //! - [`harness`]: five masters plus daemons plus raw master connections,
 //!   the integration tests' fixture, and [`ctl`] for tests that run
 //!   programs (redlockctl, examples) against it.
@@ -20,6 +21,7 @@ pub mod client;
 pub mod ctl;
 pub mod daemon;
 pub mod harness;
+pub mod pki;
 pub mod process;
 pub mod proxy;
 
