@@ -1,6 +1,6 @@
-"""Fixtures: five real masters and a daemon shared by the tests that do not
-disturb them; daemons with token authentication and with TLS over the same
-masters; a cluster of its own for the test that stops masters."""
+"""Fixtures: five real masters and daemons over them shared by the tests
+that do not disturb them (plain, token authentication, TLS, mutual TLS);
+masters and a daemon of its own for each test that stops them."""
 
 from __future__ import annotations
 
@@ -28,11 +28,101 @@ def masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Masters]:
     cluster.close()
 
 
+class AuthDaemon(NamedTuple):
+    """A daemon that knows one client: `token`, limited to `orders/`."""
+
+    address: str
+    token: str
+
+
+class TlsDaemon(NamedTuple):
+    """A daemon serving TLS with a certificate from a private CA (and, for
+    `mtls`, asking for a client certificate from it)."""
+
+    address: str
+    pki: Pki
+
+
+class Daemons(NamedTuple):
+    """The shared daemons, all over the same masters."""
+
+    plain: Daemon
+    auth: AuthDaemon
+    tls: TlsDaemon
+    mtls: TlsDaemon
+
+
 @pytest.fixture(scope="session")
-def daemon(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    process = Daemon(masters, tmp_path_factory.mktemp("daemon"))
-    yield process
-    process.close()
+def daemons(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
+    """Every shared daemon, started together while the masters are fresh:
+    a daemon started later would find masters that came up moments ago
+    holding locks, and sit out their restart quarantine (as it should)."""
+    token = secrets.token_hex(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    config = (
+        "[[auth.clients]]\n"
+        'name = "orders"\n'
+        f'token_sha256 = "{digest}"\n'
+        'namespaces = ["orders/"]\n'
+    )
+    pki = Pki(tmp_path_factory.mktemp("pki"))
+    tls = {"server.tls.cert": str(pki.server_cert), "server.tls.key": str(pki.server_key)}
+    started = []
+    try:
+        plain = Daemon(masters, tmp_path_factory.mktemp("daemon"))
+        started.append(plain)
+        # The health service answers without a token, as probes expect.
+        auth = Daemon(masters, tmp_path_factory.mktemp("auth-daemon"), config=config)
+        started.append(auth)
+        tls_daemon = Daemon(
+            masters,
+            tmp_path_factory.mktemp("tls-daemon"),
+            settings=tls,
+            credentials=grpc.ssl_channel_credentials(root_certificates=pki.ca_pem),
+            host="localhost",
+        )
+        started.append(tls_daemon)
+        mtls_daemon = Daemon(
+            masters,
+            tmp_path_factory.mktemp("mtls-daemon"),
+            settings={**tls, "server.tls.client_ca": str(pki.ca_cert)},
+            credentials=grpc.ssl_channel_credentials(
+                root_certificates=pki.ca_pem,
+                private_key=pki.client_key_pem,
+                certificate_chain=pki.client_cert_pem,
+            ),
+            host="localhost",
+        )
+        started.append(mtls_daemon)
+        yield Daemons(
+            plain,
+            AuthDaemon(auth.address, token),
+            TlsDaemon(tls_daemon.address, pki),
+            TlsDaemon(mtls_daemon.address, pki),
+        )
+    finally:
+        for process in started:
+            process.close()
+
+
+@pytest.fixture
+def daemon(daemons: Daemons) -> Daemon:
+    return daemons.plain
+
+
+@pytest.fixture
+def auth_daemon(daemons: Daemons) -> AuthDaemon:
+    return daemons.auth
+
+
+@pytest.fixture
+def tls_daemon(daemons: Daemons) -> TlsDaemon:
+    return daemons.tls
+
+
+@pytest.fixture
+def mtls_daemon(daemons: Daemons) -> TlsDaemon:
+    return daemons.mtls
 
 
 @pytest.fixture
@@ -47,77 +137,19 @@ def resource(request: pytest.FixtureRequest) -> str:
     return f"py-tests/{request.node.name}/{secrets.token_hex(4)}"
 
 
-class AuthDaemon(NamedTuple):
-    """A daemon that knows one client: `token`, limited to `orders/`."""
+class OwnCluster(NamedTuple):
+    """Masters and a daemon for one test alone, which may stop them."""
 
-    address: str
-    token: str
-
-
-@pytest.fixture(scope="session")
-def auth_daemon(
-    masters: Masters, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[AuthDaemon]:
-    token = secrets.token_hex(32)
-    digest = hashlib.sha256(token.encode()).hexdigest()
-    config = (
-        "[[auth.clients]]\n"
-        'name = "orders"\n'
-        f'token_sha256 = "{digest}"\n'
-        'namespaces = ["orders/"]\n'
-    )
-    # The health service answers without a token, as probes expect.
-    process = Daemon(masters, tmp_path_factory.mktemp("auth-daemon"), config=config)
-    yield AuthDaemon(process.address, token)
-    process.close()
+    masters: Masters
+    daemon: Daemon
 
 
-class TlsDaemon(NamedTuple):
-    """A daemon serving TLS with a certificate from a private CA (and, for
-    `mtls`, asking for a client certificate from it)."""
-
-    address: str
-    pki: Pki
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="session")
-def tls_daemon(
-    masters: Masters, pki: Pki, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TlsDaemon]:
-    process = Daemon(
-        masters,
-        tmp_path_factory.mktemp("tls-daemon"),
-        settings={"server.tls.cert": str(pki.server_cert), "server.tls.key": str(pki.server_key)},
-        credentials=grpc.ssl_channel_credentials(root_certificates=pki.ca_pem),
-        host="localhost",
-    )
-    yield TlsDaemon(process.address, pki)
-    process.close()
-
-
-@pytest.fixture(scope="session")
-def mtls_daemon(
-    masters: Masters, pki: Pki, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TlsDaemon]:
-    process = Daemon(
-        masters,
-        tmp_path_factory.mktemp("mtls-daemon"),
-        settings={
-            "server.tls.cert": str(pki.server_cert),
-            "server.tls.key": str(pki.server_key),
-            "server.tls.client_ca": str(pki.ca_cert),
-        },
-        credentials=grpc.ssl_channel_credentials(
-            root_certificates=pki.ca_pem,
-            private_key=pki.client_key_pem,
-            certificate_chain=pki.client_cert_pem,
-        ),
-        host="localhost",
-    )
-    yield TlsDaemon(process.address, pki)
-    process.close()
+@pytest.fixture
+def own_cluster(tmp_path: pathlib.Path) -> Iterator[OwnCluster]:
+    masters = Masters(tmp_path / "masters")
+    try:
+        daemon = Daemon(masters, tmp_path / "daemon")
+        yield OwnCluster(masters, daemon)
+        daemon.close()
+    finally:
+        masters.close()
