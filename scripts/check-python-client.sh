@@ -27,9 +27,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 mkdir -p "$work"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 timeout 600 "$venv/bin/pip" install -q -r clients/python/requirements-dev.txt
-# Reinstalled every run, so that the tests see this checkout's package.
-timeout 300 "$venv/bin/pip" install -q --force-reinstall --no-deps ./clients/python
-rm -rf clients/python/build clients/python/src/*.egg-info
+# `pip install ./clients/python`, from a copy under target/ so that the
+# build leaves nothing in the source tree; pip reinstalls a directory every
+# time, so the tests see this checkout's package.
+rm -rf "$work/package"
+mkdir "$work/package"
+cp -r clients/python/pyproject.toml clients/python/README.md clients/python/src "$work/package/"
+rm -rf "$work"/package/src/*.egg-info
+timeout 300 "$venv/bin/pip" install -q "$work/package"
 
 echo "--- stubs"
 "$venv/bin/python" clients/python/tools/generate_stubs.py --check
