@@ -90,3 +90,25 @@ def test_lost_when_the_daemon_ends_the_session(own_cluster, resource: str, how, 
             assert reason in (lease.reason or ""), lease.reason
             with pytest.raises(LockLost):
                 lease.check()
+
+
+def test_hold_timeout_shorter_than_wait(client: Client, resource: str) -> None:
+    from redlockd_client import DeadlineExceeded
+
+    held = client.acquire(resource, ttl=30)
+    # The client's bound, not the daemon's wait (which would end in LockHeld).
+    with pytest.raises(DeadlineExceeded):
+        with client.hold(resource, ttl=5, wait=20, timeout=0.5):
+            pytest.fail("granted a held lock")
+    client.release(held)
+
+
+def test_hold_without_a_daemon_is_unavailable() -> None:
+    from cluster import free_port
+
+    from redlockd_client import Unavailable
+
+    with Client(f"127.0.0.1:{free_port()}", timeout=10) as nobody:
+        with pytest.raises(Unavailable):
+            with nobody.hold("x", ttl=1):
+                pytest.fail("a session without a daemon")

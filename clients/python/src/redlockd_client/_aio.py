@@ -221,6 +221,9 @@ class AsyncHold:
         except grpc.RpcError as error:
             call.cancel()
             raise from_rpc_error(error) from None
+        except BaseException:  # cancelled while waiting: end the session too
+            call.cancel()
+            raise
         if first is grpc.aio.EOF or first.WhichOneof("event") != "acquired":
             call.cancel()
             raise RedlockdError(f"protocol error: the session began with {first}")

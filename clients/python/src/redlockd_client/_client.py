@@ -277,6 +277,7 @@ class Hold:
         except grpc.RpcError as rpc_error:
             error = from_rpc_error(rpc_error)
         except RedlockdError as protocol_error:
+            call.cancel()  # type: ignore[attr-defined]  # a grpc.Call as well
             error = protocol_error
         finally:
             if self._granted.is_set():
