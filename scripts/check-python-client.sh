@@ -5,7 +5,8 @@
 #      (clients/python/requirements-dev.txt) and `pip install ./clients/python`;
 #   2. the checked-in gRPC stubs equal a fresh generation from
 #      proto/redlock/v1/lock.proto (tools/generate_stubs.py --check);
-#   3. pytest against real valkey-server masters and the workspace's
+#   3. mypy --strict on the package (it ships py.typed);
+#   4. pytest against real valkey-server masters and the workspace's
 #      redlockd (built here, a no-op when up to date; $REDLOCKD_BIN
 #      overrides it).
 # Bounded: every install and the test run have their own time limit.
@@ -38,6 +39,9 @@ timeout 300 "$venv/bin/pip" install -q "$work/package"
 
 echo "--- stubs"
 "$venv/bin/python" clients/python/tools/generate_stubs.py --check
+
+echo "--- mypy"
+(cd clients/python && timeout 300 "$venv/bin/python" -m mypy --cache-dir "$work/mypy-cache" src/redlockd_client)
 
 if [ -z "${REDLOCKD_BIN:-}" ]; then
   # The same build as scripts/test.sh's, so that features never flip.

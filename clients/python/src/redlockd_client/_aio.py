@@ -72,7 +72,7 @@ class AsyncClient:
             if credentials is not None
             else grpc.aio.insecure_channel(target)
         )
-        self._stub = lock_pb2_grpc.LockServiceStub(self._channel)
+        self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = auth_metadata(token)
         self._timeout = timeout
 

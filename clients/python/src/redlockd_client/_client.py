@@ -66,7 +66,7 @@ class Client:
             if credentials is not None
             else grpc.insecure_channel(target)
         )
-        self._stub = lock_pb2_grpc.LockServiceStub(self._channel)
+        self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = auth_metadata(token)
         self._timeout = timeout
 
@@ -262,7 +262,7 @@ class Hold:
 
     def _read(self, call: Iterator[lock_pb2.HoldEvent], sent_at: float) -> None:
         lease = self.lease
-        error: Optional[Exception] = None
+        error: Optional[RedlockdError] = None
         try:
             for event in call:
                 if not self._granted.is_set():

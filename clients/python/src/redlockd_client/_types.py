@@ -75,7 +75,7 @@ def duration(value: Seconds) -> Duration:
 
 def from_duration(value: Duration) -> float:
     """A protobuf Duration in seconds."""
-    return value.seconds + value.nanos / 1e9
+    return float(value.seconds + value.nanos / 1e9)
 
 
 def lock_of(message: lock_pb2.Lock, sent_at: float) -> Lock:
