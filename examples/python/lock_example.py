@@ -88,7 +88,7 @@ def stale_holder_is_refused(client, store):
 def hold_session(client, store, hold_seconds):
     """3. Work in small steps inside a session; stop the moment it is lost."""
     step = 0
-    with client.hold("examples/session", ttl=1) as lease:
+    with client.hold("examples/session", ttl=2) as lease:
         print(f"3. holding {lease.resource} fence={lease.fence}", flush=True)
         deadline = time.monotonic() + hold_seconds
         try:
