@@ -249,7 +249,7 @@ class AsyncHold:
             try:
                 await call.write(lock_pb2.HoldRequest(release=lock_pb2.HoldRequest.Release()))
                 await call.done_writing()
-            except (grpc.RpcError, asyncio.InvalidStateError):
+            except (grpc.RpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
                 pass  # the stream is over already; the reader says why
         limit = RELEASE_WAIT if self._timeout is None else max(self._timeout, 1.0)
         try:
@@ -271,4 +271,7 @@ class AsyncHold:
             error = from_rpc_error(rpc_error)
         except asyncio.CancelledError:
             error = RedlockdError("the session's reader was cancelled")
+        except Exception as unexpected:  # a bug: the lock is not known held
+            call.cancel()
+            error = RedlockdError(f"the session's reader failed: {unexpected!r}")
         lease._on_end(error)

@@ -276,9 +276,13 @@ class Hold:
                 raise RedlockdError("the session ended before the lock was granted")
         except grpc.RpcError as rpc_error:
             error = from_rpc_error(rpc_error)
-        except RedlockdError as protocol_error:
+        except Exception as unexpected:  # a protocol error, or a bug: the lock is not known held
             call.cancel()  # type: ignore[attr-defined]  # a grpc.Call as well
-            error = protocol_error
+            error = (
+                unexpected
+                if isinstance(unexpected, RedlockdError)
+                else RedlockdError(f"the session's reader failed: {unexpected!r}")
+            )
         finally:
             if self._granted.is_set():
                 lease._on_end(error)
