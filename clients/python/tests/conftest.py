@@ -50,11 +50,14 @@ class Daemons(NamedTuple):
     auth: AuthDaemon
     tls: TlsDaemon
     mtls: TlsDaemon
+    #: At most one open session (`limits.max_sessions = 1`).
+    limited: Daemon
 
 
 @pytest.fixture(scope="session")
 def daemons(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
-    """Every shared daemon, started together while the masters are fresh:
+    """Every shared daemon (plain, token authentication, TLS, mutual TLS,
+    one session at most), started together while the masters are fresh:
     a daemon started later would find masters that came up moments ago
     holding locks, and sit out their restart quarantine (as it should)."""
     token = secrets.token_hex(32)
@@ -94,11 +97,18 @@ def daemons(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Itera
             host="localhost",
         )
         started.append(mtls_daemon)
+        limited = Daemon(
+            masters,
+            tmp_path_factory.mktemp("limited-daemon"),
+            settings={"limits.max_sessions": "1"},
+        )
+        started.append(limited)
         yield Daemons(
             plain,
             AuthDaemon(auth.address, token),
             TlsDaemon(tls_daemon.address, pki),
             TlsDaemon(mtls_daemon.address, pki),
+            limited,
         )
     finally:
         for process in started:

@@ -112,3 +112,15 @@ def test_hold_without_a_daemon_is_unavailable() -> None:
         with pytest.raises(Unavailable):
             with nobody.hold("x", ttl=1):
                 pytest.fail("a session without a daemon")
+
+
+def test_session_limit_is_resource_exhausted(daemons, resource: str) -> None:
+    from redlockd_client import ResourceExhausted
+
+    with Client(daemons.limited.address, timeout=30) as client:
+        with client.hold(resource, ttl=5) as lease:
+            with pytest.raises(ResourceExhausted) as refused:
+                with client.hold(f"{resource}/other", ttl=5):
+                    pytest.fail("a second session past limits.max_sessions = 1")
+            assert "max_sessions" in refused.value.details
+            lease.check()
