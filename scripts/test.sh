@@ -5,6 +5,8 @@
 #   lint        cargo fmt --check; cargo clippy --workspace --all-targets -D warnings
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker, against real Valkey 9 and Redis 7
+#   python      the Python client package against a real daemon: stub
+#               freshness and pytest (scripts/check-python-client.sh)
 #   chaos       the safety checker's short runs (tools/chaos)
 #   node        the Node client package against real daemons
 #               (scripts/check-node-client.sh)
@@ -20,7 +22,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust chaos node quickstart image)
+all=(lint rust python chaos node quickstart image)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -45,6 +47,8 @@ for name in "${steps[@]}"; do
       # The integration tests run the workspace's binaries as processes.
       step build 1200 cargo build --workspace --bins
       step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos && cargo test --workspace --doc' ;;
+    python)
+      step python 1800 bash scripts/check-python-client.sh ;;
     chaos)
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
     node)

@@ -62,7 +62,7 @@ async fn abandons_work_when_lost(h: &mut Harness, mut command: Command) {
     line_containing(&mut stdout, "work abandoned", Duration::from_secs(1)).await;
 }
 
-/// examples/python (grpcio, stubs generated from proto/ at run time):
+/// examples/python (on the clients/python package, installed by run.sh):
 /// acquire/release, the stale fence refused, a session; then `lost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_example_runs_against_the_daemon() {

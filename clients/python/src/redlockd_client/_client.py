@@ -1,0 +1,292 @@
+"""The blocking client: one gRPC channel, the four unary calls, and Hold
+sessions as ``with`` blocks."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from types import TracebackType
+from typing import Iterator, Optional, Type, Union
+
+import grpc
+
+from ._errors import DeadlineExceeded, RedlockdError, from_rpc_error
+from ._generated import lock_pb2, lock_pb2_grpc
+from ._lease import Lease
+from ._types import (
+    Lock,
+    Metadata,
+    Released,
+    Seconds,
+    Validation,
+    acquire_request,
+    auth_metadata,
+    channel_credentials,
+    duration,
+    from_duration,
+    lock_of,
+    split_lock,
+    target_of,
+    to_seconds,
+)
+
+#: How long leaving a ``hold`` block waits for the daemon's ``released``
+#: when the client has no timeout of its own.
+RELEASE_WAIT = 10.0
+
+
+class Client:
+    """A connection to one redlockd daemon.
+
+    ``address`` is ``host:port`` (plaintext), or with ``http://`` or
+    ``https://``. TLS is used for ``https://`` or when
+    ``root_certificates`` (PEM bytes of the CA to trust; default: the
+    system's roots) or ``private_key`` + ``certificate_chain`` (PEM bytes,
+    for mutual TLS) are given. ``token`` is sent as ``authorization: Bearer
+    <token>`` on every call. ``timeout`` (seconds) is the default deadline
+    of every call; for ``acquire`` and ``hold`` it must cover ``wait``.
+    Errors are raised as the classes of :mod:`redlockd_client`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: Optional[str] = None,
+        root_certificates: Optional[bytes] = None,
+        private_key: Optional[bytes] = None,
+        certificate_chain: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> None:
+        target, tls = target_of(address)
+        credentials = channel_credentials(tls, root_certificates, private_key, certificate_chain)
+        self._channel = (
+            grpc.secure_channel(target, credentials)
+            if credentials is not None
+            else grpc.insecure_channel(target)
+        )
+        self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._metadata = auth_metadata(token)
+        self._timeout = timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the channel (open sessions end, releasing their locks)."""
+        self._channel.close()
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        return self._timeout if timeout is None else timeout
+
+    def acquire(
+        self,
+        resource: str,
+        ttl: Seconds,
+        wait: Optional[Seconds] = None,
+        owner: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> Lock:
+        """Takes the lock on ``resource`` for ``ttl``, waiting up to
+        ``wait`` for the current holder to release it (none: try once).
+        Raises :class:`LockHeld` if it stayed held for the whole wait."""
+        request = acquire_request(resource, ttl, wait, owner)
+        sent_at = time.monotonic()
+        try:
+            response = self._stub.Acquire(
+                request, timeout=self._deadline(timeout), metadata=self._metadata
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return lock_of(response.lock, sent_at)
+
+    def extend(
+        self,
+        lock: Union[Lock, str],
+        token: Optional[str] = None,
+        *,
+        ttl: Seconds,
+        timeout: Optional[float] = None,
+    ) -> Lock:
+        """Resets the lock's time to live to ``ttl``: ``extend(lock,
+        ttl=...)`` or ``extend(resource, token, ttl=...)``. Raises
+        :class:`LockNotHeld` if it is no longer held."""
+        resource, token = split_lock(lock, token)
+        request = lock_pb2.ExtendRequest(resource=resource, token=token, ttl=duration(ttl))
+        sent_at = time.monotonic()
+        try:
+            response = self._stub.Extend(
+                request, timeout=self._deadline(timeout), metadata=self._metadata
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return lock_of(response.lock, sent_at)
+
+    def release(
+        self,
+        lock: Union[Lock, str],
+        token: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> Released:
+        """Gives the lock up; idempotent. ``was_held`` False: it had expired
+        or been taken over first."""
+        resource, token = split_lock(lock, token)
+        try:
+            response = self._stub.Release(
+                lock_pb2.ReleaseRequest(resource=resource, token=token),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return Released(was_held=response.was_held)
+
+    def validate(
+        self,
+        lock: Union[Lock, str],
+        token: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> Validation:
+        """Whether the token is still the holder on a majority (what a
+        resource server asks before trusting a caller)."""
+        resource, token = split_lock(lock, token)
+        sent_at = time.monotonic()
+        try:
+            response = self._stub.Validate(
+                lock_pb2.ValidateRequest(resource=resource, token=token),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        validity = from_duration(response.validity) if response.held else 0.0
+        return Validation(held=response.held, validity=validity, valid_until=sent_at + validity)
+
+    def hold(
+        self,
+        resource: str,
+        *,
+        ttl: Seconds,
+        wait: Optional[Seconds] = None,
+        owner: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Hold:
+        """A lock session, for ``with client.hold(...) as lease:``. The
+        daemon extends the lock while the block runs; leaving the block
+        releases it. ``timeout`` bounds only the wait for the grant."""
+        return Hold(
+            self._stub,
+            self._metadata,
+            acquire_request(resource, ttl, wait, owner),
+            self._deadline(timeout),
+        )
+
+
+class Hold:
+    """The context manager :meth:`Client.hold` returns: entering opens the
+    session and waits for the grant (raising the daemon's error if it is
+    refused); leaving sends ``release`` and waits for ``released``."""
+
+    def __init__(
+        self,
+        stub: lock_pb2_grpc.LockServiceStub,
+        metadata: Optional[Metadata],
+        acquire: lock_pb2.AcquireRequest,
+        timeout: Optional[float],
+    ) -> None:
+        self._stub = stub
+        self._metadata = metadata
+        self._acquire = acquire
+        self._timeout = timeout
+        self._requests: queue.Queue[Optional[lock_pb2.HoldRequest]] = queue.Queue()
+        self._granted = threading.Event()
+        self._done = threading.Event()
+        self._error: Optional[RedlockdError] = None
+        self._call: Optional[grpc.Future] = None
+        self.lease = Lease(acquire.resource)
+
+    def __enter__(self) -> Lease:
+        self._requests.put(lock_pb2.HoldRequest(acquire=self._acquire))
+        sent_at = time.monotonic()
+        call = self._stub.Hold(iter(self._requests.get, None), metadata=self._metadata)
+        self._call = call
+        reader = threading.Thread(
+            target=self._read, args=(call, sent_at), name="redlockd-hold", daemon=True
+        )
+        reader.start()
+        if not self._granted.wait(self._timeout):
+            self._abandon()
+            raise DeadlineExceeded(
+                f"no grant within the client's timeout ({self._timeout}s)",
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            )
+        if self._error is not None:
+            self._requests.put(None)
+            raise self._error
+        return self.lease
+
+    def __exit__(
+        self,
+        kind: Optional[Type[BaseException]],
+        value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.release()
+
+    def release(self) -> Optional[bool]:
+        """Ends the session: ``was_held`` of the daemon's ``released``, or
+        None if the lock was gone already (or no answer came in time)."""
+        lease = self.lease
+        if not lease._release_requested:
+            lease._release_requested = True
+            self._requests.put(lock_pb2.HoldRequest(release=lock_pb2.HoldRequest.Release()))
+            self._requests.put(None)
+        limit = RELEASE_WAIT if self._timeout is None else max(self._timeout, 1.0)
+        if not self._done.wait(limit):
+            # Cancelling releases on the daemon's side as well.
+            self._abandon()
+        return lease.was_held if not lease.is_lost() else None
+
+    def _abandon(self) -> None:
+        """Cancels the stream (the daemon releases whatever it holds)."""
+        if self._call is not None:
+            self._call.cancel()
+        self._requests.put(None)
+
+    def _read(self, call: Iterator[lock_pb2.HoldEvent], sent_at: float) -> None:
+        lease = self.lease
+        error: Optional[RedlockdError] = None
+        try:
+            for event in call:
+                if not self._granted.is_set():
+                    if event.WhichOneof("event") != "acquired":
+                        raise RedlockdError(f"protocol error: first event {event}")
+                    lease._on_acquired(event.acquired, sent_at)
+                    self._granted.set()
+                else:
+                    lease._on_event(event)
+            if not self._granted.is_set():
+                raise RedlockdError("the session ended before the lock was granted")
+        except grpc.RpcError as rpc_error:
+            error = from_rpc_error(rpc_error)
+        except Exception as unexpected:  # a protocol error, or a bug: the lock is not known held
+            call.cancel()  # type: ignore[attr-defined]  # a grpc.Call as well
+            error = (
+                unexpected
+                if isinstance(unexpected, RedlockdError)
+                else RedlockdError(f"the session's reader failed: {unexpected!r}")
+            )
+        finally:
+            if self._granted.is_set():
+                lease._on_end(error)
+            else:
+                self._error = error
+                self._granted.set()
+            self._done.set()

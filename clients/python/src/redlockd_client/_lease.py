@@ -1,0 +1,133 @@
+"""What a Hold session knows about its lock, for both clients: the events
+the daemon sends become the lease's state, and every way a session can end
+without the holder asking counts as the lock being lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+from ._errors import LockLost
+from ._generated import lock_pb2
+from ._types import from_duration
+
+
+class LeaseState:
+    """The state shared by :class:`Lease` and the asyncio ``AsyncLease``;
+    subclasses provide the ``lost`` event of their concurrency model."""
+
+    def __init__(self, resource: str) -> None:
+        self.resource: str = resource
+        #: The fencing token: pass it with every write to the resource.
+        self.fence: int = 0
+        #: The daemon's last stated validity, in seconds.
+        self.validity: float = 0.0
+        #: :func:`time.monotonic` instant past which the lock is no longer
+        #: guaranteed unless an extension arrives first (see ``_on_event``).
+        self.valid_until: float = 0.0
+        #: Extensions the daemon reported.
+        self.extensions: int = 0
+        #: Why the lock is gone, once it is.
+        self.reason: Optional[str] = None
+        #: ``was_held`` of the daemon's ``released``, once it came.
+        self.was_held: Optional[bool] = None
+        self._token: str = ""
+        self._release_requested = False
+        self._last_event_at = 0.0
+
+    @property
+    def token(self) -> str:
+        """The lock token (never log it)."""
+        return self._token
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(resource={self.resource!r}, fence={self.fence}, "
+            f"lost={self.is_lost()}, reason={self.reason!r})"
+        )
+
+    def is_lost(self) -> bool:
+        """Whether the ``lost`` signal has fired."""
+        raise NotImplementedError
+
+    def _signal_lost(self) -> None:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raises :class:`LockLost` once the lock is gone: the daemon said
+        ``lost`` or ended the session unasked, the stream ended or broke,
+        the lease was released, or its validity ran out with no extension.
+        Call it before every step of the work done under the lock."""
+        if self.is_lost():
+            raise LockLost(self.reason or "the lock was lost")
+        if self._release_requested:
+            raise LockLost("the lease was released")
+        if time.monotonic() >= self.valid_until:
+            raise LockLost("the lock's validity ran out before the daemon extended it")
+
+    def _lose(self, reason: str) -> None:
+        """The lock is gone without the holder asking."""
+        if self.reason is None:
+            self.reason = reason
+        self._signal_lost()
+
+    def _on_acquired(self, lock: lock_pb2.Lock, sent_at: float) -> None:
+        """The first event: counted from when the acquire was sent."""
+        self._token = lock.token
+        self.fence = lock.fence
+        self.validity = from_duration(lock.validity)
+        self.valid_until = sent_at + self.validity
+        self._last_event_at = time.monotonic()
+
+    def _on_event(self, event: lock_pb2.HoldEvent) -> None:
+        """Any event after ``acquired``.
+
+        An extension is pushed, not asked for: there is no request of ours
+        to count its validity from. The daemon sent it after the event
+        before it, so it is counted from when that earlier event reached us
+        (this trusts one event not to be delayed by more than the time
+        between two extensions, a third of the ttl by default).
+        """
+        now = time.monotonic()
+        kind = event.WhichOneof("event")
+        if kind == "extended":
+            self.extensions += 1
+            self.validity = from_duration(event.extended.validity)
+            self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
+        elif kind == "lost":
+            self._lose(f"the daemon could not extend the lock: {event.lost.reason}")
+        elif kind == "released":
+            self.was_held = event.released.was_held
+            if not self._release_requested:
+                self._lose("the daemon ended the session (released without a request)")
+        elif kind == "acquired":
+            self._lose("protocol error: a second `acquired` event")
+        self._last_event_at = now
+
+    def _on_end(self, error: Optional[Exception]) -> None:
+        """The stream is over; without a requested release that answered,
+        the lock is gone."""
+        if error is not None:
+            self._lose(f"the session's stream broke: {error}")
+        elif self.was_held is None or not self._release_requested:
+            self._lose("the session's stream ended")
+
+
+class Lease(LeaseState):
+    """The lock of a ``with client.hold(...)`` block, kept alive by the
+    daemon while the block runs. ``lost`` is a :class:`threading.Event` set
+    the moment the lock is gone without a release from this side: test it,
+    wait on it, or call :meth:`check` before each step of the work."""
+
+    def __init__(self, resource: str) -> None:
+        super().__init__(resource)
+        #: Set as soon as the lock is gone without being released here.
+        self.lost = threading.Event()
+
+    def is_lost(self) -> bool:
+        """Whether ``lost`` is set."""
+        return self.lost.is_set()
+
+    def _signal_lost(self) -> None:
+        self.lost.set()

@@ -1,0 +1,151 @@
+"""The values calls return, and the conversions both clients share:
+durations, the channel's credentials, the bearer token's metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Optional, Sequence, Tuple, Union
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+
+from ._generated import lock_pb2
+
+#: A duration: seconds as a number, or a :class:`datetime.timedelta`.
+Seconds = Union[float, int, datetime.timedelta]
+
+#: gRPC call metadata.
+Metadata = Sequence[Tuple[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Lock:
+    """A granted lock.
+
+    ``validity`` is the daemon's guarantee in seconds, measured from when it
+    answered; ``valid_until`` is a :func:`time.monotonic` instant counted
+    from when the request was *sent* (earlier than the answer), so that it
+    never overstates the guarantee by the network's delay. Pass ``fence``
+    with every write to the protected resource. The token is left out of
+    ``repr`` so that it does not end up in logs.
+    """
+
+    resource: str
+    token: str = dataclasses.field(repr=False)
+    fence: int
+    validity: float
+    valid_until: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Released:
+    """The outcome of a release. ``was_held`` False means the lock had
+    expired or been taken over before: the work done under it may have
+    overlapped with another holder's."""
+
+    was_held: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    """Whether (resource, token) still holds the lock on a majority;
+    ``validity`` and ``valid_until`` (monotonic, from when the request was
+    sent) are 0 and the send time when not held."""
+
+    held: bool
+    validity: float
+    valid_until: float
+
+
+def to_seconds(value: Seconds) -> float:
+    """``value`` in seconds."""
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def duration(value: Seconds) -> Duration:
+    """``value`` as a protobuf Duration (negative values are passed on: the
+    daemon refuses them naming the field)."""
+    result = Duration()
+    result.FromNanoseconds(round(to_seconds(value) * 1e9))
+    return result
+
+
+def from_duration(value: Duration) -> float:
+    """A protobuf Duration in seconds."""
+    return float(value.seconds + value.nanos / 1e9)
+
+
+def lock_of(message: lock_pb2.Lock, sent_at: float) -> Lock:
+    """A :class:`Lock` from its message, counted from ``sent_at``."""
+    validity = from_duration(message.validity)
+    return Lock(
+        resource=message.resource,
+        token=message.token,
+        fence=message.fence,
+        validity=validity,
+        valid_until=sent_at + validity,
+    )
+
+
+def target_of(address: str) -> Tuple[str, bool]:
+    """The gRPC target for ``address`` (``host:port``, ``http://host:port``
+    or ``https://host:port``) and whether its scheme asks for TLS."""
+    for scheme, tls in (("https://", True), ("http://", False)):
+        if address.startswith(scheme):
+            return address[len(scheme) :].rstrip("/"), tls
+    return address, False
+
+
+def channel_credentials(
+    tls: bool,
+    root_certificates: Optional[bytes],
+    private_key: Optional[bytes],
+    certificate_chain: Optional[bytes],
+) -> Optional[grpc.ChannelCredentials]:
+    """TLS credentials when any TLS setting is given (or ``https://``), else
+    ``None`` for a plaintext channel. ``root_certificates`` None means the
+    system's roots; ``private_key`` and ``certificate_chain`` together make
+    it mutual TLS."""
+    if (private_key is None) != (certificate_chain is None):
+        raise ValueError("private_key and certificate_chain go together (mutual TLS)")
+    if not (tls or root_certificates or certificate_chain):
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=root_certificates,
+        private_key=private_key,
+        certificate_chain=certificate_chain,
+    )
+
+
+def auth_metadata(token: Optional[str]) -> Optional[Metadata]:
+    """``authorization: Bearer <token>``, as the daemon reads it."""
+    if token is None:
+        return None
+    if not token or any(c.isspace() for c in token):
+        raise ValueError("token must be non-empty and without whitespace")
+    return (("authorization", f"Bearer {token}"),)
+
+
+def acquire_request(
+    resource: str, ttl: Seconds, wait: Optional[Seconds], owner: Optional[str]
+) -> lock_pb2.AcquireRequest:
+    """An AcquireRequest; ``wait`` None means try once."""
+    request = lock_pb2.AcquireRequest(resource=resource, ttl=duration(ttl), owner=owner or "")
+    if wait is not None:
+        request.wait.CopyFrom(duration(wait))
+    return request
+
+
+def split_lock(lock_or_resource: Union[Lock, str], token: Optional[str]) -> Tuple[str, str]:
+    """(resource, token) from a :class:`Lock`, or from a resource and its
+    token given apart."""
+    if isinstance(lock_or_resource, Lock):
+        if token is not None:
+            raise TypeError("give a Lock, or a resource and a token, not both")
+        return lock_or_resource.resource, lock_or_resource.token
+    if token is None:
+        raise TypeError("a resource needs its token")
+    return lock_or_resource, token

@@ -1,0 +1,95 @@
+"""Regenerates the gRPC stubs checked into redlockd_client/_generated from
+the repository's proto/redlock/v1/lock.proto, so that users of the package
+need no protoc.
+
+    python tools/generate_stubs.py          # rewrite the checked-in stubs
+    python tools/generate_stubs.py --check  # exit 1 if they differ from a
+                                            # fresh generation
+
+Needs grpcio-tools at the version pinned in requirements-dev.txt (another
+version writes different code). The one edit made to protoc's output: the
+service module imports its message module relatively, since the stubs live
+inside this package and not at the top-level `redlock.v1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import pathlib
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+PACKAGE = HERE.parent / "src" / "redlockd_client" / "_generated"
+PROTO_ROOT = HERE.parent.parent.parent / "proto"
+PROTO = "redlock/v1/lock.proto"
+FILES = ("lock_pb2.py", "lock_pb2.pyi", "lock_pb2_grpc.py")
+ABSOLUTE_IMPORT = "from redlock.v1 import lock_pb2 as"
+RELATIVE_IMPORT = "from . import lock_pb2 as"
+
+
+def generate() -> dict[str, str]:
+    """The stubs protoc writes today, keyed by file name."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    well_known = pathlib.Path(grpc_tools.__file__).parent / "_proto"
+    with tempfile.TemporaryDirectory() as out:
+        status = protoc.main(
+            [
+                "grpc_tools.protoc",
+                f"-I{PROTO_ROOT}",
+                f"-I{well_known}",
+                f"--python_out={out}",
+                f"--pyi_out={out}",
+                f"--grpc_python_out={out}",
+                str(PROTO_ROOT / PROTO),
+            ]
+        )
+        if status != 0:
+            raise SystemExit(f"protoc failed on {PROTO_ROOT / PROTO} ({status})")
+        generated = pathlib.Path(out) / "redlock" / "v1"
+        stubs = {name: (generated / name).read_text() for name in FILES}
+    grpc_module = stubs["lock_pb2_grpc.py"]
+    if ABSOLUTE_IMPORT not in grpc_module:
+        raise SystemExit("protoc's service module no longer imports `redlock.v1.lock_pb2`")
+    stubs["lock_pb2_grpc.py"] = grpc_module.replace(ABSOLUTE_IMPORT, RELATIVE_IMPORT)
+    return stubs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare only; exit 1 on a difference")
+    args = parser.parse_args()
+    stubs = generate()
+    stale = []
+    for name, fresh in stubs.items():
+        path = PACKAGE / name
+        current = path.read_text() if path.exists() else ""
+        if current == fresh:
+            continue
+        stale.append(name)
+        if args.check:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    current.splitlines(keepends=True),
+                    fresh.splitlines(keepends=True),
+                    f"checked-in/{name}",
+                    f"fresh/{name}",
+                )
+            )
+        else:
+            path.write_text(fresh)
+    if args.check and stale:
+        print(
+            f"stale stubs: {', '.join(stale)}; run: python clients/python/tools/generate_stubs.py",
+            file=sys.stderr,
+        )
+        return 1
+    print("stubs are up to date" if args.check else f"rewrote: {', '.join(stale) or 'nothing'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
