@@ -44,6 +44,8 @@ pub(crate) const WAITERS: &str = "redlock_waiters";
 /// Acquisitions queued for admission: the daemon's own backlog in front of
 /// the masters (see `redlock::admission`).
 pub(crate) const ACQUISITIONS_QUEUED: &str = "redlock_acquisitions_queued";
+/// The adaptive bound on acquisition attempts out at the masters at once.
+pub(crate) const ADMISSION_LIMIT: &str = "redlock_admission_limit";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// Session locks lost (an extension could not keep them).
@@ -67,11 +69,16 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 20] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 21] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
         "Acquisitions waiting for admission: the daemon's own backlog in front of the masters.",
+    ),
+    (
+        ADMISSION_LIMIT,
+        Kind::Gauge,
+        "Acquisition attempts allowed out at the masters at once now (adapts to how fast they answer).",
     ),
     (
         NODE_QUARANTINE_SECONDS,
@@ -291,10 +298,11 @@ pub(crate) fn node_state(node: &str, up: bool, quarantine_left: Duration) {
 }
 
 /// Whether a quorum of masters is reachable, and how many callers wait.
-pub(crate) fn availability(quorum: bool, waiters: usize, queued: usize) {
+pub(crate) fn availability(quorum: bool, waiters: usize, queued: usize, limit: usize) {
     gauge!(QUORUM_AVAILABLE).set(f64::from(u8::from(quorum)));
     gauge!(WAITERS).set(waiters as f64);
     gauge!(ACQUISITIONS_QUEUED).set(queued as f64);
+    gauge!(ADMISSION_LIMIT).set(limit as f64);
 }
 
 /// A session opened (+1) or ended (-1).

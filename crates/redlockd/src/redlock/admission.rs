@@ -16,6 +16,16 @@
 //! each master's batch queue is bounded too (a few batches of
 //! [`crate::node`]'s maximum size), so a master's answer time is its own.
 //!
+//! The bound adapts to the masters (additive increase, multiplicative
+//! decrease, as TCP's congestion window does): an attempt whose first round
+//! took more than half of `node_timeout` is a sign that the masters (or the
+//! machine they share) fall behind, and cuts the acquisition bound by a
+//! quarter, at most once per `node_timeout`; every `limit` attempts answered
+//! briskly raise it by one, up to `max_in_flight`, never below
+//! [`FLOOR`]. So a burst on a busy machine is admitted at the pace the
+//! masters answer in, not at the pace that times them out ([`Aimd`], pure
+//! and tested).
+//!
 //! Extensions have their own permits: a burst of new acquisitions cannot
 //! delay the extensions that keep held locks alive. Releases and validations
 //! are not admitted: a release must go out at once (it frees the resource
@@ -27,7 +37,83 @@
 
 use super::LockError;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
+
+/// The acquisition bound never adapts below this (or below
+/// `max_in_flight`, if that is smaller).
+pub(crate) const FLOOR: usize = 8;
+
+/// The adaptive bound on acquisitions in flight: additive increase,
+/// multiplicative decrease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Aimd {
+    /// The bound now.
+    limit: usize,
+    floor: usize,
+    ceiling: usize,
+    /// Brisk attempts since the last change.
+    brisk: usize,
+    /// When the bound was last cut.
+    cut_at: Option<Instant>,
+}
+
+/// What an outcome does to the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Nothing.
+    Keep,
+    /// One permit more.
+    Grow,
+    /// This many permits fewer.
+    Shrink(usize),
+}
+
+impl Aimd {
+    /// Starts at `ceiling`: a quiet daemon admits all it may.
+    pub(crate) fn new(ceiling: usize) -> Aimd {
+        let ceiling = ceiling.max(1);
+        Aimd {
+            limit: ceiling,
+            floor: FLOOR.min(ceiling),
+            ceiling,
+            brisk: 0,
+            cut_at: None,
+        }
+    }
+
+    /// The bound now.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// One attempt's outcome: `slow` when its round took more than half of
+    /// `node_timeout`. Cuts by a quarter at most once per `cooldown` (the
+    /// attempts in flight when the masters fell behind all report it);
+    /// grows by one every `limit` brisk attempts.
+    pub(crate) fn outcome(&mut self, slow: bool, now: Instant, cooldown: Duration) -> Change {
+        if slow {
+            self.brisk = 0;
+            let cooling = self.cut_at.is_some_and(|at| now < at + cooldown);
+            if cooling || self.limit <= self.floor {
+                return Change::Keep;
+            }
+            let cut = (self.limit / 4).max(1).min(self.limit - self.floor);
+            self.limit -= cut;
+            self.cut_at = Some(now);
+            return Change::Shrink(cut);
+        }
+        self.brisk += 1;
+        if self.brisk < self.limit || self.limit >= self.ceiling {
+            return Change::Keep;
+        }
+        self.brisk = 0;
+        self.limit += 1;
+        Change::Grow
+    }
+}
 
 /// The bounds of admission, from `[limits]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +130,42 @@ pub struct AdmissionLimits {
 #[derive(Debug)]
 pub(crate) struct Admission {
     acquisitions: Semaphore,
+    /// The adaptive bound and the permits still to take back after a cut
+    /// (permits in use are forgotten as they come back).
+    bound: Mutex<(Aimd, usize)>,
     extensions: Semaphore,
     queued: AtomicUsize,
     max_queued: usize,
+    /// Half of it is "slow"; the cool-down between two cuts.
+    node_timeout: Duration,
+}
+
+/// The right to have one acquisition attempt out at the masters; given
+/// back when dropped (or kept back, after a cut).
+#[derive(Debug)]
+pub(crate) struct Admitted<'a> {
+    gate: &'a Admission,
+    permit: Option<SemaphorePermit<'a>>,
+}
+
+impl Admitted<'_> {
+    /// Tells the gate how long the attempt's first round took.
+    pub(crate) fn round_took(&self, elapsed: Duration) {
+        self.gate.outcome(elapsed > self.gate.node_timeout / 2);
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let mut bound = self.gate.lock_bound();
+        if bound.1 > 0 {
+            bound.1 -= 1;
+            permit.forget();
+        }
+    }
 }
 
 /// Counts one acquisition in the queue while it lives.
@@ -59,21 +178,56 @@ impl Drop for InQueue<'_> {
 }
 
 impl Admission {
-    /// Gates with `limits` (an in-flight bound of 0 is taken as 1).
-    pub(crate) fn new(limits: AdmissionLimits) -> Admission {
+    /// Gates with `limits` (an in-flight bound of 0 is taken as 1), for
+    /// masters given `node_timeout` to answer.
+    pub(crate) fn new(limits: AdmissionLimits, node_timeout: Duration) -> Admission {
         let permits = limits.max_in_flight.max(1);
         Admission {
             acquisitions: Semaphore::new(permits),
+            bound: Mutex::new((Aimd::new(permits), 0)),
             extensions: Semaphore::new(permits),
             queued: AtomicUsize::new(0),
             max_queued: limits.max_queued,
+            node_timeout,
         }
     }
 
-    /// Waits for the right to send one acquisition attempt; the permit is
-    /// held until the attempt (its clean-up included) is over. Refused at
-    /// once when `max_queued` acquisitions wait already.
-    pub(crate) async fn acquisition(&self) -> Result<SemaphorePermit<'_>, LockError> {
+    fn lock_bound(&self) -> std::sync::MutexGuard<'_, (Aimd, usize)> {
+        // Plain numbers: usable even if a holder panicked.
+        self.bound.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies one attempt's outcome to the bound.
+    fn outcome(&self, slow: bool) {
+        let mut bound = self.lock_bound();
+        match bound.0.outcome(slow, Instant::now(), self.node_timeout) {
+            Change::Keep => {}
+            Change::Grow if bound.1 > 0 => bound.1 -= 1,
+            Change::Grow => self.acquisitions.add_permits(1),
+            Change::Shrink(cut) => {
+                let taken = self.acquisitions.forget_permits(cut);
+                bound.1 += cut - taken;
+            }
+        }
+    }
+
+    /// The acquisition bound now.
+    pub(crate) fn limit(&self) -> usize {
+        self.lock_bound().0.limit()
+    }
+
+    /// Waits for the right to send one acquisition attempt; it is held
+    /// until the attempt (its clean-up included) is over. Refused at once
+    /// when `max_queued` acquisitions wait already.
+    pub(crate) async fn acquisition(&self) -> Result<Admitted<'_>, LockError> {
+        let permit = self.acquisition_permit().await?;
+        Ok(Admitted {
+            gate: self,
+            permit: Some(permit),
+        })
+    }
+
+    async fn acquisition_permit(&self) -> Result<SemaphorePermit<'_>, LockError> {
         // Free permits are only left over when nobody waits (tokio's
         // semaphore hands a released permit to the first waiter), so this
         // never overtakes the queue.
@@ -110,15 +264,89 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// Slow rounds cut the bound by a quarter, once per cool-down, down to
+    /// the floor; brisk ones raise it by one per `limit` of them.
+    #[test]
+    fn aimd_cuts_and_grows() {
+        let t0 = Instant::now();
+        let mut b = Aimd::new(128);
+        assert_eq!(b.outcome(true, t0, MS(50)), Change::Shrink(32));
+        assert_eq!(b.limit(), 96);
+        assert_eq!(
+            b.outcome(true, t0 + MS(10), MS(50)),
+            Change::Keep,
+            "cooling"
+        );
+        assert_eq!(b.outcome(true, t0 + MS(60), MS(50)), Change::Shrink(24));
+        for _ in 0..71 {
+            assert_eq!(b.outcome(false, t0, MS(50)), Change::Keep);
+        }
+        assert_eq!(b.outcome(false, t0, MS(50)), Change::Grow);
+        assert_eq!(b.limit(), 73);
+        let mut at = t0 + MS(60);
+        for _ in 0..100 {
+            at += MS(60);
+            b.outcome(true, at, MS(50));
+        }
+        assert_eq!(b.limit(), FLOOR);
+    }
+
+    proptest! {
+        /// Whatever the outcomes, the bound stays within [floor, ceiling],
+        /// and each change moves it by what it says.
+        #[test]
+        fn aimd_stays_in_bounds(ceiling in 1usize..300, outcomes in proptest::collection::vec((any::<bool>(), 0u64..200), 0..400)) {
+            let mut b = Aimd::new(ceiling);
+            let mut at = Instant::now();
+            for (slow, after) in outcomes {
+                at += MS(after);
+                let before = b.limit();
+                match b.outcome(slow, at, MS(50)) {
+                    Change::Keep => prop_assert_eq!(b.limit(), before),
+                    Change::Grow => prop_assert_eq!(b.limit(), before + 1),
+                    Change::Shrink(n) => prop_assert_eq!(b.limit() + n, before),
+                }
+                prop_assert!(b.limit() >= FLOOR.min(ceiling) && b.limit() <= ceiling);
+            }
+        }
+    }
+
+    /// A cut takes permits back, those in use as they are given back; a
+    /// later growth repays that debt before adding permits.
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_takes_permits_back() {
+        let gate = Admission::new(
+            AdmissionLimits {
+                max_in_flight: 16,
+                max_queued: 100,
+            },
+            MS(50),
+        );
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            held.push(gate.acquisition().await.expect("free"));
+        }
+        held[0].round_took(MS(40));
+        assert_eq!(gate.limit(), 12);
+        held.clear();
+        assert_eq!(gate.acquisitions.available_permits(), 12);
+    }
 
     /// Past the in-flight bound callers queue in order; past the queue bound
     /// they are refused at once, and a freed permit goes to the queue's head.
     #[tokio::test]
     async fn queues_then_refuses() {
-        let gate = Admission::new(AdmissionLimits {
-            max_in_flight: 1,
-            max_queued: 1,
-        });
+        let gate = Admission::new(
+            AdmissionLimits {
+                max_in_flight: 1,
+                max_queued: 1,
+            },
+            MS(50),
+        );
         let first = gate.acquisition().await.expect("a free permit");
         let mut second = Box::pin(gate.acquisition());
         assert!(futures::poll!(second.as_mut()).is_pending(), "queued");
@@ -136,10 +364,13 @@ mod tests {
     /// Extensions do not wait behind acquisitions.
     #[tokio::test]
     async fn extensions_have_their_own_permits() {
-        let gate = Admission::new(AdmissionLimits {
-            max_in_flight: 1,
-            max_queued: 10,
-        });
+        let gate = Admission::new(
+            AdmissionLimits {
+                max_in_flight: 1,
+                max_queued: 10,
+            },
+            MS(50),
+        );
         let _acquiring = gate.acquisition().await.expect("a free permit");
         let _extending = gate.extension().await.expect("its own permit");
     }
@@ -147,10 +378,13 @@ mod tests {
     /// A caller that gives up while queued leaves no trace in the count.
     #[tokio::test]
     async fn cancelled_waiter_leaves_the_queue() {
-        let gate = Admission::new(AdmissionLimits {
-            max_in_flight: 1,
-            max_queued: 10,
-        });
+        let gate = Admission::new(
+            AdmissionLimits {
+                max_in_flight: 1,
+                max_queued: 10,
+            },
+            MS(50),
+        );
         let first = gate.acquisition().await.expect("a free permit");
         {
             let mut waiting = Box::pin(gate.acquisition());

@@ -2,6 +2,7 @@
 //! (see [`super::fence`]). Whatever goes wrong, the token is released on
 //! every master before the attempt returns.
 
+use super::admission::Admitted;
 use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
@@ -79,13 +80,13 @@ impl Redlock {
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
     ) -> Result<(u64, Duration), Failure> {
-        let _permit = tokio::select! {
+        let admitted = tokio::select! {
             biased;
-            permit = self.admission.acquisition() => permit?,
+            admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
         };
         stats.attempts += 1;
-        let result = self.attempt_once(subject, ttl).await;
+        let result = self.attempt_once(subject, ttl, &admitted).await;
         match &result {
             Ok((_, validity)) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -97,6 +98,7 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
+        admitted: &Admitted<'_>,
     ) -> Result<(u64, Duration), Failure> {
         let start = Instant::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
@@ -119,6 +121,7 @@ impl Redlock {
                 },
             )
             .await;
+        admitted.round_took(start.elapsed());
         if votes.decision() != Decision::Reached {
             self.release_everywhere(
                 subject,

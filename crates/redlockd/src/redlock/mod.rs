@@ -127,7 +127,7 @@ impl Redlock {
             settings.max_waiters_per_resource,
             settings.max_waiters,
         ));
-        let admission = admission::Admission::new(settings.admission);
+        let admission = admission::Admission::new(settings.admission, settings.node_timeout);
         Ok(Redlock {
             nodes,
             quorum,
@@ -157,6 +157,11 @@ impl Redlock {
     /// Acquisitions currently queued for admission (see [`admission`]).
     pub fn queued(&self) -> usize {
         self.admission.queued()
+    }
+
+    /// The adaptive bound on acquisitions in flight now (see [`admission`]).
+    pub fn admission_limit(&self) -> usize {
+        self.admission.limit()
     }
 
     /// Resets the lock's time to live to `ttl` if `token` still holds it on a
