@@ -46,6 +46,11 @@ use tokio::time::Instant;
 /// `max_in_flight`, if that is smaller).
 pub(crate) const FLOOR: usize = 8;
 
+/// Where the bound starts (or at `max_in_flight`, if that is smaller): a
+/// burst that arrives before anything was measured must not put the
+/// ceiling's worth of work on the masters at once.
+pub(crate) const START: usize = 32;
+
 /// The adaptive bound on acquisitions in flight: additive increase,
 /// multiplicative decrease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,11 +77,12 @@ pub(crate) enum Change {
 }
 
 impl Aimd {
-    /// Starts at `ceiling`: a quiet daemon admits all it may.
+    /// Starts at [`START`], and grows towards `ceiling` while the masters
+    /// answer briskly.
     pub(crate) fn new(ceiling: usize) -> Aimd {
         let ceiling = ceiling.max(1);
         Aimd {
-            limit: ceiling,
+            limit: START.min(ceiling),
             floor: FLOOR.min(ceiling),
             ceiling,
             brisk: 0,
@@ -92,7 +98,8 @@ impl Aimd {
     /// One attempt's outcome: `slow` when its round took more than half of
     /// `node_timeout`. Cuts by a quarter at most once per `cooldown` (the
     /// attempts in flight when the masters fell behind all report it);
-    /// grows by one every `limit` brisk attempts.
+    /// grows by one every quarter of `limit` brisk attempts (from 32 to 128
+    /// in about 2,000 attempts, well under a second of a busy daemon).
     pub(crate) fn outcome(&mut self, slow: bool, now: Instant, cooldown: Duration) -> Change {
         if slow {
             self.brisk = 0;
@@ -106,7 +113,7 @@ impl Aimd {
             return Change::Shrink(cut);
         }
         self.brisk += 1;
-        if self.brisk < self.limit || self.limit >= self.ceiling {
+        if self.brisk < (self.limit / 4).max(1) || self.limit >= self.ceiling {
             return Change::Keep;
         }
         self.brisk = 0;
@@ -182,9 +189,10 @@ impl Admission {
     /// masters given `node_timeout` to answer.
     pub(crate) fn new(limits: AdmissionLimits, node_timeout: Duration) -> Admission {
         let permits = limits.max_in_flight.max(1);
+        let bound = Aimd::new(permits);
         Admission {
-            acquisitions: Semaphore::new(permits),
-            bound: Mutex::new((Aimd::new(permits), 0)),
+            acquisitions: Semaphore::new(bound.limit()),
+            bound: Mutex::new((bound, 0)),
             extensions: Semaphore::new(permits),
             queued: AtomicUsize::new(0),
             max_queued: limits.max_queued,
@@ -274,15 +282,20 @@ mod tests {
     fn aimd_cuts_and_grows() {
         let t0 = Instant::now();
         let mut b = Aimd::new(128);
+        assert_eq!(b.limit(), START);
+        let mut grown = 0;
+        for _ in 0..10_000 {
+            if b.outcome(false, t0, MS(50)) == Change::Grow {
+                grown += 1;
+            }
+        }
+        assert_eq!((b.limit(), grown), (128, 128 - START), "up to the ceiling");
         assert_eq!(b.outcome(true, t0, MS(50)), Change::Shrink(32));
         assert_eq!(b.limit(), 96);
-        assert_eq!(
-            b.outcome(true, t0 + MS(10), MS(50)),
-            Change::Keep,
-            "cooling"
-        );
+        let cooling = b.outcome(true, t0 + MS(10), MS(50));
+        assert_eq!(cooling, Change::Keep, "one cut per cool-down");
         assert_eq!(b.outcome(true, t0 + MS(60), MS(50)), Change::Shrink(24));
-        for _ in 0..71 {
+        for _ in 0..17 {
             assert_eq!(b.outcome(false, t0, MS(50)), Change::Keep);
         }
         assert_eq!(b.outcome(false, t0, MS(50)), Change::Grow);
@@ -334,6 +347,14 @@ mod tests {
         assert_eq!(gate.limit(), 12);
         held.clear();
         assert_eq!(gate.acquisitions.available_permits(), 12);
+        // Brisk rounds, three per step (a quarter of the bound), grow it back.
+        let brisk = gate.acquisition().await.expect("free");
+        for _ in 0..3 {
+            brisk.round_took(MS(1));
+        }
+        drop(brisk);
+        assert_eq!(gate.limit(), 13);
+        assert_eq!(gate.acquisitions.available_permits(), 13);
     }
 
     /// Past the in-flight bound callers queue in order; past the queue bound
