@@ -223,6 +223,10 @@ def restricted_problems(name, pod):
     """The "restricted" Pod Security Standard (v1.29), field by field."""
     problems = []
     psc = pod.get("securityContext") or {}
+    if psc.get("runAsUser") == 0:
+        problems.append(f"{name}: pod runAsUser 0")
+    if "seccompProfile" in psc and psc["seccompProfile"].get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append(f"{name}: pod seccompProfile is not RuntimeDefault")
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.get(key):
             problems.append(f"{name}: {key}")
