@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Checks every deployment file offline, as far as it can be without Docker or
 # a cluster (CI's `deploy` step; also: `bash scripts/check-deploy.sh`):
+#   - docker-compose.yml loaded by the Compose Specification's own loader
+#     (tools/compose-check, Go: schema, durations, depends_on, as
+#     `docker compose config` does);
 #   - promtool check config on both Prometheus configurations (compose's, and
 #     the Kubernetes one laid out as its ConfigMap is: beside alerts.yml);
 #   - promtool check rules and promtool test rules on the alert rules;
@@ -13,12 +16,15 @@
 #     periods, probes and masters of the manifests; the dashboard's instance
 #     variable and queries; the alerts' metric names.
 # Installs what it needs through scripts/setup.sh (promtool, the .venv with
-# kubernetes-validate). Prints one line per check and "N passed, M failed".
+# kubernetes-validate; Go must be there, in /usr/local/go or on PATH); Go
+# fetches compose-go through the module proxy. Prints one line per check and "N passed, M failed".
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 bash scripts/setup.sh >/dev/null
+# shellcheck source=/dev/null
+source .venv/redlockd-env
 py="$repo/.venv/bin/python"
 validate="$repo/.venv/bin/kubernetes-validate"
 scratch="$(mktemp -d)"
@@ -37,7 +43,12 @@ run() {
     failed=$((failed + 1))
     echo "FAIL $what"
     sed 's/^/       /' "$scratch/out"
+    return 1
   fi
+}
+# check WHAT COMMAND...: run, going on after a failure (counted).
+check() {
+  run "$@" || true
 }
 # refused WHAT COMMAND...: a check that COMMAND fails.
 refused() {
@@ -52,8 +63,18 @@ refused() {
   fi
 }
 
+# --- Compose -------------------------------------------------------------------------
+# The Compose Specification's own loader (tools/compose-check, Go), as
+# `docker compose config` runs it: schema, durations, depends_on, ports.
+compose_check="$repo/target/tools/compose-check"
+if run "go build tools/compose-check (the Compose Specification's loader, compose-go)" \
+  go build -C tools/compose-check -buildvcs=false -o "$compose_check" .; then
+  check "compose-check docker-compose.yml (validated and loaded as docker compose config does)" \
+    "$compose_check" docker-compose.yml
+fi
+
 # --- Prometheus ------------------------------------------------------------------
-run "promtool check config deploy/compose/prometheus.yml (with its rule file)" \
+check "promtool check config deploy/compose/prometheus.yml (with its rule file)" \
   promtool check config deploy/compose/prometheus.yml
 
 # The Kubernetes configuration as its ConfigMap lays it out (see its header).
@@ -62,11 +83,11 @@ mkdir -p "$k8s"
 cp deploy/kubernetes/prometheus.yml "$k8s/prometheus.yml"
 cp deploy/prometheus/alerts.yml "$k8s/alerts.yml"
 if promtool check config "$k8s/prometheus.yml" >"$scratch/out" 2>&1; then
-  run "promtool check config deploy/kubernetes/prometheus.yml (beside alerts.yml)" true
+  check "promtool check config deploy/kubernetes/prometheus.yml (beside alerts.yml)" true
 elif grep -q "field kubernetes_sd_configs not found" "$scratch/out"; then
   # Debian's promtool is built without Kubernetes service discovery: check
   # the SD block's fields here, and the rest with a static target instead.
-  run "deploy/kubernetes/prometheus.yml: kubernetes_sd_configs blocks are well-formed (this promtool lacks Kubernetes SD)" \
+  check "deploy/kubernetes/prometheus.yml: kubernetes_sd_configs blocks are well-formed (this promtool lacks Kubernetes SD)" \
     "$py" - "$k8s/prometheus.yml" <<'PY'
 import sys, yaml
 allowed = {"api_server", "role", "kubeconfig_file", "namespaces", "selectors", "attach_metadata",
@@ -90,7 +111,7 @@ for job in config["scrape_configs"]:
         job["static_configs"] = [{"targets": ["pod.example:9464"]}]
 yaml.safe_dump(config, open(path, "w"))
 PY
-  run "promtool check config deploy/kubernetes/prometheus.yml (beside alerts.yml; Kubernetes SD swapped for a static target)" \
+  check "promtool check config deploy/kubernetes/prometheus.yml (beside alerts.yml; Kubernetes SD swapped for a static target)" \
     promtool check config "$k8s/prometheus.yml"
 else
   failed=$((failed + 1))
@@ -98,18 +119,18 @@ else
   sed 's/^/       /' "$scratch/out"
 fi
 
-run "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
-run "promtool test rules deploy/prometheus/alerts_test.yml (each alert firing and not)" \
+check "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
+check "promtool test rules deploy/prometheus/alerts_test.yml (each alert firing and not)" \
   promtool test rules deploy/prometheus/alerts_test.yml
 
 # --- Kubernetes schemas ------------------------------------------------------------
 newest="$("$py" -c 'import kubernetes_validate.utils as u; print(u.latest_version())')"
 manifests=(deploy/kubernetes/*.yaml)
 for version in 1.29.0 "$newest"; do
-  run "kubernetes-validate --strict -k $version: ${manifests[*]}" \
+  check "kubernetes-validate --strict -k $version: ${manifests[*]}" \
     "$validate" --strict --quiet -k "$version" "${manifests[@]}"
 done
-run "kubernetes-validate --strict -k 1.25.0: deploy/kubernetes/sidecar-pre-1.29.yaml" \
+check "kubernetes-validate --strict -k 1.25.0: deploy/kubernetes/sidecar-pre-1.29.yaml" \
   "$validate" --strict --quiet -k 1.25.0 deploy/kubernetes/sidecar-pre-1.29.yaml
 refused "kubernetes-validate --strict -k 1.27.0 refuses the native sidecar (restartPolicy on an init container)" \
   "$validate" --strict --quiet -k 1.27.0 deploy/kubernetes/sidecar.yaml

