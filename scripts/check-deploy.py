@@ -20,6 +20,7 @@ Usage: python3 scripts/check-deploy.py REPO
 
 import json
 import pathlib
+import posixpath
 import re
 import sys
 import tomllib
@@ -174,9 +175,11 @@ def compose_checks():
         problems.append(f"--config.file does not resolve to deploy/compose/prometheus.yml (got {config_path})")
     else:
         prom = load_yaml_docs(config_path)[0]
+        inside = posixpath.dirname(flags[0].split("=", 1)[1])
         for rule in prom.get("rule_files") or []:
-            if not (config_path.parent / rule).exists():
-                problems.append(f"rule file {rule} does not exist beside the mounted config")
+            seen = host_path("prometheus", posixpath.normpath(posixpath.join(inside, rule)))
+            if seen is None or not seen.is_file():
+                problems.append(f"rule file {rule} is not mounted where the container looks for it")
         metrics_port = env.get("REDLOCKD__METRICS__LISTEN", "").rsplit(":", 1)[-1]
         jobs = {j["job_name"]: j for j in prom.get("scrape_configs") or []}
         targets = [t for sc in jobs.get("redlockd", {}).get("static_configs", []) for t in sc.get("targets", [])]
@@ -188,15 +191,17 @@ def compose_checks():
 
     problems = []
     genv = grafana.get("environment") or {}
-    provisioning = host_path("grafana", genv.get("GF_PATHS_PROVISIONING", "/etc/grafana/provisioning"))
-    if provisioning is None or not provisioning.is_dir():
-        problems.append(f"GF_PATHS_PROVISIONING does not resolve to a directory of the repository ({provisioning})")
+    provisioning = genv.get("GF_PATHS_PROVISIONING", "/etc/grafana/provisioning")
+    datasources = host_path("grafana", provisioning + "/datasources")
+    dashboards_dir = host_path("grafana", provisioning + "/dashboards")
+    if datasources is None or not datasources.is_dir() or dashboards_dir is None or not dashboards_dir.is_dir():
+        problems.append(f"{provisioning}/datasources and /dashboards are not directories of the repository")
     else:
-        sources = [d for f in sorted((provisioning / "datasources").glob("*.yml"))
+        sources = [d for f in sorted(datasources.glob("*.yml"))
                    for d in load_yaml_docs(f)[0].get("datasources", [])]
         if not any(d.get("type") == "prometheus" and d.get("url") == "http://prometheus:9090" for d in sources):
             problems.append("no datasource of type prometheus at http://prometheus:9090")
-        providers = [p for f in sorted((provisioning / "dashboards").glob("*.yml"))
+        providers = [p for f in sorted(dashboards_dir.glob("*.yml"))
                      for p in load_yaml_docs(f)[0].get("providers", [])]
         dashboards = []
         for provider in providers:
@@ -207,6 +212,9 @@ def compose_checks():
                 dashboards += [p.name for p in folder.glob("*.json")]
         if "redlockd-dashboard.json" not in dashboards:
             problems.append("no dashboard provider loads deploy/grafana/redlockd-dashboard.json")
+        home = genv.get("GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+        if home and not (host_path("grafana", home) or REPO / "missing").is_file():
+            problems.append(f"GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH {home} is not a file of the repository")
     check("compose: Grafana is provisioned with the Prometheus datasource and the dashboard", problems)
 
 
