@@ -53,7 +53,7 @@ for name in "${steps[@]}"; do
     image)
       step image 1800 bash scripts/check-image-recipe.sh ;;
     deploy)
-      step deploy 300 bash scripts/check-deploy.sh ;;
+      step deploy 600 bash scripts/check-deploy.sh ;;
     *)
       echo "scripts/test.sh: unknown step $name (steps: ${all[*]})" >&2
       exit 64 ;;
