@@ -6,7 +6,8 @@
 #     `docker compose config` does);
 #   - promtool check config on both Prometheus configurations (compose's, and
 #     the Kubernetes one laid out as its ConfigMap is: beside alerts.yml);
-#   - promtool check rules and promtool test rules on the alert rules;
+#   - promtool check rules and promtool test rules on the alert rules, and
+#     promtool's PromQL parser on every dashboard query;
 #   - kubernetes-validate --strict on every manifest in deploy/kubernetes/
 #     against Kubernetes 1.29 (the oldest with native sidecars) and the
 #     newest schema it bundles; the pre-1.29 fallback also against 1.25; and
@@ -122,6 +123,21 @@ fi
 check "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
 check "promtool test rules deploy/prometheus/alerts_test.yml (each alert firing and not)" \
   promtool test rules deploy/prometheus/alerts_test.yml
+
+# Every dashboard query must parse as PromQL: each becomes a recording rule
+# ($instance as ".*", Grafana's $__rate_interval as 1m) for promtool.
+"$py" - deploy/grafana/redlockd-dashboard.json "$scratch/dashboard-rules.yml" <<'PY'
+import json, sys, yaml
+dashboard = json.load(open(sys.argv[1]))
+rules = [
+    {"record": f"dashboard:panel{panel['id']}:{target['refId']}",
+     "expr": target["expr"].replace("$instance", ".*").replace("$__rate_interval", "1m")}
+    for panel in dashboard["panels"] for target in panel.get("targets", [])
+]
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[2], "w"))
+PY
+check "promtool parses every dashboard query (as recording rules)" \
+  promtool check rules "$scratch/dashboard-rules.yml"
 
 # --- Kubernetes schemas ------------------------------------------------------------
 newest="$("$py" -c 'import kubernetes_validate.utils as u; print(u.latest_version())')"
