@@ -6,6 +6,8 @@
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker, against real Valkey 9 and Redis 7
 #   chaos       the safety checker's short runs (tools/chaos)
+#   node        the Node client package against real daemons
+#               (scripts/check-node-client.sh)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
@@ -21,7 +23,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust chaos quickstart image deploy)
+all=(lint rust chaos node quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -48,6 +50,8 @@ for name in "${steps[@]}"; do
       step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos && cargo test --workspace --doc' ;;
     chaos)
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
+    node)
+      step node 1500 bash scripts/check-node-client.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)

@@ -83,7 +83,7 @@ async fn python_example_runs_against_the_daemon() {
     abandons_work_when_lost(&mut h, lost).await;
 }
 
-/// examples/node (@grpc/grpc-js, proto-loader reading proto/): the same.
+/// examples/node (on clients/node, the redlockd-client package): the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_example_runs_against_the_daemon() {
     let mut h = Harness::start(Flavor::Valkey).await;

@@ -55,7 +55,7 @@ pub(crate) async fn watch(
             metrics::node_state(node.name(), node_up, node.state().quarantine_left());
         }
         let quorum = up >= engine.quorum().needed();
-        metrics::availability(quorum, engine.waiting());
+        metrics::availability(quorum, engine.waiting(), engine.queued());
         if serving != Some(quorum) {
             if quorum {
                 tracing::info!(

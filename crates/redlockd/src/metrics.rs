@@ -41,6 +41,9 @@ pub(crate) const QUORUM_AVAILABLE: &str = "redlock_quorum_available";
 pub(crate) const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
 /// Callers waiting for a resource.
 pub(crate) const WAITERS: &str = "redlock_waiters";
+/// Acquisitions queued for admission: the daemon's own backlog in front of
+/// the masters (see `redlock::admission`).
+pub(crate) const ACQUISITIONS_QUEUED: &str = "redlock_acquisitions_queued";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// Session locks lost (an extension could not keep them).
@@ -64,7 +67,12 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 19] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 20] = [
+    (
+        ACQUISITIONS_QUEUED,
+        Kind::Gauge,
+        "Acquisitions waiting for admission: the daemon's own backlog in front of the masters.",
+    ),
     (
         NODE_QUARANTINE_SECONDS,
         Kind::Gauge,
@@ -286,9 +294,10 @@ pub(crate) fn node_state(node: &str, up: bool, quarantine_left: Duration) {
 }
 
 /// Whether a quorum of masters is reachable, and how many callers wait.
-pub(crate) fn availability(quorum: bool, waiters: usize) {
+pub(crate) fn availability(quorum: bool, waiters: usize, queued: usize) {
     gauge!(QUORUM_AVAILABLE).set(f64::from(u8::from(quorum)));
     gauge!(WAITERS).set(waiters as f64);
+    gauge!(ACQUISITIONS_QUEUED).set(queued as f64);
 }
 
 /// A session opened (+1) or ended (-1).

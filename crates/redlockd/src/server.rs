@@ -10,7 +10,7 @@ use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::{horizon_key, release_channel};
-use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
+use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::auth::Gatekeeper;
 use crate::service::hold::Sessions;
 use crate::service::rate::ConnectionCalls;
@@ -87,6 +87,10 @@ pub fn engine_settings(config: &Config) -> Settings {
         wait_fallback: r.wait_fallback,
         max_waiters_per_resource: config.limits.max_waiters_per_resource,
         max_waiters: config.limits.max_waiters,
+        admission: AdmissionLimits {
+            max_in_flight: config.limits.max_acquisitions_in_flight,
+            max_queued: config.limits.max_queued_acquisitions,
+        },
     }
 }
 
@@ -258,6 +262,7 @@ pub async fn run(
         sessions,
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),
+        config.server.deadline_reserve,
     );
     // Bigger messages are refused before they are decoded; callers are
     // authenticated and rate-limited from their headers alone.
@@ -278,7 +283,14 @@ pub async fn run(
     };
     // Liveness of clients: a connection whose peer stops answering PINGs
     // is closed, which ends its Hold sessions and releases their locks.
+    // The per-connection call limit is announced as HTTP/2's stream limit:
+    // a gRPC client then queues further calls on its side instead of
+    // having them refused.
+    let streams = u32::try_from(config.limits.max_calls_per_connection)
+        .ok()
+        .filter(|&n| n > 0);
     let mut server = tonic::transport::Server::builder()
+        .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
         .http2_keepalive_timeout(Some(config.server.keepalive_timeout));
     match tls {

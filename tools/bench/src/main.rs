@@ -16,6 +16,10 @@
 //!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
 //!   *process* spawned next to this binary: its RSS, CPU seconds per
 //!   session-minute, and the extension success rate.
+//! - **Bursts** ([`burst`]): `--burst-calls` Acquire calls at once on one
+//!   connection and `--burst-sessions` Hold sessions at once over four,
+//!   against a `redlockd` process: grants, failures by code, latency and the
+//!   daemon's peak RSS.
 //!
 //! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
@@ -35,6 +39,8 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod burst;
+mod proc;
 mod report;
 mod setup;
 mod stats;
@@ -59,7 +65,7 @@ pub use redlockd_testkit::BoxError;
 #[command(about)]
 pub struct Args {
     /// Workloads to run, in this order.
-    #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3")]
+    #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3,burst")]
     workloads: Vec<Workload>,
     /// How long each W1 and W2 run lasts: seconds ("10") or humantime ("1m").
     #[arg(long, default_value = "10", value_parser = parse_duration)]
@@ -88,6 +94,17 @@ pub struct Args {
     /// W3: how long the sessions are measured once all are open.
     #[arg(long, default_value = "30", value_parser = parse_duration)]
     w3_duration: Duration,
+    /// Bursts: Acquire calls started at once on one connection.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    burst_calls: u32,
+    /// Bursts: Hold sessions opened at once over four connections.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    burst_sessions: u32,
+    /// A setting of the daemon processes (W3, bursts) as `key=value` in the
+    /// configuration's dotted names, e.g. `limits.max_acquisitions_in_flight=32`
+    /// (repeatable); the rest are the defaults.
+    #[arg(long = "daemon-set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    daemon_settings: Vec<(String, String)>,
     /// Start five local Valkey masters and in-process daemons. The default
     /// when neither --addr nor --nodes is given.
     #[arg(long, conflicts_with_all = ["addr", "nodes"])]
@@ -111,6 +128,15 @@ pub enum Workload {
     W2,
     /// Open Hold sessions.
     W3,
+    /// Callers arriving at once.
+    Burst,
+}
+
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or("expected KEY=VALUE, e.g. redlock.node_timeout=100ms")?;
+    Ok((key.trim().to_owned(), value.trim().to_owned()))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -179,6 +205,14 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
                 tracing::warn!("W3 skipped: it spawns a daemon, which needs --dev or --nodes");
             }
             Workload::W3 => reports.w3 = w3::run_all(args, &nodes).await?,
+            Workload::Burst if nodes.is_empty() => {
+                tracing::warn!("bursts skipped: they spawn a daemon, which needs --dev or --nodes");
+            }
+            Workload::Burst => {
+                let (calls, sessions) = (args.burst_calls as usize, args.burst_sessions as usize);
+                let settings = &args.daemon_settings;
+                reports.burst = burst::run_all(calls, sessions, &nodes, settings).await?;
+            }
         }
     }
     Ok(reports)

@@ -1,5 +1,6 @@
 //! The readable tables printed after every run, and W1's layer ratios.
 
+use crate::burst::{self, BurstReport};
 use crate::stats::{ms, permille, print_columns};
 use crate::w1::W1Report;
 use crate::w2::{self, W2Report};
@@ -14,6 +15,8 @@ pub(crate) struct Reports {
     pub w2: Vec<W2Report>,
     /// W3 runs.
     pub w3: Vec<W3Report>,
+    /// Bursts.
+    pub burst: Vec<BurstReport>,
 }
 
 impl Reports {
@@ -27,6 +30,9 @@ impl Reports {
         }
         if !self.w3.is_empty() {
             print_w3(&self.w3);
+        }
+        if !self.burst.is_empty() {
+            burst::print_table(&self.burst);
         }
     }
 }

@@ -45,14 +45,19 @@ pub(crate) async fn stop(daemon: Daemon) {
 
 /// Spawns `redlockd` (the binary next to this one) over `nodes` on a free
 /// loopback port, so that its memory and CPU are its own.
+/// `settings` (dotted keys) go on top.
 pub(crate) fn spawn_process(
     nodes: &[String],
     max_sessions: usize,
+    settings: &[(String, String)],
 ) -> Result<DaemonProcess, BoxError> {
-    DaemonCommand::workspace(nodes)?
+    let mut command = DaemonCommand::workspace(nodes)?
         .set("redlock.restart_quarantine", "off")
-        .set("limits.max_sessions", max_sessions)
-        .spawn()
+        .set("limits.max_sessions", max_sessions);
+    for (key, value) in settings {
+        command = command.set(key, value);
+    }
+    command.spawn()
 }
 
 /// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.

@@ -5,6 +5,7 @@
 //! second; the peak is reported too) and CPU time (`utime + stime`), as CPU
 //! seconds per session-minute; and the share of extensions that succeeded.
 
+use crate::proc::ProcSample;
 use crate::setup::{self, connect, proto_duration, Client};
 use crate::stats::label;
 use crate::{emit, Args, BoxError};
@@ -26,9 +27,6 @@ const STREAMS_PER_CONNECTION: usize = 100;
 const OPENING_AT_ONCE: usize = 256;
 /// Longest all sessions may take to open.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(180);
-/// Clock ticks per second of `/proc/<pid>/stat` times (USER_HZ: 100 on Linux).
-const CLOCK_TICKS_PER_S: f64 = 100.0;
-
 /// What the sessions saw, all together.
 #[derive(Default)]
 struct Counters {
@@ -41,42 +39,6 @@ struct Counters {
 impl Counters {
     fn snapshot(&self) -> [u64; 3] {
         [&self.extended, &self.lost, &self.failed].map(|c| c.load(Relaxed))
-    }
-}
-
-/// One reading of the daemon process.
-#[derive(Clone, Copy)]
-struct ProcSample {
-    rss_kb: u64,
-    cpu_s: f64,
-}
-
-impl ProcSample {
-    /// Reads `/proc/<pid>/status` (VmRSS) and `/proc/<pid>/stat` (utime, stime).
-    fn read(pid: u32) -> Result<ProcSample, BoxError> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let rss_kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .ok_or("no VmRSS in /proc/<pid>/status")?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        // Fields after the command name (which may hold spaces): state is
-        // field 3, utime 14, stime 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .ok_or("malformed /proc/<pid>/stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let tick = |i: usize| -> Result<f64, BoxError> {
-            Ok(fields
-                .get(i)
-                .ok_or("short /proc/<pid>/stat")?
-                .parse::<u64>()? as f64)
-        };
-        let cpu_s = (tick(11)? + tick(12)?) / CLOCK_TICKS_PER_S;
-        Ok(ProcSample { rss_kb, cpu_s })
     }
 }
 
@@ -153,7 +115,7 @@ pub(crate) async fn run_all(args: &Args, nodes: &[String]) -> Result<Vec<W3Repor
     let mut reports = Vec::new();
     for &sessions in &args.sessions {
         tracing::info!(sessions, "W3 for {:?}", args.w3_duration);
-        let daemon = setup::spawn_process(nodes, sessions.max(100_000))?;
+        let daemon = setup::spawn_process(nodes, sessions.max(100_000), &args.daemon_settings)?;
         let outcome = measure(&daemon, sessions, args.w3_duration).await;
         setup::stop_process(daemon).await;
         let report = outcome?;

@@ -119,6 +119,15 @@ pub struct ServerConfig {
     /// after it stopped answering.
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
+    /// How long before a caller's gRPC deadline the daemon stops accepting a
+    /// grant for it. The daemon sees the deadline later than the caller by
+    /// the request's travel time; a grant answered after the caller gave up
+    /// would stay locked, owned by nobody, for its whole ttl. A grant that
+    /// completes inside the reserve is released and the caller told
+    /// DEADLINE_EXCEEDED. Cover the one-way network delay between clients
+    /// and the daemon.
+    #[serde(with = "humantime_serde")]
+    pub deadline_reserve: Duration,
 }
 
 impl Default for ServerConfig {
@@ -130,6 +139,7 @@ impl Default for ServerConfig {
             tls: TlsConfig::default(),
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(2),
+            deadline_reserve: Duration::from_millis(20),
         }
     }
 }

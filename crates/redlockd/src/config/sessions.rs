@@ -23,9 +23,20 @@ pub struct LimitsConfig {
     /// Calls an identity may make in a burst above `rate_per_second` (the
     /// token bucket's size). At least 1 when `rate_per_second` is set.
     pub burst: u32,
-    /// Calls and streams in progress at once on one client connection; past
-    /// it a call gets RESOURCE_EXHAUSTED. 0: no limit.
+    /// Calls and streams in progress at once on one client connection, and
+    /// the HTTP/2 concurrent-stream limit the daemon announces, so that a
+    /// well-behaved client queues further calls on its side instead of
+    /// being refused; a client that ignores the announcement gets
+    /// RESOURCE_EXHAUSTED. 0: no limit.
     pub max_calls_per_connection: usize,
+    /// Acquisition attempts out at the masters at once (and, separately,
+    /// extensions); more wait in the daemon's queue, in arrival order, before
+    /// their round starts, so that a burst of callers is served at the
+    /// masters' pace instead of timing out at `redlock.node_timeout`.
+    pub max_acquisitions_in_flight: usize,
+    /// Acquisitions waiting for admission at most; past it a call gets
+    /// RESOURCE_EXHAUSTED ("the daemon is overloaded").
+    pub max_queued_acquisitions: usize,
 }
 
 impl Default for LimitsConfig {
@@ -36,7 +47,9 @@ impl Default for LimitsConfig {
             max_sessions: 100_000,
             rate_per_second: 0,
             burst: 0,
-            max_calls_per_connection: 1_000,
+            max_calls_per_connection: 4_096,
+            max_acquisitions_in_flight: 128,
+            max_queued_acquisitions: 20_000,
         }
     }
 }
@@ -68,6 +81,14 @@ impl LimitsConfig {
             ),
             ("limits.max_waiters", self.max_waiters),
             ("limits.max_sessions", self.max_sessions),
+            (
+                "limits.max_acquisitions_in_flight",
+                self.max_acquisitions_in_flight,
+            ),
+            (
+                "limits.max_queued_acquisitions",
+                self.max_queued_acquisitions,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));

@@ -94,6 +94,10 @@ impl Config {
 /// Largest accepted `server.max_request_bytes`.
 pub const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
 
+/// Longest `server.deadline_reserve`: more would refuse every call with a
+/// short deadline without trying.
+pub(super) const DEADLINE_RESERVE_MAX: Duration = Duration::from_secs(1);
+
 /// Shortest `server.keepalive_interval` / `keepalive_timeout`.
 pub const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
 /// Longest `server.keepalive_interval` / `keepalive_timeout`.
@@ -128,6 +132,16 @@ impl ServerConfig {
                     ),
                 ));
             }
+        }
+        if self.deadline_reserve > DEADLINE_RESERVE_MAX {
+            return Err(invalid(
+                "server.deadline_reserve",
+                format!(
+                    "{} is over {}: calls with a short deadline would be refused untried",
+                    human(self.deadline_reserve),
+                    human(DEADLINE_RESERVE_MAX)
+                ),
+            ));
         }
         if self.shutdown_grace > SHUTDOWN_GRACE_LIMIT {
             return Err(invalid(

@@ -8,6 +8,8 @@ use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
 use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use crate::metrics;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -66,13 +68,22 @@ impl Redlock {
         (start + timeout).max(Instant::now() + timeout / 10)
     }
 
-    /// One attempt; on success the fence and the validity.
-    pub(super) async fn attempt(
+    /// One attempt, once admitted (see [`super::admission`]); on success
+    /// the fence and the validity. `stop` (the caller left) is heeded only
+    /// while the attempt waits for admission: once its commands are out, it
+    /// runs to its end, which cleans up after itself.
+    pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
         stats: &mut AttemptStats,
+        mut stop: Pin<&mut S>,
     ) -> Result<(u64, Duration), Failure> {
+        let _permit = tokio::select! {
+            biased;
+            permit = self.admission.acquisition() => permit?,
+            () = stop.as_mut() => return Err(LockError::Cancelled.into()),
+        };
         stats.attempts += 1;
         let result = self.attempt_once(subject, ttl).await;
         match &result {

@@ -14,6 +14,13 @@ pub enum LockError {
     /// The wait ended while other waiters were ahead in the queue.
     #[error("resource stayed held for the whole wait")]
     StillHeld,
+    /// Too many acquisitions are queued for admission already (see
+    /// `admission`): the daemon, not the masters, is the bottleneck.
+    #[error("the daemon is overloaded: limits.max_queued_acquisitions = {max_queued} acquisitions wait already")]
+    Overloaded {
+        /// The configured bound.
+        max_queued: usize,
+    },
     /// A limit on waiters was hit.
     #[error(transparent)]
     Limit(#[from] WaitLimit),

@@ -13,6 +13,7 @@
 //! resource, first come first served, woken by releases), [`session`]
 //! (keeping a lock alive), [`round`] (sending a command to the masters).
 
+pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
 pub(crate) mod error;
@@ -33,6 +34,7 @@ pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
 
+pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
 pub use fence::FenceRead;
 pub use keys::LockKeys;
@@ -72,6 +74,8 @@ pub struct Settings {
     pub max_waiters_per_resource: usize,
     /// Cap on waiters, all resources together.
     pub max_waiters: usize,
+    /// How much work is out at the masters at once (see [`admission`]).
+    pub admission: AdmissionLimits,
 }
 
 /// A granted or extended lock, as the engine reports it.
@@ -109,6 +113,7 @@ pub struct Redlock {
     quorum: Quorum,
     settings: Settings,
     waiters: Arc<Waiters>,
+    admission: admission::Admission,
     seen_notices: Mutex<SeenNotices>,
     /// Counts the host's suspends (see [`Redlock::watch_for_suspend`]).
     suspends: tokio::sync::watch::Sender<u32>,
@@ -122,11 +127,13 @@ impl Redlock {
             settings.max_waiters_per_resource,
             settings.max_waiters,
         ));
+        let admission = admission::Admission::new(settings.admission);
         Ok(Redlock {
             nodes,
             quorum,
             settings,
             waiters,
+            admission,
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
         })
@@ -147,6 +154,11 @@ impl Redlock {
         self.waiters.len()
     }
 
+    /// Acquisitions currently queued for admission (see [`admission`]).
+    pub fn queued(&self) -> usize {
+        self.admission.queued()
+    }
+
     /// Resets the lock's time to live to `ttl` if `token` still holds it on a
     /// majority; the new validity counts from before the round.
     pub async fn extend(
@@ -156,6 +168,7 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Lock, LockError> {
         let subject = self.subject(resource, token.clone());
+        let _permit = self.admission.extension().await?;
         let start = Instant::now();
         let command = Command::Extend {
             ttl,

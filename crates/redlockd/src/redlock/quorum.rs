@@ -1,8 +1,9 @@
 //! Counting the masters' answers to one round of a Redlock call.
 //!
 //! A round is decided as soon as either a majority said yes, or so many said
-//! no or failed that a majority is out of reach; the engine stops waiting for
-//! stragglers at that point.
+//! no or failed that a majority is out of reach. The engine stops waiting for
+//! stragglers once the round is *settled*: decided, and with the reason of a
+//! failure known (held elsewhere, or masters unreachable).
 
 use std::fmt;
 
@@ -133,6 +134,28 @@ impl Tally {
         self.no > self.quorum.tolerated()
     }
 
+    /// True once both the outcome and its reason are known: a majority said
+    /// yes; or the "no" answers alone rule out a majority (a real answer:
+    /// held by someone else, not held); or a majority is out of reach and
+    /// the answers still to come cannot make it a refusal (an outage).
+    ///
+    /// Why not stop at [`Decision::Impossible`]: with two masters down and
+    /// the resource held, the first three answers can be two failures and
+    /// one "no"; the round is lost, but stopping there would report an
+    /// outage (UNAVAILABLE, "retry at once") for what is a held resource
+    /// (ABORTED), which the two answers still to come would have shown.
+    pub fn settled(&self) -> bool {
+        let answered = self.yes + self.no + self.failed;
+        let to_come = self.quorum.masters.saturating_sub(answered);
+        match self.decision() {
+            Decision::Reached => true,
+            Decision::Pending => false,
+            Decision::Impossible => {
+                self.refused_by_majority() || self.no + to_come <= self.quorum.tolerated()
+            }
+        }
+    }
+
     /// True when every master has answered or failed.
     pub fn complete(&self) -> bool {
         self.yes + self.no + self.failed >= self.quorum.masters
@@ -196,7 +219,60 @@ mod tests {
         assert!(!t.refused_by_majority());
     }
 
+    /// Two masters down and the resource held: the round listens past the
+    /// point where it is lost until the refusals show who holds it.
+    #[test]
+    fn held_while_masters_are_down_is_a_refusal() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        t.count(Vote::Failed);
+        t.count(Vote::Failed);
+        t.count(Vote::No);
+        assert_eq!(t.decision(), Decision::Impossible);
+        assert!(!t.settled(), "two answers to come could make it a refusal");
+        t.count(Vote::No);
+        assert!(!t.settled());
+        t.count(Vote::No);
+        assert!(t.settled());
+        assert!(t.refused_by_majority());
+    }
+
+    /// Three failures: an outage whatever the other two say.
+    #[test]
+    fn three_failures_settle_at_once() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        for _ in 0..3 {
+            t.count(Vote::Failed);
+        }
+        assert!(t.settled());
+        assert!(!t.refused_by_majority());
+    }
+
     proptest! {
+        /// A settled round stays settled and has a decision; a complete one is
+        /// always settled; and a round settled as lost without a refusal can
+        /// no longer become one.
+        #[test]
+        fn settled_is_final(votes in proptest::collection::vec(0u8..3, 0..5)) {
+            let q = Quorum::majority(5).expect("5 > 0");
+            let mut t = Tally::new(q);
+            let mut was_settled = false;
+            for v in votes {
+                t.count(match v { 0 => Vote::Yes, 1 => Vote::No, _ => Vote::Failed });
+                if was_settled {
+                    prop_assert!(t.settled());
+                }
+                was_settled = t.settled();
+                if was_settled {
+                    prop_assert_ne!(t.decision(), Decision::Pending);
+                }
+            }
+            if t.complete() {
+                prop_assert!(t.settled());
+            }
+        }
+
         /// Two majorities of the same masters always share a master, and a
         /// round can never be both reached and impossible.
         #[test]

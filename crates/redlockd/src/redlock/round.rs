@@ -8,7 +8,7 @@
 
 use super::node::{AcquireVote, ExtendVote, Node};
 use super::quorum::Vote;
-use super::{Decision, LockKeys, NodeError, Redlock, Tally, Token};
+use super::{LockKeys, NodeError, Redlock, Tally, Token};
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
@@ -21,7 +21,8 @@ pub(crate) type Answer = (usize, Result<Reply, NodeError>);
 /// How long [`Redlock::listen`] listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Until {
-    /// Until the round is decided: a vote.
+    /// Until the round's outcome and its reason are known
+    /// ([`Tally::settled`]): a vote.
     Decided,
     /// Until every master answered: a clean-up, whose point is to know
     /// where the deletes landed, whatever the first answers say.
@@ -223,7 +224,7 @@ impl Redlock {
                 Ok(reply) => on_answer(index, reply, tally),
                 Err(error) => self.count_failure(index, &error, tally),
             }
-            if until == Until::Decided && tally.decision() != Decision::Pending {
+            if until == Until::Decided && tally.settled() {
                 return;
             }
         }

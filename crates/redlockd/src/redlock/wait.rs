@@ -99,7 +99,8 @@ impl Redlock {
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            self.attempt(&subject, ttl, &mut stats)
+            tokio::pin!(stop);
+            self.attempt(&subject, ttl, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -135,7 +136,7 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(subject, ttl, stats).await {
+                match self.attempt(subject, ttl, stats, stop.as_mut()).await {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -182,7 +183,7 @@ impl Redlock {
     ) -> Result<(u64, Duration), LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(subject, ttl, stats).await {
+            let failure = match self.attempt(subject, ttl, stats, stop.as_mut()).await {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };

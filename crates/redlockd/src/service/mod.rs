@@ -32,9 +32,9 @@ use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-/// Time kept in reserve before the caller's deadline, so that an acquisition
-/// gives up (and answers DEADLINE_EXCEEDED) while the caller still listens.
-const DEADLINE_RESERVE: Duration = Duration::from_millis(5);
+/// How much earlier than the caller's cut-off a wait shortened by it ends:
+/// time for the engine's answer to cross from its task to the handler.
+const ANSWER_SLACK: Duration = Duration::from_millis(1);
 
 /// The `redlock.v1.LockService` implementation.
 pub struct LockApi {
@@ -45,17 +45,22 @@ pub struct LockApi {
     gate: Gatekeeper,
     /// The cap on calls in progress per connection.
     calls: ConnectionCalls,
+    /// `server.deadline_reserve`: no grant is handed to a caller later than
+    /// this before its deadline.
+    deadline_reserve: Duration,
 }
 
 impl LockApi {
     /// Serves `engine`, checking requests against `limits`, callers
-    /// against `gate`, and connections against `calls`.
+    /// against `gate`, and connections against `calls`; grants stop
+    /// `deadline_reserve` before a caller's deadline.
     pub fn new(
         engine: Arc<Redlock>,
         limits: Limits,
         sessions: hold::Sessions,
         gate: Gatekeeper,
         calls: ConnectionCalls,
+        deadline_reserve: Duration,
     ) -> LockApi {
         LockApi {
             engine,
@@ -63,6 +68,7 @@ impl LockApi {
             sessions,
             gate,
             calls,
+            deadline_reserve,
         }
     }
 
@@ -219,8 +225,23 @@ fn record_resource(resource: &str) {
 }
 
 impl LockApi {
-    /// Acquires on a detached task (see [`Redlock::acquire_detached`]), giving
-    /// up in time to answer DEADLINE_EXCEEDED before the caller's deadline.
+    /// Acquires on a detached task (see [`Redlock::acquire_detached`]).
+    ///
+    /// With a caller deadline, grants are accepted only until the cut-off,
+    /// `server.deadline_reserve` before it: the caller's deadline passes
+    /// earlier on its side than here, by the request's travel time, and a
+    /// grant it never receives would stay locked for its whole ttl. A grant
+    /// completing after the cut-off is released (dropping the detached
+    /// acquisition does that) and the caller told DEADLINE_EXCEEDED. The
+    /// residual window: a client whose request took longer than the reserve
+    /// to arrive can still miss a grant answered just before the cut-off;
+    /// that lock expires with its ttl.
+    ///
+    /// DEADLINE_EXCEEDED is the answer only when the deadline is why the
+    /// call failed: the wait, cut short by it, ended with the resource still
+    /// held, or the cut-off passed. Any other failure (a limit, overload,
+    /// masters unreachable) is told as it is, even when the caller's
+    /// deadline is shorter than its wait.
     async fn acquire_until(
         &self,
         resource: String,
@@ -231,17 +252,29 @@ impl LockApi {
         let Some(deadline) = deadline else {
             return self.engine.acquire_detached(resource, ttl, wait).await;
         };
-        let usable = deadline
-            .saturating_duration_since(Instant::now())
-            .saturating_sub(DEADLINE_RESERVE);
+        let now = Instant::now();
+        let cutoff = deadline
+            .checked_sub(self.deadline_reserve)
+            .unwrap_or(now)
+            .max(now);
+        let usable = cutoff.saturating_duration_since(now);
+        if usable.is_zero() {
+            return Err(LockError::DeadlineExceeded);
+        }
+        // A wait cut by the deadline ends a moment before the cut-off, so
+        // that its outcome (held, unreachable) reaches us before the cut-off
+        // and is told as it is.
         let truncated = usable < wait;
-        let attempt = self
-            .engine
-            .acquire_detached(resource, ttl, wait.min(usable));
-        match tokio::time::timeout_at(deadline, attempt).await {
+        let wait = match truncated {
+            true => usable.saturating_sub(ANSWER_SLACK),
+            false => wait,
+        };
+        let attempt = self.engine.acquire_detached(resource, ttl, wait);
+        match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
-            // The wait was cut short by the deadline: that is why it failed.
-            Ok(Err(_)) if truncated => Err(LockError::DeadlineExceeded),
+            Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {
+                Err(LockError::DeadlineExceeded)
+            }
             Ok(Err(error)) => Err(error),
             // Dropping the detached attempt releases anything it still gets.
             Err(_elapsed) => Err(LockError::DeadlineExceeded),

@@ -17,7 +17,7 @@ use tonic::{Code, Status};
 pub(crate) fn code(error: &LockError) -> Code {
     match error {
         LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
-        LockError::Limit(_) => Code::ResourceExhausted,
+        LockError::Limit(_) | LockError::Overloaded { .. } => Code::ResourceExhausted,
         LockError::NotHeld(_) => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,

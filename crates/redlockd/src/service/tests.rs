@@ -73,6 +73,7 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
         Sessions::new(&config, stopped),
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),
+        config.server.deadline_reserve,
     );
     Daemon {
         api,
@@ -455,6 +456,24 @@ async fn aborted_when_the_deadline_outlasts_the_wait() {
     refused(d.api.acquire(request).await, Code::Aborted);
 }
 
+/// Two masters down and the resource held on the other three: ABORTED (held
+/// elsewhere, wait for it), not UNAVAILABLE (retry at once), although the
+/// two failures answer first.
+#[tokio::test(start_paused = true)]
+async fn aborted_when_held_while_two_masters_are_down() {
+    let d = daemon();
+    d.set(&[0, 1], Behaviour::Down);
+    let other = d.held_elsewhere(&[2, 3, 4], TTL);
+    let message = refused(
+        d.api
+            .acquire(Request::new(acquire(RESOURCE, TTL, Duration::ZERO)))
+            .await,
+        Code::Aborted,
+    );
+    assert!(message.contains("3 no, 2 failed"), "{message}");
+    assert_eq!(d.held_by(other.expose()), 3, "the holder is untouched");
+}
+
 // --- FAILED_PRECONDITION --------------------------------------------------
 
 /// Extend of a lock not held (never taken, or expired) is FAILED_PRECONDITION.
@@ -552,7 +571,97 @@ async fn deadline_exceeded_when_grpc_timeout_is_shorter_than_the_wait() {
     assert_eq!(d.held_by(other.expose()), 3, "the holder is untouched");
 }
 
+/// The daemon learns a caller's deadline later than the caller, by the
+/// request's travel time. A grant that completes within
+/// `server.deadline_reserve` of the deadline is not handed over (the caller
+/// may be gone): it is released, and nothing stays locked in its name.
+#[tokio::test(start_paused = true)]
+async fn no_grant_inside_the_deadline_reserve() {
+    let d = daemon_with(|c| c.server.deadline_reserve = MS(20));
+    // The holder's keys expire 290 ms in: inside the last 20 ms of the
+    // caller's 300 ms.
+    d.held_elsewhere(&[0, 1, 2], MS(290));
+    let mut request = Request::new(acquire(RESOURCE, TTL, Duration::from_secs(5)));
+    request.set_timeout(MS(300));
+    let start = Instant::now();
+    refused(d.api.acquire(request).await, Code::DeadlineExceeded);
+    let answered = start.elapsed();
+    assert!(answered <= MS(280), "answered after {answered:?}");
+    // Well after the holder's expiry, nobody holds the resource: the waiter
+    // did not take it after its caller's cut-off.
+    tokio::time::sleep(MS(500)).await;
+    let holders: Vec<_> = d.fakes.iter().filter_map(|f| f.holder(&d.keys)).collect();
+    assert!(holders.is_empty(), "left locked: {holders:?}");
+}
+
+/// A deadline shorter than the wait does not mask what really happened:
+/// masters down is UNAVAILABLE, and a waiter limit RESOURCE_EXHAUSTED, not
+/// DEADLINE_EXCEEDED.
+#[tokio::test(start_paused = true)]
+async fn a_short_deadline_does_not_mask_the_outcome() {
+    let d = Arc::new(daemon_with(|c| c.limits.max_waiters_per_resource = 1));
+    d.set(&[0, 1, 2], Behaviour::Down);
+    let mut request = Request::new(acquire("orders/7", TTL, Duration::from_secs(5)));
+    request.set_timeout(MS(300));
+    refused(d.api.acquire(request).await, Code::Unavailable);
+    d.set(&[0, 1, 2], Behaviour::Up);
+    d.held_elsewhere(&[0, 1, 2], MS(500));
+    let first = tokio::spawn({
+        let d = Arc::clone(&d);
+        async move {
+            d.api
+                .acquire(Request::new(acquire(RESOURCE, TTL, Duration::from_secs(5))))
+                .await
+        }
+    });
+    tokio::time::sleep(MS(10)).await;
+    let mut request = Request::new(acquire(RESOURCE, TTL, Duration::from_secs(5)));
+    request.set_timeout(MS(300));
+    let start = Instant::now();
+    let message = refused(d.api.acquire(request).await, Code::ResourceExhausted);
+    assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+    assert!(message.contains("max_waiters_per_resource"), "{message}");
+    lock_of(first.await.expect("no panic"));
+}
+
 // --- RESOURCE_EXHAUSTED ---------------------------------------------------
+
+/// Past `limits.max_acquisitions_in_flight`, acquisitions queue (and are
+/// granted in turn, each measured from its own send); past
+/// `limits.max_queued_acquisitions`, the next is RESOURCE_EXHAUSTED at once,
+/// naming the daemon as the bottleneck, never UNAVAILABLE.
+#[tokio::test(start_paused = true)]
+async fn resource_exhausted_when_the_daemon_is_overloaded() {
+    let d = Arc::new(daemon_with(|c| {
+        c.limits.max_acquisitions_in_flight = 1;
+        c.limits.max_queued_acquisitions = 1;
+    }));
+    // Each attempt takes two rounds of 40 ms: within node_timeout (50 ms)
+    // each, but the second caller's would not be if it counted its wait.
+    d.set(&[0, 1, 2, 3, 4], Behaviour::Slow(MS(40)));
+    let call = |resource: &'static str| {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move {
+            d.api
+                .acquire(Request::new(acquire(resource, TTL, Duration::ZERO)))
+                .await
+        })
+    };
+    let first = call("orders/1");
+    let second = call("orders/2");
+    tokio::time::sleep(MS(1)).await;
+    let start = Instant::now();
+    let message = refused(
+        d.api
+            .acquire(Request::new(acquire("orders/3", TTL, Duration::ZERO)))
+            .await,
+        Code::ResourceExhausted,
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+    assert!(message.contains("overloaded"), "{message}");
+    lock_of(first.await.expect("no panic"));
+    lock_of(second.await.expect("no panic"));
+}
 
 /// Past `limits.max_waiters_per_resource`, another waiter is refused at once with RESOURCE_EXHAUSTED, while the first keeps waiting.
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,232 @@
+// The client: one gRPC channel to a daemon, the four unary calls, and Hold
+// sessions (`hold` for a lease, `using` for a callback).
+
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import grpc from '@grpc/grpc-js';
+import protoLoader from '@grpc/proto-loader';
+import { DeadlineExceededError, LockLostError, fromStatus, invalidArgument } from './errors.js';
+import { Lease } from './lease.js';
+import { Lock, fromDuration, now, optionalString, requireString, toDuration } from './wire.js';
+
+/** The contract, shipped inside the package (a copy of proto/redlock/v1/lock.proto). */
+const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'proto');
+
+const definition = protoLoader.loadSync('redlock/v1/lock.proto', {
+  includeDirs: [PROTO_DIR],
+  keepCase: true, // field names as in the contract: was_held
+  longs: String, // uint64 fences as decimal strings, turned into BigInt
+  defaults: true,
+  oneofs: true, // event.event names the field that is set
+});
+const { LockService } = grpc.loadPackageDefinition(definition).redlock.v1;
+
+/** Default deadline of a call, beyond the wait it asks for. */
+export const DEFAULT_DEADLINE_MS = 10_000;
+
+function readPem(value, field) {
+  if (value === undefined || value === null) return null;
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value);
+  throw invalidArgument(field, 'must be PEM text (a string or a Buffer); read the file yourself');
+}
+
+/** The address without a scheme, and whether TLS was asked for by it. */
+function target(address) {
+  requireString(address, 'address');
+  const match = /^(https?):\/\/(.+?)\/?$/.exec(address);
+  if (!match) return { host: address, https: false };
+  return { host: match[2], https: match[1] === 'https' };
+}
+
+/** A connection to one redlockd daemon (any replica of a deployment). */
+export class Client {
+  /**
+   * @param {string} address `host:port`, `http://host:port`, or `https://host:port` (TLS)
+   * @param {object} [options] see index.d.ts (ClientOptions)
+   */
+  constructor(address, options = {}) {
+    const { host, https } = target(address);
+    const rootCert = readPem(options.rootCert, 'rootCert');
+    const privateKey = readPem(options.privateKey, 'privateKey');
+    const certChain = readPem(options.certChain, 'certChain');
+    if (Boolean(privateKey) !== Boolean(certChain)) {
+      throw invalidArgument(privateKey ? 'certChain' : 'privateKey', 'a client certificate needs both privateKey and certChain');
+    }
+    const tls = https || Boolean(rootCert || privateKey);
+    const credentials = tls
+      ? grpc.credentials.createSsl(rootCert, privateKey, certChain)
+      : grpc.credentials.createInsecure();
+    if (options.token !== undefined) requireString(options.token, 'token');
+    this._authorization = options.token ? `Bearer ${options.token}` : null;
+    this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
+    toDuration(this.deadlineMs, 'deadlineMs');
+    this._stub = new LockService(host, credentials, options.channelOptions ?? {});
+    /** Open Hold calls, cancelled by close() so that their locks are released. */
+    this._sessions = new Set();
+  }
+
+  /**
+   * Takes the lock on `resource` for `ttlMs`, waiting up to `waitMs` while
+   * someone else holds it. The Lock's validity counts from when the request
+   * was sent. LockHeldError when it stayed held for the whole wait.
+   */
+  async acquire(resource, options = {}) {
+    const request = this._acquireRequest(resource, options);
+    const sent = now();
+    const answer = await this._unary('Acquire', request, this._deadline(options));
+    return new Lock(answer.lock, sent);
+  }
+
+  /**
+   * Resets the lock's time to live to `ttlMs`, if its token still holds it;
+   * a new Lock (same token and fence). LockNotHeldError if it does not.
+   */
+  async extend(lock, options = {}) {
+    const request = { ...this._identity(lock), ttl: toDuration(options.ttlMs, 'ttlMs') };
+    const sent = now();
+    const answer = await this._unary('Extend', request, this._deadline(options, 0));
+    return new Lock(answer.lock, sent);
+  }
+
+  /**
+   * Gives the lock up. Resolves to `wasHeld`: false means it had expired
+   * or been taken over first (work done under it may have overlapped).
+   */
+  async release(lock, options = {}) {
+    const answer = await this._unary('Release', this._identity(lock), this._deadline(options, 0));
+    return answer.was_held;
+  }
+
+  /**
+   * Whether `lock` (resource and token) is still the current holder, and
+   * for how long at least (`validUntil` counted from when it was asked).
+   */
+  async validate(lock, options = {}) {
+    const sent = now();
+    const answer = await this._unary('Validate', this._identity(lock), this._deadline(options, 0));
+    const validityMs = answer.held ? fromDuration(answer.validity) : 0;
+    return { held: answer.held, validityMs, validUntil: sent + validityMs };
+  }
+
+  /**
+   * Opens a Hold session and waits for the lock: a Lease whose `signal`
+   * aborts once the lock is gone. Release it with `lease.release()`.
+   */
+  async hold(resource, options = {}) {
+    const request = this._acquireRequest(resource, options);
+    const ttlMs = options.ttlMs;
+    const deadline = this._deadline(options);
+    const call = this._stub.Hold(this._metadata());
+    this._sessions.add(call);
+    call.once('status', () => this._sessions.delete(call));
+    return new Promise((resolve, reject) => {
+      let lease = null;
+      let failed = false;
+      const fail = (error) => {
+        clearTimeout(timer);
+        failed = true;
+        reject(error);
+      };
+      const timer = setTimeout(() => {
+        call.cancel();
+        const details = `no lock within ${Math.round(deadline)} ms`;
+        fail(new DeadlineExceededError(`Hold: ${details}`, grpc.status.DEADLINE_EXCEEDED, details));
+      }, deadline);
+      call.on('data', (event) => {
+        if (lease) return lease._event(event);
+        if (failed) return undefined;
+        if (event.event === 'acquired') {
+          clearTimeout(timer);
+          lease = new Lease(call, event.acquired, ttlMs, this.deadlineMs);
+          return resolve(lease);
+        }
+        call.cancel();
+        const details = `\`${event.event}\` before \`acquired\``;
+        fail(new LockLostError(`Hold: ${details}`, grpc.status.INTERNAL, details, details));
+      });
+      call.on('error', (error) => {
+        if (lease) lease._error(error);
+        // Before the grant, the call's final status (below) says why.
+      });
+      call.on('end', () => {
+        if (lease) lease._end();
+      });
+      call.on('status', (status) => {
+        if (lease || failed) return;
+        if (status.code !== grpc.status.OK) return fail(fromStatus(status, 'Hold'));
+        const details = 'the session ended before the lock was acquired';
+        return fail(new LockLostError(`Hold: ${details}`, grpc.status.UNAVAILABLE, details, details));
+      });
+      call.write({ acquire: request });
+    });
+  }
+
+  /**
+   * Runs `fn(signal, lock)` while holding the lock through a Hold session.
+   * `signal` aborts as soon as the lock is gone: stop the work then. After
+   * `fn` settles the lock is released (and `released` awaited); returns
+   * what `fn` returned, or rethrows what it threw.
+   */
+  async using(resource, options, fn) {
+    if (typeof fn !== 'function') throw invalidArgument('fn', 'must be a function (signal, lock) => ...');
+    const lease = await this.hold(resource, options);
+    let value;
+    try {
+      value = await fn(lease.signal, lease.lock);
+    } catch (error) {
+      // The callback's error matters more than a failed release: the lock
+      // then ends with the cancelled session or its ttl.
+      await lease.release().catch(() => {});
+      throw error;
+    }
+    await lease.release();
+    return value;
+  }
+
+  /**
+   * Closes the channel. Open sessions are cancelled: the daemon releases
+   * their locks and their signals abort.
+   */
+  close() {
+    for (const call of this._sessions) call.cancel();
+    this._stub.close();
+  }
+
+  _acquireRequest(resource, options) {
+    return {
+      resource: requireString(resource, 'resource'),
+      ttl: toDuration(options.ttlMs, 'ttlMs'),
+      wait: toDuration(options.waitMs ?? 0, 'waitMs'),
+      owner: optionalString(options.owner, 'owner'),
+    };
+  }
+
+  _identity(lock) {
+    if (!lock || typeof lock !== 'object') throw invalidArgument('lock', 'must be a Lock (or { resource, token })');
+    return { resource: requireString(lock.resource, 'resource'), token: requireString(lock.token, 'token') };
+  }
+
+  /** The call's own `deadlineMs` (total), else the client's beyond the wait. */
+  _deadline(options, fallbackWait) {
+    if (options.deadlineMs !== undefined) {
+      toDuration(options.deadlineMs, 'deadlineMs');
+      return options.deadlineMs;
+    }
+    return (fallbackWait ?? options.waitMs ?? 0) + this.deadlineMs;
+  }
+
+  _metadata() {
+    const metadata = new grpc.Metadata();
+    if (this._authorization) metadata.set('authorization', this._authorization);
+    return metadata;
+  }
+
+  _unary(method, request, deadlineMs) {
+    return new Promise((resolve, reject) => {
+      this._stub[method](request, this._metadata(), { deadline: Date.now() + deadlineMs }, (error, answer) =>
+        error ? reject(fromStatus(error, method)) : resolve(answer),
+      );
+    });
+  }
+}

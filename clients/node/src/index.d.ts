@@ -1,0 +1,192 @@
+// Types of redlockd-client (hand-written beside the ESM sources; checked by
+// `tsc` on types/usage.ts in scripts/check-node-client.sh).
+
+import type { ChannelOptions } from '@grpc/grpc-js';
+
+/** Default deadline of a call beyond the wait it asks for, in milliseconds. */
+export declare const DEFAULT_DEADLINE_MS: number;
+
+/** How to reach and authenticate to a daemon. */
+export interface ClientOptions {
+  /** Bearer token, sent as `authorization: Bearer <token>` on every call and session. */
+  token?: string;
+  /** PEM of the CA that signed the daemon's certificate; turns TLS on. */
+  rootCert?: string | Buffer;
+  /** PEM of the client key, for mutual TLS (with `certChain`). */
+  privateKey?: string | Buffer;
+  /** PEM of the client certificate chain, for mutual TLS (with `privateKey`). */
+  certChain?: string | Buffer;
+  /** Deadline of each call beyond the wait it asks for; default 10 000 ms. */
+  deadlineMs?: number;
+  /** Extra grpc-js channel options. */
+  channelOptions?: ChannelOptions;
+}
+
+/** Options of a call that only needs a deadline. */
+export interface CallOptions {
+  /** This call's whole deadline in ms (default: the client's `deadlineMs`). */
+  deadlineMs?: number;
+}
+
+/** Options of `acquire`, `hold` and `using`. */
+export interface AcquireOptions extends CallOptions {
+  /** Time to live of the lock, in milliseconds (required). */
+  ttlMs: number;
+  /** How long to keep trying while someone else holds it; 0 (default): once. */
+  waitMs?: number;
+  /** Free-form, low-cardinality identity of the caller, for the daemon's logs. */
+  owner?: string;
+  /**
+   * This call's whole deadline in ms, wait included (default: `waitMs` plus
+   * the client's `deadlineMs`). Shorter than the wait: DeadlineExceededError.
+   */
+  deadlineMs?: number;
+}
+
+/** Options of `extend`. */
+export interface ExtendOptions extends CallOptions {
+  /** The new time to live, in milliseconds (required). */
+  ttlMs: number;
+}
+
+/** What `extend`, `release` and `validate` need of a lock. */
+export interface LockRef {
+  resource: string;
+  token: string;
+}
+
+/** A granted lock. */
+export declare class Lock implements LockRef {
+  /** Locks come from the client's calls. */
+  private constructor();
+  /** The resource locked. */
+  readonly resource: string;
+  /** Opaque proof of ownership; never log it. */
+  readonly token: string;
+  /** Fencing token: strictly greater than every earlier holder's. */
+  readonly fence: bigint;
+  /** Guaranteed validity the daemon reported, in milliseconds. */
+  readonly validityMs: number;
+  /**
+   * End of the guaranteed validity on `performance.now()`'s clock: counted
+   * from when the request was sent (unary calls), or from when the event
+   * arrived (Hold sessions, which keep a margin: see `stopMargin`).
+   */
+  readonly validUntil: number;
+  /** Milliseconds of guaranteed validity left now (0 once it ran out). */
+  remainingMs(): number;
+  /** JSON without the token, the fence as a decimal string. */
+  toJSON(): { resource: string; fence: string; validityMs: number };
+}
+
+/** What `validate` answers. */
+export interface Validity {
+  /** Whether the token still holds the lock on a majority. */
+  held: boolean;
+  /** Remaining guaranteed validity in ms (0 when not held). */
+  validityMs: number;
+  /** End of it on `performance.now()`'s clock, counted from when it was asked. */
+  validUntil: number;
+}
+
+/** A lock held by an open Hold session, extended by the daemon. */
+export declare class Lease {
+  private constructor();
+  /** The lock as last granted or extended. */
+  readonly lock: Lock;
+  /** Its fencing token: pass it with every write made under the lock. */
+  readonly fence: bigint;
+  /** The resource locked. */
+  readonly resource: string;
+  /** How many extensions the daemon has made. */
+  readonly extensions: number;
+  /**
+   * Aborted as soon as the lock is no longer held (`lost`, an unrequested
+   * `released`, the stream ending or breaking, no extension before the
+   * validity ran out, or `release()`); its reason is a LockLostError.
+   */
+  readonly signal: AbortSignal;
+  /** Throws the LockLostError once the lock is gone. */
+  check(): void;
+  /** Sends `release`, waits for `released`; resolves to `was_held` (false if already gone). */
+  release(): Promise<boolean>;
+}
+
+/** A connection to one redlockd daemon. */
+export declare class Client {
+  /** `host:port`, `http://host:port`, or `https://host:port` (TLS with the system's roots unless `rootCert`). */
+  constructor(address: string, options?: ClientOptions);
+  /** Default deadline of each call beyond its wait, in ms. */
+  readonly deadlineMs: number;
+  /** Takes the lock; LockHeldError if it stayed held elsewhere for the whole wait. */
+  acquire(resource: string, options: AcquireOptions): Promise<Lock>;
+  /** Resets the lock's ttl if still held; LockNotHeldError if not. */
+  extend(lock: LockRef, options: ExtendOptions): Promise<Lock>;
+  /** Gives the lock up; resolves to whether it was still held. */
+  release(lock: LockRef, options?: CallOptions): Promise<boolean>;
+  /** Whether the token still holds the lock, and for how long at least. */
+  validate(lock: LockRef, options?: CallOptions): Promise<Validity>;
+  /** Opens a Hold session and waits for the lock. */
+  hold(resource: string, options: AcquireOptions): Promise<Lease>;
+  /**
+   * Runs `fn` while holding the lock; `signal` aborts once the lock is gone.
+   * Releases after `fn` settles; returns its value or rethrows its error.
+   */
+  using<T>(resource: string, options: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  /** Closes the channel (open sessions end, their locks are released). */
+  close(): void;
+}
+
+/** How long before the last known validity a quiet session counts as lost: ttl/10, 50 ms to 2 s. */
+export declare function stopMargin(ttlMs: number): number;
+
+/** A word for each outcome, shared with redlockd's other clients. */
+export type ErrorKind =
+  | 'error'
+  | 'held'
+  | 'not_held'
+  | 'unavailable'
+  | 'deadline_exceeded'
+  | 'invalid_argument'
+  | 'resource_exhausted'
+  | 'unauthenticated'
+  | 'permission_denied'
+  | 'lost';
+
+/** Base class of every error of this package. */
+export declare class RedlockdError extends Error {
+  constructor(message: string, code: number, details: string);
+  /** The gRPC status code (`grpc.status`). */
+  readonly code: number;
+  /** The daemon's message (or the client's own). */
+  readonly details: string;
+  /** The outcome as a word. */
+  readonly kind: ErrorKind;
+  /** Whether the same call may succeed if tried again later. */
+  readonly retryable: boolean;
+}
+/** ABORTED: held by someone else for the whole wait. */
+export declare class LockHeldError extends RedlockdError {}
+/** FAILED_PRECONDITION: the token no longer holds the lock. */
+export declare class LockNotHeldError extends RedlockdError {}
+/** UNAVAILABLE: too few masters answered, or no daemon; nothing locked; retry. */
+export declare class UnavailableError extends RedlockdError {}
+/** DEADLINE_EXCEEDED: the deadline ran out first; nothing locked by the call. */
+export declare class DeadlineExceededError extends RedlockdError {}
+/** INVALID_ARGUMENT: a malformed request. */
+export declare class InvalidArgumentError extends RedlockdError {
+  /** The field the message names (`ttl`, `resource`, `ttlMs`, ...). */
+  readonly field: string | undefined;
+}
+/** RESOURCE_EXHAUSTED: a configured limit was hit. */
+export declare class ResourceExhaustedError extends RedlockdError {}
+/** UNAUTHENTICATED: missing or unknown bearer token / client certificate. */
+export declare class UnauthenticatedError extends RedlockdError {}
+/** PERMISSION_DENIED: resource outside the caller's namespaces. */
+export declare class PermissionDeniedError extends RedlockdError {}
+/** The lock of a session is gone or no longer guaranteed. */
+export declare class LockLostError extends RedlockdError {
+  constructor(message: string, code: number, details: string, reason: string);
+  /** How it went: `lost: ...`, `released by the daemon, unrequested`, `the session ended`, ... */
+  readonly reason: string;
+}

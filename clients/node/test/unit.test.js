@@ -1,0 +1,71 @@
+// Pure parts, no daemon: durations, the status-to-error table, the stop margin.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import grpc from '@grpc/grpc-js';
+import { fromStatus } from '../src/errors.js';
+import { toDuration, fromDuration, Lock } from '../src/wire.js';
+import * as api from '../src/index.js';
+
+test('milliseconds become protobuf durations and back, fractions included', () => {
+  assert.deepEqual(toDuration(0, 'ttlMs'), { seconds: '0', nanos: 0 });
+  assert.deepEqual(toDuration(1500, 'ttlMs'), { seconds: '1', nanos: 500_000_000 });
+  assert.deepEqual(toDuration(0.25, 'ttlMs'), { seconds: '0', nanos: 250_000 });
+  assert.equal(fromDuration({ seconds: '3', nanos: 1_000_000 }), 3001);
+  assert.equal(fromDuration(null), 0);
+});
+
+test('bad durations are refused with the option named', () => {
+  for (const bad of [undefined, '10s', -1, Number.NaN, Infinity, 10n]) {
+    assert.throws(() => toDuration(bad, 'ttlMs'), (e) => e instanceof api.InvalidArgumentError && e.field === 'ttlMs');
+  }
+});
+
+test('each status code maps to its error class, keeping code and details', () => {
+  const table = [
+    [grpc.status.ABORTED, api.LockHeldError, 'held'],
+    [grpc.status.FAILED_PRECONDITION, api.LockNotHeldError, 'not_held'],
+    [grpc.status.UNAVAILABLE, api.UnavailableError, 'unavailable'],
+    [grpc.status.DEADLINE_EXCEEDED, api.DeadlineExceededError, 'deadline_exceeded'],
+    [grpc.status.INVALID_ARGUMENT, api.InvalidArgumentError, 'invalid_argument'],
+    [grpc.status.RESOURCE_EXHAUSTED, api.ResourceExhaustedError, 'resource_exhausted'],
+    [grpc.status.UNAUTHENTICATED, api.UnauthenticatedError, 'unauthenticated'],
+    [grpc.status.PERMISSION_DENIED, api.PermissionDeniedError, 'permission_denied'],
+    [grpc.status.INTERNAL, api.RedlockdError, 'error'],
+  ];
+  for (const [code, Class, kind] of table) {
+    const error = fromStatus({ code, details: 'ttl: too long' }, 'Acquire');
+    assert.ok(error instanceof Class, `${code} -> ${error.name}`);
+    assert.ok(error instanceof api.RedlockdError);
+    assert.equal(error.code, code);
+    assert.equal(error.details, 'ttl: too long');
+    assert.equal(error.kind, kind);
+    assert.equal(error.retryable, Class === api.UnavailableError || Class === api.ResourceExhaustedError);
+  }
+  assert.equal(fromStatus({ code: grpc.status.INVALID_ARGUMENT, details: 'resource: empty' }, 'x').field, 'resource');
+  const plain = new TypeError('not a status');
+  assert.equal(fromStatus(plain, 'x'), plain);
+});
+
+test('a lock turns the fence into a BigInt and keeps its token out of JSON', () => {
+  const wire = { resource: 'r', token: 'secret', fence: '18446744073709551615', validity: { seconds: '2', nanos: 0 } };
+  const lock = new Lock(wire, 1000);
+  assert.equal(lock.fence, 18446744073709551615n);
+  assert.equal(lock.validityMs, 2000);
+  assert.equal(lock.validUntil, 3000);
+  assert.equal(JSON.stringify(lock).includes('secret'), false);
+  assert.equal(JSON.parse(JSON.stringify(lock)).fence, '18446744073709551615');
+});
+
+test('the stop margin is a tenth of the ttl, between 50 ms and 2 s', () => {
+  assert.equal(api.stopMargin(100), 50);
+  assert.equal(api.stopMargin(3000), 300);
+  assert.equal(api.stopMargin(60_000), 2000);
+});
+
+test('index.d.ts declares exactly what index.js exports', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const dts = await readFile(new URL('../src/index.d.ts', import.meta.url), 'utf8');
+  const declared = [...dts.matchAll(/^export declare (?:class|const|function) (\w+)/gm)].map((m) => m[1]);
+  assert.deepEqual(declared.sort(), Object.keys(api).sort());
+});
