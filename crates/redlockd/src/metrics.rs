@@ -216,6 +216,9 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|_| MetricsError::RecorderTaken)?;
     describe();
+    // Exported from the start at 0, so that an alert on its increase sees
+    // the first loss (a counter that appears at 1 shows no increase).
+    counter!(LOCKS_LOST_TOTAL).increment(0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     process_collector().describe();
     *slot = Some(handle.clone());
