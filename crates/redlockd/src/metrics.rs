@@ -16,7 +16,7 @@ pub(crate) const REQUEST_DURATION: &str = "redlock_request_duration_seconds";
 pub(crate) const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
 /// Time an acquisition with `wait` spent waiting, granted or not.
 pub(crate) const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
-/// 1 while the daemon's connection to a master is up.
+/// 1 while a master is connected and answering (see `crate::node::FredNode::is_up`).
 pub(crate) const NODE_UP: &str = "redlock_node_up";
 /// Time one operation took on one master, from the moment it was queued
 /// for the master's next batch to its reply (so it includes the batch wait).
@@ -93,7 +93,7 @@ const DESCRIPTIONS: [(&str, Kind, &str); 19] = [
     (
         NODE_UP,
         Kind::Gauge,
-        "1 while the daemon's connection to the master is up.",
+        "1 while the master is connected and answered (a command or a PING) within two PING periods plus node_timeout; 0 for a hung master whose connection stays open.",
     ),
     (
         NODE_COMMAND_DURATION,

@@ -153,24 +153,24 @@ async fn run(
         };
         let (args, replies) = encode(script, &horizon_key, &mut batch);
         let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
-        let (client, state) = (command.clone(), Arc::clone(&state));
+        let (client, sent_on) = (command.clone(), Arc::clone(&state));
         let mut call = Box::pin(async move {
             let reply = client.custom::<Value, Value>(cmd, args).await;
             if reply.is_err() {
                 // NOSCRIPT, or the batch may not have reached the master:
                 // the next batch carries the text. Not retried: a retry
                 // could reach the master after later batches.
-                state.script_lost();
+                sent_on.script_lost();
             }
             reply
         });
         // fred queues the command on the connection at the first poll; do it
         // here, before the next batch, to keep the order.
         match futures::poll!(call.as_mut()) {
-            std::task::Poll::Ready(result) => deliver(&name, result, replies),
+            std::task::Poll::Ready(result) => deliver(&name, &state, result, replies),
             std::task::Poll::Pending => {
-                let name = Arc::clone(&name);
-                tokio::spawn(async move { deliver(&name, call.await, replies) });
+                let (name, state) = (Arc::clone(&name), Arc::clone(&state));
+                tokio::spawn(async move { deliver(&name, &state, call.await, replies) });
             }
         }
     }
@@ -203,8 +203,22 @@ fn encode(
     (argv, replies)
 }
 
-/// Hands each operation its part of the batch's reply.
-fn deliver(node: &str, result: Result<Value, fred::error::Error>, replies: Vec<Awaiting>) {
+/// Hands each operation its part of the batch's reply, and records that
+/// the master answered (an error reply is an answer too; a timeout or a
+/// lost connection is not).
+fn deliver(
+    node: &str,
+    state: &NodeState,
+    result: Result<Value, fred::error::Error>,
+    replies: Vec<Awaiting>,
+) {
+    let answered = match &result {
+        Ok(_) => true,
+        Err(error) => matches!(super::node_error(error.clone()), NodeError::Server(_)),
+    };
+    if answered {
+        state.answered();
+    }
     match result {
         Ok(Value::Array(items)) if items.len() == replies.len() => {
             for (item, reply) in items.into_iter().zip(replies) {

@@ -68,6 +68,9 @@ pub struct FredNode {
     state: Arc<NodeState>,
     /// The daemon's other masters, and its own grants (`quarantine.rs`).
     peers: Arc<Peers>,
+    /// How recently the master must have answered to count as up
+    /// ([`watch::answer_window`]).
+    answer_window: Duration,
 }
 
 /// How a master is watched, from the configuration.
@@ -150,6 +153,7 @@ impl FredNode {
             ),
             state,
             peers: Arc::clone(peers),
+            answer_window: watch::answer_window(node_timeout),
             name,
             client,
             command,
@@ -173,9 +177,13 @@ impl FredNode {
         tokio::time::timeout(timeout, verified).await.is_ok()
     }
 
-    /// Whether commands can reach the master now.
+    /// Whether the master is up: connected, and it answered something (a
+    /// command, or the watcher's PING) within the answer window. A hung
+    /// master keeps its connection open; it is not up.
     pub fn is_up(&self) -> bool {
-        !self.state.is_down() && self.client.is_connected()
+        !self.state.is_down()
+            && self.client.is_connected()
+            && self.state.responsive(self.answer_window)
     }
 
     /// What the daemon knows of this master: trust, quarantine, run_id.

@@ -10,7 +10,7 @@
 //! settles its real end, often much sooner, or none at all.
 
 use super::server_info::ServerInfo;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::futures::Notified;
@@ -39,6 +39,14 @@ pub struct NodeState {
     /// Whether the batch script was sent in full (EVAL) on the current
     /// connection, so that EVALSHA finds it (see `batch.rs`).
     script_sent: AtomicBool,
+    /// When the master last answered anything (a batch, a PING, INFO), in
+    /// milliseconds after `born`, plus one (0: never). A hung master (a
+    /// SIGSTOPped process, a stalled VM) keeps its TCP connection open, so
+    /// the connection's state alone cannot tell it is gone; its silence
+    /// can (see [`NodeState::responsive`]).
+    last_answer: AtomicU64,
+    /// The origin of `last_answer`.
+    born: Instant,
     trust: Mutex<Trust>,
 }
 
@@ -79,7 +87,30 @@ impl NodeState {
             delifeq: AtomicBool::new(false),
             verified: AtomicBool::new(false),
             script_sent: AtomicBool::new(false),
+            last_answer: AtomicU64::new(0),
+            born: Instant::now(),
             trust: Mutex::new(Trust::default()),
+        }
+    }
+
+    /// The master answered a command just now (any reply from the server,
+    /// an error reply included: it is alive).
+    pub fn answered(&self) {
+        let since = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_answer.fetch_max(since + 1, Ordering::Relaxed);
+    }
+
+    /// Whether the master answered something within the last `window`.
+    /// The watcher PINGs every master a few times a second (`watch.rs`),
+    /// so a live master answers well within it and a hung one falls out of
+    /// it about `window` after its last answer.
+    pub fn responsive(&self, window: Duration) -> bool {
+        match self.last_answer.load(Ordering::Relaxed) {
+            0 => false,
+            at => {
+                let last = self.born + Duration::from_millis(at - 1);
+                Instant::now().saturating_duration_since(last) <= window
+            }
         }
     }
 

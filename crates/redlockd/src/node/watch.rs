@@ -1,6 +1,8 @@
 //! The background watchers of one master: connection loss and return,
-//! `INFO` after every (re)connection (features, unsafe setups, restarts), and
-//! a slow comparison of the master's clock with ours (clock jumps).
+//! `INFO` after every (re)connection (features, unsafe setups, restarts), a
+//! PING a few times a second (a hung master keeps its connection open: only
+//! its silence shows it), and a slow comparison of the master's clock with
+//! ours (clock jumps).
 
 use super::server_info::ServerInfo;
 use super::state::clock_check;
@@ -19,6 +21,18 @@ const INFO_RETRY: Duration = Duration::from_millis(100);
 
 /// How often each master's clock is compared with ours.
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// How often each master is PINGed, so that it answers something even
+/// while no lock traffic goes to it (see [`answer_window`]).
+const PING_EVERY: Duration = Duration::from_millis(250);
+
+/// How recently a master must have answered to count as up (health and
+/// `redlock_node_up`): two PING periods plus `node_timeout`, so that one
+/// late or lost PING on a busy machine does not mark a live master down,
+/// and a hung one is down at most this long after its last answer.
+pub(crate) fn answer_window(node_timeout: Duration) -> Duration {
+    PING_EVERY * 2 + node_timeout
+}
 
 /// Starts the watchers of `node`; they end when its client is closed.
 pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
@@ -58,6 +72,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 loop {
                     match read_info(&client).await {
                         Ok(info) => {
+                            state.answered();
                             state.observe(&info);
                             break;
                         }
@@ -83,6 +98,23 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                     tracing::debug!(node = %name, missed, "reconnections missed; verifying again");
                 }
                 Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    let command = node.command.clone();
+    // Weak: the PINGs end once the node is dropped.
+    let state = Arc::downgrade(&node.state);
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(PING_EVERY);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            // Bounded by node_timeout, fail-fast while disconnected.
+            if command.ping::<Value>(None).await.is_ok() {
+                state.answered();
             }
         }
     });
