@@ -9,7 +9,7 @@ use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
-use crate::redlock::keys::{horizon_key, release_channel};
+use crate::redlock::keys::release_channel;
 use crate::redlock::{NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::auth::Gatekeeper;
 use crate::service::hold::Sessions;
@@ -131,12 +131,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let script = Arc::new(BatchScript::new());
     let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
-    let peers = Peers::new(
-        r.nodes.len(),
-        horizon_key(&r.key_prefix),
-        r.max_ttl,
-        r.drift_factor,
-    );
+    let peers = Peers::new(r.nodes.len(), &r.key_prefix, r.max_ttl, r.drift_factor);
     let nodes = r
         .nodes
         .iter()

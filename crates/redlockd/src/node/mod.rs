@@ -9,6 +9,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod batch;
+pub(crate) mod boot;
 pub(crate) mod horizon;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;

@@ -3,6 +3,7 @@
 //! horizons, and the task that does so until its quarantine is settled.
 //! The rule, its arithmetic and why it is safe: `super::horizon`.
 
+use super::boot;
 use super::horizon::{self, Census, Horizon, LocalHorizon, Reading, Verdict};
 use super::state::NodeState;
 use fred::clients::WithOptions;
@@ -31,6 +32,8 @@ pub struct Peers {
     members: Mutex<Vec<Member>>,
     local: LocalHorizon,
     horizon_key: String,
+    /// Where each master keeps its boot certificate (`super::boot`).
+    boot_key: String,
     masters: usize,
     quorum: usize,
     drift_factor: f64,
@@ -62,18 +65,20 @@ impl Outcome {
 }
 
 impl Peers {
-    /// The group of `masters` masters whose horizon key is `horizon_key`;
-    /// `max_ttl` stands in for a horizon without expiry.
+    /// The group of `masters` masters whose keys start with `key_prefix`
+    /// (horizon, boot certificate); `max_ttl` stands in for a horizon
+    /// without expiry.
     pub fn new(
         masters: usize,
-        horizon_key: String,
+        key_prefix: &str,
         max_ttl: Duration,
         drift_factor: f64,
     ) -> Arc<Peers> {
         Arc::new(Peers {
             members: Mutex::new(Vec::with_capacity(masters)),
             local: LocalHorizon::new(),
-            horizon_key,
+            horizon_key: crate::redlock::keys::horizon_key(key_prefix),
+            boot_key: format!("{key_prefix}boot"),
             masters,
             quorum: masters / 2 + 1,
             drift_factor,
@@ -89,6 +94,17 @@ impl Peers {
     /// The horizon key every batch raises.
     pub fn horizon_key(&self) -> &str {
         &self.horizon_key
+    }
+
+    /// The key of the boot certificate (`super::boot`).
+    pub fn boot_key(&self) -> &str {
+        &self.boot_key
+    }
+
+    /// Master `index`'s `run_id` and boot certificate, read together.
+    async fn certificate(&self, index: usize) -> Option<boot::Reading> {
+        let command = self.members().get(index)?.command.clone();
+        boot::read(&command, &self.boot_key).await.ok()
     }
 
     /// Adds a master; returns its index in the group.
@@ -196,6 +212,22 @@ pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeSt
             let mut warned = false;
             while let Some(generation) = node.unsettled() {
                 let Some(group) = peers.upgrade() else { return };
+                // A certificate for this very process ends a quarantine for
+                // its identity at once (`super::boot`).
+                if let Some((certifiable, run_id)) = node.certifiable() {
+                    let reading = match certifiable == generation {
+                        true => group.certificate(index).await,
+                        false => None,
+                    };
+                    if let Some(reading) = reading.filter(|r| r.vouches_for(&run_id)) {
+                        let how = "its boot certificate names this very process: a daemon \
+                                   already waited out its restart";
+                        if node.settle(generation, None, how) {
+                            node.certificate_known(&reading.run_id);
+                        }
+                        break;
+                    }
+                }
                 let outcome = group.read(index).await;
                 drop(group);
                 match outcome.verdict {

@@ -58,6 +58,22 @@ struct Trust {
     generation: u64,
     refused: Option<String>,
     duplicate_of: Option<String>,
+    /// The `run_id` whose boot certificate (`super::boot`) is known to be
+    /// on the master: written by this daemon, or found there. Empty: none.
+    certified: String,
+    /// A certificate to take back (compare-and-delete) after a clock jump
+    /// of the process it names.
+    revoke: Option<String>,
+}
+
+/// What the watcher should do about the master's boot certificate
+/// (`super::boot`), see [`NodeState::certificate_due`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificateDue {
+    /// Write it for this `run_id`: the master is fully trusted.
+    Write(String),
+    /// Delete it if it names this `run_id`: the process's clock jumped.
+    Revoke(String),
 }
 
 /// One quarantine of the master.
@@ -71,6 +87,10 @@ struct Quarantine {
     generation: u64,
     /// When it started, for the logs.
     since: Instant,
+    /// Whether a boot certificate may end it (`super::boot`): only a
+    /// quarantine for the process's identity (first seen young, or a new
+    /// `run_id`), never one for a clock jump.
+    certifiable: bool,
 }
 
 impl NodeState {
@@ -201,6 +221,49 @@ impl NodeState {
             .map(|q| q.generation)
     }
 
+    /// The unsettled quarantine that a boot certificate may end, by
+    /// generation, with the `run_id` the certificate must name.
+    pub fn certifiable(&self) -> Option<(u64, String)> {
+        let trust = self.lock();
+        trust
+            .quarantine
+            .filter(|q| q.certifiable && !q.settled && Instant::now() < q.until)
+            .filter(|_| !trust.run_id.is_empty())
+            .map(|q| (q.generation, trust.run_id.clone()))
+    }
+
+    /// What to do about the boot certificate now, if anything: take back
+    /// one a clock jump made untrue, or write one once the master is fully
+    /// trusted (verified, no quarantine left, not refused) and none is
+    /// known for its process. Never with the quarantine off: trust without
+    /// it proves nothing.
+    pub fn certificate_due(&self) -> Option<CertificateDue> {
+        self.quarantine?;
+        let trusted = self.trusted();
+        let trust = self.lock();
+        if let Some(run_id) = &trust.revoke {
+            return Some(CertificateDue::Revoke(run_id.clone()));
+        }
+        (trusted && !trust.run_id.is_empty() && trust.certified != trust.run_id)
+            .then(|| CertificateDue::Write(trust.run_id.clone()))
+    }
+
+    /// The certificate naming `run_id` is on the master (written, or found).
+    pub fn certificate_known(&self, run_id: &str) {
+        let mut trust = self.lock();
+        if trust.revoke.as_deref() != Some(run_id) {
+            trust.certified = run_id.to_owned();
+        }
+    }
+
+    /// The certificate naming `run_id` was taken back (or was not there).
+    pub fn certificate_revoked(&self, run_id: &str) {
+        let mut trust = self.lock();
+        if trust.revoke.as_deref() == Some(run_id) {
+            trust.revoke = None;
+        }
+    }
+
     /// Resolves when a quarantine wants its horizons read (see
     /// [`NodeState::unsettled`]); a request made while nobody waits is kept.
     pub fn settle_wanted(&self) -> Notified<'_> {
@@ -294,7 +357,7 @@ impl NodeState {
                 true => "the master's run_id changed (a restart, or another server)",
                 false => "the master started recently",
             };
-            self.impose(&mut trust, left, why, info.uptime_seconds);
+            self.impose(&mut trust, left, why, info.uptime_seconds, true);
         }
         drop(trust);
         self.verified.store(true, Ordering::Relaxed);
@@ -306,7 +369,13 @@ impl NodeState {
         if let Some(period) = self.quarantine {
             tracing::error!(node = %self.name, "{why}: quarantining the master");
             let mut trust = self.lock();
-            self.impose(&mut trust, period, why, 0);
+            // Keys may have expired early on this very process: a boot
+            // certificate naming it no longer tells the truth.
+            if !trust.run_id.is_empty() {
+                trust.revoke = Some(trust.run_id.clone());
+                trust.certified.clear();
+            }
+            self.impose(&mut trust, period, why, 0, false);
         } else {
             tracing::error!(node = %self.name, "{why} (restart quarantine is off)");
         }
@@ -314,7 +383,14 @@ impl NodeState {
 
     /// Starts a quarantine of `left` (the blanket bound), unsettled under the
     /// horizon quarantine (the reading task is woken), final otherwise.
-    fn impose(&self, trust: &mut Trust, left: Duration, why: &str, uptime_s: u64) {
+    fn impose(
+        &self,
+        trust: &mut Trust,
+        left: Duration,
+        why: &str,
+        uptime_s: u64,
+        certifiable: bool,
+    ) {
         let now = Instant::now();
         trust.generation += 1;
         let mut until = now + left;
@@ -330,11 +406,18 @@ impl NodeState {
             }
             until = current.until;
         }
+        // A running clock-jump quarantine is not for the process's
+        // identity: no certificate may end what replaces it.
+        let certifiable = certifiable
+            && trust
+                .quarantine
+                .is_none_or(|q| q.certifiable || q.until <= now);
         trust.quarantine = Some(Quarantine {
             until,
             settled: !self.horizon,
             generation: trust.generation,
             since: now,
+            certifiable,
         });
         if self.horizon {
             tracing::info!(node = %self.name, uptime_s, blanket = ?left,
@@ -519,6 +602,62 @@ mod tests {
         state.observe(&info(0, "c"));
         tokio::time::advance(S(3601)).await;
         assert!(state.unsettled().is_none() && state.trusted());
+    }
+
+    /// The boot certificate's bookkeeping: written once the master is
+    /// fully trusted, for its run_id only; a quarantine for identity may
+    /// be ended by one, a clock jump's may not, and a jump takes the
+    /// certificate back before another is written.
+    #[tokio::test(start_paused = true)]
+    async fn boot_certificate_bookkeeping() {
+        let state = NodeState::new("m".into(), Some(S(3600)), true);
+        state.observe(&info(5, "a"));
+        assert_eq!(state.certificate_due(), None, "not trusted yet");
+        let (generation, run_id) = state.certifiable().expect("young at first sight");
+        assert_eq!(run_id, "a");
+        assert!(state.settle(generation, None, "certificate"));
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Write("a".into()))
+        );
+        state.certificate_known("a");
+        assert_eq!(state.certificate_due(), None, "written once");
+        // A clock jump: not certifiable, and the certificate is taken back.
+        state.quarantine_now("jumped");
+        assert!(state.unsettled().is_some() && state.certifiable().is_none());
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Revoke("a".into()))
+        );
+        state.certificate_known("a");
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Revoke("a".into())),
+            "a write racing with the revocation does not cancel it"
+        );
+        state.certificate_revoked("a");
+        assert_eq!(
+            state.certificate_due(),
+            None,
+            "quarantined: nothing to write"
+        );
+        // A restart during the clock quarantine: still not certifiable.
+        state.observe(&info(0, "b"));
+        assert!(state.certifiable().is_none());
+        tokio::time::advance(S(3601)).await;
+        assert!(state.trusted());
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Write("b".into()))
+        );
+        // A later restart, with no other quarantine running: certifiable.
+        state.certificate_known("b");
+        state.observe(&info(0, "c"));
+        assert_eq!(state.certifiable().map(|(_, r)| r), Some("c".into()));
+        // Quarantine off: nothing is ever written.
+        let off = NodeState::new("m".into(), None, true);
+        off.observe(&info(0, "d"));
+        assert!(off.trusted() && off.certificate_due().is_none());
     }
 
     /// An old master at first sight is trusted without any reading.

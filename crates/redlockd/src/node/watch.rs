@@ -4,8 +4,9 @@
 //! its silence shows it), and a slow comparison of the master's clock with
 //! ours (clock jumps).
 
+use super::boot;
 use super::server_info::ServerInfo;
-use super::state::clock_check;
+use super::state::{clock_check, CertificateDue, NodeState};
 use super::{FredNode, NodeSettings};
 use crate::metrics;
 use fred::clients::WithOptions;
@@ -101,7 +102,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             }
         }
     });
-    let command = node.command.clone();
+    let (command, boot_key) = (node.command.clone(), node.peers.boot_key().to_owned());
     // Weak: the PINGs end once the node is dropped.
     let state = Arc::downgrade(&node.state);
     tokio::spawn(async move {
@@ -116,6 +117,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             if command.ping::<Value>(None).await.is_ok() {
                 state.answered();
             }
+            tend_certificate(&state, &command, &boot_key).await;
         }
     });
     let (command, name) = (node.command.clone(), node.name.clone());
@@ -150,6 +152,31 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             last = Some((asked, master_now));
         }
     });
+}
+
+/// Writes or takes back the master's boot certificate when due
+/// (`super::boot`); a failure is retried at the next PING.
+async fn tend_certificate(state: &NodeState, command: &WithOptions<Client>, key: &str) {
+    let Some(due) = state.certificate_due() else {
+        return;
+    };
+    match due {
+        CertificateDue::Write(run_id) => {
+            if let Ok(written) = boot::write(command, key, &run_id).await {
+                if written {
+                    tracing::debug!(node = %state.name(), "boot certificate written");
+                }
+                // Not written: another process answers; the reconnection
+                // watcher will see it and quarantine it.
+                state.certificate_known(&run_id);
+            }
+        }
+        CertificateDue::Revoke(run_id) => {
+            if boot::revoke(command, key, &run_id).await.is_ok() {
+                state.certificate_revoked(&run_id);
+            }
+        }
+    }
 }
 
 /// `INFO server`, `INFO replication` and `INFO memory`, parsed together.
