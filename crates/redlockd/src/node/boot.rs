@@ -22,12 +22,14 @@
 //! was older than `max_ttl` plus drift when first seen), and it is not
 //! refused. The daemon writes it ([`write`]) with one script that reads
 //! `run_id` from `INFO` and sets the key only if it names the process the
-//! daemon trusted, so a write racing with a restart lands nowhere wrong.
+//! daemon trusted. A write that lands on another process (a restart in
+//! between) is inert: it names a `run_id` that process does not have.
 //! Nothing is written with the quarantine off: trust then proves nothing.
 //!
 //! A daemon that quarantines a master for its identity (first seen young,
-//! or a new `run_id`) first reads the certificate and the master's `run_id`
-//! in one script ([`read`]); if the certificate names the process that
+//! or a new `run_id`) first reads the certificate ([`read`]) on the
+//! connection on which it read the master's `run_id` (checked before and
+//! after: the reply came from that process); if the certificate names the process that
 //! answers, and that is the process the quarantine is for, the quarantine
 //! ends at once. Otherwise the horizons are read as before.
 //!
@@ -52,10 +54,12 @@
 //!   data (the key is gone).
 //! - **A promoted replica with a copied key** (Sentinel, a virtual IP, DNS).
 //!   The replica's `run_id` is its own, not the old primary's: no match.
-//! - **A certificate read across a restart.** The `run_id` and the key are
-//!   read in one atomic script on the process that answers, and compared
-//!   with the `run_id` the quarantine was started for; a restart in between
-//!   starts a newer quarantine, which the stale reading cannot settle.
+//! - **A certificate read across a restart.** The key is read on the
+//!   connection whose `INFO` gave the `run_id`, and the reply counts only if
+//!   no other connection was opened meanwhile (`super::connection`); it is
+//!   compared with the `run_id` the quarantine was started for, and a
+//!   restart in between starts a newer quarantine, which the stale reading
+//!   cannot settle.
 //! - **A process whose clock jumped.** Its keys may have expired early while
 //!   it kept its `run_id`. A daemon that sees the jump quarantines it (never
 //!   ended by a certificate) and takes the certificate back (compare and
@@ -72,33 +76,10 @@
 //! master as it would trust an old master first seen (same exposure as the
 //! daemon without certificates, for masters older than `max_ttl`).
 
+use super::state::NodeState;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
-
-/// Reads the master's `run_id` and its certificate, atomically.
-const READ: &str = r"
-local rid = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-local boot = redis.call('GET', KEYS[1])
-if not boot then boot = '' end
-return {rid or '', boot}
-";
-
-/// Writes the certificate for `ARGV[1]` if that is the answering process.
-const WRITE: &str = r"
-local rid = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-if rid ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], rid)
-return 1
-";
-
-/// Deletes the certificate if it names `ARGV[1]`.
-const REVOKE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-";
 
 /// What one [`read`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,55 +98,77 @@ impl Reading {
     }
 }
 
-async fn eval(
+/// Sends `command key [arg]` on the verified connection of the process
+/// whose `run_id` the daemon knows, and returns the reply with that
+/// `run_id`: the connection current before the command was sent must still
+/// be current, with `INFO` read on it, once it answered
+/// (`super::connection`), so the reply came from that very process. Plain
+/// commands, not scripts: they are not lock commands.
+async fn on_known_process(
+    state: &NodeState,
     command: &WithOptions<Client>,
-    script: &'static str,
-    key: &str,
-    arg: Option<&str>,
-) -> Result<Value, ()> {
-    let cmd = CustomCommand::new_static("EVAL", ClusterHash::FirstKey, false);
-    let mut args: Vec<Value> = vec![script.into(), 1.into(), key.into()];
-    args.extend(arg.map(Value::from));
-    command
-        .custom::<Value, Value>(cmd, args)
-        .await
-        .map_err(|_| ())
-}
-
-/// The master's `run_id` and certificate, read together (bounded by
-/// `node_timeout` like every command).
-pub(crate) async fn read(command: &WithOptions<Client>, key: &str) -> Result<Reading, ()> {
-    let Value::Array(fields) = eval(command, READ, key, None).await? else {
+    name: &'static str,
+    args: Vec<Value>,
+) -> Result<(String, Value), ()> {
+    let connection = state.connection();
+    let run_id = state.run_id();
+    if !state.verified_on_connection(connection) || run_id.is_empty() {
         return Err(());
-    };
-    let text = |v: &Value| v.as_string().unwrap_or_default();
-    match fields.as_slice() {
-        [run_id, certificate] => Ok(Reading {
-            run_id: text(run_id),
-            certificate: text(certificate),
-        }),
-        _ => Err(()),
+    }
+    let cmd = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+    let reply: Value = command.custom(cmd, args).await.map_err(|_| ())?;
+    match state.verified_on_connection(connection) && state.run_id() == run_id {
+        true => Ok((run_id, reply)),
+        false => Err(()),
     }
 }
 
-/// Writes the certificate for process `run_id`; whether it was written
-/// (false: another process answered).
+/// The master's certificate, with the `run_id` of the process that
+/// answered (bounded by `node_timeout` like every command).
+pub(crate) async fn read(
+    state: &NodeState,
+    command: &WithOptions<Client>,
+    key: &str,
+) -> Result<Reading, ()> {
+    let (run_id, reply) = on_known_process(state, command, "GET", vec![key.into()]).await?;
+    Ok(Reading {
+        run_id,
+        certificate: reply.as_string().unwrap_or_default(),
+    })
+}
+
+/// Writes the certificate for process `run_id`, if that is the process the
+/// connection reaches. Had it landed on another process it would be inert
+/// anyway: it names `run_id`, which no other process has.
 pub(crate) async fn write(
+    state: &NodeState,
     command: &WithOptions<Client>,
     key: &str,
     run_id: &str,
 ) -> Result<bool, ()> {
-    let written = eval(command, WRITE, key, Some(run_id)).await?;
-    Ok(written.as_i64() == Some(1))
+    if state.run_id() != run_id {
+        return Ok(false);
+    }
+    on_known_process(state, command, "SET", vec![key.into(), run_id.into()])
+        .await
+        .map(|(answered, _)| answered == run_id)
 }
 
-/// Deletes the certificate if it names `run_id`.
+/// Deletes the certificate of process `run_id` (after its clock jumped),
+/// if that is the process the connection reaches; `Ok` also when another
+/// process answers now (its certificate, if any, does not name `run_id`).
 pub(crate) async fn revoke(
+    state: &NodeState,
     command: &WithOptions<Client>,
     key: &str,
     run_id: &str,
 ) -> Result<(), ()> {
-    eval(command, REVOKE, key, Some(run_id)).await.map(|_| ())
+    if state.run_id() != run_id {
+        return Ok(());
+    }
+    on_known_process(state, command, "DEL", vec![key.into()])
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 pub(crate) mod auth;
 pub(crate) mod batch;
 pub(crate) mod boot;
+pub(crate) mod connection;
 pub(crate) mod horizon;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
@@ -106,6 +107,17 @@ impl FredNode {
             reason: e.details().to_owned(),
         })?;
         access.apply(&mut config);
+        let state = Arc::new(NodeState::new(
+            name.clone(),
+            settings.quarantine,
+            settings.horizon,
+        ));
+        // Numbers each connection as fred sets it up (`connection.rs`).
+        config.credential_provider = Some(Arc::new(connection::ConnectionCounter::new(
+            &state,
+            config.username.clone(),
+            config.password.clone(),
+        )));
         // Client-level fail-fast would also give up on the *first* connection
         // (a master down at start-up would never be retried); commands get
         // fail-fast through their own options instead.
@@ -138,11 +150,6 @@ impl FredNode {
             fail_fast: true,
             ..Options::default()
         });
-        let state = Arc::new(NodeState::new(
-            name.clone(),
-            settings.quarantine,
-            settings.horizon,
-        ));
         let index = peers.join(Arc::clone(&state), command.clone());
         let node = FredNode {
             batcher: Batcher::start(

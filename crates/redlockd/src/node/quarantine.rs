@@ -22,6 +22,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest pause between two readings of an unsettled quarantine.
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// How many times a boot certificate that could not be read is asked for
+/// again (each after [`RETRY_FIRST`]) before the horizons settle without it.
+const CERTIFICATE_TRIES: u32 = 3;
+
 /// How often the reading task looks whether its master is gone.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
@@ -103,8 +107,12 @@ impl Peers {
 
     /// Master `index`'s `run_id` and boot certificate, read together.
     async fn certificate(&self, index: usize) -> Option<boot::Reading> {
-        let command = self.members().get(index)?.command.clone();
-        boot::read(&command, &self.boot_key).await.ok()
+        let (state, command) = {
+            let members = self.members();
+            let member = members.get(index)?;
+            (Arc::clone(&member.state), member.command.clone())
+        };
+        boot::read(&state, &command, &self.boot_key).await.ok()
     }
 
     /// Adds a master; returns its index in the group.
@@ -210,6 +218,7 @@ pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeSt
             let _ = tokio::time::timeout(IDLE_CHECK, node.settle_wanted()).await;
             let mut pause = RETRY_FIRST;
             let mut warned = false;
+            let mut certificate_tries = CERTIFICATE_TRIES;
             while let Some(generation) = node.unsettled() {
                 let Some(group) = peers.upgrade() else { return };
                 // A certificate for this very process ends a quarantine for
@@ -219,6 +228,13 @@ pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeSt
                         true => group.certificate(index).await,
                         false => None,
                     };
+                    if reading.is_none() && certificate_tries > 0 {
+                        // Not read (the master slow, or its connection
+                        // new): try again before settling without it.
+                        certificate_tries -= 1;
+                        tokio::time::sleep(RETRY_FIRST).await;
+                        continue;
+                    }
                     if let Some(reading) = reading.filter(|r| r.vouches_for(&run_id)) {
                         let how = "its boot certificate names this very process: a daemon \
                                    already waited out its restart";

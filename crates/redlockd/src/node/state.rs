@@ -32,10 +32,17 @@ pub struct NodeState {
     down: AtomicBool,
     /// Whether the master has `DELIFEQ`.
     delifeq: AtomicBool,
-    /// Set once `INFO` was read on the current connection. Until then the
-    /// master could be a fresh, empty restart whose quarantine is not known
-    /// yet: its answers do not count.
-    verified: AtomicBool,
+    /// Counts the connections made to the master: raised by fred's
+    /// connection set-up itself (`super::connection`), before the new
+    /// connection carries any command, so it cannot lag behind a
+    /// reconnection the way a flag cleared by a watcher task can.
+    connection: AtomicU64,
+    /// The connection (its number plus one; 0: none) on which `INFO` was
+    /// read and taken in. Until `INFO` is read on the current connection
+    /// the master could be a fresh, empty restart whose quarantine is not
+    /// known yet: its answers do not count. Trust is thereby tied to the
+    /// connection that carried the reply (issue 22 item 10).
+    verified_on: AtomicU64,
     /// Whether the batch script was sent in full (EVAL) on the current
     /// connection, so that EVALSHA finds it (see `batch.rs`).
     script_sent: AtomicBool,
@@ -105,7 +112,8 @@ impl NodeState {
             settle_wanted: Notify::new(),
             down: AtomicBool::new(false),
             delifeq: AtomicBool::new(false),
-            verified: AtomicBool::new(false),
+            connection: AtomicU64::new(0),
+            verified_on: AtomicU64::new(0),
             script_sent: AtomicBool::new(false),
             last_answer: AtomicU64::new(0),
             born: Instant::now(),
@@ -139,16 +147,16 @@ impl NodeState {
     pub fn set_down(&self, down: bool) -> bool {
         if down {
             // Whatever answers after a reconnection must be checked again.
-            self.verified.store(false, Ordering::Relaxed);
+            self.verified_on.store(0, Ordering::Relaxed);
             self.script_sent.store(false, Ordering::Relaxed);
         }
         !self.down.swap(down, Ordering::Relaxed)
     }
 
-    /// A (re)connection happened: answers stop counting until `INFO` is
-    /// read on it (see [`NodeState::observe`]).
+    /// A (re)connection happened. Its answers do not count until `INFO` is
+    /// read on it: a new connection has a new number, unverified from its
+    /// set-up on (`super::connection`), whenever this is called.
     pub fn reconnected(&self) {
-        self.verified.store(false, Ordering::Relaxed);
         self.script_sent.store(false, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
     }
@@ -166,9 +174,27 @@ impl NodeState {
         self.script_sent.store(false, Ordering::Relaxed);
     }
 
-    /// Whether `INFO` was read since the last (re)connection.
+    /// A new connection to the master is being set up (called by fred's
+    /// connection set-up, before it carries commands). Returns its number.
+    pub fn connection_opened(&self) -> u64 {
+        self.connection.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The number of the current (or last) connection.
+    pub fn connection(&self) -> u64 {
+        self.connection.load(Ordering::SeqCst)
+    }
+
+    /// Whether `INFO` was read on the current connection.
     pub fn verified(&self) -> bool {
-        self.verified.load(Ordering::Relaxed)
+        self.verified_on_connection(self.connection())
+    }
+
+    /// Whether `INFO` was read on connection `number` and it is still the
+    /// current one: a reply to a command sent when `number` was current,
+    /// received while it still is, came on that verified connection.
+    pub fn verified_on_connection(&self, number: u64) -> bool {
+        self.verified_on.load(Ordering::SeqCst) == number + 1 && self.connection() == number
     }
 
     /// Whether the connection is known lost.
@@ -316,9 +342,19 @@ impl NodeState {
         self.lock().run_id.clone()
     }
 
-    /// Takes in what `INFO` said after a (re)connection: the server's
-    /// features, refusals and warnings, and quarantine after a restart.
+    /// [`NodeState::observe_on`] the current connection (tests).
+    #[cfg(test)]
     pub fn observe(&self, info: &ServerInfo) {
+        self.observe_on(self.connection(), info);
+    }
+
+    /// Takes in what `INFO` said after a (re)connection: the server's
+    /// features, refusals and warnings, and quarantine after a restart;
+    /// `connection` is the number of the connection that was current when
+    /// `INFO` was sent. Answers count from then on, on that connection
+    /// only: if another was opened meanwhile, nothing counts until `INFO`
+    /// is read on it.
+    pub fn observe_on(&self, connection: u64, info: &ServerInfo) {
         self.delifeq.store(info.has_delifeq(), Ordering::Relaxed);
         let mut trust = self.lock();
         let first = trust.run_id.is_empty();
@@ -359,8 +395,10 @@ impl NodeState {
             };
             self.impose(&mut trust, left, why, info.uptime_seconds, true);
         }
+        // Still under the lock: whoever sees the connection verified (the
+        // task a quarantine just woke, `trusted`) sees the quarantine too.
+        self.verified_on.store(connection + 1, Ordering::SeqCst);
         drop(trust);
-        self.verified.store(true, Ordering::Relaxed);
     }
 
     /// Quarantines the master from now (its clock jumped: keys may have
@@ -658,6 +696,37 @@ mod tests {
         let off = NodeState::new("m".into(), None, true);
         off.observe(&info(0, "d"));
         assert!(off.trusted() && off.certificate_due().is_none());
+    }
+
+    /// Trust follows the connection (issue 22 item 10): a new connection
+    /// (numbered by fred's set-up, before it carries commands) is untrusted
+    /// at once, before any watcher runs; a reply to a command queued on an
+    /// earlier connection does not count; INFO read on an earlier
+    /// connection does not verify a later one.
+    #[test]
+    fn trust_is_tied_to_the_connection() {
+        let state = NodeState::new("m".into(), None, true);
+        let first = state.connection_opened();
+        state.observe_on(first, &info(100, "a"));
+        assert!(state.trusted() && state.verified_on_connection(first));
+        // The master restarts; fred sets up a new connection. No watcher
+        // has run (no `reconnected`, no `set_down`).
+        let second = state.connection_opened();
+        assert!(
+            !state.trusted(),
+            "untrusted as soon as the connection is new"
+        );
+        assert!(
+            !state.verified_on_connection(first),
+            "a reply to a command queued on the first connection may have \
+             come on the second"
+        );
+        assert!(!state.verified_on_connection(second));
+        // INFO sent on the first connection, answered late: not the second.
+        state.observe_on(first, &info(100, "a"));
+        assert!(!state.trusted());
+        state.observe_on(second, &info(0, "b"));
+        assert!(state.trusted() && state.verified_on_connection(second));
     }
 
     /// An old master at first sight is trusted without any reading.

@@ -71,10 +71,16 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 // connection lasts, not left until the next reconnection.
                 let mut failures = 0u32;
                 loop {
+                    let connection = state.connection();
                     match read_info(&client).await {
                         Ok(info) => {
                             state.answered();
-                            state.observe(&info);
+                            state.observe_on(connection, &info);
+                            if !state.verified() {
+                                // Another connection was opened meanwhile:
+                                // read INFO on it.
+                                continue;
+                            }
                             break;
                         }
                         Err(error) if state.is_down() || !client.is_connected() => {
@@ -162,7 +168,7 @@ async fn tend_certificate(state: &NodeState, command: &WithOptions<Client>, key:
     };
     match due {
         CertificateDue::Write(run_id) => {
-            if let Ok(written) = boot::write(command, key, &run_id).await {
+            if let Ok(written) = boot::write(state, command, key, &run_id).await {
                 if written {
                     tracing::debug!(node = %state.name(), "boot certificate written");
                 }
@@ -172,7 +178,7 @@ async fn tend_certificate(state: &NodeState, command: &WithOptions<Client>, key:
             }
         }
         CertificateDue::Revoke(run_id) => {
-            if boot::revoke(command, key, &run_id).await.is_ok() {
+            if boot::revoke(state, command, key, &run_id).await.is_ok() {
                 state.certificate_revoked(&run_id);
             }
         }
