@@ -43,6 +43,8 @@ pub(crate) const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
 pub(crate) const WAITERS: &str = "redlock_waiters";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
+/// A master's wall clock minus ours, in seconds (see `crate::node::offset`).
+pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
@@ -64,7 +66,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 19] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 20] = [
     (
         NODE_QUARANTINE_SECONDS,
         Kind::Gauge,
@@ -136,6 +138,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 19] = [
         NODE_CLOCK_SKEW,
         Kind::Gauge,
         "Rate at which the master's clock drifts from the daemon's ((master - ours) / ours).",
+    ),
+    (
+        NODE_CLOCK_OFFSET,
+        Kind::Gauge,
+        "The master's wall clock (TIME) minus the daemon's, in seconds; beyond redlock.max_clock_offset the master does not count.",
     ),
     (
         LOCKS_LOST_TOTAL,
@@ -301,6 +308,11 @@ pub(crate) fn lock_lost() {
 /// The rate at which a master's clock drifts from ours.
 pub(crate) fn node_clock_skew(node: &str, rate: f64) {
     gauge!(NODE_CLOCK_SKEW, "node" => node.to_owned()).set(rate);
+}
+
+/// A master's wall-clock offset from ours, in seconds.
+pub(crate) fn node_clock_offset(node: &str, seconds: f64) {
+    gauge!(NODE_CLOCK_OFFSET, "node" => node.to_owned()).set(seconds);
 }
 
 /// A call refused before it was served; `reason` is one of the fixed kinds

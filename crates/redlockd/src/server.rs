@@ -103,6 +103,7 @@ pub fn node_settings(config: &Config) -> NodeSettings {
             .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
         horizon: mode == RestartQuarantine::Horizon,
         drift_factor: r.drift_factor,
+        max_clock_offset: r.max_clock_offset,
     }
 }
 

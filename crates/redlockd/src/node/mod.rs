@@ -12,6 +12,7 @@ pub(crate) mod batch;
 pub(crate) mod boot;
 pub(crate) mod connection;
 pub(crate) mod horizon;
+pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod server_info;
@@ -86,6 +87,8 @@ pub struct NodeSettings {
     pub horizon: bool,
     /// Drift allowance, for clock-jump detection.
     pub drift_factor: f64,
+    /// Largest accepted clock offset of a master (`offset.rs`).
+    pub max_clock_offset: Duration,
 }
 
 impl FredNode {

@@ -9,6 +9,7 @@
 //! other masters' horizons were read (`super::quarantine`), which then
 //! settles its real end, often much sooner, or none at all.
 
+use super::offset::Offset;
 use super::server_info::ServerInfo;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -71,6 +72,9 @@ struct Trust {
     /// A certificate to take back (compare-and-delete) after a clock jump
     /// of the process it names.
     revoke: Option<String>,
+    /// Why the master's wall clock is not accepted (`super::offset`), if
+    /// it is not.
+    clock: Option<String>,
 }
 
 /// What the watcher should do about the master's boot certificate
@@ -214,6 +218,7 @@ impl NodeState {
         }
         let trust = self.lock();
         trust.refused.is_none()
+            && trust.clock.is_none()
             && trust.duplicate_of.is_none()
             && trust.quarantine.is_none_or(|q| Instant::now() >= q.until)
     }
@@ -466,6 +471,29 @@ impl NodeState {
             tracing::warn!(node = %self.name, uptime_s, quarantine = ?left,
                 "{why} and may have lost its keys: its votes do not count until the \
                  quarantine (max_ttl plus drift) ends");
+        }
+    }
+
+    /// Takes in a reading of the master's clock offset against `bound`: a
+    /// master possibly beyond it is not trusted until a reading within it
+    /// (`super::offset`). Logs each change once.
+    pub(crate) fn clock_offset(&self, offset: Offset, bound: Duration) {
+        let mut trust = self.lock();
+        let beyond = offset.beyond(bound);
+        match (beyond, trust.clock.is_some()) {
+            (true, false) => {
+                tracing::error!(node = %self.name, offset_s = offset.seconds,
+                    uncertainty_s = offset.uncertainty, bound = ?bound,
+                    "the master's clock is off by more than redlock.max_clock_offset: its \
+                     answers do not count until it is back within bound");
+                trust.clock = Some(format!("clock off by {:.3} s", offset.seconds));
+            }
+            (false, true) => {
+                tracing::warn!(node = %self.name, offset_s = offset.seconds,
+                    "the master's clock is back within redlock.max_clock_offset");
+                trust.clock = None;
+            }
+            _ => {}
         }
     }
 
@@ -727,6 +755,20 @@ mod tests {
         assert!(!state.trusted());
         state.observe_on(second, &info(0, "b"));
         assert!(state.trusted() && state.verified_on_connection(second));
+    }
+
+    /// A master whose clock may be beyond the bound does not count until a
+    /// reading within it.
+    #[test]
+    fn clock_offset_bound() {
+        let state = NodeState::new("m".into(), None, true);
+        state.observe(&info(100, "a"));
+        let base = S(1_700_000_000);
+        let ahead = Offset::measure(base + S(2), base, base);
+        state.clock_offset(ahead, S(1));
+        assert!(!state.trusted() && !state.excluded());
+        state.clock_offset(Offset::measure(base, base, base), S(1));
+        assert!(state.trusted());
     }
 
     /// An old master at first sight is trusted without any reading.

@@ -5,6 +5,7 @@
 //! ours (clock jumps).
 
 use super::boot;
+use super::offset::Offset;
 use super::server_info::ServerInfo;
 use super::state::{clock_check, CertificateDue, NodeState};
 use super::{FredNode, NodeSettings};
@@ -13,7 +14,7 @@ use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, EventInterface, Value};
 use fred::types::{ClusterHash, CustomCommand, InfoKind};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
@@ -59,6 +60,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
         }
     });
     let (client, state, name) = (node.client.clone(), node.state.clone(), node.name.clone());
+    let command = node.command.clone();
     let mut reconnects = node.client.reconnect_rx();
     tokio::spawn(async move {
         // fred announces the first connection as a reconnection too.
@@ -80,6 +82,10 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                                 // Another connection was opened meanwhile:
                                 // read INFO on it.
                                 continue;
+                            }
+                            // The clock offset, at once on a new connection.
+                            if let Ok((_, offset)) = read_offset(&command).await {
+                                take_offset(&state, &name, offset, settings.max_clock_offset);
                             }
                             break;
                         }
@@ -138,11 +144,12 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 return;
             };
             let asked = Instant::now();
-            let Ok(master_now) = master_time(&command).await else {
+            let Ok((master_now, offset)) = read_offset(&command).await else {
                 last = None;
                 continue;
             };
             let rtt = asked.elapsed();
+            take_offset(&state, &name, offset, settings.max_clock_offset);
             if let Some((at, then)) = last {
                 let local = asked.duration_since(at);
                 // A clock that went backwards moved "zero": a jump too.
@@ -197,6 +204,25 @@ async fn read_info(client: &Client) -> Result<ServerInfo, String> {
         text.push('\n');
     }
     ServerInfo::parse(&text).ok_or_else(|| "unrecognised INFO reply".to_owned())
+}
+
+/// The master's wall clock (`TIME`), and its offset from ours (read
+/// before and after it).
+async fn read_offset(command: &WithOptions<Client>) -> Result<(Duration, Offset), ()> {
+    let wall = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+    };
+    let sent = wall();
+    let master = master_time(command).await?;
+    Ok((master, Offset::measure(master, sent, wall())))
+}
+
+/// Exports a clock-offset reading and applies the bound (`super::offset`).
+fn take_offset(state: &NodeState, name: &str, offset: Offset, bound: Duration) {
+    metrics::node_clock_offset(name, offset.seconds);
+    state.clock_offset(offset, bound);
 }
 
 /// The master's wall clock (`TIME`), as time since the Unix epoch.
