@@ -5,7 +5,11 @@
 //! and `redlock_waiters`, and sets the standard gRPC health status of
 //! `redlock.v1.LockService`: SERVING only while a quorum of masters is up and
 //! trusted (not quarantined, not refused), so an orchestrator stops sending
-//! traffic to a daemon that cannot grant locks.
+//! traffic to a daemon that cannot grant locks. "Up" means answering, not
+//! merely connected: a master counts as up only if it answered within the
+//! last two PING periods plus `node_timeout` (`crate::node::FredNode::is_up`),
+//! so hung masters (SIGSTOP, a stalled VM, whose connections stay open)
+//! turn health NOT_SERVING within about a second.
 
 use crate::metrics;
 use crate::node::FredNode;

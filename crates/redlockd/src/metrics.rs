@@ -16,7 +16,7 @@ pub(crate) const REQUEST_DURATION: &str = "redlock_request_duration_seconds";
 pub(crate) const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
 /// Time an acquisition with `wait` spent waiting, granted or not.
 pub(crate) const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
-/// 1 while the daemon's connection to a master is up.
+/// 1 while a master is connected and answering (see `crate::node::FredNode::is_up`).
 pub(crate) const NODE_UP: &str = "redlock_node_up";
 /// Time one operation took on one master, from the moment it was queued
 /// for the master's next batch to its reply (so it includes the batch wait).
@@ -48,6 +48,8 @@ pub(crate) const ACQUISITIONS_QUEUED: &str = "redlock_acquisitions_queued";
 pub(crate) const ADMISSION_LIMIT: &str = "redlock_admission_limit";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
+/// A master's wall clock minus ours, in seconds (see `crate::node::offset`).
+pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
@@ -69,7 +71,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 21] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 22] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -108,7 +110,7 @@ const DESCRIPTIONS: [(&str, Kind, &str); 21] = [
     (
         NODE_UP,
         Kind::Gauge,
-        "1 while the daemon's connection to the master is up.",
+        "1 while the master is connected and answered (a command or a PING) within two PING periods plus node_timeout; 0 for a hung master whose connection stays open.",
     ),
     (
         NODE_COMMAND_DURATION,
@@ -151,6 +153,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 21] = [
         NODE_CLOCK_SKEW,
         Kind::Gauge,
         "Rate at which the master's clock drifts from the daemon's ((master - ours) / ours).",
+    ),
+    (
+        NODE_CLOCK_OFFSET,
+        Kind::Gauge,
+        "The master's wall clock (TIME) minus the daemon's, in seconds; beyond redlock.max_clock_offset the master does not count.",
     ),
     (
         LOCKS_LOST_TOTAL,
@@ -321,6 +328,11 @@ pub(crate) fn lock_lost() {
 /// The rate at which a master's clock drifts from ours.
 pub(crate) fn node_clock_skew(node: &str, rate: f64) {
     gauge!(NODE_CLOCK_SKEW, "node" => node.to_owned()).set(rate);
+}
+
+/// A master's wall-clock offset from ours, in seconds.
+pub(crate) fn node_clock_offset(node: &str, seconds: f64) {
+    gauge!(NODE_CLOCK_OFFSET, "node" => node.to_owned()).set(seconds);
 }
 
 /// A call refused before it was served; `reason` is one of the fixed kinds

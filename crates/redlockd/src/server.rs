@@ -9,7 +9,7 @@ use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_service_server::LockServiceServer;
-use crate::redlock::keys::{horizon_key, release_channel};
+use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::auth::Gatekeeper;
 use crate::service::hold::Sessions;
@@ -107,6 +107,7 @@ pub fn node_settings(config: &Config) -> NodeSettings {
             .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
         horizon: mode == RestartQuarantine::Horizon,
         drift_factor: r.drift_factor,
+        max_clock_offset: r.max_clock_offset,
     }
 }
 
@@ -135,12 +136,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let script = Arc::new(BatchScript::new());
     let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
-    let peers = Peers::new(
-        r.nodes.len(),
-        horizon_key(&r.key_prefix),
-        r.max_ttl,
-        r.drift_factor,
-    );
+    let peers = Peers::new(r.nodes.len(), &r.key_prefix, r.max_ttl, r.drift_factor);
     let nodes = r
         .nodes
         .iter()

@@ -24,13 +24,11 @@ pub(crate) fn start_masters() -> Result<LocalMasters, BoxError> {
 pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     let mut config = Config::default();
     config.redlock.nodes = nodes;
-    // Each workload builds new engines and daemons against masters younger
-    // than max_ttl that still hold the horizons of the previous workload's
-    // locks: a newcomer cannot tell them from masters that restarted, and
-    // the default quarantine would sit them out for those locks' ttl (see
-    // the restart quarantine's known limits in the README). The bench
-    // measures the lock path, so it runs without it.
-    config.redlock.quarantine = redlockd::config::RestartQuarantine::Off;
+    // The default restart quarantine, as users run it. Each workload builds
+    // new engines and daemons against masters younger than max_ttl that
+    // still hold the horizons of the previous workload's locks; the boot
+    // certificates the earlier daemons wrote (`redlockd::node::boot`) let
+    // the newcomers trust them at once.
     config.metrics.enabled = false;
     config.validate()?;
     Ok(config)
@@ -51,9 +49,7 @@ pub(crate) fn spawn_process(
     max_sessions: usize,
     settings: &[(String, String)],
 ) -> Result<DaemonProcess, BoxError> {
-    let mut command = DaemonCommand::workspace(nodes)?
-        .set("redlock.restart_quarantine", "off")
-        .set("limits.max_sessions", max_sessions);
+    let mut command = DaemonCommand::workspace(nodes)?.set("limits.max_sessions", max_sessions);
     for (key, value) in settings {
         command = command.set(key, value);
     }

@@ -231,6 +231,15 @@ pub struct RedlockConfig {
     /// (`true` is `"horizon"`). See [`RestartQuarantine`].
     #[serde(rename = "restart_quarantine")]
     pub quarantine: RestartQuarantine,
+    /// Largest accepted offset between a master's wall clock (`TIME`) and
+    /// this host's, checked at each connection and every few seconds. A
+    /// master possibly beyond it (offset plus half the round trip) is not
+    /// trusted until it is back within: its clock feeds the fences' floor,
+    /// and a master far ahead would hand out fences that grants after a
+    /// loss of the fence hashes could not exceed. See
+    /// `crate::node::offset` for the choice of the default (1 s).
+    #[serde(with = "humantime_serde")]
+    pub max_clock_offset: Duration,
 }
 
 impl Default for RedlockConfig {
@@ -250,6 +259,7 @@ impl Default for RedlockConfig {
             wake_on_release: true,
             wait_fallback: Duration::from_secs(1),
             quarantine: RestartQuarantine::default(),
+            max_clock_offset: Duration::from_secs(1),
         }
     }
 }
@@ -269,6 +279,7 @@ impl fmt::Debug for RedlockConfig {
             .field("retry_delay_min", &self.retry_delay_min)
             .field("retry_delay_max", &self.retry_delay_max)
             .field("fence_ttl", &self.fence_ttl)
+            .field("max_clock_offset", &self.max_clock_offset)
             .field("wake_on_release", &self.wake_on_release)
             .field("wait_fallback", &self.wait_fallback)
             .field("restart_quarantine", &self.quarantine)

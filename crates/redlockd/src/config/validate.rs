@@ -248,6 +248,17 @@ impl RedlockConfig {
                 ),
             ));
         }
+        if self.max_clock_offset.is_zero() || self.max_clock_offset >= self.max_ttl {
+            return Err(invalid(
+                "redlock.max_clock_offset",
+                format!(
+                    "{} is outside (0, redlock.max_ttl ({})): a master whose clock is off by \
+                     max_ttl can hand out fences that later grants cannot exceed",
+                    human(self.max_clock_offset),
+                    human(self.max_ttl)
+                ),
+            ));
+        }
         if self.fence_ttl <= self.max_ttl {
             return Err(invalid(
                 "redlock.fence_ttl",

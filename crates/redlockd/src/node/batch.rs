@@ -153,24 +153,27 @@ async fn run(
         };
         let (args, replies) = encode(script, &horizon_key, &mut batch);
         let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
-        let (client, state) = (command.clone(), Arc::clone(&state));
+        let (client, sent_on) = (command.clone(), Arc::clone(&state));
         let mut call = Box::pin(async move {
             let reply = client.custom::<Value, Value>(cmd, args).await;
             if reply.is_err() {
                 // NOSCRIPT, or the batch may not have reached the master:
                 // the next batch carries the text. Not retried: a retry
                 // could reach the master after later batches.
-                state.script_lost();
+                sent_on.script_lost();
             }
             reply
         });
+        // The connection current now, before fred is handed the command:
+        // it goes out on this one or a later one (`super::connection`).
+        let sent_on = state.connection();
         // fred queues the command on the connection at the first poll; do it
         // here, before the next batch, to keep the order.
         match futures::poll!(call.as_mut()) {
-            std::task::Poll::Ready(result) => deliver(&name, result, replies),
+            std::task::Poll::Ready(result) => deliver(&name, &state, sent_on, result, replies),
             std::task::Poll::Pending => {
-                let name = Arc::clone(&name);
-                tokio::spawn(async move { deliver(&name, call.await, replies) });
+                let (name, state) = (Arc::clone(&name), Arc::clone(&state));
+                tokio::spawn(async move { deliver(&name, &state, sent_on, call.await, replies) });
             }
         }
     }
@@ -203,8 +206,37 @@ fn encode(
     (argv, replies)
 }
 
-/// Hands each operation its part of the batch's reply.
-fn deliver(node: &str, result: Result<Value, fred::error::Error>, replies: Vec<Awaiting>) {
+/// Hands each operation its part of the batch's reply, and records that
+/// the master answered (an error reply is an answer too; a timeout or a
+/// lost connection is not). A reply counts only if it came on the verified
+/// connection `sent_on` (see [`unverified`]); otherwise every operation
+/// gets an error, which the engine counts as a failed vote.
+fn deliver(
+    node: &str,
+    state: &NodeState,
+    sent_on: u64,
+    result: Result<Value, fred::error::Error>,
+    replies: Vec<Awaiting>,
+) {
+    let answered = match &result {
+        Ok(_) => true,
+        Err(error) => matches!(super::node_error(error.clone()), NodeError::Server(_)),
+    };
+    if answered {
+        state.answered();
+    }
+    let result = match result {
+        Ok(_) if unverified(state, sent_on) => {
+            let error = NodeError::Unavailable(
+                "the reply came on a connection whose master was not verified (INFO) yet".into(),
+            );
+            for reply in replies {
+                reply.answer(node, Err(error.clone()));
+            }
+            return;
+        }
+        other => other,
+    };
     match result {
         Ok(Value::Array(items)) if items.len() == replies.len() => {
             for (item, reply) in items.into_iter().zip(replies) {
@@ -227,6 +259,15 @@ fn deliver(node: &str, result: Result<Value, fred::error::Error>, replies: Vec<A
             }
         }
     }
+}
+
+/// Whether a reply to a batch queued while connection `sent_on` was current
+/// may have come from a server whose `INFO` was not read on that
+/// connection: another connection was opened since (the batch may have
+/// gone out on it, to a restarted master), or `sent_on` itself was not
+/// verified yet.
+fn unverified(state: &NodeState, sent_on: u64) -> bool {
+    !state.verified_on_connection(sent_on)
 }
 
 /// One operation's reply, or the error it raised on the master.

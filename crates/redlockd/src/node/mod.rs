@@ -9,7 +9,10 @@
 
 pub(crate) mod auth;
 pub(crate) mod batch;
+pub(crate) mod boot;
+pub(crate) mod connection;
 pub(crate) mod horizon;
+pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod server_info;
@@ -68,6 +71,9 @@ pub struct FredNode {
     state: Arc<NodeState>,
     /// The daemon's other masters, and its own grants (`quarantine.rs`).
     peers: Arc<Peers>,
+    /// How recently the master must have answered to count as up
+    /// ([`watch::answer_window`]).
+    answer_window: Duration,
 }
 
 /// How a master is watched, from the configuration.
@@ -81,6 +87,8 @@ pub struct NodeSettings {
     pub horizon: bool,
     /// Drift allowance, for clock-jump detection.
     pub drift_factor: f64,
+    /// Largest accepted clock offset of a master (`offset.rs`).
+    pub max_clock_offset: Duration,
 }
 
 impl FredNode {
@@ -102,6 +110,17 @@ impl FredNode {
             reason: e.details().to_owned(),
         })?;
         access.apply(&mut config);
+        let state = Arc::new(NodeState::new(
+            name.clone(),
+            settings.quarantine,
+            settings.horizon,
+        ));
+        // Numbers each connection as fred sets it up (`connection.rs`).
+        config.credential_provider = Some(Arc::new(connection::ConnectionCounter::new(
+            &state,
+            config.username.clone(),
+            config.password.clone(),
+        )));
         // Client-level fail-fast would also give up on the *first* connection
         // (a master down at start-up would never be retried); commands get
         // fail-fast through their own options instead.
@@ -134,11 +153,6 @@ impl FredNode {
             fail_fast: true,
             ..Options::default()
         });
-        let state = Arc::new(NodeState::new(
-            name.clone(),
-            settings.quarantine,
-            settings.horizon,
-        ));
         let index = peers.join(Arc::clone(&state), command.clone());
         let node = FredNode {
             batcher: Batcher::start(
@@ -150,6 +164,7 @@ impl FredNode {
             ),
             state,
             peers: Arc::clone(peers),
+            answer_window: watch::answer_window(node_timeout),
             name,
             client,
             command,
@@ -173,9 +188,13 @@ impl FredNode {
         tokio::time::timeout(timeout, verified).await.is_ok()
     }
 
-    /// Whether commands can reach the master now.
+    /// Whether the master is up: connected, and it answered something (a
+    /// command, or the watcher's PING) within the answer window. A hung
+    /// master keeps its connection open; it is not up.
     pub fn is_up(&self) -> bool {
-        !self.state.is_down() && self.client.is_connected()
+        !self.state.is_down()
+            && self.client.is_connected()
+            && self.state.responsive(self.answer_window)
     }
 
     /// What the daemon knows of this master: trust, quarantine, run_id.

@@ -3,6 +3,7 @@
 //! horizons, and the task that does so until its quarantine is settled.
 //! The rule, its arithmetic and why it is safe: `super::horizon`.
 
+use super::boot;
 use super::horizon::{self, Census, Horizon, LocalHorizon, Reading, Verdict};
 use super::state::NodeState;
 use fred::clients::WithOptions;
@@ -21,6 +22,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest pause between two readings of an unsettled quarantine.
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// How many times a boot certificate that could not be read is asked for
+/// again (each after [`RETRY_FIRST`]) before the horizons settle without it.
+const CERTIFICATE_TRIES: u32 = 3;
+
 /// How often the reading task looks whether its master is gone.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
@@ -31,6 +36,8 @@ pub struct Peers {
     members: Mutex<Vec<Member>>,
     local: LocalHorizon,
     horizon_key: String,
+    /// Where each master keeps its boot certificate (`super::boot`).
+    boot_key: String,
     masters: usize,
     quorum: usize,
     drift_factor: f64,
@@ -62,18 +69,20 @@ impl Outcome {
 }
 
 impl Peers {
-    /// The group of `masters` masters whose horizon key is `horizon_key`;
-    /// `max_ttl` stands in for a horizon without expiry.
+    /// The group of `masters` masters whose keys start with `key_prefix`
+    /// (horizon, boot certificate); `max_ttl` stands in for a horizon
+    /// without expiry.
     pub fn new(
         masters: usize,
-        horizon_key: String,
+        key_prefix: &str,
         max_ttl: Duration,
         drift_factor: f64,
     ) -> Arc<Peers> {
         Arc::new(Peers {
             members: Mutex::new(Vec::with_capacity(masters)),
             local: LocalHorizon::new(),
-            horizon_key,
+            horizon_key: crate::redlock::keys::horizon_key(key_prefix),
+            boot_key: format!("{key_prefix}boot"),
             masters,
             quorum: masters / 2 + 1,
             drift_factor,
@@ -89,6 +98,21 @@ impl Peers {
     /// The horizon key every batch raises.
     pub fn horizon_key(&self) -> &str {
         &self.horizon_key
+    }
+
+    /// The key of the boot certificate (`super::boot`).
+    pub fn boot_key(&self) -> &str {
+        &self.boot_key
+    }
+
+    /// Master `index`'s `run_id` and boot certificate, read together.
+    async fn certificate(&self, index: usize) -> Option<boot::Reading> {
+        let (state, command) = {
+            let members = self.members();
+            let member = members.get(index)?;
+            (Arc::clone(&member.state), member.command.clone())
+        };
+        boot::read(&state, &command, &self.boot_key).await.ok()
     }
 
     /// Adds a master; returns its index in the group.
@@ -194,8 +218,32 @@ pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeSt
             let _ = tokio::time::timeout(IDLE_CHECK, node.settle_wanted()).await;
             let mut pause = RETRY_FIRST;
             let mut warned = false;
+            let mut certificate_tries = CERTIFICATE_TRIES;
             while let Some(generation) = node.unsettled() {
                 let Some(group) = peers.upgrade() else { return };
+                // A certificate for this very process ends a quarantine for
+                // its identity at once (`super::boot`).
+                if let Some((certifiable, run_id)) = node.certifiable() {
+                    let reading = match certifiable == generation {
+                        true => group.certificate(index).await,
+                        false => None,
+                    };
+                    if reading.is_none() && certificate_tries > 0 {
+                        // Not read (the master slow, or its connection
+                        // new): try again before settling without it.
+                        certificate_tries -= 1;
+                        tokio::time::sleep(RETRY_FIRST).await;
+                        continue;
+                    }
+                    if let Some(reading) = reading.filter(|r| r.vouches_for(&run_id)) {
+                        let how = "its boot certificate names this very process: a daemon \
+                                   already waited out its restart";
+                        if node.settle(generation, None, how) {
+                            node.certificate_known(&reading.run_id);
+                        }
+                        break;
+                    }
+                }
                 let outcome = group.read(index).await;
                 drop(group);
                 match outcome.verdict {

@@ -143,14 +143,18 @@ fn at_offsets(body: &str) -> String {
 
 /// KEYS: lock, fence. ARGV: token, ttl ms.
 /// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`.
+/// Reads before it writes: the fence hash is read first and the `SET NX`
+/// comes last, so an operation that raises (a fence key of another type:
+/// WRONGTYPE) leaves nothing behind (issue 22 item 9).
 /// Numbers travel as strings: a Lua number would lose nothing below 2^53,
 /// but strings keep the conversion in one obvious place (Rust). The
 /// master's clock is read once per batch (`now_micros`, defined by
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
+local max = redis.call('HGET', KEYS[2], 'max') or '0'
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('HGET', KEYS[2], 'max') or '0', now_micros()}
+  return {1, max, now_micros()}
 end
 return {0, tostring(redis.call('PTTL', KEYS[1]))}
 "#;

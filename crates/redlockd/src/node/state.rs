@@ -9,8 +9,9 @@
 //! other masters' horizons were read (`super::quarantine`), which then
 //! settles its real end, often much sooner, or none at all.
 
+use super::offset::Offset;
 use super::server_info::ServerInfo;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::futures::Notified;
@@ -32,13 +33,28 @@ pub struct NodeState {
     down: AtomicBool,
     /// Whether the master has `DELIFEQ`.
     delifeq: AtomicBool,
-    /// Set once `INFO` was read on the current connection. Until then the
-    /// master could be a fresh, empty restart whose quarantine is not known
-    /// yet: its answers do not count.
-    verified: AtomicBool,
+    /// Counts the connections made to the master: raised by fred's
+    /// connection set-up itself (`super::connection`), before the new
+    /// connection carries any command, so it cannot lag behind a
+    /// reconnection the way a flag cleared by a watcher task can.
+    connection: AtomicU64,
+    /// The connection (its number plus one; 0: none) on which `INFO` was
+    /// read and taken in. Until `INFO` is read on the current connection
+    /// the master could be a fresh, empty restart whose quarantine is not
+    /// known yet: its answers do not count. Trust is thereby tied to the
+    /// connection that carried the reply (issue 22 item 10).
+    verified_on: AtomicU64,
     /// Whether the batch script was sent in full (EVAL) on the current
     /// connection, so that EVALSHA finds it (see `batch.rs`).
     script_sent: AtomicBool,
+    /// When the master last answered anything (a batch, a PING, INFO), in
+    /// milliseconds after `born`, plus one (0: never). A hung master (a
+    /// SIGSTOPped process, a stalled VM) keeps its TCP connection open, so
+    /// the connection's state alone cannot tell it is gone; its silence
+    /// can (see [`NodeState::responsive`]).
+    last_answer: AtomicU64,
+    /// The origin of `last_answer`.
+    born: Instant,
     trust: Mutex<Trust>,
 }
 
@@ -50,6 +66,25 @@ struct Trust {
     generation: u64,
     refused: Option<String>,
     duplicate_of: Option<String>,
+    /// The `run_id` whose boot certificate (`super::boot`) is known to be
+    /// on the master: written by this daemon, or found there. Empty: none.
+    certified: String,
+    /// A certificate to take back (compare-and-delete) after a clock jump
+    /// of the process it names.
+    revoke: Option<String>,
+    /// Why the master's wall clock is not accepted (`super::offset`), if
+    /// it is not.
+    clock: Option<String>,
+}
+
+/// What the watcher should do about the master's boot certificate
+/// (`super::boot`), see [`NodeState::certificate_due`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificateDue {
+    /// Write it for this `run_id`: the master is fully trusted.
+    Write(String),
+    /// Delete it if it names this `run_id`: the process's clock jumped.
+    Revoke(String),
 }
 
 /// One quarantine of the master.
@@ -63,6 +98,10 @@ struct Quarantine {
     generation: u64,
     /// When it started, for the logs.
     since: Instant,
+    /// Whether a boot certificate may end it (`super::boot`): only a
+    /// quarantine for the process's identity (first seen young, or a new
+    /// `run_id`), never one for a clock jump.
+    certifiable: bool,
 }
 
 impl NodeState {
@@ -77,9 +116,33 @@ impl NodeState {
             settle_wanted: Notify::new(),
             down: AtomicBool::new(false),
             delifeq: AtomicBool::new(false),
-            verified: AtomicBool::new(false),
+            connection: AtomicU64::new(0),
+            verified_on: AtomicU64::new(0),
             script_sent: AtomicBool::new(false),
+            last_answer: AtomicU64::new(0),
+            born: Instant::now(),
             trust: Mutex::new(Trust::default()),
+        }
+    }
+
+    /// The master answered a command just now (any reply from the server,
+    /// an error reply included: it is alive).
+    pub fn answered(&self) {
+        let since = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_answer.fetch_max(since + 1, Ordering::Relaxed);
+    }
+
+    /// Whether the master answered something within the last `window`.
+    /// The watcher PINGs every master a few times a second (`watch.rs`),
+    /// so a live master answers well within it and a hung one falls out of
+    /// it about `window` after its last answer.
+    pub fn responsive(&self, window: Duration) -> bool {
+        match self.last_answer.load(Ordering::Relaxed) {
+            0 => false,
+            at => {
+                let last = self.born + Duration::from_millis(at - 1);
+                Instant::now().saturating_duration_since(last) <= window
+            }
         }
     }
 
@@ -88,16 +151,16 @@ impl NodeState {
     pub fn set_down(&self, down: bool) -> bool {
         if down {
             // Whatever answers after a reconnection must be checked again.
-            self.verified.store(false, Ordering::Relaxed);
+            self.verified_on.store(0, Ordering::Relaxed);
             self.script_sent.store(false, Ordering::Relaxed);
         }
         !self.down.swap(down, Ordering::Relaxed)
     }
 
-    /// A (re)connection happened: answers stop counting until `INFO` is
-    /// read on it (see [`NodeState::observe`]).
+    /// A (re)connection happened. Its answers do not count until `INFO` is
+    /// read on it: a new connection has a new number, unverified from its
+    /// set-up on (`super::connection`), whenever this is called.
     pub fn reconnected(&self) {
-        self.verified.store(false, Ordering::Relaxed);
         self.script_sent.store(false, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
     }
@@ -115,9 +178,27 @@ impl NodeState {
         self.script_sent.store(false, Ordering::Relaxed);
     }
 
-    /// Whether `INFO` was read since the last (re)connection.
+    /// A new connection to the master is being set up (called by fred's
+    /// connection set-up, before it carries commands). Returns its number.
+    pub fn connection_opened(&self) -> u64 {
+        self.connection.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The number of the current (or last) connection.
+    pub fn connection(&self) -> u64 {
+        self.connection.load(Ordering::SeqCst)
+    }
+
+    /// Whether `INFO` was read on the current connection.
     pub fn verified(&self) -> bool {
-        self.verified.load(Ordering::Relaxed)
+        self.verified_on_connection(self.connection())
+    }
+
+    /// Whether `INFO` was read on connection `number` and it is still the
+    /// current one: a reply to a command sent when `number` was current,
+    /// received while it still is, came on that verified connection.
+    pub fn verified_on_connection(&self, number: u64) -> bool {
+        self.verified_on.load(Ordering::SeqCst) == number + 1 && self.connection() == number
     }
 
     /// Whether the connection is known lost.
@@ -137,6 +218,7 @@ impl NodeState {
         }
         let trust = self.lock();
         trust.refused.is_none()
+            && trust.clock.is_none()
             && trust.duplicate_of.is_none()
             && trust.quarantine.is_none_or(|q| Instant::now() >= q.until)
     }
@@ -168,6 +250,49 @@ impl NodeState {
             .quarantine
             .filter(|q| !q.settled && Instant::now() < q.until)
             .map(|q| q.generation)
+    }
+
+    /// The unsettled quarantine that a boot certificate may end, by
+    /// generation, with the `run_id` the certificate must name.
+    pub fn certifiable(&self) -> Option<(u64, String)> {
+        let trust = self.lock();
+        trust
+            .quarantine
+            .filter(|q| q.certifiable && !q.settled && Instant::now() < q.until)
+            .filter(|_| !trust.run_id.is_empty())
+            .map(|q| (q.generation, trust.run_id.clone()))
+    }
+
+    /// What to do about the boot certificate now, if anything: take back
+    /// one a clock jump made untrue, or write one once the master is fully
+    /// trusted (verified, no quarantine left, not refused) and none is
+    /// known for its process. Never with the quarantine off: trust without
+    /// it proves nothing.
+    pub fn certificate_due(&self) -> Option<CertificateDue> {
+        self.quarantine?;
+        let trusted = self.trusted();
+        let trust = self.lock();
+        if let Some(run_id) = &trust.revoke {
+            return Some(CertificateDue::Revoke(run_id.clone()));
+        }
+        (trusted && !trust.run_id.is_empty() && trust.certified != trust.run_id)
+            .then(|| CertificateDue::Write(trust.run_id.clone()))
+    }
+
+    /// The certificate naming `run_id` is on the master (written, or found).
+    pub fn certificate_known(&self, run_id: &str) {
+        let mut trust = self.lock();
+        if trust.revoke.as_deref() != Some(run_id) {
+            trust.certified = run_id.to_owned();
+        }
+    }
+
+    /// The certificate naming `run_id` was taken back (or was not there).
+    pub fn certificate_revoked(&self, run_id: &str) {
+        let mut trust = self.lock();
+        if trust.revoke.as_deref() == Some(run_id) {
+            trust.revoke = None;
+        }
     }
 
     /// Resolves when a quarantine wants its horizons read (see
@@ -222,9 +347,19 @@ impl NodeState {
         self.lock().run_id.clone()
     }
 
-    /// Takes in what `INFO` said after a (re)connection: the server's
-    /// features, refusals and warnings, and quarantine after a restart.
+    /// [`NodeState::observe_on`] the current connection (tests).
+    #[cfg(test)]
     pub fn observe(&self, info: &ServerInfo) {
+        self.observe_on(self.connection(), info);
+    }
+
+    /// Takes in what `INFO` said after a (re)connection: the server's
+    /// features, refusals and warnings, and quarantine after a restart;
+    /// `connection` is the number of the connection that was current when
+    /// `INFO` was sent. Answers count from then on, on that connection
+    /// only: if another was opened meanwhile, nothing counts until `INFO`
+    /// is read on it.
+    pub fn observe_on(&self, connection: u64, info: &ServerInfo) {
         self.delifeq.store(info.has_delifeq(), Ordering::Relaxed);
         let mut trust = self.lock();
         let first = trust.run_id.is_empty();
@@ -263,10 +398,12 @@ impl NodeState {
                 true => "the master's run_id changed (a restart, or another server)",
                 false => "the master started recently",
             };
-            self.impose(&mut trust, left, why, info.uptime_seconds);
+            self.impose(&mut trust, left, why, info.uptime_seconds, true);
         }
+        // Still under the lock: whoever sees the connection verified (the
+        // task a quarantine just woke, `trusted`) sees the quarantine too.
+        self.verified_on.store(connection + 1, Ordering::SeqCst);
         drop(trust);
-        self.verified.store(true, Ordering::Relaxed);
     }
 
     /// Quarantines the master from now (its clock jumped: keys may have
@@ -275,7 +412,13 @@ impl NodeState {
         if let Some(period) = self.quarantine {
             tracing::error!(node = %self.name, "{why}: quarantining the master");
             let mut trust = self.lock();
-            self.impose(&mut trust, period, why, 0);
+            // Keys may have expired early on this very process: a boot
+            // certificate naming it no longer tells the truth.
+            if !trust.run_id.is_empty() {
+                trust.revoke = Some(trust.run_id.clone());
+                trust.certified.clear();
+            }
+            self.impose(&mut trust, period, why, 0, false);
         } else {
             tracing::error!(node = %self.name, "{why} (restart quarantine is off)");
         }
@@ -283,7 +426,14 @@ impl NodeState {
 
     /// Starts a quarantine of `left` (the blanket bound), unsettled under the
     /// horizon quarantine (the reading task is woken), final otherwise.
-    fn impose(&self, trust: &mut Trust, left: Duration, why: &str, uptime_s: u64) {
+    fn impose(
+        &self,
+        trust: &mut Trust,
+        left: Duration,
+        why: &str,
+        uptime_s: u64,
+        certifiable: bool,
+    ) {
         let now = Instant::now();
         trust.generation += 1;
         let mut until = now + left;
@@ -299,11 +449,18 @@ impl NodeState {
             }
             until = current.until;
         }
+        // A running clock-jump quarantine is not for the process's
+        // identity: no certificate may end what replaces it.
+        let certifiable = certifiable
+            && trust
+                .quarantine
+                .is_none_or(|q| q.certifiable || q.until <= now);
         trust.quarantine = Some(Quarantine {
             until,
             settled: !self.horizon,
             generation: trust.generation,
             since: now,
+            certifiable,
         });
         if self.horizon {
             tracing::info!(node = %self.name, uptime_s, blanket = ?left,
@@ -314,6 +471,29 @@ impl NodeState {
             tracing::warn!(node = %self.name, uptime_s, quarantine = ?left,
                 "{why} and may have lost its keys: its votes do not count until the \
                  quarantine (max_ttl plus drift) ends");
+        }
+    }
+
+    /// Takes in a reading of the master's clock offset against `bound`: a
+    /// master possibly beyond it is not trusted until a reading within it
+    /// (`super::offset`). Logs each change once.
+    pub(crate) fn clock_offset(&self, offset: Offset, bound: Duration) {
+        let mut trust = self.lock();
+        let beyond = offset.beyond(bound);
+        match (beyond, trust.clock.is_some()) {
+            (true, false) => {
+                tracing::error!(node = %self.name, offset_s = offset.seconds,
+                    uncertainty_s = offset.uncertainty, bound = ?bound,
+                    "the master's clock is off by more than redlock.max_clock_offset: its \
+                     answers do not count until it is back within bound");
+                trust.clock = Some(format!("clock off by {:.3} s", offset.seconds));
+            }
+            (false, true) => {
+                tracing::warn!(node = %self.name, offset_s = offset.seconds,
+                    "the master's clock is back within redlock.max_clock_offset");
+                trust.clock = None;
+            }
+            _ => {}
         }
     }
 
@@ -488,6 +668,107 @@ mod tests {
         state.observe(&info(0, "c"));
         tokio::time::advance(S(3601)).await;
         assert!(state.unsettled().is_none() && state.trusted());
+    }
+
+    /// The boot certificate's bookkeeping: written once the master is
+    /// fully trusted, for its run_id only; a quarantine for identity may
+    /// be ended by one, a clock jump's may not, and a jump takes the
+    /// certificate back before another is written.
+    #[tokio::test(start_paused = true)]
+    async fn boot_certificate_bookkeeping() {
+        let state = NodeState::new("m".into(), Some(S(3600)), true);
+        state.observe(&info(5, "a"));
+        assert_eq!(state.certificate_due(), None, "not trusted yet");
+        let (generation, run_id) = state.certifiable().expect("young at first sight");
+        assert_eq!(run_id, "a");
+        assert!(state.settle(generation, None, "certificate"));
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Write("a".into()))
+        );
+        state.certificate_known("a");
+        assert_eq!(state.certificate_due(), None, "written once");
+        // A clock jump: not certifiable, and the certificate is taken back.
+        state.quarantine_now("jumped");
+        assert!(state.unsettled().is_some() && state.certifiable().is_none());
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Revoke("a".into()))
+        );
+        state.certificate_known("a");
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Revoke("a".into())),
+            "a write racing with the revocation does not cancel it"
+        );
+        state.certificate_revoked("a");
+        assert_eq!(
+            state.certificate_due(),
+            None,
+            "quarantined: nothing to write"
+        );
+        // A restart during the clock quarantine: still not certifiable.
+        state.observe(&info(0, "b"));
+        assert!(state.certifiable().is_none());
+        tokio::time::advance(S(3601)).await;
+        assert!(state.trusted());
+        assert_eq!(
+            state.certificate_due(),
+            Some(CertificateDue::Write("b".into()))
+        );
+        // A later restart, with no other quarantine running: certifiable.
+        state.certificate_known("b");
+        state.observe(&info(0, "c"));
+        assert_eq!(state.certifiable().map(|(_, r)| r), Some("c".into()));
+        // Quarantine off: nothing is ever written.
+        let off = NodeState::new("m".into(), None, true);
+        off.observe(&info(0, "d"));
+        assert!(off.trusted() && off.certificate_due().is_none());
+    }
+
+    /// Trust follows the connection (issue 22 item 10): a new connection
+    /// (numbered by fred's set-up, before it carries commands) is untrusted
+    /// at once, before any watcher runs; a reply to a command queued on an
+    /// earlier connection does not count; INFO read on an earlier
+    /// connection does not verify a later one.
+    #[test]
+    fn trust_is_tied_to_the_connection() {
+        let state = NodeState::new("m".into(), None, true);
+        let first = state.connection_opened();
+        state.observe_on(first, &info(100, "a"));
+        assert!(state.trusted() && state.verified_on_connection(first));
+        // The master restarts; fred sets up a new connection. No watcher
+        // has run (no `reconnected`, no `set_down`).
+        let second = state.connection_opened();
+        assert!(
+            !state.trusted(),
+            "untrusted as soon as the connection is new"
+        );
+        assert!(
+            !state.verified_on_connection(first),
+            "a reply to a command queued on the first connection may have \
+             come on the second"
+        );
+        assert!(!state.verified_on_connection(second));
+        // INFO sent on the first connection, answered late: not the second.
+        state.observe_on(first, &info(100, "a"));
+        assert!(!state.trusted());
+        state.observe_on(second, &info(0, "b"));
+        assert!(state.trusted() && state.verified_on_connection(second));
+    }
+
+    /// A master whose clock may be beyond the bound does not count until a
+    /// reading within it.
+    #[test]
+    fn clock_offset_bound() {
+        let state = NodeState::new("m".into(), None, true);
+        state.observe(&info(100, "a"));
+        let base = S(1_700_000_000);
+        let ahead = Offset::measure(base + S(2), base, base);
+        state.clock_offset(ahead, S(1));
+        assert!(!state.trusted() && !state.excluded());
+        state.clock_offset(Offset::measure(base, base, base), S(1));
+        assert!(state.trusted());
     }
 
     /// An old master at first sight is trusted without any reading.

@@ -1,16 +1,20 @@
 //! The background watchers of one master: connection loss and return,
-//! `INFO` after every (re)connection (features, unsafe setups, restarts), and
-//! a slow comparison of the master's clock with ours (clock jumps).
+//! `INFO` after every (re)connection (features, unsafe setups, restarts), a
+//! PING a few times a second (a hung master keeps its connection open: only
+//! its silence shows it), and a slow comparison of the master's clock with
+//! ours (clock jumps).
 
+use super::boot;
+use super::offset::Offset;
 use super::server_info::ServerInfo;
-use super::state::clock_check;
+use super::state::{clock_check, CertificateDue, NodeState};
 use super::{FredNode, NodeSettings};
 use crate::metrics;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, EventInterface, Value};
 use fred::types::{ClusterHash, CustomCommand, InfoKind};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
@@ -19,6 +23,18 @@ const INFO_RETRY: Duration = Duration::from_millis(100);
 
 /// How often each master's clock is compared with ours.
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// How often each master is PINGed, so that it answers something even
+/// while no lock traffic goes to it (see [`answer_window`]).
+const PING_EVERY: Duration = Duration::from_millis(250);
+
+/// How recently a master must have answered to count as up (health and
+/// `redlock_node_up`): two PING periods plus `node_timeout`, so that one
+/// late or lost PING on a busy machine does not mark a live master down,
+/// and a hung one is down at most this long after its last answer.
+pub(crate) fn answer_window(node_timeout: Duration) -> Duration {
+    PING_EVERY * 2 + node_timeout
+}
 
 /// Starts the watchers of `node`; they end when its client is closed.
 pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
@@ -44,6 +60,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
         }
     });
     let (client, state, name) = (node.client.clone(), node.state.clone(), node.name.clone());
+    let command = node.command.clone();
     let mut reconnects = node.client.reconnect_rx();
     tokio::spawn(async move {
         // fred announces the first connection as a reconnection too.
@@ -56,9 +73,20 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 // connection lasts, not left until the next reconnection.
                 let mut failures = 0u32;
                 loop {
+                    let connection = state.connection();
                     match read_info(&client).await {
                         Ok(info) => {
-                            state.observe(&info);
+                            state.answered();
+                            state.observe_on(connection, &info);
+                            if !state.verified() {
+                                // Another connection was opened meanwhile:
+                                // read INFO on it.
+                                continue;
+                            }
+                            // The clock offset, at once on a new connection.
+                            if let Ok((_, offset)) = read_offset(&command).await {
+                                take_offset(&state, &name, offset, settings.max_clock_offset);
+                            }
                             break;
                         }
                         Err(error) if state.is_down() || !client.is_connected() => {
@@ -86,6 +114,24 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             }
         }
     });
+    let (command, boot_key) = (node.command.clone(), node.peers.boot_key().to_owned());
+    // Weak: the PINGs end once the node is dropped.
+    let state = Arc::downgrade(&node.state);
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(PING_EVERY);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            // Bounded by node_timeout, fail-fast while disconnected.
+            if command.ping::<Value>(None).await.is_ok() {
+                state.answered();
+            }
+            tend_certificate(&state, &command, &boot_key).await;
+        }
+    });
     let (command, name) = (node.command.clone(), node.name.clone());
     // Weak: the check ends once the node is dropped.
     let state = Arc::downgrade(&node.state);
@@ -98,11 +144,12 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 return;
             };
             let asked = Instant::now();
-            let Ok(master_now) = master_time(&command).await else {
+            let Ok((master_now, offset)) = read_offset(&command).await else {
                 last = None;
                 continue;
             };
             let rtt = asked.elapsed();
+            take_offset(&state, &name, offset, settings.max_clock_offset);
             if let Some((at, then)) = last {
                 let local = asked.duration_since(at);
                 // A clock that went backwards moved "zero": a jump too.
@@ -120,6 +167,31 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
     });
 }
 
+/// Writes or takes back the master's boot certificate when due
+/// (`super::boot`); a failure is retried at the next PING.
+async fn tend_certificate(state: &NodeState, command: &WithOptions<Client>, key: &str) {
+    let Some(due) = state.certificate_due() else {
+        return;
+    };
+    match due {
+        CertificateDue::Write(run_id) => {
+            if let Ok(written) = boot::write(state, command, key, &run_id).await {
+                if written {
+                    tracing::debug!(node = %state.name(), "boot certificate written");
+                }
+                // Not written: another process answers; the reconnection
+                // watcher will see it and quarantine it.
+                state.certificate_known(&run_id);
+            }
+        }
+        CertificateDue::Revoke(run_id) => {
+            if boot::revoke(state, command, key, &run_id).await.is_ok() {
+                state.certificate_revoked(&run_id);
+            }
+        }
+    }
+}
+
 /// `INFO server`, `INFO replication` and `INFO memory`, parsed together.
 async fn read_info(client: &Client) -> Result<ServerInfo, String> {
     let mut text = String::new();
@@ -132,6 +204,25 @@ async fn read_info(client: &Client) -> Result<ServerInfo, String> {
         text.push('\n');
     }
     ServerInfo::parse(&text).ok_or_else(|| "unrecognised INFO reply".to_owned())
+}
+
+/// The master's wall clock (`TIME`), and its offset from ours (read
+/// before and after it).
+async fn read_offset(command: &WithOptions<Client>) -> Result<(Duration, Offset), ()> {
+    let wall = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+    };
+    let sent = wall();
+    let master = master_time(command).await?;
+    Ok((master, Offset::measure(master, sent, wall())))
+}
+
+/// Exports a clock-offset reading and applies the bound (`super::offset`).
+fn take_offset(state: &NodeState, name: &str, offset: Offset, bound: Duration) {
+    metrics::node_clock_offset(name, offset.seconds);
+    state.clock_offset(offset, bound);
 }
 
 /// The master's wall clock (`TIME`), as time since the Unix epoch.
