@@ -206,7 +206,7 @@ impl Redlock {
             (LockError::Contended(_), Some(free_in)) => {
                 free_in.min(fallback) + jitter(TIE_BREAK_JITTER)
             }
-            (LockError::Contended(_), None) => fallback,
+            (LockError::Contended(_), None) => fallback + jitter(TIE_BREAK_JITTER),
             // Masters unreachable or too slow: back off like a library would.
             _ => self.settings.retry.delay(&mut rand::rng(), fallback),
         }
