@@ -108,7 +108,9 @@ func (c *Client) Hold(ctx context.Context, resource string, ttl time.Duration, o
 	if !timer.Stop() {
 		return fail(nil)
 	}
-	workCtx, cancelWork := context.WithCancelCause(ctx)
+	// Not a child of ctx: its cause must always be the lease's Err, which
+	// gone sets when ctx's cancellation breaks the stream.
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	l := &Lease{
 		resource:     req.GetResource(),
 		ttl:          ttl,
@@ -314,7 +316,7 @@ func (l *Lease) gone(reason string, code codes.Code) {
 		l.finishRelease(false, e)
 	}
 	l.mu.Unlock()
-	close(l.done)
 	l.cancelWork(e)
+	close(l.done)
 	l.cancelStream()
 }
