@@ -214,7 +214,7 @@ func startDaemon(spec daemonSpec) (d *daemon, err error) {
 	}
 	d.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	settings := map[string]string{
-		"redlock.nodes":        strings.Join(urls, ","),
+		"redlock.nodes": strings.Join(urls, ","),
 		// Wider than the Node harness's 50ms: CI's two cores are shared.
 		"redlock.node_timeout": "250ms",
 		"server.listen":        d.addr,
