@@ -78,4 +78,3 @@ func TestStopMargin(t *testing.T) {
 		}
 	}
 }
-
