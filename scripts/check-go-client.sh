@@ -2,7 +2,9 @@
 # Checks the Go client module (clients/go, github.com/redlockd/redlockd/clients/go):
 #   1. the checked-in stubs (clients/go/redlockv1) equal a fresh generation
 #      from proto/redlock/v1/lock.proto (clients/go/generate.sh --check);
-#   2. go.mod and go.sum are tidy (`go mod tidy -diff`), the code is gofmt'ed;
+#   2. clients/go/LICENSE equals the root LICENSE (a Go module zip holds only
+#      its own directory, so pkg.go.dev needs the copy); go.mod and go.sum
+#      are tidy (`go mod tidy -diff`), the code is gofmt'ed;
 #   3. `go vet ./...`;
 #   4. `go test -race ./...` against real daemons (the workspace's
 #      target/debug/redlockd, or $REDLOCKD_BIN; masters from
@@ -35,7 +37,11 @@ export GOFLAGS="${GOFLAGS:-} -modcacherw"
 echo "--- the checked-in stubs are a fresh generation"
 timeout 600 bash clients/go/generate.sh --check
 
-echo "--- go mod tidy, gofmt"
+echo "--- LICENSE, go mod tidy, gofmt"
+if ! cmp -s LICENSE "$pkg/LICENSE"; then
+  echo "check-go-client: clients/go/LICENSE differs from LICENSE; copy it: cp LICENSE clients/go/LICENSE" >&2
+  exit 1
+fi
 (cd "$pkg" && timeout 300 go mod tidy -diff)
 (cd "$pkg/tools" && timeout 300 go mod tidy -diff)
 unformatted="$(cd "$pkg" && gofmt -l .)"
