@@ -106,6 +106,9 @@ func (c *Client) Hold(ctx context.Context, resource string, ttl time.Duration, o
 		return fail(newError("Hold", codes.Internal, fmt.Sprintf("%T before `acquired`", event.GetEvent()), nil))
 	}
 	if !timer.Stop() {
+		// The limit passed as the grant arrived: the stream is being
+		// cancelled, which releases the lock; report the deadline.
+		timedOut.Store(true)
 		return fail(nil)
 	}
 	// Not a child of ctx: its cause must always be the lease's Err, which
