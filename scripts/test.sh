@@ -10,6 +10,9 @@
 #   chaos       the safety checker's short runs (tools/chaos)
 #   node        the Node client package against real daemons
 #               (scripts/check-node-client.sh)
+#   go          the Go client module against real daemons: stub freshness,
+#               go vet, go test -race (scripts/check-go-client.sh)
+#   contract    buf lint and buf breaking on proto/ (scripts/check-contract.sh)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
@@ -25,7 +28,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node quickstart image deploy)
+all=(lint rust python chaos node go contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -56,6 +59,10 @@ for name in "${steps[@]}"; do
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
     node)
       step node 1500 bash scripts/check-node-client.sh ;;
+    go)
+      step go 1500 bash scripts/check-go-client.sh ;;
+    contract)
+      step contract 600 bash scripts/check-contract.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)

@@ -144,6 +144,7 @@ class LockServiceServicer:
         expires; a `release` message, the client half-closing, cancelling or
         disconnecting releases it at once. If an extension fails the daemon
         sends `lost` and ends the stream.
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME (HoldEvent keeps its name; see the file header)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

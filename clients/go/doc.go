@@ -1,0 +1,20 @@
+// Package redlockd is the Go client of redlockd, a lock service that runs
+// the Redlock algorithm over independent Valkey/Redis masters behind a gRPC
+// API (proto/redlock/v1/lock.proto; the generated stubs are in the
+// redlockv1 package).
+//
+// Dial a daemon, then either call Acquire, Extend, Release and Validate
+// yourself, or open a Hold session: the daemon extends the lock while the
+// session lasts, and the returned *Lease tells the work done under the lock
+// when to stop. Its Done channel closes, and its Context is cancelled, as
+// soon as the lock is lost, ended by the daemon, or the session's stream
+// ends, or when no extension arrived before the last known validity ran
+// out (less a margin). Pass Lease.Fence with every write made under the
+// lock and let the protected resource reject smaller fences.
+//
+// Every outcome the daemon reports as a gRPC status code is an *Error that
+// works with errors.Is (ErrHeld, ErrNotHeld, ErrUnavailable, ErrLost, ...)
+// while status.Code(err) still answers with the code.
+//
+// A lock's token is a secret: Lock and Lease never print it.
+package redlockd
