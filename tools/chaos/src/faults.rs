@@ -14,6 +14,15 @@
 //! `restarts`: the counterfactual. Every cycle restarts three masters
 //! without data within a few tens of milliseconds, while holders keep long
 //! leases, then waits out the quarantine.
+//!
+//! `fresh`: the whole cluster starts fresh mid-run, again and again (issue
+//! 13): all five masters are killed within a few tens of milliseconds,
+//! stay down for longer than any lease can last (`max_ttl` plus drift plus
+//! a second), and start again empty together, a new cluster behind the
+//! same addresses. The daemons keep running through it with their
+//! history (grants made, boot certificates of the old processes). No lock
+//! granted before can still be valid when the new masters answer, so the
+//! default quarantine must let them vote at once, and no check may fail.
 
 use crate::cluster::{BoxError, Cluster};
 use crate::history::{Clock, Fault, FaultKind, Phases};
@@ -30,6 +39,9 @@ pub enum Schedule {
     Full,
     /// Three masters restarted without data at once, again and again.
     Restarts,
+    /// All masters down for longer than any lease, then started fresh
+    /// together, again and again.
+    Fresh,
 }
 
 /// How long a target counts as faulted after it is back.
@@ -104,6 +116,7 @@ pub(crate) fn plan(
     match schedule {
         Schedule::Full => full(&mut rng, duration, masters, budget),
         Schedule::Restarts => restarts(&mut rng, duration, masters, budget),
+        Schedule::Fresh => fresh(&mut rng, duration, masters, budget),
     }
 }
 
@@ -221,6 +234,36 @@ fn restarts(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget
             });
         }
         t += DOWN + budget.after(FaultKind::MasterRestart) + between(rng, 1000, 2000);
+    }
+    Plan {
+        faults,
+        phases: Phases {
+            faults_from: warm_up,
+            three: None,
+            end: duration,
+        },
+    }
+}
+
+fn fresh(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) -> Plan {
+    const STAGGER: Duration = Duration::from_millis(10);
+    let warm_up = Duration::from_secs(3);
+    // Longer than any lease: max_ttl plus drift plus a second.
+    let down = budget.quarantine;
+    let mut faults = Vec::new();
+    let mut t = warm_up;
+    while t + down + budget.grace + Duration::from_secs(2) <= duration {
+        for target in 0..masters {
+            faults.push(Planned {
+                kind: FaultKind::MasterRestart,
+                target,
+                at: t + STAGGER * target as u32,
+                len: down,
+                delay: Duration::ZERO,
+                three_phase: false,
+            });
+        }
+        t += down + budget.after(FaultKind::MasterRestart) + between(rng, 1000, 2000);
     }
     Plan {
         faults,
@@ -379,6 +422,28 @@ mod tests {
             assert_eq!(distinct.len(), 3, "seed {seed}: {three:?}");
             let (start, _) = plan.phases.three.expect("a 300 s run has the phase");
             assert!(main.iter().all(|f| until(f) <= start), "seed {seed}");
+        }
+    }
+
+    /// The whole cluster goes down together for longer than any lease
+    /// (max_ttl 3 s plus drift) and comes back fresh, at least once in a
+    /// 20 s run, with every fault over before the end.
+    #[test]
+    fn fresh_schedule() {
+        let d = Duration::from_secs(20);
+        let plan = plan(Schedule::Fresh, 1, d, 5, BUDGET);
+        assert!(plan.faults.len() >= 5, "{plan:?}");
+        for cycle in plan.faults.chunks(5) {
+            let mut targets: Vec<usize> = cycle.iter().map(|f| f.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            assert_eq!(targets.len(), 5);
+            assert!(cycle.iter().all(|f| f.kind == FaultKind::MasterRestart));
+            assert!(cycle[4].at - cycle[0].at < Duration::from_millis(100));
+            // All down together for longer than a lease can last.
+            let all_down = cycle[0].at + cycle[0].len - cycle[4].at;
+            assert!(all_down > Duration::from_secs(3) + Duration::from_millis(32));
+            assert!(cycle.iter().all(|f| f.at + f.len < d));
         }
     }
 

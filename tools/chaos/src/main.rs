@@ -60,7 +60,8 @@ pub struct Args {
     pub seed: u64,
     /// `full`: every fault kind, at most two masters faulted at once, then
     /// three briefly. `restarts`: a majority of masters restarted without
-    /// data again and again while holders keep long leases.
+    /// data again and again while holders keep long leases. `fresh`: the
+    /// whole cluster down for longer than any lease, then started fresh.
     #[arg(long, value_enum, default_value = "full")]
     pub schedule: Schedule,
     /// Run the daemons with `redlock.restart_quarantine = false`.

@@ -26,7 +26,8 @@ const SHOWN_PER_CHECK: usize = 5;
 /// The workload of each schedule.
 fn profile(schedule: Schedule, max_ttl: Duration) -> Profile {
     match schedule {
-        Schedule::Full => Profile {
+        // The fresh cluster runs the ordinary workload across its outages.
+        Schedule::Full | Schedule::Fresh => Profile {
             contended_clients: 12,
             hot: 4,
             uncontended_clients: 6,

@@ -73,3 +73,19 @@ fn counterfactual_without_quarantine_is_caught() {
     );
     assert_eq!(code, Some(1), "{json}");
 }
+
+/// The whole cluster starts fresh mid-run (issue 13): all five masters
+/// down for longer than any lease, then started empty together, with the
+/// daemons at the default restart quarantine: no violation, and the new
+/// cluster grants in the healthy phases that follow.
+#[test]
+fn fresh_cluster_mid_run_finds_no_violation() {
+    let (code, json) = chaos(&["--duration", "20", "--schedule", "fresh", "--seed", "1"]);
+    assert_eq!(number(&json, &["violations"]), 0, "{json}");
+    assert!(
+        number(&json, &["faults", "master_restart_empty"]) >= 5,
+        "{json}"
+    );
+    assert_eq!(json["quarantine"], Value::Bool(true), "{json}");
+    assert_eq!(code, Some(0), "{json}");
+}
