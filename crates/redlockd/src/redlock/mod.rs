@@ -23,6 +23,7 @@ pub(crate) mod keys;
 pub(crate) mod node;
 pub(crate) mod notices;
 pub(crate) mod quorum;
+pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
 pub(crate) mod session;
@@ -112,6 +113,8 @@ pub struct Redlock {
     seen_notices: Mutex<SeenNotices>,
     /// Counts the host's suspends (see [`Redlock::watch_for_suspend`]).
     suspends: tokio::sync::watch::Sender<u32>,
+    /// Re-creations of lost keys in progress, which a release cancels.
+    recreations: Arc<recreate::Recreations>,
 }
 
 impl Redlock {
@@ -129,6 +132,7 @@ impl Redlock {
             waiters,
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
+            recreations: Arc::default(),
         })
     }
 
@@ -200,7 +204,8 @@ impl Redlock {
     /// A lock held on a majority is put back, in the background, on the
     /// masters that lost its key (a restart), including those whose answer
     /// arrives after the Extend was decided: a rolling restart of the masters
-    /// then does not erode a long-held lock one master at a time.
+    /// then does not erode a long-held lock one master at a time. A release
+    /// of the lock cancels it ([`recreate`]).
     fn recreate_lost_keys(
         &self,
         subject: &Arc<Subject>,
@@ -208,31 +213,23 @@ impl Redlock {
         missing: Vec<usize>,
         stragglers: round::Pending,
     ) {
-        use futures::StreamExt;
-        let nodes = self.nodes.clone();
-        let subject = Arc::clone(subject);
-        let timeout = self.settings.node_timeout;
-        tokio::spawn(async move {
-            let late = stragglers.filter_map(|(index, reply)| async move {
-                matches!(reply, Ok(Reply::Extend(ExtendVote::Missing))).then_some(index)
-            });
-            let late = late.take_until(tokio::time::sleep(timeout));
-            let lost: Vec<usize> = futures::stream::iter(missing).chain(late).collect().await;
-            for index in lost {
-                let put_back = nodes[index].recreate(&subject.keys, &subject.token, ttl);
-                if let Ok(Ok(true)) = tokio::time::timeout(timeout, put_back).await {
-                    tracing::info!(node = nodes[index].name(), resource = %subject.resource,
-                        "put a held lock back on a master that had lost it");
-                }
-            }
-        });
+        self.recreations.start(
+            self.nodes.clone(),
+            subject,
+            ttl,
+            self.settings.node_timeout,
+            missing,
+            stragglers,
+        );
     }
 
     /// Deletes the lock on every master where `token` holds it, and wakes
     /// the resource's waiters. Returns whether it was still held on a
     /// majority; an error when too few masters answered to tell (the release
-    /// was still sent to all of them).
+    /// was still sent to all of them). Pending re-creations of the lock are
+    /// cancelled first, so none can put it back afterwards.
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = Instant::now() + self.settings.node_timeout;
         let tally = self
