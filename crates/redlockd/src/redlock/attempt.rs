@@ -6,7 +6,7 @@ use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
+use super::{validity, Deadline, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use crate::metrics;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,17 +66,17 @@ impl Redlock {
         (start + timeout).max(Instant::now() + timeout / 10)
     }
 
-    /// One attempt; on success the fence and the validity.
+    /// One attempt; on success the fence, the validity and its deadline.
     pub(super) async fn attempt(
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
         stats: &mut AttemptStats,
-    ) -> Result<(u64, Duration), Failure> {
+    ) -> Result<(u64, (Duration, Deadline)), Failure> {
         stats.attempts += 1;
         let result = self.attempt_once(subject, ttl).await;
         match &result {
-            Ok((_, validity)) => metrics::grant(*validity, ttl),
+            Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
         }
         result
@@ -86,8 +86,8 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
-    ) -> Result<(u64, Duration), Failure> {
-        let start = Instant::now();
+    ) -> Result<(u64, (Duration, Deadline)), Failure> {
+        let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
         let votes = self
@@ -112,7 +112,7 @@ impl Redlock {
             self.release_everywhere(
                 subject,
                 WakeWaiters::IfDeleted,
-                self.cleanup_deadline(start),
+                self.cleanup_deadline(start.mono()),
             )
             .await;
             return Err(if votes.refused_by_majority() {
@@ -141,14 +141,14 @@ impl Redlock {
                 _ => tally.count(Vote::No),
             })
             .await;
-        let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);
+        let validity = start.validity(ttl, self.settings.drift_factor);
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
                 self.release_everywhere(
                     subject,
                     WakeWaiters::IfDeleted,
-                    self.cleanup_deadline(start),
+                    self.cleanup_deadline(start.mono()),
                 )
                 .await;
                 Err(match decision {

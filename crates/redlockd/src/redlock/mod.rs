@@ -15,6 +15,8 @@
 
 pub(crate) mod attempt;
 pub(crate) mod boottime;
+#[cfg(test)]
+mod deadline_tests;
 pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
@@ -42,6 +44,7 @@ pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
 pub use token::{Token, TokenError};
+pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
 use notices::{Notice, SeenNotices};
@@ -84,8 +87,13 @@ pub struct Lock {
     pub token: Token,
     /// The grant's fencing token (see [`fence`]).
     pub fence: u64,
-    /// How long the lock is guaranteed to stay held, from now.
+    /// How long the lock was guaranteed to stay held when the engine
+    /// computed it (at `deadline`'s reading of the clocks).
     pub validity: Duration,
+    /// When it stops being guaranteed: start + ttl - drift of the operation
+    /// that granted or extended it. What is reported later is counted down
+    /// from this ([`Deadline::left`]), never re-anchored.
+    pub deadline: Deadline,
 }
 
 /// When a release wakes this replica's waiters of the resource.
@@ -160,7 +168,7 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Lock, LockError> {
         let subject = self.subject(resource, token.clone());
-        let start = Instant::now();
+        let start = validity::Started::now();
         let command = Command::Extend {
             ttl,
             fence_ttl: self.settings.fence_ttl,
@@ -184,7 +192,8 @@ impl Redlock {
             .await;
         match votes.decision() {
             Decision::Reached => {
-                let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor)
+                let (validity, deadline) = start
+                    .validity(ttl, self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 Ok(Lock {
@@ -194,6 +203,7 @@ impl Redlock {
                     // took part in the grant's commit and reported its fence.
                     fence: fence.unwrap_or_default(),
                     validity,
+                    deadline,
                 })
             }
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
@@ -251,7 +261,7 @@ impl Redlock {
         token: &Token,
     ) -> Result<Option<Duration>, LockError> {
         let subject = self.subject(resource, token.clone());
-        let start = Instant::now();
+        let start = validity::Started::now();
         let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
         let votes = self
             .round(

@@ -85,7 +85,8 @@ impl From<Lock> for pb::Lock {
             resource: lock.resource,
             token: lock.token.expose().to_owned(),
             fence: lock.fence,
-            validity: Some(proto_duration(lock.validity)),
+            // Counted down from the engine's deadline to this moment.
+            validity: Some(proto_duration(lock.deadline.left())),
         }
     }
 }
