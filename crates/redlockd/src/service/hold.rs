@@ -19,7 +19,7 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Draining, Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
-use crate::redlock::{HoldEnd, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Lock, Redlock};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -281,7 +281,16 @@ impl Session {
                 metrics::lock_lost();
                 tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
                 let _ = self.send(Event::Lost(Lost { reason })).await;
-                // Whatever is left of it on the masters goes too.
+                // Whatever is left of it on the masters goes too, but not
+                // before the keys of the last grant or extension expire on
+                // their own (its deadline plus the drift allowance): `lost`
+                // may reach the client late, and until then the last
+                // validity it was given stands (an extension that failed
+                // with a little validity left is declared lost early, to
+                // warn in time). What goes then is any later extension's
+                // key on a minority.
+                let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
+                tokio::time::sleep_until(lock.deadline.mono + drift).await;
                 let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
             }
         }

@@ -39,6 +39,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
 
 mod draining;
+mod lost;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const RESOURCE: &str = "orders/42";
