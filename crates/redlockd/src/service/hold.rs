@@ -326,10 +326,17 @@ impl Session {
             Some(ClientEnd::Invalid(why)) => {
                 let _ = self.events.send(Box::new(Err(Status::from(why)))).await;
             }
-            _ => {
-                let was_held = was_held.unwrap_or(false);
-                let _ = self.send(Event::Released(Released { was_held })).await;
-            }
+            // Too few masters answered to tell: say so (UNAVAILABLE, as a
+            // unary Release would), never a `was_held = false` that claims
+            // the lock had been lost.
+            _ => match was_held {
+                Ok(was_held) => {
+                    let _ = self.send(Event::Released(Released { was_held })).await;
+                }
+                Err(error) => {
+                    let _ = self.events.send(Box::new(Err(Status::from(error)))).await;
+                }
+            },
         }
     }
 

@@ -43,3 +43,23 @@ async fn lost_early_is_released_only_after_the_deadline() {
     );
     drop(client);
 }
+
+/// A release that too few masters answer in time ends the session with
+/// UNAVAILABLE, not with `released { was_held: false }`: the daemon cannot
+/// tell, and false would claim the lock had been lost.
+#[tokio::test(start_paused = true)]
+async fn an_unconfirmed_release_is_unavailable_not_false() {
+    let d = daemon();
+    let (client, request) = HoldClient::new();
+    client.acquire(TTL, Duration::ZERO).await;
+    let mut events = d.api.hold(request).await.expect("a session").into_inner();
+    assert!(matches!(
+        next_event(&mut events).await,
+        Ok(Event::Acquired(_))
+    ));
+    d.set(&[0, 1, 2], Behaviour::Slow(Duration::from_secs(5)));
+    client.release().await;
+    let end = next_event(&mut events).await;
+    let message = refused(end, Code::Unavailable);
+    assert!(message.contains("no quorum"), "{message}");
+}
