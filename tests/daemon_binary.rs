@@ -105,6 +105,7 @@ async fn start_dev() -> (
         .set("server.listen", listen)
         .set("metrics.enabled", true)
         .set("metrics.listen", "127.0.0.1:0")
+        .set("server.shutdown_grace", "1s")
         .arg("--dev")
         .command()
         .expect("command");
@@ -185,9 +186,9 @@ async fn dev_mode_serves_and_stops_on_sigterm() {
     }
 }
 
-/// SIGTERM with open sessions: every session is told `released` (its lock
-/// was still held and is released), every stream ends, and the daemon exits
-/// within the grace period.
+/// SIGTERM with open sessions: every session is told `draining`, then,
+/// when the grace (1 s here) runs out, `released` (its lock was still held
+/// and is released), every stream ends, and the daemon exits.
 #[tokio::test]
 async fn sigterm_releases_every_session() {
     use pb::hold_event::{Event, Released};
@@ -221,6 +222,11 @@ async fn sigterm_releases_every_session() {
     }
     terminate(child).await;
     for (_requests, mut events) in sessions {
+        let draining = events.message().await.expect("stream ok");
+        assert!(
+            matches!(draining.and_then(|e| e.event), Some(Event::Draining(_))),
+            "told `draining` first"
+        );
         let last = events
             .message()
             .await

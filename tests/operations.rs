@@ -466,10 +466,11 @@ async fn reflection_lists_the_service() {
 }
 
 /// SIGTERM while a call is in flight (an Acquire waiting for a lock that
-/// expires after the signal): the call completes, the process exits 0 within
-/// the grace period.
+/// expires after the signal): the daemon drains, so the waiting call is
+/// answered UNAVAILABLE at once (the client can go to another replica), and
+/// the process exits 0, with no session open, long before the grace.
 #[tokio::test]
-async fn sigterm_lets_in_flight_calls_finish() {
+async fn sigterm_answers_waiting_calls_and_exits() {
     let h = Harness::start(Flavor::Valkey).await;
     let mut daemon = start_binary(&h, &[]).await;
     let mut c = LockServiceClient::new(daemon.channel.clone());
@@ -487,11 +488,12 @@ async fn sigterm_lets_in_flight_calls_finish() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let lock = in_flight
+    let answered = in_flight
         .await
         .expect("task")
-        .expect("the in-flight Acquire completes");
-    assert!(lock.fence > 0);
+        .expect_err("the waiting Acquire is not granted");
+    assert_eq!(answered.code(), tonic::Code::Unavailable, "{answered:?}");
+    assert!(answered.message().starts_with("draining"), "{answered:?}");
     let status = tokio::time::timeout(Duration::from_secs(15), daemon.child.wait())
         .await
         .expect("exits within the grace period")
@@ -596,6 +598,16 @@ fn kubernetes_examples_are_consistent() {
             .iter()
             .find(|c| c["name"].as_str() == Some("redlockd"))
             .unwrap_or_else(|| panic!("{file}: no redlockd in {pod_section}"));
+        // The drain, the final release and the 5 s hard stop end before the
+        // kubelet's SIGKILL.
+        let kill_after = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{file}: no terminationGracePeriodSeconds"));
+        let stop_by = config.server.shutdown_grace + Duration::from_secs(5);
+        assert!(
+            stop_by < Duration::from_secs(u64::try_from(kill_after).expect("positive")),
+            "{file}: shutdown_grace + 5 s = {stop_by:?} must end before the SIGKILL at {kill_after} s"
+        );
         let probe = &daemon["readinessProbe"]["grpc"];
         assert_eq!(
             probe["service"].as_str(),

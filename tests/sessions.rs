@@ -122,7 +122,18 @@ async fn session_limit(flavor: Flavor) {
     let h = Harness::start_with(flavor, single_session).await;
     let mut c = h.client().await;
     let (requests, mut events, _) = hold(&mut c, "one", 10_000, 0).await;
-    let (_tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+    // The slot is taken once the first message has come.
+    let (tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+    tx.send(pb::HoldRequest {
+        request: Some(pb::hold_request::Request::Acquire(pb::AcquireRequest {
+            resource: "two".into(),
+            ttl: ms(1_000),
+            wait: None,
+            owner: String::new(),
+        })),
+    })
+    .await
+    .expect("queue the first message");
     let status = c
         .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
         .await

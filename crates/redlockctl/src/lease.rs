@@ -222,6 +222,12 @@ impl Lease {
                     gone("the daemon released it (is it shutting down?)".into())
                 }
                 Event::Acquired(_) => None,
+                // The daemon keeps extending until it releases at the end
+                // of its grace (`released`, handled above).
+                Event::Draining(_) => {
+                    eprintln!("redlockctl: the daemon is draining (stopping)");
+                    None
+                }
             },
             Ok(Some(pb::HoldEvent { event: None })) => None,
             Ok(None) => self.session_broke("the daemon ended the session without a word".into()),

@@ -14,6 +14,7 @@ use redlockd::config::{Config, LogFormat, ValidConfig};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// redlockd: quorum locks (Redlock over independent Valkey/Redis masters)
@@ -35,6 +36,13 @@ struct Args {
 
 /// Exit status for an unusable configuration.
 const EXIT_CONFIG: u8 = 2;
+
+/// After `server.shutdown_grace`, how long the release of what is left,
+/// the end of in-flight calls and the closing of connections may take
+/// before the process exits anyway (a release takes at most
+/// `redlock.node_timeout`). Grace plus this stays under Kubernetes' 30 s
+/// termination grace with the default 20 s grace.
+const STOP_ALLOWANCE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -107,30 +115,26 @@ async fn serve(config: ValidConfig, dev: bool) -> ExitCode {
     if dev {
         dev::print_help(&config);
     }
-    let grace = config.server.shutdown_grace;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let server = redlockd::run(config, listener, async move {
-        let mut stopped = stopped;
-        let _ = stopped.wait_for(|stop| *stop).await;
-    });
+    let limit = config.server.shutdown_grace + STOP_ALLOWANCE;
+    let signals = redlockd::signal::StopSignals::listen();
+    let server = redlockd::server::run_draining(config, listener, signals.nth(1), signals.nth(2));
     tokio::pin!(server);
     let early = tokio::select! {
         result = &mut server => Some(result),
-        () = redlockd::signal::terminate() => None,
+        () = signals.nth(1) => None,
     };
     let result = match early {
         Some(result) => result,
-        None => {
-            tracing::info!(grace = ?grace, "stopping: draining in-flight calls");
-            let _ = stop.send(true);
-            match tokio::time::timeout(grace, server).await {
-                Ok(result) => result,
-                Err(_) => {
-                    tracing::warn!("shutdown grace elapsed with calls still in flight; exiting");
-                    return ExitCode::FAILURE;
-                }
+        None => match tokio::time::timeout(limit, server).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!(
+                    ?limit,
+                    "still not stopped after the shutdown grace; exiting"
+                );
+                return ExitCode::FAILURE;
             }
-        }
+        },
     };
     match result {
         Ok(()) => {

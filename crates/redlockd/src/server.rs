@@ -12,6 +12,7 @@ use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
 use crate::service::auth::Gatekeeper;
+use crate::service::drain;
 use crate::service::hold::Sessions;
 use crate::service::rate::ConnectionCalls;
 use crate::service::{request::Limits, LockApi};
@@ -22,7 +23,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 
 /// How long start-up waits for the masters' first connections before
@@ -200,26 +200,38 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
 /// The encoded descriptors of `proto/`, for gRPC server reflection.
 const DESCRIPTORS: &[u8] = redlockd_proto::FILE_DESCRIPTOR_SET;
 
-/// Serves the lock service on `listener` until `shutdown` completes. Then
-/// it stops accepting, ends every `Hold` session (releasing its lock and
-/// telling the client), lets in-flight calls finish, and closes the master
-/// connections. Alongside: the standard gRPC health service (SERVING for
-/// `redlock.v1.LockService` only while a quorum of masters is up), server
-/// reflection, and the Prometheus endpoint on `metrics.listen`.
+/// Serves the lock service on `listener` until `shutdown` completes, then
+/// drains and stops as [`run_draining`] does (with no early stop).
 pub async fn run(
     config: ValidConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    run_draining(config, listener, shutdown, std::future::pending()).await
+}
+
+/// Serves the lock service on `listener` until `shutdown` completes. Then
+/// it drains (`crate::service::drain`): health turns NOT_SERVING, new
+/// Acquire and Hold calls and waiting acquisitions get UNAVAILABLE, and
+/// open `Hold` sessions are told `draining` and keep their locks until they
+/// end or `server.shutdown_grace` runs out (or `stop_now` completes). Then
+/// it releases what is left (telling each session), stops accepting, lets
+/// in-flight calls finish, and closes the master connections. Alongside:
+/// the standard gRPC health service (SERVING for `redlock.v1.LockService`
+/// only while a quorum of masters is up and the daemon is not draining),
+/// server reflection, and the Prometheus endpoint on `metrics.listen`.
+pub async fn run_draining(
+    config: ValidConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    stop_now: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     // TLS material first: an unusable file is a configuration error, told
     // before anything else starts.
     let tls = crate::tls::server_config(&config.server.tls)?;
     let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
-    let (stopping, stopped) = watch::channel(false);
-    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
+    let (control, phase) = drain::channel();
     let (reporter, health_service) = tonic_health::server::health_reporter();
     // Known from the start, NOT_SERVING until the watcher has seen a quorum.
     reporter
@@ -233,13 +245,18 @@ pub async fn run(
         engine.nodes.clone(),
         reporter,
         metrics.as_ref().map(|(handle, _)| handle.clone()),
-        until_stopped(stopped.clone()),
+        // NOT_SERVING as soon as the drain starts: load balancers move away.
+        {
+            let phase = phase.clone();
+            async move { phase.started().await }
+        },
     ));
     if let Some((handle, metrics_listener)) = metrics {
+        let phase = phase.clone();
         tokio::spawn(metrics_endpoint::serve(
             metrics_listener,
             handle,
-            until_stopped(stopped.clone()),
+            async move { phase.stopping().await },
         ));
     }
     // Both reflection versions: older grpcurl and IDEs only speak v1alpha.
@@ -250,7 +267,8 @@ pub async fn run(
     };
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
-    let sessions = Sessions::new(&config, stopped);
+    let sessions = Sessions::new(&config, phase);
+    let mut open_sessions = sessions.open();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
     let api = LockApi::new(
         engine.redlock.clone(),
@@ -273,9 +291,22 @@ pub async fn run(
         masters = config.redlock.nodes.len(),
         "serving redlock.v1.LockService"
     );
+    let grace = config.server.shutdown_grace;
     let shutdown = async move {
         shutdown.await;
-        let _ = stopping.send(true);
+        let until = control.start(grace);
+        tracing::info!(
+            ?grace,
+            "draining: refusing new work, keeping open sessions' locks"
+        );
+        tokio::select! {
+            () = open_sessions.all_ended() => tracing::info!("every session has ended"),
+            () = tokio::time::sleep_until(until) => {
+                tracing::warn!("shutdown grace over: releasing the open sessions' locks");
+            }
+            () = stop_now => tracing::warn!("stopping now: releasing the open sessions' locks"),
+        }
+        control.stop();
     };
     // Liveness of clients: a connection whose peer stops answering PINGs
     // is closed, which ends its Hold sessions and releases their locks.

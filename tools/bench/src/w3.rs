@@ -266,6 +266,8 @@ async fn session(
                 tracing::warn!("Hold lost: {}", lost.reason);
                 break;
             }
+            // The daemon is stopping; it keeps the lock until we release.
+            Ok(Some(Event::Draining(_))) => {}
             Ok(Some(Event::Released(_))) | Ok(None) => break,
             Err(status) => {
                 if !stopping {

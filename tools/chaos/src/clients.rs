@@ -51,6 +51,9 @@ pub(crate) struct Profile {
     pub uncontended_ttl: Duration,
     /// Pause between two uncontended acquisitions, in ms.
     pub uncontended_gap_ms: (u64, u64),
+    /// Clients holding `Hold` sessions on the hot resources
+    /// (`crate::sessions`).
+    pub session_clients: usize,
 }
 
 /// What every client shares.
@@ -80,6 +83,8 @@ pub(crate) struct ClientLog {
     pub attempts: Vec<Attempt>,
     /// Its failed contended Acquires.
     pub contended_failures: Vec<Failure>,
+    /// Its sessions told `draining`.
+    pub drained: usize,
 }
 
 fn proto(d: Duration) -> Option<prost_types::Duration> {
@@ -185,7 +190,13 @@ impl Shared {
         }
     }
 
-    fn grant(&self, workload: Workload, client: u32, replica: usize, lock: &Lock) -> Grant {
+    pub(crate) fn grant(
+        &self,
+        workload: Workload,
+        client: u32,
+        replica: usize,
+        lock: &Lock,
+    ) -> Grant {
         Grant {
             id: self.next_grant.fetch_add(1, Ordering::Relaxed),
             resource: lock.resource.clone(),

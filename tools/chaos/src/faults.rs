@@ -131,12 +131,13 @@ fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) ->
     let mut replica_busy_until = Duration::ZERO;
     let mut t = WARM_UP;
     while t < main_end {
-        let kind = match rng.random_range(0..11) {
+        let kind = match rng.random_range(0..12) {
             0..=2 => FaultKind::MasterRestart,
             3..=5 => FaultKind::MasterPause,
             6..=7 => FaultKind::MasterSlow,
             8..=9 => FaultKind::MasterUnreachable,
-            _ => FaultKind::ReplicaKill,
+            10 => FaultKind::ReplicaKill,
+            _ => FaultKind::ReplicaDrain,
         };
         let (len, delay) = match kind {
             FaultKind::MasterRestart => (between(rng, 200, 1000), Duration::ZERO),
@@ -144,6 +145,8 @@ fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) ->
             FaultKind::MasterSlow => (between(rng, 500, 3000), between(rng, 80, 250)),
             FaultKind::MasterUnreachable => (between(rng, 500, 3000), Duration::ZERO),
             FaultKind::ReplicaKill => (between(rng, 300, 1500), Duration::ZERO),
+            // The drain itself takes up to the replicas' shutdown grace.
+            FaultKind::ReplicaDrain => (between(rng, 1500, 3000), Duration::ZERO),
         };
         let until = t + len + budget.after(kind);
         let target = if kind.on_master() {
@@ -335,6 +338,17 @@ async fn one(
             cluster.set_mode(target, mode);
             tokio::time::sleep_until(back).await;
             cluster.set_mode(target, Mode::Pass);
+        }
+        FaultKind::ReplicaDrain => {
+            replicas
+                .drain(target)
+                .await
+                .map_err(|e| fail("SIGTERM", e))?;
+            tokio::time::sleep_until(back).await;
+            replicas
+                .start_one(target)
+                .await
+                .map_err(|e| fail("start", e))?;
         }
         FaultKind::ReplicaKill => {
             replicas.kill(target).await.map_err(|e| fail("kill", e))?;

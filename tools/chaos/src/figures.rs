@@ -31,6 +31,10 @@ pub(crate) struct Figures {
     pub contended: usize,
     /// Uncontended grants.
     pub uncontended: usize,
+    /// Grants to `Hold` sessions (part of the contended ones).
+    pub session_grants: usize,
+    /// Sessions told `draining` by a replica stopped with SIGTERM.
+    pub sessions_drained: usize,
     /// Grants received while at most two masters counted as faulted.
     pub healthy_grants: usize,
     /// Time with at most two masters counted as faulted.
@@ -152,6 +156,12 @@ impl Figures {
             ..Figures::default()
         };
         f.uncontended = f.grants - f.contended;
+        f.session_grants = history
+            .grants
+            .iter()
+            .filter(|g| g.client >= crate::sessions::FIRST_ID)
+            .count();
+        f.sessions_drained = history.sessions_drained;
         f.healthy_grants = history
             .grants
             .iter()

@@ -167,16 +167,20 @@ pub(crate) enum FaultKind {
     MasterUnreachable,
     /// SIGKILL a daemon replica, start it again.
     ReplicaKill,
+    /// SIGTERM a daemon replica (a draining stop while sessions hold
+    /// locks), wait for it to exit, start it again.
+    ReplicaDrain,
 }
 
 impl FaultKind {
     /// Every kind, in report order.
-    pub(crate) const ALL: [FaultKind; 5] = [
+    pub(crate) const ALL: [FaultKind; 6] = [
         FaultKind::MasterRestart,
         FaultKind::MasterPause,
         FaultKind::MasterSlow,
         FaultKind::MasterUnreachable,
         FaultKind::ReplicaKill,
+        FaultKind::ReplicaDrain,
     ];
 
     /// Name in the report.
@@ -187,12 +191,13 @@ impl FaultKind {
             FaultKind::MasterSlow => "master_slow",
             FaultKind::MasterUnreachable => "master_unreachable",
             FaultKind::ReplicaKill => "replica_kill",
+            FaultKind::ReplicaDrain => "replica_sigterm_drain",
         }
     }
 
     /// Whether it targets a master (else a daemon replica).
     pub(crate) fn on_master(self) -> bool {
-        self != FaultKind::ReplicaKill
+        !matches!(self, FaultKind::ReplicaKill | FaultKind::ReplicaDrain)
     }
 }
 
@@ -283,4 +288,6 @@ pub(crate) struct History {
     pub registers: Vec<RegisterLog>,
     /// The planned phases.
     pub phases: Phases,
+    /// Sessions told `draining` by their replica (a SIGTERM fault).
+    pub sessions_drained: usize,
 }

@@ -5,9 +5,10 @@
 //! two `redlockd` replicas as separate processes over the proxies (short
 //! `max_ttl`, so restart quarantines end within the run). Many gRPC clients
 //! then lock contended and uncontended resources through both replicas
-//! while a seeded fault schedule kills and restarts masters without data,
-//! SIGSTOPs them, makes them slow or unreachable through their proxy, and
-//! kills replicas. Every grant, Release and register operation is recorded
+//! (some of them through `Hold` sessions) while a seeded fault schedule
+//! kills and restarts masters without data, SIGSTOPs them, makes them slow
+//! or unreachable through their proxy, and kills replicas or stops them
+//! with SIGTERM (a draining stop). Every grant, Release and register operation is recorded
 //! on one monotonic clock and checked afterwards (see `checks.rs`). It
 //! prints one JSON line and a summary, and exits 1 on any violation or when
 //! the healthy phases made too few grants (a run that did nothing proves
@@ -33,6 +34,7 @@ mod registers;
 mod replicas;
 mod report;
 mod run;
+mod sessions;
 
 use clap::Parser;
 use cluster::BoxError;

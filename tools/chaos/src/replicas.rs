@@ -17,6 +17,14 @@ use tonic::transport::Channel;
 /// Longest a replica may take to report SERVING after it was started.
 const SERVING_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The replicas' `server.shutdown_grace`: how long a drained replica keeps
+/// its sessions' locks.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Longest a drained replica may take to exit after SIGTERM: its grace, the
+/// final release and the exit (the daemon's own hard stop is 5 s later).
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
 /// How the replicas are configured.
 #[derive(Debug, Clone)]
 pub(crate) struct ReplicaConfig {
@@ -133,6 +141,29 @@ impl Replicas {
         Ok(())
     }
 
+    /// Stops routing to replica `i`, sends it SIGTERM (a draining stop) and
+    /// waits for it to exit 0 on its own.
+    pub(crate) async fn drain(&self, i: usize) -> Result<(), BoxError> {
+        let replica = self.replicas.get(i).ok_or("no such replica")?;
+        self.routes.up[i].store(false, Ordering::SeqCst);
+        let Some(mut child) = replica.child.lock().await.take() else {
+            return Ok(());
+        };
+        let pid = child.id().ok_or("the replica had exited")?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid)?),
+            nix::sys::signal::Signal::SIGTERM,
+        )?;
+        match tokio::time::timeout(DRAIN_LIMIT, child.wait()).await {
+            Ok(status) if status.as_ref().is_ok_and(|s| s.success()) => Ok(()),
+            Ok(status) => Err(format!("replica {i} exited with {status:?} after SIGTERM").into()),
+            Err(_) => {
+                child.kill().await?;
+                Err(format!("replica {i} did not exit within {DRAIN_LIMIT:?} of SIGTERM").into())
+            }
+        }
+    }
+
     /// Kills every replica (the end of the run).
     pub(crate) async fn stop_all(&self) {
         for i in 0..self.replicas.len() {
@@ -177,6 +208,10 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
             humantime::format_duration(config.max_ttl),
         )
         .set("redlock.restart_quarantine", config.quarantine)
+        .set(
+            "server.shutdown_grace",
+            humantime::format_duration(SHUTDOWN_GRACE),
+        )
         .log_to(&log_path(&config.log_dir, i))
         .command()?;
     command.env("RUST_LOG", log);

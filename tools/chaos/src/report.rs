@@ -78,7 +78,7 @@ impl Figures {
              \"three_faulted_p99_ms\":{},\"three_faulted_max_ms\":{},\"three_faulted_other\":{},\
              \"recovery_ms\":{},\"paused\":{},\"paused_writes_refused\":{},\
              \"paused_writes_applied\":{},\"overran\":{},\"not_held_under_faults\":{},\
-             \"tightest_expiry_handoff_ms\":{}}}",
+             \"tightest_expiry_handoff_ms\":{},\"session_grants\":{},\"sessions_drained\":{}}}",
             t.len(),
             ms(pct(t, 50)),
             ms(pct(t, 99)),
@@ -90,7 +90,9 @@ impl Figures {
             self.findings.paused_writes_applied,
             self.findings.overran,
             self.findings.not_held_under_faults,
-            ms(self.findings.tightest_expiry)
+            ms(self.findings.tightest_expiry),
+            self.session_grants,
+            self.sessions_drained
         );
         out
     }

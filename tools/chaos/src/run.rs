@@ -10,6 +10,7 @@ use crate::figures::Figures;
 use crate::history::{Clock, History};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
+use crate::sessions;
 use crate::Args;
 use redlockd_testkit::masters::LocalMasters;
 use std::path::PathBuf;
@@ -39,6 +40,7 @@ fn profile(schedule: Schedule, max_ttl: Duration) -> Profile {
             extend_share: 0.1,
             uncontended_ttl: Duration::from_secs(1).min(max_ttl),
             uncontended_gap_ms: (5, 15),
+            session_clients: 4,
         },
         // Long leases held for most of their validity, and impatient
         // waiters, so a majority restarted without data finds holders.
@@ -58,6 +60,7 @@ fn profile(schedule: Schedule, max_ttl: Duration) -> Profile {
             extend_share: 0.0,
             uncontended_ttl: Duration::from_secs(1).min(max_ttl),
             uncontended_gap_ms: (10, 20),
+            session_clients: 0,
         },
     }
 }
@@ -128,6 +131,15 @@ pub(crate) async fn run(
         let run = clients::uncontended(id, Arc::clone(&shared), profile.clone(), args.seed);
         tasks.push(tokio::spawn(run));
     }
+    for id in 0..profile.session_clients as u32 {
+        let run = sessions::session(
+            sessions::FIRST_ID + id,
+            Arc::clone(&shared),
+            profile.clone(),
+            args.seed,
+        );
+        tasks.push(tokio::spawn(run));
+    }
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
@@ -185,6 +197,7 @@ fn assemble(logs: Vec<ClientLog>) -> History {
         history.grants.extend(log.grants);
         history.attempts.extend(log.attempts);
         history.contended_failures.extend(log.contended_failures);
+        history.sessions_drained += log.drained;
     }
     history.grants.sort_by_key(|g| g.received);
     history

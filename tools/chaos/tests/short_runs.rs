@@ -38,8 +38,9 @@ fn number(json: &Value, path: &[&str]) -> u64 {
         .unwrap_or_else(|| panic!("no number at {path:?} in {json}"))
 }
 
-/// 40 s of every fault kind over two replicas: no violation of any check,
-/// and at least 1,000 grants in the healthy phases.
+/// 40 s of every fault kind over two replicas (one drained with SIGTERM
+/// while sessions hold locks): no violation of any check, and at least
+/// 1,000 grants in the healthy phases.
 #[test]
 fn full_schedule_finds_no_violation() {
     let (code, json) = chaos(&["--duration", "40", "--seed", "1"]);
@@ -50,9 +51,13 @@ fn full_schedule_finds_no_violation() {
         "master_sigstop",
         "master_unreachable",
         "replica_kill",
+        "replica_sigterm_drain",
     ] {
         assert!(number(&json, &["faults", kind]) > 0, "no {kind}: {json}");
     }
+    // Hold sessions took part, and a drained replica told some of them.
+    assert!(number(&json, &["session_grants"]) > 0, "{json}");
+    assert!(number(&json, &["sessions_drained"]) > 0, "{json}");
     assert_eq!(code, Some(0), "{json}");
 }
 

@@ -95,9 +95,12 @@ pub struct ServerConfig {
     /// Address the gRPC server binds to. The default is loopback only, so a
     /// daemon started without a config is not reachable from the network.
     pub listen: SocketAddr,
-    /// How long a stop (SIGTERM/SIGINT) waits for in-flight calls to finish
-    /// before they are cut off; lets running acquires and releases complete
-    /// instead of leaving half-written keys that then only expire by TTL.
+    /// How long a stop (SIGTERM/SIGINT) drains: open `Hold` sessions keep
+    /// their locks (extended) until their clients release them or this runs
+    /// out, since an application stopped by the same SIGTERM may still be in
+    /// its critical section. Then what is left is released and the daemon
+    /// exits. The default, 20 s, fits Kubernetes' 30 s termination grace
+    /// with room for the release and the exit.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
     /// Largest gRPC message accepted, in bytes (encoded). A bigger one is
@@ -134,7 +137,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50051),
-            shutdown_grace: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(20),
             max_request_bytes: 64 * 1024,
             tls: TlsConfig::default(),
             keepalive_interval: Duration::from_secs(1),

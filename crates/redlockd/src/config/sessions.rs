@@ -4,6 +4,7 @@
 use super::validate::invalid;
 use super::ConfigError;
 use serde::Deserialize;
+use std::time::Duration;
 
 /// The `[limits]` section: caps that protect the daemon (and the masters)
 /// from one client's flood; past them a call gets RESOURCE_EXHAUSTED at once.
@@ -62,15 +63,27 @@ pub struct SessionConfig {
     /// A third leaves two thirds of the lease for retries when a master is
     /// slow before the lock could lapse.
     pub extend_at: f64,
+    /// How long a `Hold` stream may stay silent before its first message
+    /// (`acquire`); then it ends with INVALID_ARGUMENT. A stream holds no
+    /// session slot until that message, but it does hold a call slot of
+    /// its connection: without a bound, silent streams could pile up.
+    #[serde(with = "humantime_serde")]
+    pub first_message_timeout: Duration,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
             extend_at: 1.0 / 3.0,
+            first_message_timeout: Duration::from_secs(10),
         }
     }
 }
+
+/// Shortest accepted `session.first_message_timeout`.
+const FIRST_MESSAGE_MIN: Duration = Duration::from_millis(10);
+/// Longest accepted `session.first_message_timeout`.
+const FIRST_MESSAGE_MAX: Duration = Duration::from_secs(600);
 
 impl LimitsConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -113,6 +126,19 @@ impl SessionConfig {
                     "{} is outside [0.05, 0.8]: extending too early wastes master round trips, \
                      too late leaves no time to retry before the lock lapses",
                     self.extend_at
+                ),
+            ));
+        }
+        let bound = self.first_message_timeout;
+        if !(FIRST_MESSAGE_MIN..=FIRST_MESSAGE_MAX).contains(&bound) {
+            return Err(invalid(
+                "session.first_message_timeout",
+                format!(
+                    "{} is outside [{}, {}]: shorter cuts off slow clients, longer lets silent \
+                     streams pile up",
+                    humantime::format_duration(bound),
+                    humantime::format_duration(FIRST_MESSAGE_MIN),
+                    humantime::format_duration(FIRST_MESSAGE_MAX)
                 ),
             ));
         }

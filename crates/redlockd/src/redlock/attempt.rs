@@ -7,7 +7,7 @@ use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Decision, LockError, Quorum, Redlock, WakeWaiters};
+use super::{validity, Deadline, Decision, LockError, Quorum, Redlock, WakeWaiters};
 use crate::metrics;
 use std::future::Future;
 use std::pin::Pin;
@@ -70,16 +70,16 @@ impl Redlock {
     }
 
     /// One attempt, once admitted (see [`super::admission`]); on success
-    /// the fence and the validity. `stop` (the caller left) is heeded only
-    /// while the attempt waits for admission: once its commands are out, it
-    /// runs to its end, which cleans up after itself.
+    /// the fence, the validity and its deadline. `stop` (the caller left) is
+    /// heeded only while the attempt waits for admission: once its commands
+    /// are out, it runs to its end, which cleans up after itself.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
-    ) -> Result<(u64, Duration), Failure> {
+    ) -> Result<(u64, (Duration, Deadline)), Failure> {
         let admitted = tokio::select! {
             biased;
             admitted = self.admission.acquisition() => admitted?,
@@ -88,7 +88,7 @@ impl Redlock {
         stats.attempts += 1;
         let result = self.attempt_once(subject, ttl, &admitted).await;
         match &result {
-            Ok((_, validity)) => metrics::grant(*validity, ttl),
+            Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
         }
         result
@@ -99,8 +99,8 @@ impl Redlock {
         subject: &Arc<Subject>,
         ttl: Duration,
         admitted: &Admitted<'_>,
-    ) -> Result<(u64, Duration), Failure> {
-        let start = Instant::now();
+    ) -> Result<(u64, (Duration, Deadline)), Failure> {
+        let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
         let votes = self
@@ -126,7 +126,7 @@ impl Redlock {
             self.release_everywhere(
                 subject,
                 WakeWaiters::IfDeleted,
-                self.cleanup_deadline(start),
+                self.cleanup_deadline(start.mono()),
             )
             .await;
             return Err(if votes.refused_by_majority() {
@@ -155,14 +155,14 @@ impl Redlock {
                 _ => tally.count(Vote::No),
             })
             .await;
-        let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor);
+        let validity = start.validity(ttl, self.settings.drift_factor);
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
                 self.release_everywhere(
                     subject,
                     WakeWaiters::IfDeleted,
-                    self.cleanup_deadline(start),
+                    self.cleanup_deadline(start.mono()),
                 )
                 .await;
                 Err(match decision {

@@ -16,6 +16,8 @@
 pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
+#[cfg(test)]
+mod deadline_tests;
 pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
@@ -24,6 +26,7 @@ pub(crate) mod keys;
 pub(crate) mod node;
 pub(crate) mod notices;
 pub(crate) mod quorum;
+pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
 pub(crate) mod session;
@@ -43,6 +46,7 @@ pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
 pub use token::{Token, TokenError};
+pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
 use notices::{Notice, SeenNotices};
@@ -87,8 +91,13 @@ pub struct Lock {
     pub token: Token,
     /// The grant's fencing token (see [`fence`]).
     pub fence: u64,
-    /// How long the lock is guaranteed to stay held, from now.
+    /// How long the lock was guaranteed to stay held when the engine
+    /// computed it (at `deadline`'s reading of the clocks).
     pub validity: Duration,
+    /// When it stops being guaranteed: start + ttl - drift of the operation
+    /// that granted or extended it. What is reported later is counted down
+    /// from this ([`Deadline::left`]), never re-anchored.
+    pub deadline: Deadline,
 }
 
 /// When a release wakes this replica's waiters of the resource.
@@ -117,6 +126,8 @@ pub struct Redlock {
     seen_notices: Mutex<SeenNotices>,
     /// Counts the host's suspends (see [`Redlock::watch_for_suspend`]).
     suspends: tokio::sync::watch::Sender<u32>,
+    /// Re-creations of lost keys in progress, which a release cancels.
+    recreations: Arc<recreate::Recreations>,
 }
 
 impl Redlock {
@@ -136,6 +147,7 @@ impl Redlock {
             admission,
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
+            recreations: Arc::default(),
         })
     }
 
@@ -174,7 +186,7 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         let subject = self.subject(resource, token.clone());
         let _permit = self.admission.extension().await?;
-        let start = Instant::now();
+        let start = validity::Started::now();
         let command = Command::Extend {
             ttl,
             fence_ttl: self.settings.fence_ttl,
@@ -198,7 +210,8 @@ impl Redlock {
             .await;
         match votes.decision() {
             Decision::Reached => {
-                let validity = validity::validity(ttl, start.elapsed(), self.settings.drift_factor)
+                let (validity, deadline) = start
+                    .validity(ttl, self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 Ok(Lock {
@@ -208,6 +221,7 @@ impl Redlock {
                     // took part in the grant's commit and reported its fence.
                     fence: fence.unwrap_or_default(),
                     validity,
+                    deadline,
                 })
             }
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
@@ -218,7 +232,8 @@ impl Redlock {
     /// A lock held on a majority is put back, in the background, on the
     /// masters that lost its key (a restart), including those whose answer
     /// arrives after the Extend was decided: a rolling restart of the masters
-    /// then does not erode a long-held lock one master at a time.
+    /// then does not erode a long-held lock one master at a time. A release
+    /// of the lock cancels it ([`recreate`]).
     fn recreate_lost_keys(
         &self,
         subject: &Arc<Subject>,
@@ -226,31 +241,23 @@ impl Redlock {
         missing: Vec<usize>,
         stragglers: round::Pending,
     ) {
-        use futures::StreamExt;
-        let nodes = self.nodes.clone();
-        let subject = Arc::clone(subject);
-        let timeout = self.settings.node_timeout;
-        tokio::spawn(async move {
-            let late = stragglers.filter_map(|(index, reply)| async move {
-                matches!(reply, Ok(Reply::Extend(ExtendVote::Missing))).then_some(index)
-            });
-            let late = late.take_until(tokio::time::sleep(timeout));
-            let lost: Vec<usize> = futures::stream::iter(missing).chain(late).collect().await;
-            for index in lost {
-                let put_back = nodes[index].recreate(&subject.keys, &subject.token, ttl);
-                if let Ok(Ok(true)) = tokio::time::timeout(timeout, put_back).await {
-                    tracing::info!(node = nodes[index].name(), resource = %subject.resource,
-                        "put a held lock back on a master that had lost it");
-                }
-            }
-        });
+        self.recreations.start(
+            self.nodes.clone(),
+            subject,
+            ttl,
+            self.settings.node_timeout,
+            missing,
+            stragglers,
+        );
     }
 
     /// Deletes the lock on every master where `token` holds it, and wakes
     /// the resource's waiters. Returns whether it was still held on a
     /// majority; an error when too few masters answered to tell (the release
-    /// was still sent to all of them).
+    /// was still sent to all of them). Pending re-creations of the lock are
+    /// cancelled first, so none can put it back afterwards.
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = Instant::now() + self.settings.node_timeout;
         let tally = self
@@ -272,7 +279,7 @@ impl Redlock {
         token: &Token,
     ) -> Result<Option<Duration>, LockError> {
         let subject = self.subject(resource, token.clone());
-        let start = Instant::now();
+        let start = validity::Started::now();
         let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
         let votes = self
             .round(

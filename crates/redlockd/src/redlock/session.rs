@@ -58,6 +58,8 @@ impl Redlock {
     /// has passed, calling `on_extended` after each extension, until `until`
     /// completes or the lock is lost. A failed extension is retried while the
     /// lock's validity lasts; the lock counts as lost before that runs out.
+    /// The lock's deadline is the engine's (`Lock::deadline`, computed with
+    /// its validity), never re-anchored when an answer arrives here.
     pub async fn hold(
         &self,
         lock: &mut Lock,
@@ -68,12 +70,10 @@ impl Redlock {
     ) -> HoldEnd {
         tokio::pin!(until);
         let period = ttl.mul_f64(extend_at);
-        let mut valid_until = Instant::now() + lock.validity;
-        // The same deadline on the clock that counts suspended time too.
-        let mut valid_until_boot = boottime::now() + lock.validity;
         let mut extend_at = Instant::now() + period;
         let mut suspends = self.suspends.subscribe();
         loop {
+            let valid_until = lock.deadline.mono;
             tokio::select! {
                 () = &mut until => return HoldEnd::Stopped,
                 () = tokio::time::sleep_until(valid_until) => {
@@ -81,7 +81,7 @@ impl Redlock {
                 }
                 () = tokio::time::sleep_until(extend_at.min(valid_until)) => {}
                 Ok(()) = suspends.changed() => {
-                    if boottime::now() >= valid_until_boot {
+                    if lock.deadline.passed_on_boot_clock() {
                         return HoldEnd::Lost(
                             "the host was suspended past the lock's validity".into(),
                         );
@@ -89,16 +89,15 @@ impl Redlock {
                     continue;
                 }
             }
-            if boottime::now() >= valid_until_boot {
+            if lock.deadline.passed_on_boot_clock() {
                 return HoldEnd::Lost("the host was suspended past the lock's validity".into());
             }
             let started = Instant::now();
             // Boxed: a held session's future stays small between extensions.
             match Box::pin(self.extend(&lock.resource, &lock.token, ttl)).await {
                 Ok(extended) => {
-                    valid_until = Instant::now() + extended.validity;
-                    valid_until_boot = boottime::now() + extended.validity;
                     lock.validity = extended.validity;
+                    lock.deadline = extended.deadline;
                     extend_at = started + period;
                     on_extended(lock);
                 }
@@ -109,7 +108,7 @@ impl Redlock {
                 }
                 Err(error) => {
                     // Try again soon, while there is validity left to save.
-                    let left = valid_until.saturating_duration_since(Instant::now());
+                    let left = lock.deadline.left();
                     if left <= self.settings.node_timeout * 2 {
                         return HoldEnd::Lost(format!("extension failed: {error}"));
                     }

@@ -17,7 +17,7 @@
 use super::attempt::{AttemptStats, Failure};
 use super::round::Subject;
 use super::waiters::Wake;
-use super::{Lock, LockError, Redlock, Token};
+use super::{Deadline, Lock, LockError, Redlock, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -91,11 +91,12 @@ impl Redlock {
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         let subject = self.subject(resource, Token::generate()?);
-        let lock = |(fence, validity)| Lock {
+        let lock = |(fence, (validity, deadline))| Lock {
             resource: resource.to_owned(),
             token: subject.token.clone(),
             fence,
             validity,
+            deadline,
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
@@ -127,7 +128,7 @@ impl Redlock {
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
-    ) -> Result<(u64, Duration), LockError> {
+    ) -> Result<(u64, (Duration, Deadline)), LockError> {
         let mut place = self.waiters.join(&subject.resource)?;
         tokio::pin!(stop);
         let mut try_at = place.is_front().then(Instant::now);
@@ -180,7 +181,7 @@ impl Redlock {
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
-    ) -> Result<(u64, Duration), LockError> {
+    ) -> Result<(u64, (Duration, Deadline)), LockError> {
         tokio::pin!(stop);
         loop {
             let failure = match self.attempt(subject, ttl, stats, stop.as_mut()).await {

@@ -1,20 +1,29 @@
 //! `Hold`: a lock session over a bidirectional stream. The daemon acquires
 //! the lock, keeps extending it while the stream lives, and releases it the
 //! moment the client says so, half-closes, cancels or disappears, or the
-//! daemon stops. If the lock cannot be kept, the client is told `lost`.
+//! daemon's shutdown grace runs out. If the lock cannot be kept, the client
+//! is told `lost`. When the daemon starts draining (`super::drain`), each
+//! session is told `draining` and kept until it ends or the grace is over.
+//!
+//! The first message must arrive within `session.first_message_timeout`,
+//! and the session's slot (`limits.max_sessions`) is taken only once it
+//! has: a stream that never speaks cannot hold a slot.
 
 use super::auth::Denied;
+use super::drain::{Drain, Phase};
 use super::rate::CallSlot;
 use super::request::AcquireArgs;
 use super::{HoldStream, LockApi};
 use crate::config::Config;
 use crate::metrics;
 use crate::pb;
-use crate::pb::hold_event::{Event, Lost, Released};
+use crate::pb::hold_event::{Draining, Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
-use crate::redlock::{HoldEnd, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Lock, Redlock};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -27,24 +36,81 @@ const EVENT_BUFFER: usize = 8;
 /// kilobytes per session, for a stream that carries one event a second.
 type Outgoing = Box<Result<pb::HoldEvent, Status>>;
 
-/// What every session shares: its settings, the cap on open sessions, and
-/// the daemon's stop signal.
+/// What every session shares: its settings, the cap on open sessions, the
+/// count of open ones, and the daemon's phase.
 pub struct Sessions {
     extend_at: f64,
+    first_message: Duration,
     slots: Arc<Semaphore>,
     max: usize,
-    stopping: watch::Receiver<bool>,
+    open: Arc<watch::Sender<usize>>,
+    drain: Drain,
 }
 
 impl Sessions {
-    /// Sessions as configured; `stopping` turns true when the daemon stops.
-    pub fn new(config: &Config, stopping: watch::Receiver<bool>) -> Sessions {
+    /// Sessions as configured; `drain` tells them when the daemon drains
+    /// and stops.
+    pub fn new(config: &Config, drain: Drain) -> Sessions {
         Sessions {
             extend_at: config.session.extend_at,
+            first_message: config.session.first_message_timeout,
             slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
             max: config.limits.max_sessions,
-            stopping,
+            open: Arc::new(watch::channel(0).0),
+            drain,
         }
+    }
+
+    /// The daemon's phase, for the handlers.
+    pub(super) fn drain(&self) -> &Drain {
+        &self.drain
+    }
+
+    /// A handle that completes [`OpenSessions::all_ended`] once no session
+    /// is open.
+    pub(crate) fn open(&self) -> OpenSessions {
+        OpenSessions {
+            open: self.open.subscribe(),
+        }
+    }
+}
+
+/// The number of open sessions, watched by the draining stop.
+#[derive(Debug)]
+pub(crate) struct OpenSessions {
+    open: watch::Receiver<usize>,
+}
+
+impl OpenSessions {
+    /// Completes once no session is open (new ones are refused by then).
+    pub(crate) async fn all_ended(&mut self) {
+        let _ = self.open.wait_for(|open| *open == 0).await;
+    }
+}
+
+/// A session's place: its slot under `limits.max_sessions`, and its count
+/// among the open sessions, both given back when the session ends.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: Arc<watch::Sender<usize>>,
+}
+
+impl Slot {
+    fn take(sessions: &Sessions) -> Result<Slot, SessionError> {
+        let permit = Arc::clone(&sessions.slots)
+            .try_acquire_owned()
+            .map_err(|_| SessionError::TooMany { max: sessions.max })?;
+        sessions.open.send_modify(|open| *open += 1);
+        Ok(Slot {
+            _permit: permit,
+            open: Arc::clone(&sessions.open),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.send_modify(|open| *open = open.saturating_sub(1));
     }
 }
 
@@ -64,9 +130,15 @@ pub(crate) enum SessionError {
     /// A message other than `release` after `acquire`.
     #[error("request: only `release` may follow `acquire` in a Hold")]
     OnlyRelease,
-    /// The daemon began to stop before the lock was acquired.
-    #[error("the daemon is shutting down")]
-    ShuttingDown,
+    /// No first message within `session.first_message_timeout`.
+    #[error(
+        "request: no `acquire` within session.first_message_timeout = {}",
+        humantime::format_duration(*.after)
+    )]
+    NoFirstMessage {
+        /// The configured bound.
+        after: Duration,
+    },
 }
 
 /// Why a held session ends on the client's side.
@@ -85,13 +157,18 @@ impl LockApi {
         request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<HoldStream>, Status> {
         let (identity, call_slot) = self.admit(&request)?;
-        let permit = Arc::clone(&self.sessions.slots)
-            .try_acquire_owned()
-            .map_err(|_| SessionError::TooMany {
-                max: self.sessions.max,
-            })?;
+        let drain = &self.sessions.drain;
+        drain.refuse_new()?;
         let mut incoming = request.into_inner();
-        let args = match incoming.message().await? {
+        let bound = self.sessions.first_message;
+        // Bounded, and given up when the daemon drains: until it speaks, a
+        // stream holds only its call slot, and not for long.
+        let first = tokio::time::timeout(bound, incoming.message());
+        let first = match drain.unless_draining(first).await? {
+            Ok(first) => first?,
+            Err(_elapsed) => return Err(SessionError::NoFirstMessage { after: bound }.into()),
+        };
+        let args = match first {
             Some(pb::HoldRequest {
                 request: Some(HoldRequest::Acquire(acquire)),
             }) => self.limits.acquire(acquire)?,
@@ -100,15 +177,16 @@ impl LockApi {
         identity
             .permit(&args.resource)
             .map_err(Denied::into_status)?;
+        let slot = Slot::take(&self.sessions)?;
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
         let session = Session {
             engine: Arc::clone(&self.engine),
             args,
             incoming,
             events,
-            stopping: self.sessions.stopping.clone(),
+            drain: drain.clone(),
             extend_at: self.sessions.extend_at,
-            _slot: permit,
+            _slot: slot,
             _call: call_slot,
         };
         tokio::spawn(session.run());
@@ -123,9 +201,9 @@ struct Session {
     args: AcquireArgs,
     incoming: Streaming<pb::HoldRequest>,
     events: mpsc::Sender<Outgoing>,
-    stopping: watch::Receiver<bool>,
+    drain: Drain,
     extend_at: f64,
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
     /// The session counts as a call on its connection while it lives.
     _call: CallSlot,
 }
@@ -168,14 +246,26 @@ impl Session {
         let events = self.events.clone();
         let until = {
             let incoming = &mut self.incoming;
-            let stopping = &mut self.stopping;
+            let drain = &self.drain;
             let client_end = &mut client_end;
             let events = &events;
             async move {
-                tokio::select! {
-                    end = next_end(incoming) => *client_end = Some(end),
-                    () = events.closed() => {}
-                    _ = stopping.wait_for(|stop| *stop) => {}
+                let mut told = false;
+                loop {
+                    tokio::select! {
+                        end = next_end(incoming) => {
+                            *client_end = Some(end);
+                            return;
+                        }
+                        () = events.closed() => return,
+                        () = drain.stopping() => return,
+                        () = drain.started(), if !told => {
+                            told = true;
+                            if let Phase::Draining { until } = drain.phase() {
+                                let _ = events.try_send(draining(until));
+                            }
+                        }
+                    }
                 }
             }
         };
@@ -191,7 +281,16 @@ impl Session {
                 metrics::lock_lost();
                 tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
                 let _ = self.send(Event::Lost(Lost { reason })).await;
-                // Whatever is left of it on the masters goes too.
+                // Whatever is left of it on the masters goes too, but not
+                // before the keys of the last grant or extension expire on
+                // their own (its deadline plus the drift allowance): `lost`
+                // may reach the client late, and until then the last
+                // validity it was given stands (an extension that failed
+                // with a little validity left is declared lost early, to
+                // warn in time). What goes then is any later extension's
+                // key on a minority.
+                let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
+                tokio::time::sleep_until(lock.deadline.mono + drift).await;
                 let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
             }
         }
@@ -208,9 +307,7 @@ impl Session {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,
             _ = next_end(&mut self.incoming) => return None,
-            _ = self.stopping.wait_for(|stop| *stop) => {
-                Err(Status::from(SessionError::ShuttingDown))
-            }
+            () = self.drain.started() => Err(Status::from(super::drain::Draining)),
         };
         match outcome {
             Ok(lock) => Some(lock),
@@ -229,10 +326,17 @@ impl Session {
             Some(ClientEnd::Invalid(why)) => {
                 let _ = self.events.send(Box::new(Err(Status::from(why)))).await;
             }
-            _ => {
-                let was_held = was_held.unwrap_or(false);
-                let _ = self.send(Event::Released(Released { was_held })).await;
-            }
+            // Too few masters answered to tell: say so (UNAVAILABLE, as a
+            // unary Release would), never a `was_held = false` that claims
+            // the lock had been lost.
+            _ => match was_held {
+                Ok(was_held) => {
+                    let _ = self.send(Event::Released(Released { was_held })).await;
+                }
+                Err(error) => {
+                    let _ = self.events.send(Box::new(Err(Status::from(error)))).await;
+                }
+            },
         }
     }
 
@@ -246,6 +350,14 @@ impl Session {
 
 fn event(event: Event) -> pb::HoldEvent {
     pb::HoldEvent { event: Some(event) }
+}
+
+/// The `draining` event: the lock is kept until `until` at the latest.
+fn draining(until: Instant) -> Outgoing {
+    let left = until.saturating_duration_since(Instant::now());
+    Box::new(Ok(event(Event::Draining(Draining {
+        release_in: Some(super::proto_duration(left)),
+    }))))
 }
 
 /// Waits for the client to end the session: `release`, half-close, an error

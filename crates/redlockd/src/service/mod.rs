@@ -4,6 +4,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod deadline;
+pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
 
@@ -90,12 +91,13 @@ impl From<Lock> for pb::Lock {
             resource: lock.resource,
             token: lock.token.expose().to_owned(),
             fence: lock.fence,
-            validity: Some(proto_duration(lock.validity)),
+            // Counted down from the engine's deadline to this moment.
+            validity: Some(proto_duration(lock.deadline.left())),
         }
     }
 }
 
-fn proto_duration(duration: Duration) -> prost_types::Duration {
+pub(crate) fn proto_duration(duration: Duration) -> prost_types::Duration {
     prost_types::Duration::try_from(duration).unwrap_or(prost_types::Duration {
         seconds: i64::MAX,
         nanos: 0,
@@ -113,13 +115,18 @@ impl LockService for LockApi {
     ) -> Result<Response<pb::AcquireResponse>, Status> {
         observed("Acquire", async {
             let (identity, _slot) = self.admit(&request)?;
+            self.sessions.drain().refuse_new()?;
             let deadline = deadline::caller_deadline(request.metadata());
             let args = self.limits.acquire(request.into_inner())?;
             identity.permit(&args.resource)?;
             record_resource(&args.resource);
+            // A drain answers a waiting acquisition UNAVAILABLE (dropping
+            // it releases whatever it got).
             let lock = self
-                .acquire_until(args.resource, args.ttl, args.wait, deadline)
-                .await?;
+                .sessions
+                .drain()
+                .unless_draining(self.acquire_until(args.resource, args.ttl, args.wait, deadline))
+                .await??;
             Ok(Response::new(pb::AcquireResponse {
                 lock: Some(lock.into()),
             }))

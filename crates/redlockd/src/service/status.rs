@@ -2,11 +2,13 @@
 //! contract in `proto/redlock/v1/lock.proto`: engine outcomes
 //! ([`LockError`]), callers turned away ([`Denied`]), bad fields
 //! ([`InvalidRequest`]), `Hold` sessions refused or ended
-//! ([`SessionError`]), and bytes that are not protobuf ([`Malformed`]).
+//! ([`SessionError`]), work refused while the daemon drains ([`Draining`]),
+//! and bytes that are not protobuf ([`Malformed`]).
 //! Everywhere else an outcome is one of these typed errors, turned into a
 //! `Status` by the conversions below.
 
 use super::auth::Denied;
+use super::drain::Draining;
 use super::hold::SessionError;
 use super::inbound::Malformed;
 use super::request::InvalidRequest;
@@ -66,14 +68,23 @@ impl From<InvalidRequest> for Status {
 pub(crate) fn session_code(error: &SessionError) -> Code {
     match error {
         SessionError::TooMany { .. } => Code::ResourceExhausted,
-        SessionError::FirstNotAcquire | SessionError::OnlyRelease => Code::InvalidArgument,
-        SessionError::ShuttingDown => Code::Unavailable,
+        SessionError::FirstNotAcquire
+        | SessionError::OnlyRelease
+        | SessionError::NoFirstMessage { .. } => Code::InvalidArgument,
     }
 }
 
 impl From<SessionError> for Status {
     fn from(error: SessionError) -> Status {
         Status::new(session_code(&error), error.to_string())
+    }
+}
+
+/// The daemon is draining: UNAVAILABLE, so that the client calls another
+/// replica.
+impl From<Draining> for Status {
+    fn from(error: Draining) -> Status {
+        Status::new(Code::Unavailable, error.to_string())
     }
 }
 
@@ -120,9 +131,17 @@ mod tests {
         let second = Status::from(SessionError::OnlyRelease);
         assert_eq!(second.code(), Code::InvalidArgument);
         assert!(second.message().starts_with("request: "));
-        let stopping = Status::from(SessionError::ShuttingDown);
-        assert_eq!(stopping.code(), Code::Unavailable);
-        assert_eq!(stopping.message(), "the daemon is shutting down");
+        let silent = Status::from(SessionError::NoFirstMessage {
+            after: std::time::Duration::from_secs(10),
+        });
+        assert_eq!(silent.code(), Code::InvalidArgument);
+        assert_eq!(
+            silent.message(),
+            "request: no `acquire` within session.first_message_timeout = 10s"
+        );
+        let draining = Status::from(Draining);
+        assert_eq!(draining.code(), Code::Unavailable);
+        assert!(draining.message().starts_with("draining: "));
         let garbage = <crate::pb::AcquireRequest as prost::Message>::decode(&[0xff][..])
             .expect_err("not protobuf");
         let message = garbage.to_string();

@@ -10,6 +10,7 @@
 //! decoded by the codec the generated server uses.
 
 use super::auth::{token_sha256, Gatekeeper};
+use super::drain::{self, DrainControl};
 use super::hold::Sessions;
 use super::rate::ConnectionCalls;
 use super::request::Limits;
@@ -29,13 +30,16 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::codec::Codec;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
+
+mod draining;
+mod lost;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const RESOURCE: &str = "orders/42";
@@ -48,8 +52,8 @@ struct Daemon {
     gate: Gatekeeper,
     fakes: Vec<Arc<FakeNode>>,
     keys: LockKeys,
-    /// Turned true to stop the daemon, as `run` does on shutdown.
-    stopping: watch::Sender<bool>,
+    /// Moves the daemon's phase on, as `run` does on shutdown.
+    control: DrainControl,
 }
 
 /// A daemon with the default configuration.
@@ -65,12 +69,12 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
     let fakes = fake::five();
     let engine =
         Redlock::new(fake::as_nodes(&fakes), engine_settings(&config)).expect("five masters");
-    let (stopping, stopped) = watch::channel(false);
+    let (control, phase) = drain::channel();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
     let api = LockApi::new(
         Arc::new(engine),
         Limits::from(&config.redlock),
-        Sessions::new(&config, stopped),
+        Sessions::new(&config, phase),
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),
         config.server.deadline_reserve,
@@ -80,7 +84,7 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
         gate,
         fakes,
         keys: LockKeys::new(&config.redlock.key_prefix, RESOURCE),
-        stopping,
+        control,
     }
 }
 
@@ -753,7 +757,7 @@ async fn resource_exhausted_past_the_rate_limit() {
     );
 }
 
-/// Past `limits.max_sessions`, another Hold is RESOURCE_EXHAUSTED naming the limit, before its stream is read; a closed session frees its slot.
+/// Past `limits.max_sessions`, another Hold is RESOURCE_EXHAUSTED naming the limit once its first message has come; a closed session frees its slot.
 #[tokio::test(start_paused = true)]
 async fn resource_exhausted_past_the_session_limit() {
     let d = daemon_with(|c| c.limits.max_sessions = 1);
@@ -764,7 +768,8 @@ async fn resource_exhausted_past_the_session_limit() {
         next_event(&mut events).await,
         Ok(Event::Acquired(_))
     ));
-    let (_second, request) = HoldClient::new();
+    let (second, request) = HoldClient::new();
+    second.acquire(TTL, Duration::ZERO).await;
     let message = refused(d.api.hold(request).await, Code::ResourceExhausted);
     assert_eq!(message, "too many open sessions (limits.max_sessions = 1)");
     client.release().await;
@@ -900,7 +905,7 @@ async fn hold_only_release_may_follow_acquire() {
     assert_eq!(d.held_by(&lock.token), 0, "released");
 }
 
-/// A Hold still waiting for a held resource when the daemon stops ends with UNAVAILABLE "the daemon is shutting down", leaving nothing locked.
+/// A Hold still waiting for a held resource when the daemon starts draining ends with UNAVAILABLE "draining: ...", leaving nothing locked.
 #[tokio::test(start_paused = true)]
 async fn hold_unavailable_when_the_daemon_stops_while_waiting() {
     let d = daemon();
@@ -909,9 +914,12 @@ async fn hold_unavailable_when_the_daemon_stops_while_waiting() {
     client.acquire(TTL, Duration::from_secs(30)).await;
     let mut events = d.api.hold(request).await.expect("a session").into_inner();
     tokio::time::sleep(MS(100)).await;
-    d.stopping.send(true).expect("the session listens");
+    d.control.start(Duration::from_secs(20));
     let message = refused(next_event(&mut events).await, Code::Unavailable);
-    assert_eq!(message, "the daemon is shutting down");
+    assert_eq!(
+        message,
+        "draining: the daemon is stopping; call another replica"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(d.held_by(other.expose()), 3, "the holder is untouched");
     let acquires = d

@@ -14,7 +14,7 @@ const SHIPPED: &str = include_str!("../../../../../config/redlockd.toml");
 fn defaults_are_the_documented_ones() {
     let c = Config::default();
     assert_eq!(c.server.listen, "127.0.0.1:50051".parse().unwrap());
-    assert_eq!(c.server.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(c.server.shutdown_grace, Duration::from_secs(20));
     let r = &c.redlock;
     assert!(r.nodes.is_empty());
     assert_eq!(r.key_prefix, "redlock:");
@@ -118,7 +118,7 @@ fn file_overrides_defaults_and_partial_file_works() {
     );
     let c = Config::load_with_env(Some(f.path()), HashMap::new()).unwrap();
     assert_eq!(c.server.listen, "0.0.0.0:6000".parse().unwrap());
-    assert_eq!(c.server.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(c.server.shutdown_grace, Duration::from_secs(20));
     assert_eq!(c.redlock.nodes, vec!["redis://a:1", "rediss://b:2"]);
     assert_eq!(c.redlock.node_timeout, Duration::from_millis(80));
     assert_eq!(c.redlock.drift_factor, 0.02);
@@ -133,7 +133,7 @@ fn env_overrides_file() {
         r#"
         [server]
         listen = "0.0.0.0:6000"
-        shutdown_grace = "20s"
+        shutdown_grace = "25s"
         [redlock]
         nodes = ["redis://a:1", "redis://b:2", "redis://c:3"]
         node_timeout = "80ms"
@@ -153,7 +153,7 @@ fn env_overrides_file() {
     )
     .unwrap();
     assert_eq!(c.server.listen, "127.0.0.1:7000".parse().unwrap());
-    assert_eq!(c.server.shutdown_grace, Duration::from_secs(20));
+    assert_eq!(c.server.shutdown_grace, Duration::from_secs(25));
     assert_eq!(c.redlock.node_timeout, Duration::from_millis(120));
     assert_eq!(c.redlock.nodes, vec!["redis://x:1"]);
     assert_eq!(c.redlock.key_prefix, "file:");
@@ -318,6 +318,7 @@ fn shipped_example_parses_and_documents_the_defaults() {
         "max_waiters",
         "max_sessions",
         "extend_at",
+        "first_message_timeout",
         "enabled",
         "format",
         "max_request_bytes",
