@@ -52,9 +52,16 @@ type Lock struct {
 	// of the same resource, across all daemon replicas. Pass it to the
 	// resource you protect and let it reject smaller values.
 	Fence uint64 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
-	// Time the lock is guaranteed to remain held, measured by the daemon on a
-	// monotonic clock from the moment it answers: ttl minus the time the
-	// acquisition took minus clock drift allowance.
+	// Time the lock is guaranteed to remain held. The daemon computes a
+	// deadline, start + ttl - drift allowance, where start is when it began the
+	// operation (no earlier than when you sent the request) and the time the
+	// operation took counts a host suspend; `validity` is what is left of it
+	// when the daemon answers. Count it from when you SENT the request, not
+	// from when the answer arrived: the answer's travel time is then on the
+	// safe side. In a Hold session, count `acquired` from when you sent
+	// `acquire`; the daemon reports `lost` by the deadline on its own, and a
+	// client acting on an `extended` validity should take a one-way network
+	// delay off it.
 	Validity      *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -632,6 +639,7 @@ type HoldEvent struct {
 	//	*HoldEvent_Extended
 	//	*HoldEvent_Released_
 	//	*HoldEvent_Lost_
+	//	*HoldEvent_Draining_
 	Event         isHoldEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -710,6 +718,15 @@ func (x *HoldEvent) GetLost() *HoldEvent_Lost {
 	return nil
 }
 
+func (x *HoldEvent) GetDraining() *HoldEvent_Draining {
+	if x != nil {
+		if x, ok := x.Event.(*HoldEvent_Draining_); ok {
+			return x.Draining
+		}
+	}
+	return nil
+}
+
 type isHoldEvent_Event interface {
 	isHoldEvent_Event()
 }
@@ -734,6 +751,14 @@ type HoldEvent_Lost_ struct {
 	Lost *HoldEvent_Lost `protobuf:"bytes,4,opt,name=lost,proto3,oneof"`
 }
 
+type HoldEvent_Draining_ struct {
+	// The daemon is stopping. The lock stays held and extended for at most
+	// `release_in` more; finish the critical section and send `release`
+	// (or half-close) before then. When it runs out the daemon releases the
+	// lock and sends `released`. New sessions go to another replica.
+	Draining *HoldEvent_Draining `protobuf:"bytes,5,opt,name=draining,proto3,oneof"`
+}
+
 func (*HoldEvent_Acquired) isHoldEvent_Event() {}
 
 func (*HoldEvent_Extended) isHoldEvent_Event() {}
@@ -741,6 +766,8 @@ func (*HoldEvent_Extended) isHoldEvent_Event() {}
 func (*HoldEvent_Released_) isHoldEvent_Event() {}
 
 func (*HoldEvent_Lost_) isHoldEvent_Event() {}
+
+func (*HoldEvent_Draining_) isHoldEvent_Event() {}
 
 type HoldRequest_Release struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -866,6 +893,52 @@ func (x *HoldEvent_Lost) GetReason() string {
 	return ""
 }
 
+type HoldEvent_Draining struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Time left, from when the event was sent, before the daemon releases
+	// the lock (the rest of its `server.shutdown_grace`).
+	ReleaseIn     *durationpb.Duration `protobuf:"bytes,1,opt,name=release_in,json=releaseIn,proto3" json:"release_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEvent_Draining) Reset() {
+	*x = HoldEvent_Draining{}
+	mi := &file_redlock_v1_lock_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEvent_Draining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEvent_Draining) ProtoMessage() {}
+
+func (x *HoldEvent_Draining) ProtoReflect() protoreflect.Message {
+	mi := &file_redlock_v1_lock_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEvent_Draining.ProtoReflect.Descriptor instead.
+func (*HoldEvent_Draining) Descriptor() ([]byte, []int) {
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10, 2}
+}
+
+func (x *HoldEvent_Draining) GetReleaseIn() *durationpb.Duration {
+	if x != nil {
+		return x.ReleaseIn
+	}
+	return nil
+}
+
 var File_redlock_v1_lock_proto protoreflect.FileDescriptor
 
 const file_redlock_v1_lock_proto_rawDesc = "" +
@@ -905,16 +978,20 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\aacquire\x18\x01 \x01(\v2\x1a.redlock.v1.AcquireRequestH\x00R\aacquire\x12;\n" +
 	"\arelease\x18\x02 \x01(\v2\x1f.redlock.v1.HoldRequest.ReleaseH\x00R\arelease\x1a\t\n" +
 	"\aReleaseB\t\n" +
-	"\arequest\"\xab\x02\n" +
+	"\arequest\"\xaf\x03\n" +
 	"\tHoldEvent\x12.\n" +
 	"\bacquired\x18\x01 \x01(\v2\x10.redlock.v1.LockH\x00R\bacquired\x12.\n" +
 	"\bextended\x18\x02 \x01(\v2\x10.redlock.v1.LockH\x00R\bextended\x12<\n" +
 	"\breleased\x18\x03 \x01(\v2\x1e.redlock.v1.HoldEvent.ReleasedH\x00R\breleased\x120\n" +
-	"\x04lost\x18\x04 \x01(\v2\x1a.redlock.v1.HoldEvent.LostH\x00R\x04lost\x1a%\n" +
+	"\x04lost\x18\x04 \x01(\v2\x1a.redlock.v1.HoldEvent.LostH\x00R\x04lost\x12<\n" +
+	"\bdraining\x18\x05 \x01(\v2\x1e.redlock.v1.HoldEvent.DrainingH\x00R\bdraining\x1a%\n" +
 	"\bReleased\x12\x19\n" +
 	"\bwas_held\x18\x01 \x01(\bR\awasHeld\x1a\x1e\n" +
 	"\x04Lost\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reasonB\a\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x1aD\n" +
+	"\bDraining\x128\n" +
+	"\n" +
+	"release_in\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\treleaseInB\a\n" +
 	"\x05event2\xd9\x02\n" +
 	"\vLockService\x12B\n" +
 	"\aAcquire\x12\x1a.redlock.v1.AcquireRequest\x1a\x1b.redlock.v1.AcquireResponse\x12?\n" +
@@ -938,7 +1015,7 @@ func file_redlock_v1_lock_proto_rawDescGZIP() []byte {
 	return file_redlock_v1_lock_proto_rawDescData
 }
 
-var file_redlock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_redlock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_redlock_v1_lock_proto_goTypes = []any{
 	(*Lock)(nil),                // 0: redlock.v1.Lock
 	(*AcquireRequest)(nil),      // 1: redlock.v1.AcquireRequest
@@ -954,37 +1031,40 @@ var file_redlock_v1_lock_proto_goTypes = []any{
 	(*HoldRequest_Release)(nil), // 11: redlock.v1.HoldRequest.Release
 	(*HoldEvent_Released)(nil),  // 12: redlock.v1.HoldEvent.Released
 	(*HoldEvent_Lost)(nil),      // 13: redlock.v1.HoldEvent.Lost
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*HoldEvent_Draining)(nil),  // 14: redlock.v1.HoldEvent.Draining
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
 }
 var file_redlock_v1_lock_proto_depIdxs = []int32{
-	14, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
-	14, // 1: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	14, // 2: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	15, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
+	15, // 1: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 2: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
 	0,  // 3: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
-	14, // 4: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	15, // 4: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
 	0,  // 5: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
-	14, // 6: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
+	15, // 6: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
 	1,  // 7: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
 	11, // 8: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
 	0,  // 9: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
 	0,  // 10: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
 	12, // 11: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
 	13, // 12: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
-	1,  // 13: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
-	3,  // 14: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
-	5,  // 15: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
-	7,  // 16: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
-	9,  // 17: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
-	2,  // 18: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
-	4,  // 19: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
-	6,  // 20: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
-	8,  // 21: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
-	10, // 22: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 13: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
+	15, // 14: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
+	1,  // 15: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
+	3,  // 16: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
+	5,  // 17: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
+	7,  // 18: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
+	9,  // 19: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
+	2,  // 20: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
+	4,  // 21: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
+	6,  // 22: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
+	8,  // 23: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
+	10, // 24: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_redlock_v1_lock_proto_init() }
@@ -1001,6 +1081,7 @@ func file_redlock_v1_lock_proto_init() {
 		(*HoldEvent_Extended)(nil),
 		(*HoldEvent_Released_)(nil),
 		(*HoldEvent_Lost_)(nil),
+		(*HoldEvent_Draining_)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1008,7 +1089,7 @@ func file_redlock_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_redlock_v1_lock_proto_rawDesc), len(file_redlock_v1_lock_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -89,7 +89,21 @@ type LockServiceClient interface {
 	// While the stream stays open the daemon extends the lock before it
 	// expires; a `release` message, the client half-closing, cancelling or
 	// disconnecting releases it at once. If an extension fails the daemon
-	// sends `lost` and ends the stream.
+	// sends `lost` and ends the stream. A release that too few masters
+	// answered in time to tell whether the lock was still held ends the
+	// stream with UNAVAILABLE instead of `released` (the lock then expires
+	// with its ttl where the delete did not land).
+	//
+	// The first message must arrive within the daemon's
+	// `session.first_message_timeout` (10 s by default); otherwise the stream
+	// ends with INVALID_ARGUMENT.
+	//
+	// When the daemon is stopping (SIGTERM) it drains: new Acquire and Hold
+	// calls, and acquisitions still waiting, get UNAVAILABLE (call another
+	// replica); each open session gets `draining` and its lock is still
+	// extended until the client releases or `draining.release_in` runs out,
+	// when the daemon releases it and sends `released`. Extend, Release and
+	// Validate keep working while the daemon drains.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME (HoldEvent keeps its name; see the file header)
 	Hold(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldRequest, HoldEvent], error)
 }
@@ -199,7 +213,21 @@ type LockServiceServer interface {
 	// While the stream stays open the daemon extends the lock before it
 	// expires; a `release` message, the client half-closing, cancelling or
 	// disconnecting releases it at once. If an extension fails the daemon
-	// sends `lost` and ends the stream.
+	// sends `lost` and ends the stream. A release that too few masters
+	// answered in time to tell whether the lock was still held ends the
+	// stream with UNAVAILABLE instead of `released` (the lock then expires
+	// with its ttl where the delete did not land).
+	//
+	// The first message must arrive within the daemon's
+	// `session.first_message_timeout` (10 s by default); otherwise the stream
+	// ends with INVALID_ARGUMENT.
+	//
+	// When the daemon is stopping (SIGTERM) it drains: new Acquire and Hold
+	// calls, and acquisitions still waiting, get UNAVAILABLE (call another
+	// replica); each open session gets `draining` and its lock is still
+	// extended until the client releases or `draining.release_in` runs out,
+	// when the daemon releases it and sends `released`. Extend, Release and
+	// Validate keep working while the daemon drains.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME (HoldEvent keeps its name; see the file header)
 	Hold(grpc.BidiStreamingServer[HoldRequest, HoldEvent]) error
 	mustEmbedUnimplementedLockServiceServer()

@@ -96,7 +96,7 @@ class HoldRequest(_message.Message):
     def __init__(self, acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[HoldRequest.Release, _Mapping]] = ...) -> None: ...
 
 class HoldEvent(_message.Message):
-    __slots__ = ("acquired", "extended", "released", "lost")
+    __slots__ = ("acquired", "extended", "released", "lost", "draining")
     class Released(_message.Message):
         __slots__ = ("was_held",)
         WAS_HELD_FIELD_NUMBER: _ClassVar[int]
@@ -107,12 +107,19 @@ class HoldEvent(_message.Message):
         REASON_FIELD_NUMBER: _ClassVar[int]
         reason: str
         def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    class Draining(_message.Message):
+        __slots__ = ("release_in",)
+        RELEASE_IN_FIELD_NUMBER: _ClassVar[int]
+        release_in: _duration_pb2.Duration
+        def __init__(self, release_in: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     EXTENDED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     LOST_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
     acquired: Lock
     extended: Lock
     released: HoldEvent.Released
     lost: HoldEvent.Lost
-    def __init__(self, acquired: _Optional[_Union[Lock, _Mapping]] = ..., extended: _Optional[_Union[Lock, _Mapping]] = ..., released: _Optional[_Union[HoldEvent.Released, _Mapping]] = ..., lost: _Optional[_Union[HoldEvent.Lost, _Mapping]] = ...) -> None: ...
+    draining: HoldEvent.Draining
+    def __init__(self, acquired: _Optional[_Union[Lock, _Mapping]] = ..., extended: _Optional[_Union[Lock, _Mapping]] = ..., released: _Optional[_Union[HoldEvent.Released, _Mapping]] = ..., lost: _Optional[_Union[HoldEvent.Lost, _Mapping]] = ..., draining: _Optional[_Union[HoldEvent.Draining, _Mapping]] = ...) -> None: ...
