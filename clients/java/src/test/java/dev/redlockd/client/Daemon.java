@@ -1,5 +1,13 @@
 package dev.redlockd.client;
 
+import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.StatusRuntimeException;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse;
+import io.grpc.health.v1.HealthGrpc;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -18,6 +26,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
@@ -69,18 +78,18 @@ final class Daemon implements AutoCloseable {
 
   /** Starts masters and a daemon with the default settings. */
   static Daemon start() throws Exception {
-    return start(Map.of(), null, LockClient.Builder::build);
+    return start(Map.of(), null, InsecureChannelCredentials.create());
   }
 
   /**
    * Starts five masters and a daemon. {@code settings}: extra configuration keys as in
    * config/redlockd.toml ({@code server.tls.cert}); {@code toml}: text of a configuration file
-   * (or null); {@code probe}: builds the client that polls until the daemon answers (TLS).
+   * (or null); {@code probe}: the credentials the readiness probe connects with (TLS).
    */
   static Daemon start(
       Map<String, String> settings,
       String toml,
-      java.util.function.Function<LockClient.Builder, LockClient> probe)
+      ChannelCredentials probe)
       throws Exception {
     Path dir = Files.createTempDirectory("redlockd-java-client-");
     String valkey = System.getenv().getOrDefault("REDLOCKD_VALKEY_BIN", "valkey-server");
@@ -136,30 +145,40 @@ final class Daemon implements AutoCloseable {
     return daemon;
   }
 
-  /** Polls with real calls until the daemon answers one (any answer but UNAVAILABLE). */
-  private void awaitServing(java.util.function.Function<LockClient.Builder, LockClient> probe)
-      throws InterruptedException {
+  /**
+   * Polls the daemon's health service until the lock service is SERVING (a quorum of masters up
+   * and trusted), connecting with {@code credentials} (TLS).
+   */
+  private void awaitServing(ChannelCredentials credentials) throws InterruptedException {
     long limit = System.nanoTime() + START_LIMIT.toNanos();
     String last = "no answer";
-    try (LockClient client = probe.apply(LockClient.builder(address).deadline(Duration.ofSeconds(1)))) {
+    ManagedChannel channel = Grpc.newChannelBuilder(address, credentials).build();
+    try {
+      HealthGrpc.HealthBlockingStub health = HealthGrpc.newBlockingStub(channel);
+      HealthCheckRequest request =
+          HealthCheckRequest.newBuilder().setService("redlock.v1.LockService").build();
       while (System.nanoTime() < limit) {
         if (!process.isAlive()) {
           throw new IllegalStateException(
               "redlockd exited (" + process.exitValue() + "):\n" + logTail());
         }
         try {
-          client.validate(new Lock("ready/probe", "00000000000000000000000000000000"));
-          return;
-        } catch (UnavailableException | DeadlineExceededException notYet) {
-          last = notYet.getMessage();
-        } catch (RedlockdException answered) {
-          return; // UNAUTHENTICATED, PERMISSION_DENIED, ...: it serves.
+          HealthCheckResponse.ServingStatus status =
+              health.withDeadlineAfter(1, TimeUnit.SECONDS).check(request).getStatus();
+          if (status == HealthCheckResponse.ServingStatus.SERVING) {
+            return;
+          }
+          last = status.toString();
+        } catch (StatusRuntimeException notYet) {
+          last = notYet.getStatus().toString();
         }
         Thread.sleep(20);
       }
+    } finally {
+      channel.shutdownNow();
     }
     throw new IllegalStateException(
-        "redlockd at " + address + " not serving within " + START_LIMIT + " (last: " + last
+        "redlockd at " + address + " not SERVING within " + START_LIMIT + " (last: " + last
             + "):\n" + logTail());
   }
 
