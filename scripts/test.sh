@@ -10,6 +10,8 @@
 #   chaos       the safety checker's short runs (tools/chaos)
 #   node        the Node client package against real daemons
 #               (scripts/check-node-client.sh)
+#   java        the Java client library: mvn verify against real daemons
+#               (scripts/check-java-client.sh; Maven repository in target/m2)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 # Name steps to run only those: `scripts/test.sh lint rust`.
@@ -22,7 +24,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node quickstart image)
+all=(lint rust python chaos node java quickstart image)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -53,6 +55,8 @@ for name in "${steps[@]}"; do
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
     node)
       step node 1500 bash scripts/check-node-client.sh ;;
+    java)
+      step java 900 bash scripts/check-java-client.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)
