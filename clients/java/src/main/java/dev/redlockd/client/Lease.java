@@ -6,6 +6,7 @@ import io.grpc.stub.ClientResponseObserver;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
@@ -257,18 +258,23 @@ public final class Lease implements AutoCloseable {
       watchdog.cancel(false);
     }
     long delay = lock.validUntilNanos() - stopMargin(ttl).toNanos() - Wire.now();
-    watchdog =
-        scheduler.schedule(
-            () -> {
-              markGone(
-                  "no extension arrived before the validity ran out",
-                  Status.Code.FAILED_PRECONDITION,
-                  null);
-              // Cancelling makes a daemon that still hears us release the lock.
-              cancel("no extension in time");
-            },
-            Math.max(0L, delay),
-            TimeUnit.NANOSECONDS);
+    try {
+      watchdog =
+          scheduler.schedule(
+              () -> {
+                markGone(
+                    "no extension arrived before the validity ran out",
+                    Status.Code.FAILED_PRECONDITION,
+                    null);
+                // Cancelling makes a daemon that still hears us release the lock.
+                cancel("no extension in time");
+              },
+              Math.max(0L, delay),
+              TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException closed) {
+      // The client was closed: its sessions are being cancelled, and this one ends with them.
+      watchdog = null;
+    }
   }
 
   /** The call's events, in order, on gRPC's threads. */

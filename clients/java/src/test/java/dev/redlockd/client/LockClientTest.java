@@ -10,6 +10,7 @@ import io.grpc.Status;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -84,12 +85,12 @@ class LockClientTest {
     long started = System.nanoTime();
     CompletableFuture<Lock> waiter =
         CompletableFuture.supplyAsync(() -> client.acquire("unary/wait", seconds(10), seconds(30)));
-    // The waiter is parked on the daemon: still not granted while the holder holds.
-    Poll.until(() -> !waiter.isDone(), "the waiter is still waiting");
+    // The waiter waits on the daemon: no answer while the holder holds (and time to arrive).
+    assertThrows(TimeoutException.class, () -> waiter.get(300, TimeUnit.MILLISECONDS));
     assertTrue(client.release(holder));
     Lock granted = waiter.get(Poll.LIMIT.toMillis(), TimeUnit.MILLISECONDS);
     assertTrue(Long.compareUnsigned(granted.fence(), holder.fence()) > 0);
-    // Granted after the release and before the holder's ttl or the wait ran out: woken by it.
+    // Granted after the release and long before the holder's ttl or the wait ran out: woken by it.
     assertTrue(System.nanoTime() - started < seconds(30).toNanos());
     client.release(granted);
   }
