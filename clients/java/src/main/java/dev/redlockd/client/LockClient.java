@@ -67,7 +67,7 @@ public final class LockClient implements AutoCloseable {
    * A view of this client (same connection and sessions) whose every call, and every Hold's wait
    * for its grant, has the total deadline {@code total}, whatever wait it asks for. With a
    * deadline shorter than the wait, the call ends with {@link DeadlineExceededException} and
-   * nothing is left locked by it.
+   * nothing is left locked by it. Closing a view closes the client it came from.
    */
   public LockClient withDeadline(Duration total) {
     Wire.toProto(total, "deadline");
