@@ -13,6 +13,8 @@
 #   go          the Go client module against real daemons: stub freshness,
 #               go vet, go test -race (scripts/check-go-client.sh)
 #   contract    buf lint and buf breaking on proto/ (scripts/check-contract.sh)
+#   java        the Java client library: mvn verify against real daemons
+#               (scripts/check-java-client.sh; Maven repository in target/m2)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
@@ -28,7 +30,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node go contract quickstart image deploy)
+all=(lint rust python chaos node go java contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -63,6 +65,8 @@ for name in "${steps[@]}"; do
       step go 1500 bash scripts/check-go-client.sh ;;
     contract)
       step contract 600 bash scripts/check-contract.sh ;;
+    java)
+      step java 900 bash scripts/check-java-client.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)

@@ -29,6 +29,10 @@ fn engine() -> (Vec<std::sync::Arc<fake::FakeNode>>, Redlock) {
         wait_fallback: Duration::from_secs(1),
         max_waiters_per_resource: 1_000,
         max_waiters: 100_000,
+        admission: super::AdmissionLimits {
+            max_in_flight: 128,
+            max_queued: 20_000,
+        },
     };
     let engine = Redlock::new(fake::as_nodes(&fakes), settings).expect("five masters");
     (fakes, engine)

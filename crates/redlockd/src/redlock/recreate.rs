@@ -155,6 +155,10 @@ mod tests {
             wait_fallback: Duration::from_secs(1),
             max_waiters_per_resource: 1_000,
             max_waiters: 100_000,
+            admission: super::AdmissionLimits {
+                max_in_flight: 128,
+                max_queued: 20_000,
+            },
         }
     }
 

@@ -1,0 +1,359 @@
+package dev.redlockd.client;
+
+import io.grpc.ChannelCredentials;
+import io.grpc.Deadline;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.StatusRuntimeException;
+import io.grpc.TlsChannelCredentials;
+import io.grpc.stub.MetadataUtils;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import redlock.v1.LockOuterClass.AcquireRequest;
+import redlock.v1.LockOuterClass.AcquireResponse;
+import redlock.v1.LockOuterClass.ExtendRequest;
+import redlock.v1.LockOuterClass.ExtendResponse;
+import redlock.v1.LockOuterClass.ReleaseRequest;
+import redlock.v1.LockOuterClass.ValidateRequest;
+import redlock.v1.LockOuterClass.ValidateResponse;
+import redlock.v1.LockServiceGrpc;
+
+/**
+ * A connection to one redlockd daemon (any replica of a deployment): the four unary calls, and
+ * Hold sessions as {@link Lease}s. Thread-safe; make one per process and {@link #close()} it at
+ * the end (open sessions are then cancelled, so the daemon releases their locks).
+ *
+ * <pre>{@code
+ * try (LockClient client = LockClient.builder("127.0.0.1:7400").build();
+ *     Lease lease = client.hold("orders/42", Duration.ofSeconds(10), Duration.ofSeconds(5))) {
+ *   store.write(order, lease.fence());
+ *   lease.check(); // throws LockLostException once the lock is gone
+ * }
+ * }</pre>
+ */
+public final class LockClient implements AutoCloseable {
+  /** Default deadline of a call, beyond the wait it asks for (as in the other clients). */
+  public static final Duration DEFAULT_DEADLINE = Duration.ofSeconds(10);
+
+  private final Shared shared;
+  private final Duration deadline;
+  private final Duration totalDeadline;
+
+  private LockClient(Shared shared, Duration deadline, Duration totalDeadline) {
+    this.shared = shared;
+    this.deadline = deadline;
+    this.totalDeadline = totalDeadline;
+  }
+
+  /**
+   * Starts configuring a client of the daemon at {@code target}: {@code host:port}, {@code
+   * http://host:port}, or {@code https://host:port} (TLS with the system's roots, unless {@link
+   * Builder#trustCertificates} names a CA).
+   */
+  public static Builder builder(String target) {
+    return new Builder(target);
+  }
+
+  /**
+   * A view of this client (same connection and sessions) whose every call, and every Hold's wait
+   * for its grant, has the total deadline {@code total}, whatever wait it asks for. With a
+   * deadline shorter than the wait, the call ends with {@link DeadlineExceededException} and
+   * nothing is left locked by it. Closing a view closes the client it came from.
+   */
+  public LockClient withDeadline(Duration total) {
+    Wire.toProto(total, "deadline");
+    return new LockClient(shared, deadline, total);
+  }
+
+  /** Takes the lock on {@code resource} for {@code ttl}, trying once. See the 3-argument form. */
+  public Lock acquire(String resource, Duration ttl) {
+    return acquire(resource, ttl, Duration.ZERO);
+  }
+
+  /**
+   * Takes the lock on {@code resource} for {@code ttl}, waiting up to {@code wait} while someone
+   * else holds it (woken by their release). The lock's validity counts from when the request was
+   * sent.
+   *
+   * @throws LockHeldException when it stayed held by someone else for the whole wait
+   * @throws UnavailableException when too few masters answered; nothing is locked; retry
+   */
+  public Lock acquire(String resource, Duration ttl, Duration wait) {
+    AcquireRequest request = acquireRequest(resource, ttl, wait);
+    long sent = Wire.now();
+    AcquireResponse answer = call("Acquire", wait, stub -> stub.acquire(request));
+    return Lock.fromWire(answer.getLock(), sent);
+  }
+
+  /**
+   * Resets the lock's time to live to {@code ttl} if its token still holds it; a new Lock (same
+   * token and fence, validity counted from the send).
+   *
+   * @throws LockNotHeldException when the token no longer holds the lock
+   */
+  public Lock extend(Lock lock, Duration ttl) {
+    Wire.requireNonNull(lock, "lock");
+    ExtendRequest request =
+        ExtendRequest.newBuilder()
+            .setResource(Wire.requireString(lock.resource(), "resource"))
+            .setToken(Wire.requireString(lock.token(), "token"))
+            .setTtl(Wire.toProto(ttl, "ttl"))
+            .build();
+    long sent = Wire.now();
+    ExtendResponse answer = call("Extend", Duration.ZERO, stub -> stub.extend(request));
+    return Lock.fromWire(answer.getLock(), sent);
+  }
+
+  /**
+   * Gives the lock up. Returns {@code was_held}: false means it had expired or been taken over
+   * first (work done under it may have overlapped another holder's). Idempotent.
+   */
+  public boolean release(Lock lock) {
+    Wire.requireNonNull(lock, "lock");
+    ReleaseRequest request =
+        ReleaseRequest.newBuilder()
+            .setResource(Wire.requireString(lock.resource(), "resource"))
+            .setToken(Wire.requireString(lock.token(), "token"))
+            .build();
+    return call("Release", Duration.ZERO, stub -> stub.release(request)).getWasHeld();
+  }
+
+  /**
+   * Whether {@code lock} (resource and token) is still the current holder on a majority, and for
+   * how long at least (counted from when it was asked), as Chubby's CheckSequencer.
+   */
+  public Validation validate(Lock lock) {
+    Wire.requireNonNull(lock, "lock");
+    ValidateRequest request =
+        ValidateRequest.newBuilder()
+            .setResource(Wire.requireString(lock.resource(), "resource"))
+            .setToken(Wire.requireString(lock.token(), "token"))
+            .build();
+    long sent = Wire.now();
+    ValidateResponse answer = call("Validate", Duration.ZERO, stub -> stub.validate(request));
+    return new Validation(answer.getHeld(), Wire.fromProto(answer.getValidity()), sent);
+  }
+
+  /** Opens a Hold session on {@code resource} for {@code ttl}, trying once. */
+  public Lease hold(String resource, Duration ttl) {
+    return hold(resource, ttl, Duration.ZERO);
+  }
+
+  /**
+   * Opens a Hold session and waits (up to {@code wait} while someone else holds it) for the lock.
+   * The daemon extends the lock while the session is open. Close the lease (try-with-resources)
+   * to release it; watch {@link Lease#lost()} or call {@link Lease#check()} to stop the work once
+   * the lock is gone.
+   *
+   * @throws LockHeldException when it stayed held by someone else for the whole wait
+   * @throws DeadlineExceededException when no grant came within the deadline
+   */
+  public Lease hold(String resource, Duration ttl, Duration wait) {
+    AcquireRequest request = acquireRequest(resource, ttl, wait);
+    Duration limit = deadlineFor(wait);
+    Lease[] self = new Lease[1];
+    Lease lease = new Lease(ttl, deadline, shared.scheduler, () -> shared.sessions.remove(self[0]));
+    self[0] = lease;
+    shared.sessions.add(lease);
+    try {
+      LockServiceGrpc.newStub(shared.channel).hold(lease.observer());
+    } catch (StatusRuntimeException refused) {
+      shared.sessions.remove(lease);
+      throw Errors.fromThrowable(refused, "Hold");
+    }
+    lease.start(request);
+    return lease.awaitGrant(limit);
+  }
+
+  /**
+   * Closes the connection. Open sessions are cancelled first: the daemon releases their locks and
+   * their {@link Lease#lost()} completes.
+   */
+  @Override
+  public void close() {
+    for (Lease lease : shared.sessions) {
+      lease.cancel("client closed");
+    }
+    shared.channel.shutdown();
+    try {
+      if (!shared.channel.awaitTermination(5, TimeUnit.SECONDS)) {
+        shared.channel.shutdownNow();
+      }
+    } catch (InterruptedException interrupted) {
+      shared.channel.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+    shared.scheduler.shutdownNow();
+  }
+
+  private AcquireRequest acquireRequest(String resource, Duration ttl, Duration wait) {
+    return AcquireRequest.newBuilder()
+        .setResource(Wire.requireString(resource, "resource"))
+        .setTtl(Wire.toProto(ttl, "ttl"))
+        .setWait(Wire.toProto(wait, "wait"))
+        .setOwner(shared.owner)
+        .build();
+  }
+
+  /** The deadline of a call that waits {@code wait}: the view's total, else wait + default. */
+  private Duration deadlineFor(Duration wait) {
+    return totalDeadline != null ? totalDeadline : wait.plus(deadline);
+  }
+
+  private <T> T call(
+      String method,
+      Duration wait,
+      Function<LockServiceGrpc.LockServiceBlockingStub, T> body) {
+    Duration limit = deadlineFor(wait);
+    LockServiceGrpc.LockServiceBlockingStub stub =
+        LockServiceGrpc.newBlockingStub(shared.channel)
+            .withDeadline(Deadline.after(limit.toNanos(), TimeUnit.NANOSECONDS));
+    try {
+      return body.apply(stub);
+    } catch (StatusRuntimeException failed) {
+      throw Errors.fromThrowable(failed, method);
+    }
+  }
+
+  /** What every view of one client shares: the channel, open sessions, the watchdog timer. */
+  private static final class Shared {
+    final ManagedChannel channel;
+    final String owner;
+    final Set<Lease> sessions = ConcurrentHashMap.newKeySet();
+    final ScheduledThreadPoolExecutor scheduler;
+
+    Shared(ManagedChannel channel, String owner) {
+      this.channel = channel;
+      this.owner = owner;
+      this.scheduler =
+          new ScheduledThreadPoolExecutor(
+              1,
+              runnable -> {
+                Thread thread = Executors.defaultThreadFactory().newThread(runnable);
+                thread.setName("redlockd-lease-watchdog");
+                thread.setDaemon(true);
+                return thread;
+              });
+      this.scheduler.setRemoveOnCancelPolicy(true);
+    }
+  }
+
+  /** Configures a {@link LockClient}: TLS, mutual TLS, a bearer token, the default deadline. */
+  public static final class Builder {
+    private static final Metadata.Key<String> AUTHORIZATION =
+        Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+
+    private final String target;
+    private boolean tls;
+    private Path trustCertificates;
+    private Path certificateChain;
+    private Path privateKey;
+    private String token;
+    private String owner = "";
+    private Duration deadline = DEFAULT_DEADLINE;
+
+    private Builder(String target) {
+      String address = Wire.requireString(target, "target");
+      if (address.startsWith("https://")) {
+        tls = true;
+        address = address.substring("https://".length());
+      } else if (address.startsWith("http://")) {
+        address = address.substring("http://".length());
+      }
+      if (address.endsWith("/")) {
+        address = address.substring(0, address.length() - 1);
+      }
+      this.target = Wire.requireString(address, "target");
+    }
+
+    /** Connects with TLS, trusting the system's root certificates (unless a CA is named). */
+    public Builder tls() {
+      this.tls = true;
+      return this;
+    }
+
+    /** Connects with TLS, trusting the CA certificates in {@code caPem} (a private CA). */
+    public Builder trustCertificates(Path caPem) {
+      this.trustCertificates = Wire.requireNonNull(caPem, "trustCertificates");
+      this.tls = true;
+      return this;
+    }
+
+    /**
+     * Presents a client certificate (mutual TLS): {@code certificateChain} and its PKCS#8 {@code
+     * privateKey}, both PEM files. Implies TLS.
+     */
+    public Builder clientCertificate(Path certificateChain, Path privateKey) {
+      this.certificateChain = Wire.requireNonNull(certificateChain, "certificateChain");
+      this.privateKey = Wire.requireNonNull(privateKey, "privateKey");
+      this.tls = true;
+      return this;
+    }
+
+    /** Sends {@code authorization: Bearer <token>} with every call and session. */
+    public Builder token(String token) {
+      this.token = Wire.requireString(token, "token");
+      return this;
+    }
+
+    /** The caller's free-form identity, for the daemon's logs (never part of a lock's identity). */
+    public Builder owner(String owner) {
+      this.owner = Wire.requireNonNull(owner, "owner");
+      return this;
+    }
+
+    /**
+     * Deadline of each call beyond the wait it asks for, and how long a lease's release waits for
+     * the daemon's answer. Default {@link LockClient#DEFAULT_DEADLINE}.
+     */
+    public Builder deadline(Duration deadline) {
+      Wire.toProto(deadline, "deadline");
+      if (deadline.isZero()) {
+        throw InvalidArgumentException.of("deadline", "must be positive");
+      }
+      this.deadline = deadline;
+      return this;
+    }
+
+    /** Builds the client; the connection is made lazily, on the first call. */
+    public LockClient build() {
+      ChannelCredentials credentials;
+      if (tls) {
+        TlsChannelCredentials.Builder builder = TlsChannelCredentials.newBuilder();
+        try {
+          if (trustCertificates != null) {
+            builder.trustManager(trustCertificates.toFile());
+          }
+          if (certificateChain != null) {
+            builder.keyManager(certificateChain.toFile(), privateKey.toFile());
+          }
+        } catch (IOException | IllegalArgumentException unreadable) {
+          throw new InvalidArgumentException(
+              "tls: cannot use the certificate files: " + unreadable.getMessage(),
+              io.grpc.Status.Code.INVALID_ARGUMENT,
+              "tls: cannot use the certificate files: " + unreadable.getMessage(),
+              unreadable);
+        }
+        credentials = builder.build();
+      } else {
+        credentials = InsecureChannelCredentials.create();
+      }
+      var channel = Grpc.newChannelBuilder(target, credentials);
+      if (token != null) {
+        Metadata headers = new Metadata();
+        headers.put(AUTHORIZATION, "Bearer " + token);
+        channel.intercept(MetadataUtils.newAttachHeadersInterceptor(headers));
+      }
+      return new LockClient(new Shared(channel.build(), owner), deadline, null);
+    }
+  }
+}
