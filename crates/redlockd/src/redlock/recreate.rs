@@ -155,7 +155,7 @@ mod tests {
             wait_fallback: Duration::from_secs(1),
             max_waiters_per_resource: 1_000,
             max_waiters: 100_000,
-            admission: super::AdmissionLimits {
+            admission: crate::redlock::AdmissionLimits {
                 max_in_flight: 128,
                 max_queued: 20_000,
             },
