@@ -89,6 +89,13 @@ impl Redlock {
                     continue;
                 }
             }
+            // Both timers above may be due at once (a starved task): the
+            // monotonic deadline passing is not a suspend.
+            if Instant::now() >= lock.deadline.mono {
+                return HoldEnd::Lost(
+                    "the lock's validity ran out before an extension succeeded".into(),
+                );
+            }
             if lock.deadline.passed_on_boot_clock() {
                 return HoldEnd::Lost("the host was suspended past the lock's validity".into());
             }
