@@ -20,18 +20,20 @@
 //! process that some daemon has *fully trusted*: it saw that process, its
 //! quarantine (blanket or horizon) ended or was never needed (the process
 //! was older than `max_ttl` plus drift when first seen), and it is not
-//! refused. The daemon writes it ([`write`]) with one script that reads
-//! `run_id` from `INFO` and sets the key only if it names the process the
-//! daemon trusted. A write that lands on another process (a restart in
-//! between) is inert: it names a `run_id` that process does not have.
-//! Nothing is written with the quarantine off: trust then proves nothing.
+//! refused. The daemon writes it ([`write`], a plain `SET`) on the
+//! connection on which it read that process's `run_id` from `INFO`. A write
+//! that lands on another process anyway (a restart in between) is inert: it
+//! names a `run_id` that process does not have. Nothing is written with the
+//! quarantine off: trust then proves nothing.
 //!
 //! A daemon that quarantines a master for its identity (first seen young,
-//! or a new `run_id`) first reads the certificate ([`read`]) on the
-//! connection on which it read the master's `run_id` (checked before and
-//! after: the reply came from that process); if the certificate names the process that
-//! answers, and that is the process the quarantine is for, the quarantine
-//! ends at once. Otherwise the horizons are read as before.
+//! or a new `run_id`) first reads the certificate ([`read`], a `GET`) on
+//! the connection on which it read the master's `run_id`, checked before
+//! and after (`super::connection`): the reply came from that process. If
+//! the certificate names that process, and that is the process the
+//! quarantine is for, the quarantine ends at once. Otherwise the horizons
+//! are read as before. Plain commands, not scripts: they are not counted
+//! as lock commands and need no scripting on the master.
 //!
 //! # Why it is safe
 //!
