@@ -27,8 +27,8 @@ pub struct LimitsConfig {
     /// Calls and streams in progress at once on one client connection, and
     /// the HTTP/2 concurrent-stream limit the daemon announces, so that a
     /// well-behaved client queues further calls on its side instead of
-    /// being refused; a client that ignores the announcement gets
-    /// RESOURCE_EXHAUSTED. 0: no limit.
+    /// being refused. Calls still winding down after their stream ended are
+    /// tolerated up to twice it; past that, RESOURCE_EXHAUSTED. 0: no limit.
     pub max_calls_per_connection: usize,
     /// Acquisition attempts out at the masters at once (and, separately,
     /// extensions); more wait in the daemon's queue, in arrival order, before

@@ -97,12 +97,21 @@ impl ConnectionCalls {
     /// Counts one more call on `peer`'s connection; `Err(max)` when full.
     /// A call without a known peer (a handler called directly) is not
     /// limited.
+    ///
+    /// `max` is also announced as HTTP/2's concurrent-stream limit, which
+    /// bounds the calls whose streams are open (a well-behaved client
+    /// queues the rest; h2 refuses a stream past it). A call is counted
+    /// here until its work is done, which can outlast its stream: a `Hold`
+    /// session still releasing its lock after the client closed the stream.
+    /// A client that opens its next stream at that moment is within its
+    /// limit, so the refusal here comes only at twice `max`: for calls that
+    /// pile up winding down, not for a client that respects the limit.
     pub fn enter(&self, peer: Option<SocketAddr>) -> Result<CallSlot, usize> {
         let peer = peer.filter(|_| self.max > 0);
         if let Some(peer) = peer {
             let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
             let count = open.entry(peer).or_insert(0);
-            if *count >= self.max {
+            if *count >= self.max.saturating_mul(2) {
                 // Counted here, where the refusal is decided, like the
                 // other refusals in `auth.rs`.
                 crate::metrics::auth_denied(
@@ -152,7 +161,8 @@ mod tests {
         assert!(RateLimits::new(0, 0).take("a").is_ok(), "0 is off");
     }
 
-    /// Slots are per connection and given back on drop.
+    /// Slots are per connection and given back on drop; past the stream
+    /// limit, calls winding down are tolerated up to twice it.
     #[test]
     fn connection_slots() {
         let calls = ConnectionCalls::new(2);
@@ -160,6 +170,8 @@ mod tests {
         let other: SocketAddr = "127.0.0.1:1001".parse().unwrap();
         let a = calls.enter(Some(peer)).unwrap();
         let _b = calls.enter(Some(peer)).unwrap();
+        let _c = calls.enter(Some(peer)).unwrap();
+        let _d = calls.enter(Some(peer)).unwrap();
         assert_eq!(calls.enter(Some(peer)).unwrap_err(), 2);
         assert!(calls.enter(Some(other)).is_ok());
         drop(a);

@@ -694,19 +694,22 @@ async fn resource_exhausted_past_the_waiter_limit() {
     assert_eq!(d.held_by(&lock.token), 5, "the first waiter got it");
 }
 
-/// Past `limits.max_calls_per_connection`, another call on the same connection is RESOURCE_EXHAUSTED; other connections are not affected.
+/// Past twice `limits.max_calls_per_connection` (its streams are bounded by HTTP/2; calls winding down are tolerated up to twice it), another call on the same connection is RESOURCE_EXHAUSTED; other connections are not affected.
 #[tokio::test(start_paused = true)]
 async fn resource_exhausted_past_the_calls_per_connection() {
     let d = Arc::new(daemon_with(|c| c.limits.max_calls_per_connection = 1));
     d.held_elsewhere(&[0, 1, 2], MS(500));
     let peer: SocketAddr = "192.0.2.1:40000".parse().expect("address");
-    let waiting = tokio::spawn({
-        let d = Arc::clone(&d);
-        async move {
-            let request = acquire(RESOURCE, TTL, Duration::from_secs(5));
-            d.api.acquire(from_peer(request, peer)).await
-        }
-    });
+    // Twice the limit (calls still winding down are tolerated up to it).
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let d = Arc::clone(&d);
+            tokio::spawn(async move {
+                let request = acquire(RESOURCE, TTL, Duration::from_secs(5));
+                d.api.acquire(from_peer(request, peer)).await
+            })
+        })
+        .collect();
     tokio::time::sleep(MS(10)).await;
     let validate = pb::ValidateRequest {
         resource: RESOURCE.into(),
@@ -725,7 +728,9 @@ async fn resource_exhausted_past_the_calls_per_connection() {
         .validate(from_peer(validate, elsewhere))
         .await
         .expect("another connection");
-    lock_of(waiting.await.expect("no panic"));
+    for waiter in waiting {
+        let _ = waiter.await.expect("no panic");
+    }
 }
 
 /// Past `limits.rate_per_second` (and its burst), the interceptor refuses the client's next call with RESOURCE_EXHAUSTED; time refills the bucket.

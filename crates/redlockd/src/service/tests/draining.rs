@@ -148,15 +148,20 @@ async fn a_silent_hold_ends_and_frees_its_slots() {
         c.session.first_message_timeout = Duration::from_secs(2);
     }));
     let silent_peer: SocketAddr = "192.0.2.1:40000".parse().expect("address");
-    let (silent_client, request) = HoldClient::new();
     let started = Instant::now();
-    let silent = tokio::spawn({
-        let d = Arc::clone(&d);
-        async move {
-            let request = from_peer(request.into_inner(), silent_peer);
-            d.api.hold(request).await.map(|_| ())
-        }
-    });
+    // Two silent streams: the connection's call slots (twice the limit, see
+    // `ConnectionCalls::enter`) are full.
+    let (silent_clients, silent): (Vec<_>, Vec<_>) = (0..2)
+        .map(|_| {
+            let (silent_client, request) = HoldClient::new();
+            let d = Arc::clone(&d);
+            let silent = tokio::spawn(async move {
+                let request = from_peer(request.into_inner(), silent_peer);
+                d.api.hold(request).await.map(|_| ())
+            });
+            (silent_client, silent)
+        })
+        .unzip();
     tokio::time::sleep(MS(10)).await;
     let (client, request) = HoldClient::new();
     client.acquire(TTL, Duration::ZERO).await;
@@ -181,15 +186,17 @@ async fn a_silent_hold_ends_and_frees_its_slots() {
             .await,
         Code::ResourceExhausted,
     );
-    let message = refused(silent.await.expect("no panic"), Code::InvalidArgument);
-    assert_eq!(
-        message,
-        "request: no `acquire` within session.first_message_timeout = 2s"
-    );
+    for silent in silent {
+        let message = refused(silent.await.expect("no panic"), Code::InvalidArgument);
+        assert_eq!(
+            message,
+            "request: no `acquire` within session.first_message_timeout = 2s"
+        );
+    }
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     d.api
         .validate(from_peer(validate, silent_peer))
         .await
-        .expect("the call slot is free again");
-    drop(silent_client);
+        .expect("the call slots are free again");
+    drop(silent_clients);
 }
