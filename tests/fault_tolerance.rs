@@ -239,12 +239,8 @@ async fn masters_slow_at_start_count_once_they_answer(flavor: Flavor) {
     let mut h = Harness::start(flavor).await;
     let mut proxies = Vec::new();
     let mut config = h.config();
-    // Known limit of the horizon quarantine (README): masters first seen
-    // young settle only with answers from N - quorum + 1 trusted masters or
-    // from all; with two masters stopped while two others are still
-    // settling, they would keep the blanket bound. This test is about slow
-    // masters counting once they answer, so it runs without quarantine.
-    config.redlock.quarantine = RestartQuarantine::Off;
+    // The default quarantine: these masters are new and nothing was ever
+    // locked on them, so nothing is at risk and they vote at once.
     for i in [3, 4] {
         let master = std::net::SocketAddr::from(([127, 0, 0, 1], h.masters.port(i)));
         let proxy = common::proxy::Proxy::start(master).await.expect("proxy");
