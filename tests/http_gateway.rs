@@ -328,7 +328,7 @@ async fn refusals() {
 
     let huge = json!({"resource": "orders/1", "ttl": "5s", "owner": "x".repeat(8192)});
     let oversized = post(&g, "acquire", orders, huge).await;
-    assert_error(&oversized, 413, 8, "a body over server.max_request_bytes");
+    assert_error(&oversized, 413, 11, "a body over server.max_request_bytes");
 
     let (status, _, body) = call(g.http, "POST", "/v1/locks:hold", &[], b"{}".to_vec()).await;
     assert_eq!(status, 404, "{body:?}");

@@ -43,12 +43,12 @@ impl GatewayError {
         }
     }
 
-    /// A body over `server.max_request_bytes`: 413 (RESOURCE_EXHAUSTED, as
-    /// gRPC answers a message too large).
+    /// A body over `server.max_request_bytes`: 413 (OUT_OF_RANGE, as the
+    /// gRPC port answers a message too large).
     pub(crate) fn too_large(max: usize) -> GatewayError {
         GatewayError {
             http: StatusCode::PAYLOAD_TOO_LARGE,
-            code: Code::ResourceExhausted,
+            code: Code::OutOfRange,
             message: format!("body larger than server.max_request_bytes = {max}"),
         }
     }
