@@ -169,7 +169,13 @@ fn start_masters() -> LocalMasters {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call() {
     let masters = start_masters();
-    let g = start(&masters.urls(), &token_config(), &[]).await;
+    let metrics = free_addr().expect("port").to_string();
+    let g = start(
+        &masters.urls(),
+        &token_config(),
+        &[("metrics.enabled", "true"), ("metrics.listen", &metrics)],
+    )
+    .await;
     let orders = Some(ORDERS_TOKEN);
 
     let acquired = post(
@@ -266,6 +272,38 @@ async fn every_call() {
     )
     .await;
     assert_error(&not_held, 400, 9, "extending a released lock");
+
+    // Counted in the gRPC path's metrics, without resource names.
+    let (status, _, scrape) = call(
+        metrics.parse().expect("address"),
+        "GET",
+        "/metrics",
+        &[],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let scrape = String::from_utf8_lossy(&scrape);
+    for (rpc, outcome) in [
+        ("Acquire", "OK"),
+        ("Acquire", "ABORTED"),
+        ("Acquire", "DEADLINE_EXCEEDED"),
+        ("Extend", "FAILED_PRECONDITION"),
+        ("Release", "OK"),
+        ("Validate", "OK"),
+    ] {
+        let counted = scrape.lines().any(|line| {
+            line.starts_with("redlock_requests_total{")
+                && line.contains(&format!("rpc=\"{rpc}\""))
+                && line.contains(&format!("outcome=\"{outcome}\""))
+                && !line.ends_with(" 0")
+        });
+        assert!(counted, "{rpc} {outcome} not counted:\n{scrape}");
+    }
+    assert!(
+        !scrape.contains("orders/42"),
+        "a resource name in the metrics"
+    );
     drop(masters);
 }
 
@@ -427,6 +465,70 @@ async fn curl_over_tls() {
     assert!(
         !String::from_utf8_lossy(&plain.stdout).contains("\"lock\""),
         "{plain:?}"
+    );
+    drop(masters);
+}
+
+/// Under mutual TLS (`server.tls.client_ca`) the client certificate is the
+/// caller's identity on the gateway as on the gRPC port: its namespace is
+/// served, another is PERMISSION_DENIED 403, and without a certificate the
+/// handshake is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates() {
+    let masters = start_masters();
+    let pki_dir = Scratch::new("http-gateway-mtls");
+    let server = Pki::new().write(&pki_dir.path, "server");
+    let client = Pki::new().write(&pki_dir.path, "client");
+    let toml = format!(
+        "[server.tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n\
+         [[auth.clients]]\nname = \"mtls\"\ncertificate_san = \"localhost\"\n\
+         namespaces = [\"mtls/\"]\n",
+        server.cert.display(),
+        server.key.display(),
+        client.ca.display()
+    );
+    let g = start(&masters.urls(), &toml, &[]).await;
+    let curl = |resource: &str, with_certificate: bool| {
+        let mut command = std::process::Command::new("curl");
+        command
+            .args([
+                "-sS",
+                "--max-time",
+                "30",
+                "-w",
+                "\n%{http_code}",
+                "--cacert",
+            ])
+            .arg(&server.ca);
+        if with_certificate {
+            command
+                .arg("--cert")
+                .arg(&client.cert)
+                .arg("--key")
+                .arg(&client.key);
+        }
+        command
+            .arg("-d")
+            .arg(json!({"resource": resource, "ttl": "10s"}).to_string())
+            .arg(format!(
+                "https://127.0.0.1:{}/v1/locks:acquire",
+                g.http.port()
+            ));
+        command.output().expect("curl (apt-get install curl)")
+    };
+    let status = |out: &std::process::Output| {
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.lines().last().unwrap_or_default().to_owned()
+    };
+    let own = curl("mtls/1", true);
+    assert!(own.status.success(), "{own:?}");
+    assert_eq!(status(&own), "200", "{own:?}");
+    let other = curl("other/1", true);
+    assert_eq!(status(&other), "403", "{other:?}");
+    let anonymous = curl("mtls/2", false);
+    assert!(
+        !anonymous.status.success() || status(&anonymous) == "401",
+        "served without a client certificate: {anonymous:?}"
     );
     drop(masters);
 }
