@@ -20,11 +20,20 @@ impl Pki {
         let ca_key = rcgen::KeyPair::generate().expect("key");
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        // Distinct subject names: with rcgen's one default name on both,
+        // OpenSSL (curl, PHP) takes the leaf for self-signed and refuses it.
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "redlockd test CA");
         let ca = ca_params.self_signed(&ca_key).expect("CA");
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
         let key = rcgen::KeyPair::generate().expect("key");
         let params = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
             .expect("params");
+        let mut params = params;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
         let cert = params.signed_by(&key, &issuer).expect("signed");
         Pki {
             ca: ca.pem(),

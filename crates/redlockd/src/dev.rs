@@ -8,6 +8,11 @@ use redlockd::config::Config;
 #[cfg(feature = "dev")]
 const DEV_MASTERS: usize = 5;
 
+/// Where `--dev` serves the HTTP/JSON gateway unless `http.listen` is set.
+#[cfg(feature = "dev")]
+const DEV_HTTP: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+
 /// The local masters of `--dev`: they stop when this value is dropped.
 #[cfg(feature = "dev")]
 pub(crate) type DevMasters = redlockd_masters::LocalMasters;
@@ -26,6 +31,8 @@ pub(crate) fn start(config: &mut Config) -> Result<DevMasters, String> {
     // Fresh masters: the default (horizon) quarantine finds no horizon on
     // them and lets them vote at once; --dev runs what users run.
     config.redlock.nodes = masters.urls();
+    // The HTTP/JSON gateway too, unless the configuration placed it.
+    config.http.listen.get_or_insert(DEV_HTTP);
     Ok(masters)
 }
 
@@ -41,10 +48,14 @@ pub(crate) fn print_help(config: &Config) {
     println!(
         "\nredlockd --dev is serving on {addr} with {} local masters. Try:\n\n  \
          grpcurl -plaintext -import-path proto -proto redlock/v1/lock.proto \\\n    \
-         -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}' {addr} redlock.v1.LockService/Acquire\n\n\
+         -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}' {addr} redlock.v1.LockService/Acquire\n\n{}\
          masters: {}\n\
          Stop with Ctrl-C.\n",
         config.redlock.nodes.len(),
+        config.http.listen.map_or_else(String::new, |http| format!(
+            "or over HTTP/JSON:\n\n  curl -s -X POST http://{http}/v1/locks:acquire \\\n    \
+             -d '{{\"resource\":\"demo\",\"ttl\":\"10s\"}}'\n\n"
+        )),
         config.redlock.nodes.join(" ")
     );
 }

@@ -17,6 +17,7 @@
 //! as [`pb`]); local master processes for `--dev` in `redlockd-masters`.
 
 pub mod config;
+pub(crate) mod gateway;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod metrics_endpoint;

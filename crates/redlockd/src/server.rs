@@ -50,6 +50,9 @@ pub enum ServeError {
     /// TLS material could not be loaded.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The HTTP/JSON gateway could not start.
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayStartError),
     /// A master password could not be read.
     #[error(transparent)]
     Secret(#[from] crate::node::auth::SecretError),
@@ -267,21 +270,30 @@ pub async fn run_draining(
     };
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
+    // The gateway keeps serving while the daemon drains (Extend and Release
+    // still work; new acquisitions are refused by the handlers), and stops
+    // with the rest.
+    let http_stopped = {
+        let phase = phase.clone();
+        async move { phase.stopping().await }
+    };
     let sessions = Sessions::new(&config, phase);
     let mut open_sessions = sessions.open();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
-    let api = LockApi::new(
+    let api = Arc::new(LockApi::new(
         engine.redlock.clone(),
         Limits::from(&config.redlock),
         sessions,
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),
         config.server.deadline_reserve,
-    );
+    ));
+    // The HTTP/JSON gateway, when configured: the same handlers and gate.
+    crate::gateway::start(&config, api.clone(), gate.clone(), http_stopped).await?;
     // Bigger messages are refused before they are decoded; callers are
     // authenticated and rate-limited from their headers alone.
     let lock_service =
-        LockServiceServer::new(api).max_decoding_message_size(config.server.max_request_bytes);
+        LockServiceServer::from_arc(api).max_decoding_message_size(config.server.max_request_bytes);
     let lock_service =
         tonic::service::interceptor::InterceptedService::new(lock_service, move |request| {
             gate.check(request)

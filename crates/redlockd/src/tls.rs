@@ -39,7 +39,7 @@ pub enum TlsError {
     },
 }
 
-fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+pub(crate) fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         key,
         path: path.to_owned(),
@@ -67,7 +67,7 @@ pub(crate) fn server_config(tls: &TlsConfig) -> Result<Option<ServerTlsConfig>, 
 }
 
 /// The DER certificates in a PEM bundle; at least one.
-fn certificates(
+pub(crate) fn certificates(
     key: &'static str,
     path: &Path,
     pem: &[u8],

@@ -25,6 +25,7 @@
 //! Node URLs may carry passwords. Nothing in this module prints one: errors,
 //! warnings and the `Debug` output pass URLs through [`redact_url`].
 
+mod http;
 mod nodes;
 mod quarantine;
 mod redact;
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use http::HttpConfig;
 use nodes::{deserialize_nodes, parse_node};
 pub use quarantine::RestartQuarantine;
 use redact::redact_text;
@@ -86,6 +88,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Credentials and TLS trust for the connections to the masters.
     pub masters: MastersConfig,
+    /// The HTTP/JSON gateway (off by default).
+    pub http: HttpConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.

@@ -245,10 +245,21 @@ impl Gatekeeper {
 
     /// The interceptor: authenticates, charges the rate limit and stores the
     /// [`Identity`] in the request's extensions for the handler.
-    pub fn check(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
+    pub fn check(&self, request: Request<()>) -> Result<Request<()>, Status> {
         let peer_certs = request.peer_certs();
+        self.check_with_certs(request, peer_certs.as_deref().map(Vec::as_slice))
+    }
+
+    /// [`Gatekeeper::check`] with the connection's verified client
+    /// certificates given, for the HTTP/JSON gateway, whose connections
+    /// tonic does not see.
+    pub(crate) fn check_with_certs(
+        &self,
+        mut request: Request<()>,
+        peer_certs: Option<&[CertificateDer<'_>]>,
+    ) -> Result<Request<()>, Status> {
         let identity = self
-            .authenticate(request.metadata(), peer_certs.as_deref().map(Vec::as_slice))
+            .authenticate(request.metadata(), peer_certs)
             .map_err(Denied::counted)?;
         // Without authentication each peer address is its own identity.
         let key = if self.enabled() {

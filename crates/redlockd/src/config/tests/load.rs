@@ -29,6 +29,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(r.fence_ttl, Duration::from_secs(7 * 24 * 3600));
     assert_eq!(r.quarantine, RestartQuarantine::Horizon);
     assert_eq!(r.quarantine, RestartQuarantine::Horizon);
+    assert_eq!(c.http.listen, None, "the HTTP gateway is off by default");
 }
 
 /// `redlock.restart_quarantine` takes the three names, in TOML and in the

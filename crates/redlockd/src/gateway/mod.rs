@@ -1,0 +1,350 @@
+//! The HTTP/JSON gateway (`[http] listen`): `POST /v1/locks:acquire`,
+//! `:extend`, `:release` and `:validate` over HTTP/1.1, for callers without
+//! a gRPC stack (PHP, shell scripts with curl).
+//!
+//! Each body is the request message in the canonical proto3 JSON mapping
+//! ([`json`]); each answer is the response message in the same mapping, or
+//! an error ([`errors`]). A call goes through the very path a gRPC call
+//! takes: the `Authorization` header and the others (`grpc-timeout`
+//! included) become the call's metadata, the [`Gatekeeper`] authenticates
+//! and rate-limits it from them (and from the connection's client
+//! certificate under mTLS) before the body is read, and the same
+//! [`LockApi`] handler validates, checks namespaces, calls the engine and
+//! counts the metrics. `Hold` is gRPC only: an HTTP caller keeps its lock
+//! with `:extend` calls well inside the lock's validity.
+
+mod errors;
+mod json;
+mod tls;
+
+pub(crate) use tls::server_config;
+
+use crate::config::Config;
+use crate::pb;
+use crate::pb::lock_service_server::LockService;
+use crate::service::auth::Gatekeeper;
+use crate::service::LockApi;
+use errors::GatewayError;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{header, Method, Request, Response};
+use hyper_util::rt::TokioIo;
+use json::Codec;
+use rustls::pki_types::CertificateDer;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tonic::metadata::MetadataMap;
+use tonic::transport::server::TcpConnectInfo;
+
+/// The gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayStartError {
+    /// `http.listen` could not be bound.
+    #[error("http.listen {addr}: {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TLS material could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The built-in descriptors do not decode (a build defect).
+    #[error("HTTP gateway descriptors: {0}")]
+    Descriptors(#[from] prost_reflect::DescriptorError),
+}
+
+/// What every connection of the gateway shares.
+pub(crate) struct Gateway {
+    api: Arc<LockApi>,
+    gate: Gatekeeper,
+    codec: Codec,
+    /// `server.max_request_bytes`: the largest body read.
+    max_body: usize,
+}
+
+/// One accepted connection, as the handlers see it.
+struct Connection {
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    /// The verified client certificates (mTLS), end-entity first.
+    certs: Option<Vec<CertificateDer<'static>>>,
+}
+
+/// The four calls, by path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rpc {
+    Acquire,
+    Extend,
+    Release,
+    Validate,
+}
+
+/// The call at `path`, or 404; a method other than POST: 405.
+fn route(method: &Method, path: &str) -> Result<Rpc, GatewayError> {
+    let rpc = match path {
+        "/v1/locks:acquire" => Rpc::Acquire,
+        "/v1/locks:extend" => Rpc::Extend,
+        "/v1/locks:release" => Rpc::Release,
+        "/v1/locks:validate" => Rpc::Validate,
+        _ => return Err(GatewayError::not_found(path)),
+    };
+    match *method == Method::POST {
+        true => Ok(rpc),
+        false => Err(GatewayError::method_not_allowed()),
+    }
+}
+
+/// A `200 OK` (or, changed by the caller, any) answer with a JSON body.
+fn json_response(body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+impl Gateway {
+    /// Serves `api` behind `gate`, reading bodies of at most `max_body`
+    /// bytes.
+    pub(crate) fn new(
+        api: Arc<LockApi>,
+        gate: Gatekeeper,
+        max_body: usize,
+    ) -> Result<Gateway, GatewayStartError> {
+        Ok(Gateway {
+            api,
+            gate,
+            codec: Codec::new()?,
+            max_body,
+        })
+    }
+
+    /// One call, answered.
+    async fn answer(&self, conn: &Connection, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        match self.call(conn, request).await {
+            Ok(body) => json_response(body),
+            Err(error) => error.response(),
+        }
+    }
+
+    /// Routes, authenticates (before the body is read, as the gRPC
+    /// interceptor does before decoding), reads and decodes the body, and
+    /// calls the handler.
+    async fn call(
+        &self,
+        conn: &Connection,
+        request: Request<Incoming>,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let rpc = route(request.method(), request.uri().path())?;
+        let (parts, body) = request.into_parts();
+        let metadata = MetadataMap::from_headers(parts.headers);
+        let mut extensions = tonic::Extensions::new();
+        // Where `Request::remote_addr` looks: the rate limit without
+        // authentication and the per-connection call cap key on it.
+        extensions.insert(TcpConnectInfo {
+            local_addr: conn.local,
+            remote_addr: Some(conn.remote),
+        });
+        let checked = self.gate.check_with_certs(
+            tonic::Request::from_parts(metadata, extensions, ()),
+            conn.certs.as_deref(),
+        )?;
+        let body = self
+            .read_body(&metadata_length(checked.metadata()), body)
+            .await?;
+        let (metadata, extensions, ()) = checked.into_parts();
+        let api = &*self.api;
+        let codec = &self.codec;
+        Ok(match rpc {
+            Rpc::Acquire => {
+                let message =
+                    codec.decode::<pb::AcquireRequest>("redlock.v1.AcquireRequest", &body)?;
+                let response = api
+                    .acquire(tonic::Request::from_parts(metadata, extensions, message))
+                    .await?;
+                codec.encode("redlock.v1.AcquireResponse", response.get_ref())?
+            }
+            Rpc::Extend => {
+                let message =
+                    codec.decode::<pb::ExtendRequest>("redlock.v1.ExtendRequest", &body)?;
+                let response = api
+                    .extend(tonic::Request::from_parts(metadata, extensions, message))
+                    .await?;
+                codec.encode("redlock.v1.ExtendResponse", response.get_ref())?
+            }
+            Rpc::Release => {
+                let message =
+                    codec.decode::<pb::ReleaseRequest>("redlock.v1.ReleaseRequest", &body)?;
+                let response = api
+                    .release(tonic::Request::from_parts(metadata, extensions, message))
+                    .await?;
+                codec.encode("redlock.v1.ReleaseResponse", response.get_ref())?
+            }
+            Rpc::Validate => {
+                let message =
+                    codec.decode::<pb::ValidateRequest>("redlock.v1.ValidateRequest", &body)?;
+                let response = api
+                    .validate(tonic::Request::from_parts(metadata, extensions, message))
+                    .await?;
+                codec.encode("redlock.v1.ValidateResponse", response.get_ref())?
+            }
+        })
+    }
+
+    /// The whole body, refused (413) past `max_body` bytes, whether the
+    /// `content-length` announces it or the bytes show it.
+    async fn read_body(&self, length: &Option<u64>, body: Incoming) -> Result<Bytes, GatewayError> {
+        let max = self.max_body;
+        if length.is_some_and(|n| n > u64::try_from(max).unwrap_or(u64::MAX)) {
+            return Err(GatewayError::too_large(max));
+        }
+        match Limited::new(body, max).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                Err(GatewayError::too_large(max))
+            }
+            Err(error) => Err(GatewayError::unreadable(&error)),
+        }
+    }
+}
+
+/// The announced `content-length`, if any.
+fn metadata_length(metadata: &MetadataMap) -> Option<u64> {
+    metadata
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Binds `http.listen`, when set, and serves the gateway there (with the
+/// gRPC port's TLS) until `shutdown` completes.
+pub(crate) async fn start(
+    config: &Config,
+    api: Arc<LockApi>,
+    gate: Gatekeeper,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayStartError> {
+    let Some(addr) = config.http.listen else {
+        return Ok(());
+    };
+    let tls = server_config(&config.server.tls)?;
+    let gateway = Arc::new(Gateway::new(api, gate, config.server.max_request_bytes)?);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| GatewayStartError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_or(addr, |a| a);
+    if tls.is_none() && !bound.ip().is_loopback() {
+        tracing::warn!(
+            listen = %bound,
+            "serving the HTTP gateway in plaintext on a non-loopback address: set \
+             server.tls.cert and server.tls.key"
+        );
+    }
+    tracing::info!(listen = %bound, tls = tls.is_some(), "serving the HTTP/JSON gateway");
+    tokio::spawn(serve(listener, gateway, tls, shutdown));
+    Ok(())
+}
+
+/// Serves `gateway` on `listener` (under TLS when `tls` is set) until
+/// `shutdown` completes; connections then open finish their call in
+/// progress.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "HTTP gateway: accept failed");
+                    continue;
+                }
+            },
+            () = &mut shutdown => return,
+        };
+        // As on the gRPC port: no Nagle delay on answers.
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
+        let gateway = gateway.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            match acceptor {
+                None => {
+                    let conn = Connection {
+                        local,
+                        remote,
+                        certs: None,
+                    };
+                    serve_connection(stream, conn, gateway).await;
+                }
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(stream) => {
+                        let certs =
+                            stream.get_ref().1.peer_certificates().map(|certs| {
+                                certs.iter().map(|c| c.clone().into_owned()).collect()
+                            });
+                        let conn = Connection {
+                            local,
+                            remote,
+                            certs,
+                        };
+                        serve_connection(stream, conn, gateway).await;
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, %remote, "HTTP gateway: TLS handshake failed");
+                    }
+                },
+            }
+        });
+    }
+}
+
+/// HTTP/1.1 on one connection.
+async fn serve_connection<S>(stream: S, conn: Connection, gateway: Arc<Gateway>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = Arc::new(conn);
+    let service = hyper::service::service_fn(move |request| {
+        let gateway = gateway.clone();
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(gateway.answer(&conn, request).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::StatusCode;
+
+    /// The four paths, POST only; anything else 404 or 405.
+    #[test]
+    fn routes() {
+        assert_eq!(route(&Method::POST, "/v1/locks:acquire"), Ok(Rpc::Acquire));
+        assert_eq!(route(&Method::POST, "/v1/locks:extend"), Ok(Rpc::Extend));
+        assert_eq!(route(&Method::POST, "/v1/locks:release"), Ok(Rpc::Release));
+        assert_eq!(
+            route(&Method::POST, "/v1/locks:validate"),
+            Ok(Rpc::Validate)
+        );
+        let wrong = route(&Method::GET, "/v1/locks:acquire").unwrap_err();
+        assert_eq!(wrong.http, StatusCode::METHOD_NOT_ALLOWED);
+        let unknown = route(&Method::POST, "/v1/locks:hold").unwrap_err();
+        assert_eq!(unknown.http, StatusCode::NOT_FOUND);
+    }
+}
