@@ -5,7 +5,7 @@
 
 use super::boottime;
 use super::fake::{self, Behaviour};
-use super::{HoldEnd, Redlock, RetryPolicy, Settings};
+use super::{HoldEnd, Redlock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -16,24 +16,7 @@ const FULL: Duration = Duration::from_millis(9_898);
 
 fn engine() -> (Vec<std::sync::Arc<fake::FakeNode>>, Redlock) {
     let fakes = fake::five();
-    let settings = Settings {
-        key_prefix: "t:".into(),
-        node_timeout: MS(50),
-        drift_factor: 0.01,
-        retry: RetryPolicy {
-            min: MS(5),
-            max: MS(20),
-        },
-        fence_ttl: Duration::from_secs(3600),
-        wake_on_release: true,
-        wait_fallback: Duration::from_secs(1),
-        max_waiters_per_resource: 1_000,
-        max_waiters: 100_000,
-        admission: super::AdmissionLimits {
-            max_in_flight: 128,
-            max_queued: 20_000,
-        },
-    };
+    let settings = fake::settings(MS(50));
     let engine = Redlock::new(fake::as_nodes(&fakes), settings).expect("five masters");
     (fakes, engine)
 }

@@ -313,6 +313,29 @@ impl Node for FakeNode {
     }
 }
 
+/// The engine settings every engine test starts from: `node_timeout` as
+/// given, drift 1 %, short retry pauses, the default limits.
+pub(crate) fn settings(node_timeout: Duration) -> super::Settings {
+    super::Settings {
+        key_prefix: "t:".into(),
+        node_timeout,
+        drift_factor: 0.01,
+        retry: super::RetryPolicy {
+            min: Duration::from_millis(5),
+            max: Duration::from_millis(20),
+        },
+        fence_ttl: Duration::from_secs(3600),
+        wake_on_release: true,
+        wait_fallback: Duration::from_secs(1),
+        max_waiters_per_resource: 1_000,
+        max_waiters: 100_000,
+        admission: super::AdmissionLimits {
+            max_in_flight: 128,
+            max_queued: 20_000,
+        },
+    }
+}
+
 /// Five healthy fake masters, named `fake0`..`fake4`, with skewed wall
 /// clocks, so that no fence can lean on the clock alone.
 pub(crate) fn five() -> Vec<Arc<FakeNode>> {

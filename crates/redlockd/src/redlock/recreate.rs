@@ -135,31 +135,14 @@ async fn recreate(
 #[cfg(test)]
 mod tests {
     use super::super::fake::{self, Behaviour};
-    use super::super::{LockKeys, Redlock, RetryPolicy, Settings};
+    use super::super::{LockKeys, Redlock, Settings};
     use std::time::Duration;
 
     const NODE_TIMEOUT: Duration = Duration::from_millis(50);
     const TTL: Duration = Duration::from_secs(10);
 
     fn settings() -> Settings {
-        Settings {
-            key_prefix: "t:".into(),
-            node_timeout: NODE_TIMEOUT,
-            drift_factor: 0.01,
-            retry: RetryPolicy {
-                min: Duration::from_millis(5),
-                max: Duration::from_millis(20),
-            },
-            fence_ttl: Duration::from_secs(3600),
-            wake_on_release: true,
-            wait_fallback: Duration::from_secs(1),
-            max_waiters_per_resource: 1_000,
-            max_waiters: 100_000,
-            admission: crate::redlock::AdmissionLimits {
-                max_in_flight: 128,
-                max_queued: 20_000,
-            },
-        }
+        super::super::fake::settings(NODE_TIMEOUT)
     }
 
     /// Issue 22 item 2: master 2 lost the key (a restart), master 3 hangs;

@@ -26,24 +26,7 @@ struct Cluster {
 }
 
 fn settings(node_timeout: Duration) -> Settings {
-    Settings {
-        key_prefix: "t:".into(),
-        node_timeout,
-        drift_factor: DRIFT,
-        retry: RetryPolicy {
-            min: MS(5),
-            max: MS(20),
-        },
-        fence_ttl: Duration::from_secs(3600),
-        wake_on_release: true,
-        wait_fallback: Duration::from_secs(1),
-        max_waiters_per_resource: 1_000,
-        max_waiters: 100_000,
-        admission: super::AdmissionLimits {
-            max_in_flight: 128,
-            max_queued: 20_000,
-        },
-    }
+    fake::settings(node_timeout)
 }
 
 /// Five healthy masters with `node_timeout` 50 ms.
