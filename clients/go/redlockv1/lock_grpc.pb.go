@@ -76,7 +76,11 @@ type LockServiceClient interface {
 	// releases (not by blind polling).
 	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
 	// Extend resets the lock's time to live to `ttl`, if `token` still holds
-	// it on a majority of masters.
+	// it on a majority of masters. The answer carries the lock's own fence, as
+	// granted. If no master that extended it still keeps its fence record
+	// (masters restarted without their data), the answer is
+	// FAILED_PRECONDITION rather than a fence that cannot be vouched for:
+	// stop relying on this lock, release it and acquire anew.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Release gives the lock up on every master where `token` holds it.
 	// Idempotent: releasing a lock that already expired is not an error;
@@ -200,7 +204,11 @@ type LockServiceServer interface {
 	// releases (not by blind polling).
 	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
 	// Extend resets the lock's time to live to `ttl`, if `token` still holds
-	// it on a majority of masters.
+	// it on a majority of masters. The answer carries the lock's own fence, as
+	// granted. If no master that extended it still keeps its fence record
+	// (masters restarted without their data), the answer is
+	// FAILED_PRECONDITION rather than a fence that cannot be vouched for:
+	// stop relying on this lock, release it and acquire anew.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Release gives the lock up on every master where `token` holds it.
 	// Idempotent: releasing a lock that already expired is not an error;

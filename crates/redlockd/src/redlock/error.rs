@@ -33,6 +33,13 @@ pub enum LockError {
     /// A quorum agreed, but the round took so long that no validity was left.
     #[error("a quorum agreed but the lease was used up by the round itself ({0})")]
     Expired(Tally),
+    /// Extended, but no master that extended the lock still keeps its
+    /// fence record (lost with a restart): its fence cannot be vouched for.
+    #[error(
+        "the lock was extended, but no master that extended it still keeps its fence (masters \
+         restarted without their data): release it and acquire anew for a fence"
+    )]
+    FenceUnknown,
     /// The caller's deadline passed before the operation completed.
     #[error("the caller's deadline passed")]
     DeadlineExceeded,

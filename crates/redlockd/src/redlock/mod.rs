@@ -178,12 +178,34 @@ impl Redlock {
 
     /// Resets the lock's time to live to `ttl` if `token` still holds it on a
     /// majority; the new validity counts from before the round.
+    ///
+    /// The answer carries the lock's own fence, as granted: the one the
+    /// masters that extended it keep beside its token. When none of them
+    /// has it any more (their fence records were lost with a restart), the
+    /// fence cannot be vouched for and the call fails with
+    /// [`LockError::FenceUnknown`] instead of answering a fence of 0, which
+    /// would break "a later holder's fence is greater". The lock itself was
+    /// extended; its holder should release it and acquire anew.
     pub async fn extend(
         &self,
         resource: &str,
         token: &Token,
         ttl: Duration,
     ) -> Result<Lock, LockError> {
+        let (fence, lock) = self.extend_lease(resource, token, ttl).await?;
+        let fence = fence.ok_or(LockError::FenceUnknown)?;
+        Ok(Lock { fence, ..lock })
+    }
+
+    /// [`Redlock::extend`] without the fence check, for a holder that knows
+    /// its fence from the grant (a session): the fence the masters reported,
+    /// if any, and the lock with the new validity (its `fence` is 0).
+    pub(crate) async fn extend_lease(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<(Option<u64>, Lock), LockError> {
         let subject = self.subject(resource, token.clone());
         let _permit = self.admission.extension().await?;
         let start = validity::Started::now();
@@ -214,15 +236,17 @@ impl Redlock {
                     .validity(ttl, self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
-                Ok(Lock {
+                // Any two majorities intersect, so a master of this round
+                // took part in the grant's commit and reports its fence,
+                // unless it lost the record since (a restart).
+                let lock = Lock {
                     resource: resource.to_owned(),
                     token: token.clone(),
-                    // Any two majorities intersect, so a master of this round
-                    // took part in the grant's commit and reported its fence.
-                    fence: fence.unwrap_or_default(),
+                    fence: 0,
                     validity,
                     deadline,
-                })
+                };
+                Ok((fence, lock))
             }
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
             _ => Err(LockError::NoQuorum(votes)),

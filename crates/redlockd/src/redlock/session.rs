@@ -101,8 +101,9 @@ impl Redlock {
             }
             let started = Instant::now();
             // Boxed: a held session's future stays small between extensions.
-            match Box::pin(self.extend(&lock.resource, &lock.token, ttl)).await {
-                Ok(extended) => {
+            // The session knows its fence from the grant.
+            match Box::pin(self.extend_lease(&lock.resource, &lock.token, ttl)).await {
+                Ok((_, extended)) => {
                     lock.validity = extended.validity;
                     lock.deadline = extended.deadline;
                     extend_at = started + period;

@@ -465,6 +465,35 @@ async fn detached_acquire_dropped_after_grant_was_sent() {
     c.assert_released_everywhere(&token);
 }
 
+/// Every master that extends the lock lost its fence record (a restart
+/// without data, the lock key put back): Extend does not answer a fence it
+/// cannot vouch for (0 would break "a later holder's fence is greater"), it
+/// fails with FenceUnknown; a session, which knows its fence from the
+/// grant, keeps extending.
+#[tokio::test(start_paused = true)]
+async fn extend_without_any_fence_record_is_an_error() {
+    let c = cluster();
+    let lock = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect("five healthy masters grant");
+    for fake in &c.fakes {
+        fake.state().fences.remove(&c.keys.fence);
+    }
+    match c.engine.extend(RESOURCE, &lock.token, TTL).await {
+        Err(LockError::FenceUnknown) => {}
+        other => panic!("expected FenceUnknown, got {other:?}"),
+    }
+    let (fence, extended) = c
+        .engine
+        .extend_lease(RESOURCE, &lock.token, TTL)
+        .await
+        .expect("the lock itself is still held and extended");
+    assert_eq!(fence, None);
+    assert_eq!(extended.validity, full_validity(TTL));
+}
+
 /// Extend keeps the grant's fence (also through a quorum that includes masters outside the commit), and once the keys expired it is NotHeld.
 #[tokio::test(start_paused = true)]
 async fn extend_keeps_fence_and_fails_after_expiry() {

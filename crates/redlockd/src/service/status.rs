@@ -20,7 +20,7 @@ pub(crate) fn code(error: &LockError) -> Code {
     match error {
         LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
         LockError::Limit(_) | LockError::Overloaded { .. } => Code::ResourceExhausted,
-        LockError::NotHeld(_) => Code::FailedPrecondition,
+        LockError::NotHeld(_) | LockError::FenceUnknown => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,
         LockError::Cancelled => Code::Cancelled,

@@ -115,7 +115,11 @@ class LockServiceServicer:
 
     def Extend(self, request, context):
         """Extend resets the lock's time to live to `ttl`, if `token` still holds
-        it on a majority of masters.
+        it on a majority of masters. The answer carries the lock's own fence, as
+        granted. If no master that extended it still keeps its fence record
+        (masters restarted without their data), the answer is
+        FAILED_PRECONDITION rather than a fence that cannot be vouched for:
+        stop relying on this lock, release it and acquire anew.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
