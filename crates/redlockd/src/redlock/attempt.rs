@@ -7,7 +7,7 @@ use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Deadline, Decision, LockError, Quorum, Redlock, WakeWaiters};
+use super::{validity, Deadline, Decision, Lock, LockError, Quorum, Redlock, Token, WakeWaiters};
 use crate::metrics;
 use std::future::Future;
 use std::pin::Pin;
@@ -69,29 +69,43 @@ impl Redlock {
         (start + timeout).max(Instant::now() + timeout / 10)
     }
 
-    /// One attempt, once admitted (see [`super::admission`]); on success
-    /// the fence, the validity and its deadline. `stop` (the caller left) is
-    /// heeded only while the attempt waits for admission: once its commands
-    /// are out, it runs to its end, which cleans up after itself.
+    /// One attempt on `resource`, once admitted (see [`super::admission`]),
+    /// with a token of its own; on success the lock. `stop` (the caller
+    /// left) is heeded only while the attempt waits for admission: once its
+    /// commands are out, it runs to its end, which cleans up after itself.
+    ///
+    /// Why a token per attempt, not per acquisition: a failed attempt can
+    /// leave its fence on a minority of masters beside its token (a commit
+    /// that landed there before the attempt gave up). Under a token of its
+    /// own, no later attempt's lock, and no Extend of it, can ever be taken
+    /// for that attempt's, so an Extend only ever reports the fence of the
+    /// grant it extends.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
-        subject: &Arc<Subject>,
+        resource: &str,
         ttl: Duration,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
-    ) -> Result<(u64, (Duration, Deadline)), Failure> {
+    ) -> Result<Lock, Failure> {
         let admitted = tokio::select! {
             biased;
             admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
         };
+        let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
         stats.attempts += 1;
-        let result = self.attempt_once(subject, ttl, &admitted).await;
+        let result = self.attempt_once(&subject, ttl, &admitted).await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
         }
-        result
+        result.map(|(fence, (validity, deadline))| Lock {
+            resource: resource.to_owned(),
+            token: subject.token.clone(),
+            fence,
+            validity,
+            deadline,
+        })
     }
 
     async fn attempt_once(

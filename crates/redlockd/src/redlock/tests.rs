@@ -465,6 +465,38 @@ async fn detached_acquire_dropped_after_grant_was_sent() {
     c.assert_released_everywhere(&token);
 }
 
+/// Each attempt of one acquisition has a token of its own: a failed
+/// attempt's leftovers (a fence committed on a minority beside its token)
+/// can never be taken for the granted lock's.
+#[tokio::test(start_paused = true)]
+async fn every_attempt_has_its_own_token() {
+    let c = cluster();
+    let holder = Token::generate().expect("OS RNG");
+    for i in [0, 1, 2] {
+        c.fakes[i].hold(&c.keys, &holder, MS(100));
+    }
+    let lock = c
+        .engine
+        .acquire(RESOURCE, TTL, Duration::from_secs(2))
+        .await
+        .expect("granted once the holder's keys expire");
+    let mut tokens: Vec<String> = c
+        .fakes
+        .iter()
+        .flat_map(|fake| fake.calls())
+        .filter(|call| call.op == Op::Acquire)
+        .map(|call| call.token)
+        .collect();
+    tokens.sort();
+    tokens.dedup();
+    assert!(
+        tokens.len() >= 2,
+        "one token for every attempt: {}",
+        tokens.len()
+    );
+    assert!(tokens.contains(&lock.token.expose().to_owned()));
+}
+
 /// Every master that extends the lock lost its fence record (a restart
 /// without data, the lock key put back): Extend does not answer a fence it
 /// cannot vouch for (0 would break "a later holder's fence is greater"), it

@@ -15,9 +15,8 @@
 //! library: every waiter retries after a jittered pause.
 
 use super::attempt::{AttemptStats, Failure};
-use super::round::Subject;
 use super::waiters::Wake;
-use super::{Deadline, Lock, LockError, Redlock, Token};
+use super::{Lock, LockError, Redlock};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -90,46 +89,38 @@ impl Redlock {
         wait: Duration,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
-        let subject = self.subject(resource, Token::generate()?);
-        let lock = |(fence, (validity, deadline))| Lock {
-            resource: resource.to_owned(),
-            token: subject.token.clone(),
-            fence,
-            validity,
-            deadline,
-        };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
             tokio::pin!(stop);
-            self.attempt(&subject, ttl, &mut stats, stop)
+            self.attempt(resource, ttl, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(&subject, ttl, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, ttl, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(&subject, ttl, give_up_at, stop, &mut stats).await
+                self.poll(resource, ttl, give_up_at, stop, &mut stats).await
             };
             metrics::waited(started.elapsed());
             result
         };
         metrics::acquisition(stats.attempts, stats.contended);
-        result.map(lock)
+        result
     }
 
     /// The queue: first come first served, woken by releases and expiries.
     async fn wait_in_queue(
         &self,
-        subject: &Arc<Subject>,
+        resource: &str,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
-    ) -> Result<(u64, (Duration, Deadline)), LockError> {
-        let mut place = self.waiters.join(&subject.resource)?;
+    ) -> Result<Lock, LockError> {
+        let mut place = self.waiters.join(resource)?;
         tokio::pin!(stop);
         let mut try_at = place.is_front().then(Instant::now);
         let mut last_error = None;
@@ -137,7 +128,7 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(subject, ttl, stats, stop.as_mut()).await {
+                match self.attempt(resource, ttl, stats, stop.as_mut()).await {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -176,15 +167,15 @@ impl Redlock {
     /// Plain Redlock: retry after a jittered pause, no queue, no wake-ups.
     async fn poll(
         &self,
-        subject: &Arc<Subject>,
+        resource: &str,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
-    ) -> Result<(u64, (Duration, Deadline)), LockError> {
+    ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(subject, ttl, stats, stop.as_mut()).await {
+            let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };
