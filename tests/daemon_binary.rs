@@ -105,6 +105,8 @@ async fn start_dev() -> (
         .set("server.listen", listen)
         .set("metrics.enabled", true)
         .set("metrics.listen", "127.0.0.1:0")
+        // --dev serves HTTP on 8080 unless placed: tests run side by side.
+        .set("http.listen", "127.0.0.1:0")
         .set("server.shutdown_grace", "1s")
         .arg("--dev")
         .command()

@@ -31,8 +31,22 @@ pub(crate) fn start(config: &mut Config) -> Result<DevMasters, String> {
     // Fresh masters: the default (horizon) quarantine finds no horizon on
     // them and lets them vote at once; --dev runs what users run.
     config.redlock.nodes = masters.urls();
-    // The HTTP/JSON gateway too, unless the configuration placed it.
-    config.http.listen.get_or_insert(DEV_HTTP);
+    // The HTTP/JSON gateway too, unless the configuration placed it; on
+    // another port of the user's choosing if 8080 is taken, rather than
+    // failing the quick start over an optional extra.
+    if config.http.listen.is_none() {
+        match std::net::TcpListener::bind(DEV_HTTP) {
+            Ok(probe) => {
+                drop(probe);
+                config.http.listen = Some(DEV_HTTP);
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "--dev: {DEV_HTTP} is taken, so the HTTP/JSON gateway is off; set \
+                 REDLOCKD__HTTP__LISTEN to serve it elsewhere"
+            ),
+        }
+    }
     Ok(masters)
 }
 
