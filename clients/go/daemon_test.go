@@ -219,6 +219,8 @@ func startDaemon(spec daemonSpec) (d *daemon, err error) {
 		"redlock.node_timeout": "250ms",
 		"server.listen":        d.addr,
 		"metrics.enabled":      "false",
+		// A stop drains open sessions for shutdown_grace (20 s by default).
+		"server.shutdown_grace": "1s",
 	}
 	for k, v := range spec.settings {
 		settings[k] = v

@@ -49,6 +49,18 @@ type Lease struct {
 	released   chan struct{}
 	wasHeld    bool
 	releaseErr error
+	// draining is set when the daemon said it is stopping (the lock is
+	// still held and extended until the drain's end).
+	draining bool
+}
+
+// Draining reports whether the daemon said it is stopping: the lock is
+// still held and extended until the drain ends, and then released (Done
+// closes). Finish the work and Release, or be ready to lose the lock.
+func (l *Lease) Draining() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.draining
 }
 
 // StopMargin is how long before the last known validity ends a Lease gives
@@ -245,6 +257,11 @@ func (l *Lease) watch() {
 		switch e := event.GetEvent().(type) {
 		case *pb.HoldEvent_Extended:
 			l.extended(lockFromWire(e.Extended, time.Now()))
+		case *pb.HoldEvent_Draining_:
+			// Not an end: the daemon keeps the lock until the drain ends.
+			l.mu.Lock()
+			l.draining = true
+			l.mu.Unlock()
 		case *pb.HoldEvent_Lost_:
 			l.gone("lost: "+e.Lost.GetReason(), codes.FailedPrecondition)
 		case *pb.HoldEvent_Released_:

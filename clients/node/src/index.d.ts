@@ -101,6 +101,11 @@ export declare class Lease {
   /** How many extensions the daemon has made. */
   readonly extensions: number;
   /**
+   * True once the daemon said it is stopping: the lock is still held and
+   * extended until the drain ends, then released (the signal aborts).
+   */
+  readonly draining: boolean;
+  /**
    * Aborted as soon as the lock is no longer held (`lost`, an unrequested
    * `released`, the stream ending or breaking, no extension before the
    * validity ran out, or `release()`); its reason is a LockLostError.

@@ -36,6 +36,11 @@ export class Lease {
     this.lock = new Lock(wire, now());
     /** How many extensions the daemon has made. */
     this.extensions = 0;
+    /**
+     * True once the daemon said it is stopping: the lock is still held and
+     * extended until the drain ends, then released (the signal aborts).
+     */
+    this.draining = false;
     this._arm();
   }
 
@@ -98,6 +103,10 @@ export class Lease {
         this.lock = new Lock(event.extended, now());
         this.extensions += 1;
         this._arm();
+        break;
+      case 'draining':
+        // Not an end: the daemon keeps the lock until the drain ends.
+        this.draining = true;
         break;
       case 'lost':
         this._gone(`lost: ${event.lost.reason}`);

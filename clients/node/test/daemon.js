@@ -140,6 +140,8 @@ export async function startDaemon({ settings = {}, toml = null, credentials = nu
     'redlock.node_timeout': '50ms',
     'server.listen': `127.0.0.1:${port}`,
     'metrics.enabled': 'false',
+    // A stop drains open sessions for shutdown_grace (20 s by default).
+    'server.shutdown_grace': '1s',
     ...settings,
   };
   for (const [key, value] of Object.entries(all)) {

@@ -59,6 +59,7 @@ test('hold: the signal aborts when the daemon stops and releases the lock unaske
     const reason = await aborted(lease.signal);
     assert.ok(reason instanceof LockLostError, String(reason));
     assert.equal(reason.reason, 'released by the daemon, unrequested');
+    assert.ok(lease.draining, 'told `draining` before the release');
     assert.equal(await lease.release(), false, 'nothing left to release');
     await daemon.exited;
   }));

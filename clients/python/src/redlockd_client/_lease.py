@@ -28,6 +28,9 @@ class LeaseState:
         self.valid_until: float = 0.0
         #: Extensions the daemon reported.
         self.extensions: int = 0
+        #: True once the daemon said it is stopping: the lock is still held
+        #: and extended until the drain ends, then released (``lost`` is set).
+        self.draining: bool = False
         #: Why the lock is gone, once it is.
         self.reason: Optional[str] = None
         #: ``was_held`` of the daemon's ``released``, once it came.
@@ -95,6 +98,9 @@ class LeaseState:
             self.extensions += 1
             self.validity = from_duration(event.extended.validity)
             self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
+        elif kind == "draining":
+            # Not an end: the daemon keeps the lock until the drain ends.
+            self.draining = True
         elif kind == "lost":
             self._lose(f"the daemon could not extend the lock: {event.lost.reason}")
         elif kind == "released":

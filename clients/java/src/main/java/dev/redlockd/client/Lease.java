@@ -49,6 +49,7 @@ public final class Lease implements AutoCloseable {
   private CompletableFuture<Boolean> releasing;
   private CompletableFuture<Boolean> released;
   private long extensions;
+  private volatile boolean draining;
   private volatile Lock lock;
   private volatile LockLostException gone;
 
@@ -82,6 +83,14 @@ public final class Lease implements AutoCloseable {
   /** The resource locked. */
   public String resource() {
     return lock.resource();
+  }
+
+  /**
+   * Whether the daemon said it is stopping: the lock is still held and extended until the drain
+   * ends, then released ({@link #lost()} completes). Finish the work and close the lease.
+   */
+  public boolean draining() {
+    return draining;
   }
 
   /** How many extensions the daemon has made so far. */
@@ -317,6 +326,10 @@ public final class Lease implements AutoCloseable {
             extensions += 1;
             arm();
           }
+          break;
+        case DRAINING:
+          // Not an end: the daemon keeps the lock until the drain ends.
+          draining = true;
           break;
         case LOST:
           markGone("lost: " + event.getLost().getReason(), Status.Code.FAILED_PRECONDITION, null);

@@ -113,6 +113,8 @@ final class Daemon implements AutoCloseable {
     all.put("redlock.node_timeout", "250ms");
     all.put("server.listen", "127.0.0.1:" + port);
     all.put("metrics.enabled", "false");
+    // A stop drains open sessions for shutdown_grace (20 s by default).
+    all.put("server.shutdown_grace", "1s");
     all.putAll(settings);
     String binary = System.getenv("REDLOCKD_BIN");
     if (binary == null || binary.isEmpty()) {
