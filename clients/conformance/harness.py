@@ -18,7 +18,8 @@ protocol on its stdout/stdin:
                             (or `error <reason>`) on the runner's stdin;
   PASS <scenario id>
   FAIL <scenario id> <why>
-  anything else             the runner's own diagnostics, echoed.
+  anything else             the runner's own diagnostics, echoed
+                            (its stderr is passed through as it is).
 A scenario without a PASS line is a failure: a runner that cannot run a
 scenario fails it, never skips it. Prints `conformance: <client> <n>/<m>`
 per client and exits non-zero unless every client passed every scenario.
@@ -238,8 +239,10 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
 def drive(client: str, command: List[str], ids: List[str], fault) -> int:
     """Runs a runner, answering its FAULT lines; counts its PASS lines."""
     passed: Dict[str, bool] = {}
+    # The runner's stderr (build tools, gRPC's own logs) goes straight to ours:
+    # only its stdout speaks the protocol.
     proc = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+                            stderr=None, text=True, bufsize=1)
     timer = threading.Timer(RUNNER_LIMIT, proc.kill)
     timer.start()
     try:
