@@ -222,6 +222,7 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
                 "plain": {"address": plain},
                 "no_token": {"address": token},
                 "token": {"address": token, "token": TOKEN},
+                "wrong_token": {"address": token, "token": TOKEN[::-1]},
                 "tls": {"address": tls, "ca_file": str(pki["ca"])},
                 "tls_untrusted": {"address": tls, "tls": True},
                 "fragile": {"address": fragile},

@@ -79,9 +79,10 @@ type environment struct {
 }
 
 type pending struct {
-	done chan struct{}
-	lock redlockd.Lock
-	err  error
+	done  chan struct{}
+	lock  redlockd.Lock
+	lease *redlockd.Lease
+	err   error
 }
 
 type state struct {
@@ -230,6 +231,25 @@ func (r *runner) acquire(step Step) (redlockd.Lock, error) {
 	return c.Acquire(ctx, resource, time.Duration(step.TTLMs)*time.Millisecond, opts...)
 }
 
+// hold opens a session. Its context lives as long as the scenario (Hold's
+// contract: the context bounds the whole session); no step gives a Hold a
+// deadline_ms, which in Go would end a granted session too.
+func (r *runner) hold(step Step) (*redlockd.Lease, error) {
+	c, err := r.client(step.Client)
+	if err != nil {
+		return nil, err
+	}
+	if step.DeadlineMs != nil {
+		return nil, fmt.Errorf("a Hold step with deadline_ms is not supported by this runner")
+	}
+	var opts []redlockd.AcquireOption
+	if step.WaitMs != nil {
+		opts = append(opts, redlockd.WithWait(time.Duration(*step.WaitMs)*time.Millisecond))
+	}
+	resource := strings.ReplaceAll(step.Resource, "{prefix}", r.env.Prefix)
+	return c.Hold(context.Background(), resource, time.Duration(step.TTLMs)*time.Millisecond, opts...)
+}
+
 func within(step Step) time.Duration {
 	if step.WithinMs != nil {
 		return time.Duration(*step.WithinMs) * time.Millisecond
@@ -325,19 +345,36 @@ func (r *runner) step(step Step, st *state) error {
 			return err == nil && !v.Held, err
 		})
 	case "hold":
-		c, err := r.client(step.Client)
-		if err != nil {
-			return err
-		}
-		resource := strings.ReplaceAll(step.Resource, "{prefix}", r.env.Prefix)
-		// The session's context lives as long as the scenario (Hold's contract).
-		lease, err := c.Hold(ctx, resource, time.Duration(step.TTLMs)*time.Millisecond)
+		lease, err := r.hold(step)
 		if err := outcome(step, err); err != nil || step.Error != "" {
 			return err
 		}
 		st.leases[step.Lease] = lease
 		st.fences[step.Lease] = lease.Fence()
 		return checkFence(step, st, lease.Fence())
+	case "hold_async":
+		p := &pending{done: make(chan struct{})}
+		st.pending[step.Pending] = p
+		go func() {
+			defer close(p.done)
+			p.lease, p.err = r.hold(step)
+		}()
+		return nil
+	case "await_hold":
+		p := st.pending[step.Pending]
+		select {
+		case <-p.done:
+		case <-time.After(within(step)):
+			return fmt.Errorf("the pending session was not granted or refused within %v", within(step))
+		}
+		if p.lease != nil {
+			st.leases[step.Lease] = p.lease
+		}
+		if err := outcome(step, p.err); err != nil || step.Error != "" {
+			return err
+		}
+		st.fences[step.Lease] = p.lease.Fence()
+		return checkFence(step, st, p.lease.Fence())
 	case "check":
 		return outcome(step, st.leases[step.Lease].Err())
 	case "release_lease":

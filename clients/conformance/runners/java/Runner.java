@@ -58,6 +58,7 @@ public final class Runner {
   private final Map<String, Lock> locks = new HashMap<>();
   private final Map<String, Lease> leases = new HashMap<>();
   private final Map<String, CompletableFuture<Lock>> pending = new HashMap<>();
+  private final Map<String, CompletableFuture<Lease>> pendingLeases = new HashMap<>();
   private final Map<String, Long> fences = new HashMap<>();
 
   Runner(Map<String, Object> env) {
@@ -166,6 +167,13 @@ public final class Runner {
     return client.acquire(resource(step), ms(step, "ttl_ms"), wait);
   }
 
+  Lease hold(Map<String, Object> step) throws Failure {
+    LockClient client = client((String) step.get("client"));
+    LockClient bounded = client.withDeadline(step.containsKey("deadline_ms") ? ms(step, "deadline_ms") : STEP_LIMIT);
+    Duration wait = step.containsKey("wait_ms") ? ms(step, "wait_ms") : Duration.ZERO;
+    return bounded.hold(resource(step), ms(step, "ttl_ms"), wait);
+  }
+
   static void until(Duration limit, String what, BooleanSupplier done) throws Exception {
     long deadline = System.nanoTime() + limit.toNanos();
     while (!done.getAsBoolean()) {
@@ -248,9 +256,45 @@ public final class Runner {
         return;
       }
       case "hold": {
-        LockClient client = client((String) step.get("client"));
-        LockClient bounded = client.withDeadline(step.containsKey("deadline_ms") ? ms(step, "deadline_ms") : STEP_LIMIT);
-        Lease lease = outcome(step, () -> bounded.hold(resource(step), ms(step, "ttl_ms")));
+        Lease lease = outcome(step, () -> hold(step));
+        if (lease != null) {
+          leases.put((String) step.get("lease"), lease);
+          fences.put((String) step.get("lease"), lease.fence());
+          checkFence(step, lease.fence());
+        }
+        return;
+      }
+      case "hold_async": {
+        CompletableFuture<Lease> future = new CompletableFuture<>();
+        Thread thread =
+            new Thread(
+                () -> {
+                  try {
+                    future.complete(hold(step));
+                  } catch (Throwable error) {
+                    future.completeExceptionally(error);
+                  }
+                });
+        thread.setDaemon(true);
+        thread.start();
+        pendingLeases.put((String) step.get("pending"), future);
+        return;
+      }
+      case "await_hold": {
+        CompletableFuture<Lease> future = pendingLeases.get((String) step.get("pending"));
+        Lease lease =
+            outcome(
+                step,
+                () -> {
+                  try {
+                    return future.get(within(step).toMillis(), TimeUnit.MILLISECONDS);
+                  } catch (java.util.concurrent.ExecutionException error) {
+                    if (error.getCause() instanceof Exception) throw (Exception) error.getCause();
+                    throw error;
+                  } catch (TimeoutException error) {
+                    throw new Failure("the pending session was not granted or refused within " + within(step));
+                  }
+                });
         if (lease != null) {
           leases.put((String) step.get("lease"), lease);
           fences.put((String) step.get("lease"), lease.fence());
@@ -312,6 +356,7 @@ public final class Runner {
     locks.clear();
     leases.clear();
     pending.clear();
+    pendingLeases.clear();
     fences.clear();
     try {
       List<Object> steps = (List<Object>) scenario.get("steps");

@@ -123,6 +123,14 @@ function acquireCall(step) {
   return () => c.acquire(resource, options);
 }
 
+function holdCall(step) {
+  const options = { ttlMs: step.ttl_ms, deadlineMs: step.deadline_ms ?? STEP_LIMIT_MS };
+  if (step.wait_ms !== undefined) options.waitMs = step.wait_ms;
+  const c = client(step.client);
+  const resource = resourceOf(step);
+  return () => c.hold(resource, options);
+}
+
 async function until(predicate, ms, what) {
   const limit = performance.now() + ms;
   while (!(await predicate())) {
@@ -182,8 +190,26 @@ async function runStep(step, state) {
       break;
     }
     case 'hold': {
-      const options = { ttlMs: step.ttl_ms, deadlineMs: step.deadline_ms ?? STEP_LIMIT_MS };
-      const lease = await outcome(step, () => client(step.client).hold(resourceOf(step), options));
+      const lease = await outcome(step, holdCall(step));
+      if (lease !== undefined) {
+        state.leases.set(step.lease, lease);
+        checkLock(step, state, lease);
+      }
+      break;
+    }
+    case 'hold_async': {
+      const promise = holdCall(step)();
+      promise.catch(() => {}); // handled by the await_hold step
+      state.pending.set(step.pending, promise);
+      break;
+    }
+    case 'await_hold': {
+      const promise = state.pending.get(step.pending);
+      const within = step.within_ms ?? STEP_LIMIT_MS;
+      const timeout = sleep(within).then(() => {
+        throw new Failure(`the pending session was not granted or refused within ${within} ms`);
+      });
+      const lease = await outcome(step, () => Promise.race([promise, timeout]));
       if (lease !== undefined) {
         state.leases.set(step.lease, lease);
         checkLock(step, state, lease);

@@ -131,6 +131,12 @@ class Runner:
         timeout = step["deadline_ms"] / 1000 if "deadline_ms" in step else None
         return lambda: client.acquire(resource, step["ttl_ms"] / 1000, wait, timeout=timeout)
 
+    def hold(self, step: Dict[str, Any]) -> rc.Hold:
+        client = self.client(step["client"])
+        wait = step["wait_ms"] / 1000 if "wait_ms" in step else None
+        return client.hold(self.resource(step), ttl=step["ttl_ms"] / 1000, wait=wait,
+                           timeout=step.get("deadline_ms", STEP_LIMIT * 1000) / 1000)
+
     def step(self, step: Dict[str, Any], state: Dict[str, Any]) -> None:
         op = step["op"]
         if op == "acquire":
@@ -149,9 +155,9 @@ class Runner:
 
             thread = threading.Thread(target=background, daemon=True)
             thread.start()
-            state["pending"][step["pending"]] = (thread, box)
+            state["pending"][step["pending"]] = (thread, box, None)
         elif op == "await":
-            thread, box = state["pending"][step["pending"]]
+            thread, box, _ = state["pending"][step["pending"]]
             thread.join(step.get("within_ms", STEP_LIMIT * 1000) / 1000)
             if thread.is_alive():
                 raise Failure("the pending call did not finish")
@@ -191,12 +197,39 @@ class Runner:
                     raise Failure("still held after within_ms")
                 time.sleep(0.05)
         elif op == "hold":
-            client = self.client(step["client"])
-            hold = client.hold(self.resource(step), ttl=step["ttl_ms"] / 1000,
-                               timeout=step.get("deadline_ms", STEP_LIMIT * 1000) / 1000)
+            hold = self.hold(step)
             lease = self.outcome(step, state, hold.__enter__)
             if lease is not None:
                 state["leases"][step["lease"]] = (hold, lease)
+                self.check_lock(step, state, lease)
+        elif op == "hold_async":
+            hold = self.hold(step)
+            box: Dict[str, Any] = {}
+
+            def enter() -> None:
+                try:
+                    box["value"] = hold.__enter__()
+                except BaseException as error:  # handed to the await_hold step
+                    box["error"] = error
+
+            thread = threading.Thread(target=enter, daemon=True)
+            thread.start()
+            state["pending"][step["pending"]] = (thread, box, hold)
+        elif op == "await_hold":
+            thread, box, hold = state["pending"][step["pending"]]
+            thread.join(step.get("within_ms", STEP_LIMIT * 1000) / 1000)
+            if thread.is_alive():
+                raise Failure("the pending session was not granted or refused in time")
+            if "value" in box:
+                state["leases"][step["lease"]] = (hold, box["value"])
+
+            def granted() -> Any:
+                if "error" in box:
+                    raise box["error"]
+                return box["value"]
+
+            lease = self.outcome(step, state, granted)
+            if lease is not None:
                 self.check_lock(step, state, lease)
         elif op == "check":
             _, lease = state["leases"][step["lease"]]
