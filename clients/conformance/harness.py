@@ -81,6 +81,24 @@ def wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
     raise RuntimeError(f"nothing listened on {port} within {START_LIMIT}s:\n{tail(log)}")
 
 
+#: What redlockd logs when its health turns SERVING (a quorum of masters up).
+SERVING = "a quorum of masters is up: SERVING"
+
+
+def wait_serving(proc: subprocess.Popen, log: Path) -> None:
+    """Polls the daemon's log until its health says SERVING: listening alone
+    does not mean a quorum of masters answers yet (the harness has no gRPC
+    health client, being stdlib only)."""
+    limit = time.monotonic() + START_LIMIT
+    while time.monotonic() < limit:
+        if proc.poll() is not None:
+            raise RuntimeError(f"redlockd exited ({proc.returncode}) before serving:\n{tail(log)}")
+        if SERVING in log.read_text(errors="replace"):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"redlockd not SERVING within {START_LIMIT}s:\n{tail(log)}")
+
+
 def tail(log: Path) -> str:
     """The last lines of a process's log, for error messages."""
     try:
@@ -134,7 +152,8 @@ class Processes:
         }
         for key, value in values.items():
             env["REDLOCKD__" + key.replace(".", "__").upper()] = value
-        env.setdefault("RUST_LOG", "warn")
+        # The health loop's info line is the readiness signal (see wait_serving).
+        env["RUST_LOG"] = "warn,redlockd::health=info"
         binary = os.environ.get("REDLOCKD_BIN") or str(REPO / "target" / "debug" / "redlockd")
         args = [binary]
         if toml is not None:
@@ -143,6 +162,7 @@ class Processes:
             args += ["--config", str(config)]
         proc, log = self.start(args, env, f"{name}-daemon")
         wait_listening(port, proc, log)
+        wait_serving(proc, log)
         return proc, f"127.0.0.1:{port}"
 
     def stop(self) -> None:
