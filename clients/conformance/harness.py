@@ -9,7 +9,7 @@ For each client it starts (Python stdlib only, openssl for the private CA):
   * five more masters under a `fragile` daemon, three of which the
     `stop_three_masters` fault kills;
   * a `drain` daemon over the first masters, which the `drain_daemon`
-    fault sends SIGTERM (shutdown_grace 1 s).
+    fault sends SIGTERM (shutdown_grace 3 s).
 Every client gets its own set, so that one client's faults never reach
 another's scenarios. The runner gets the scenarios file and an environment
 file (the clients it may build: address, token, CA file) and speaks a line
@@ -223,7 +223,9 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
             "server.tls.cert": str(pki["cert"]), "server.tls.key": str(pki["key"])})
         fragile_masters = procs.masters("fragile")
         _, fragile = procs.daemon("fragile", fragile_masters)
-        drain_proc, drain = procs.daemon("drain", shared)
+        # A drain of 3 s: long enough for the draining event to reach a
+        # client on a busy machine, short enough to keep the run quick.
+        drain_proc, drain = procs.daemon("drain", shared, settings={"server.shutdown_grace": "3s"})
 
         def fault(name: str) -> str:
             if name == "stop_three_masters":
