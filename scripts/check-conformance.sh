@@ -44,5 +44,8 @@ if [ ! -d clients/node/node_modules ]; then
   (cd clients/node && timeout 300 npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+echo "--- the harness's own unit tests"
+timeout 120 python3 clients/conformance/test_harness.py
+
 echo "--- the suite"
 CONFORMANCE_PYTHON="$work/venv/bin/python" timeout 900 python3 clients/conformance/harness.py "$@"
