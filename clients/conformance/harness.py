@@ -306,6 +306,9 @@ def drive(client: str, command: List[str], ids: List[str], fault) -> int:
 
 
 def main(argv: List[str]) -> int:
+    # `timeout` (CI's step bound) sends SIGTERM: unwind, so that every
+    # master, daemon and runner started here is killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     clients = argv or ["python", "node", "go", "java"]
     ids = [s["id"] for s in json.loads(SCENARIOS.read_text())["scenarios"]]
     if len(set(ids)) != len(ids):
