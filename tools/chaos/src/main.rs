@@ -171,6 +171,7 @@ fn interleave(args: &Args, which: interleavings::Which) -> ExitCode {
             args.seed,
             args.duration,
             args.max_ttl,
+            !args.no_quarantine,
             binary,
             server,
         ))

@@ -139,7 +139,10 @@ pub(crate) async fn run(
         if !over {
             outcome.violation(
                 "quarantine_never_ends",
-                format!("cycle {cycles}: master 0 still quarantined after {:?}", ttl * 3),
+                format!(
+                    "cycle {cycles}: master 0 still quarantined after {:?}",
+                    ttl * 3
+                ),
             );
         }
     }

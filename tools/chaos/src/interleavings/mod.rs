@@ -65,12 +65,14 @@ impl Outcome {
     }
 }
 
-/// Runs `which` for `duration` each; the outcomes.
+/// Runs `which` for `duration` each, the daemon's restart quarantine on
+/// or not; the outcomes.
 pub(crate) async fn run(
     which: Which,
     seed: u64,
     duration: Duration,
     max_ttl: Duration,
+    quarantine: bool,
     binary: PathBuf,
     server: PathBuf,
 ) -> Result<Vec<Outcome>, BoxError> {
@@ -101,6 +103,7 @@ pub(crate) async fn run(
             server.clone(),
             skewed,
             max_ttl,
+            quarantine,
             dir.clone(),
             extra,
         )
@@ -151,7 +154,12 @@ pub(crate) fn json(outcomes: &[Outcome], seed: u64) -> String {
     let mut out = format!("{{\"seed\":{seed},\"violations\":{total},\"scenarios\":{{");
     for (i, o) in outcomes.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };
-        let _ = write!(out, "{sep}\"{}\":{{\"violations\":{}", o.name, o.violations.len());
+        let _ = write!(
+            out,
+            "{sep}\"{}\":{{\"violations\":{}",
+            o.name,
+            o.violations.len()
+        );
         for (name, value) in &o.figures {
             let _ = write!(out, ",\"{name}\":{value}");
         }

@@ -40,18 +40,20 @@ pub(crate) struct Rig {
 
 impl Rig {
     /// Starts the masters (master 0 `skewed` if given), their proxies and
-    /// one replica with `extra` settings.
+    /// one replica with `extra` settings (`quarantine` off only for the
+    /// counterfactual that shows a check can fail).
     pub(crate) async fn start(
         binary: PathBuf,
         server: PathBuf,
         skewed: Option<Skewed>,
         max_ttl: Duration,
+        quarantine: bool,
         log_dir: PathBuf,
         extra: Vec<(String, String)>,
     ) -> Result<Rig, BoxError> {
         let n_local = 5 - usize::from(skewed.is_some());
-        let local = tokio::task::spawn_blocking(move || LocalMasters::start(&server, n_local))
-            .await??;
+        let local =
+            tokio::task::spawn_blocking(move || LocalMasters::start(&server, n_local)).await??;
         let mut upstreams: Vec<u16> = Vec::new();
         if let Some(s) = &skewed {
             upstreams.push(s.port());
@@ -68,7 +70,7 @@ impl Rig {
                 .map(|p| format!("redis://{}", p.addr()))
                 .collect(),
             max_ttl,
-            quarantine: true,
+            quarantine,
             log_dir,
             extra,
         };

@@ -70,7 +70,7 @@ pub(crate) async fn run(
             continue;
         };
         let holder_from = Instant::now();
-        let release_after = Duration::from_millis(rng.random_range(240..=310));
+        let release_after = Duration::from_millis(rng.random_range(220..=300));
         let late = {
             let (slow, resource) = (slow.clone(), resource.clone());
             tokio::spawn(async move {
