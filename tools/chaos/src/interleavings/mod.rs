@@ -94,7 +94,8 @@ pub(crate) async fn run(
         let extra = match scenario {
             Which::SlowLink => vec![(
                 "server.deadline_reserve".to_owned(),
-                slow_link::RESERVE.to_owned(),
+                std::env::var("CHAOS_DEADLINE_RESERVE")
+                    .unwrap_or_else(|_| slow_link::RESERVE.to_owned()),
             )],
             _ => Vec::new(),
         };

@@ -15,6 +15,8 @@
 //! slack, as config/redlockd.toml tells operators to size it; with a
 //! reserve below the link's delay an orphan is the documented residual
 //! window, not a bug, so the check would test the configuration.
+//! `CHAOS_DEADLINE_RESERVE` overrides it, to measure that window (a
+//! reserve below the link's round trip should report orphans).
 
 use super::rig::{acquire, release, validity, Rig};
 use super::Outcome;
