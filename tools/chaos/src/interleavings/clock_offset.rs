@@ -20,7 +20,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How far ahead master 0's clock runs.
-pub(crate) const OFFSET: Duration = Duration::from_secs(60);
+const OFFSET: Duration = Duration::from_secs(60);
+
+/// [`OFFSET`], or `CHAOS_CLOCK_OFFSET` seconds: 0 shows that the checks
+/// can fail (the master then counts, and the refusal check reports it).
+pub(crate) fn offset() -> Duration {
+    std::env::var("CHAOS_CLOCK_OFFSET")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(OFFSET, Duration::from_secs)
+}
 /// Acquire attempts with only masters 0, 1 and 2 reachable.
 const REFUSAL_TRIES: u32 = 10;
 /// The majorities restarted empty, in turn.
@@ -35,19 +44,20 @@ pub(crate) async fn run(
     ttl: Duration,
 ) -> Result<Outcome, BoxError> {
     let mut outcome = Outcome::new("clock_offset");
+    let offset = offset();
     let (seen, measured) = rig
         .await_gauge(
             "redlock_node_clock_offset_seconds",
             0,
             Duration::from_secs(15),
-            |v| v >= OFFSET.as_secs_f64() / 2.0,
+            |v| v >= offset.as_secs_f64() / 2.0,
         )
         .await?;
     outcome.figure("offset_gauge_s", seen.unwrap_or(-1.0).round() as i64);
     if !measured {
         outcome.violation(
             "offset_not_measured",
-            format!("master 0 is {OFFSET:?} ahead; the gauge says {seen:?}"),
+            format!("master 0 is {offset:?} ahead; the gauge says {seen:?}"),
         );
     }
     // Refusal: 0, 1, 2 reachable only.
@@ -76,7 +86,7 @@ pub(crate) async fn run(
             "offset_master_counted",
             format!(
                 "{granted_with_offset} of {REFUSAL_TRIES} Acquires granted with only masters 0 \
-                 (offset {OFFSET:?}), 1 and 2 reachable"
+                 (offset {offset:?}), 1 and 2 reachable"
             ),
         );
     }

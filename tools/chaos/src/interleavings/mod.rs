@@ -86,7 +86,7 @@ pub(crate) async fn run(
         let skewed = match scenario {
             Which::ClockOffset => Some(skewed::Skewed::start(
                 &server,
-                clock_offset::OFFSET,
+                clock_offset::offset(),
                 dir.clone(),
             )?),
             _ => None,
