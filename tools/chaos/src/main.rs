@@ -19,7 +19,11 @@
 //! cargo build --release --bin redlockd --bin chaos
 //! target/release/chaos --duration 300                        # must pass
 //! target/release/chaos --schedule restarts --no-quarantine   # must fail
+//! target/release/chaos --interleaving all --duration 10      # must pass
 //! ```
+//!
+//! `--interleaving` replaces the random schedule with the review's scripted
+//! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
 
 mod checks;
 #[cfg(test)]
