@@ -19,7 +19,11 @@
 //! cargo build --release --bin redlockd --bin chaos
 //! target/release/chaos --duration 300                        # must pass
 //! target/release/chaos --schedule restarts --no-quarantine   # must fail
+//! target/release/chaos --interleaving all --duration 10      # must pass
 //! ```
+//!
+//! `--interleaving` replaces the random schedule with the review's scripted
+//! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
 
 mod checks;
 #[cfg(test)]
@@ -29,6 +33,7 @@ mod cluster;
 mod faults;
 mod figures;
 mod history;
+mod interleavings;
 mod register_checks;
 mod registers;
 mod replicas;
@@ -82,6 +87,10 @@ pub struct Args {
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,
+    /// Instead of a schedule, force one of the review's interleavings
+    /// (issue 22) for `--duration` each (see `interleavings`).
+    #[arg(long, value_enum)]
+    pub interleaving: Option<interleavings::Which>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -112,6 +121,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Some(which) = args.interleaving {
+        return interleave(&args, which);
+    }
     let setup = redlockd_binary(&args).and_then(|binary| {
         let server = find_server(Flavor::Valkey)?;
         Ok((binary, LocalMasters::start(&server, 5)?))
@@ -144,6 +156,38 @@ fn main() -> ExitCode {
             match too_few || figures.violation_count() > 0 {
                 true => ExitCode::from(EXIT_FAILED),
                 false => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => {
+            eprintln!("chaos: {error}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// `--interleaving`: runs the scenarios, prints their JSON line and summary.
+fn interleave(args: &Args, which: interleavings::Which) -> ExitCode {
+    let outcome = redlockd_binary(args).and_then(|binary| {
+        let server = find_server(Flavor::Valkey)?;
+        let runtime = tokio::runtime::Runtime::new()?;
+        runtime.block_on(interleavings::run(
+            which,
+            args.seed,
+            args.duration,
+            args.max_ttl,
+            !args.no_quarantine,
+            binary,
+            server,
+        ))
+    });
+    match outcome {
+        Ok(outcomes) => {
+            let json = interleavings::json(&outcomes, args.seed);
+            println!("{json}");
+            print!("{}", interleavings::summary(&outcomes));
+            match interleavings::violations(&outcomes) == 0 {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(EXIT_FAILED),
             }
         }
         Err(error) => {

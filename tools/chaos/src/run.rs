@@ -103,6 +103,7 @@ pub(crate) async fn run(
         max_ttl: args.max_ttl,
         quarantine: !args.no_quarantine,
         log_dir: logs.clone(),
+        extra: Vec::new(),
     };
     let replicas = Replicas::start(config, faults::REPLICAS).await?;
     let profile = profile(args.schedule, args.max_ttl);

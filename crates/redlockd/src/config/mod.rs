@@ -131,8 +131,11 @@ pub struct ServerConfig {
     /// the request's travel time; a grant answered after the caller gave up
     /// would stay locked, owned by nobody, for its whole ttl. A grant that
     /// completes inside the reserve is released and the caller told
-    /// DEADLINE_EXCEEDED. Cover the one-way network delay between clients
-    /// and the daemon.
+    /// DEADLINE_EXCEEDED. Cover the round trip between clients and the
+    /// daemon: the request's travel makes the daemon see the deadline late,
+    /// and the answer's travel makes the grant arrive late (a one-way
+    /// reserve left grants orphaned for their whole ttl in `chaos
+    /// --interleaving slow-link`).
     #[serde(with = "humantime_serde")]
     pub deadline_reserve: Duration,
 }
