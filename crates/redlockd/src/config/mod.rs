@@ -135,6 +135,17 @@ pub struct ServerConfig {
     /// and the daemon.
     #[serde(with = "humantime_serde")]
     pub deadline_reserve: Duration,
+    /// How long a client may take to complete the TLS handshake after its
+    /// TCP connection was accepted; then the connection is closed. Without
+    /// it, connections that never finish the handshake pile up.
+    #[serde(with = "humantime_serde")]
+    pub tls_handshake_timeout: Duration,
+    /// A client connection with no call or stream open for this long is
+    /// closed: a TCP connection that never sent anything, a half-sent
+    /// HTTP/2 preface, or a channel nobody uses. gRPC clients reconnect on
+    /// their next call.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -147,6 +158,8 @@ impl Default for ServerConfig {
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(2),
             deadline_reserve: Duration::from_millis(20),
+            tls_handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }

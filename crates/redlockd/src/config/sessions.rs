@@ -38,6 +38,14 @@ pub struct LimitsConfig {
     /// Acquisitions waiting for admission at most; past it a call gets
     /// RESOURCE_EXHAUSTED ("the daemon is overloaded").
     pub max_queued_acquisitions: usize,
+    /// Client connections open at once on the gRPC port, all peers
+    /// together. Past it a new connection is closed as soon as it is
+    /// accepted (counted in `redlock_connections_refused_total`), so idle
+    /// or hostile connections cannot take every file descriptor.
+    pub max_connections: usize,
+    /// Client connections open at once from one peer IP address. Keeps one
+    /// host from taking every connection of `max_connections`.
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for LimitsConfig {
@@ -51,6 +59,8 @@ impl Default for LimitsConfig {
             max_calls_per_connection: 4_096,
             max_acquisitions_in_flight: 128,
             max_queued_acquisitions: 20_000,
+            max_connections: 10_000,
+            max_connections_per_peer: 1_000,
         }
     }
 }
@@ -101,6 +111,11 @@ impl LimitsConfig {
             (
                 "limits.max_queued_acquisitions",
                 self.max_queued_acquisitions,
+            ),
+            ("limits.max_connections", self.max_connections),
+            (
+                "limits.max_connections_per_peer",
+                self.max_connections_per_peer,
             ),
         ] {
             if value == 0 {
