@@ -18,6 +18,14 @@ pub struct LimitsConfig {
     pub max_waiters: usize,
     /// Open `Hold` sessions on this replica.
     pub max_sessions: usize,
+    /// Open `Hold` sessions of one identity (an `[auth]` client, or a peer
+    /// IP address without authentication). Below `max_sessions`, so that
+    /// one identity's sessions, silent or not, cannot take every slot.
+    pub max_sessions_per_identity: usize,
+    /// Waiting acquisitions (Acquire with `wait`, a Hold's acquisition
+    /// with `wait`) of one identity. Below `max_waiters` for the same
+    /// reason.
+    pub max_waiters_per_identity: usize,
     /// Calls per second each identity (a client of `[auth]`, or a peer
     /// address without authentication) may make, on average; 0: no limit.
     pub rate_per_second: u32,
@@ -54,6 +62,8 @@ impl Default for LimitsConfig {
             max_waiters_per_resource: 1_000,
             max_waiters: 100_000,
             max_sessions: 100_000,
+            max_sessions_per_identity: 50_000,
+            max_waiters_per_identity: 50_000,
             rate_per_second: 0,
             burst: 0,
             max_calls_per_connection: 4_096,
@@ -104,6 +114,14 @@ impl LimitsConfig {
             ),
             ("limits.max_waiters", self.max_waiters),
             ("limits.max_sessions", self.max_sessions),
+            (
+                "limits.max_sessions_per_identity",
+                self.max_sessions_per_identity,
+            ),
+            (
+                "limits.max_waiters_per_identity",
+                self.max_waiters_per_identity,
+            ),
             (
                 "limits.max_acquisitions_in_flight",
                 self.max_acquisitions_in_flight,

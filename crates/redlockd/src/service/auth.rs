@@ -63,6 +63,17 @@ pub enum Denied {
         /// The configured cap.
         max: usize,
     },
+    /// The identity has its quota of open sessions or waiting
+    /// acquisitions (`super::quota`).
+    #[error("{client:?} has {max} {what} open already (limits.max_{what}_per_identity)")]
+    IdentityQuota {
+        /// The identity's short name (`anonymous` without auth).
+        client: String,
+        /// `sessions` or `waiters`.
+        what: &'static str,
+        /// The configured quota.
+        max: usize,
+    },
 }
 
 impl Denied {
@@ -74,6 +85,7 @@ impl Denied {
             Denied::OutsideNamespaces { .. } => "permission_denied",
             Denied::RateLimited { .. } => "rate_limited",
             Denied::TooManyCalls { .. } => "too_many_calls",
+            Denied::IdentityQuota { .. } => "identity_quota",
         }
     }
 
@@ -84,6 +96,12 @@ impl Denied {
         self
     }
 }
+
+/// Who a request is charged to for the rate limit and the per-identity
+/// quotas: the client's name with authentication, the peer's IP address
+/// without (each peer is then its own identity).
+#[derive(Debug, Clone)]
+pub(crate) struct QuotaKey(pub(crate) Arc<str>);
 
 /// The caller of one request: a configured client, or anyone when
 /// authentication is off.
@@ -277,7 +295,17 @@ impl Gatekeeper {
             .counted()
         })?;
         request.extensions_mut().insert(identity);
+        request.extensions_mut().insert(QuotaKey(Arc::from(key)));
         Ok(request)
+    }
+
+    /// The key of the caller's per-identity quotas: the one the
+    /// interceptor stored (the rate limit's key), else the identity's name.
+    pub(crate) fn quota_key_of<T>(request: &Request<T>, identity: &Identity) -> Arc<str> {
+        request
+            .extensions()
+            .get::<QuotaKey>()
+            .map_or_else(|| Arc::clone(&identity.name), |k| Arc::clone(&k.0))
     }
 
     /// The identity the interceptor stored; without one (a handler called
