@@ -398,3 +398,66 @@ async fn identity_quotas_protect_other_identities() {
         task.abort();
     }
 }
+
+/// Hold sessions cannot amplify past the `session.min_ttl` floor: a 10 ms
+/// ttl is refused, and 20 sessions at the floor cause at most
+/// `masters / (min_ttl * extend_at)` master operations per second each
+/// (measured, with room for a retry or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_ttl_sessions_stay_within_the_master_budget() {
+    const SESSIONS: usize = 20;
+    let h = Harness::start(Flavor::Valkey).await;
+    let mut c = h.client().await;
+    let hold = |resource: &str, ttl: u64| {
+        let (tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+        let mut request = acquire_req(resource);
+        request.ttl = ms(ttl);
+        tx.try_send(pb::HoldRequest {
+            request: Some(pb::hold_request::Request::Acquire(request)),
+        })
+        .expect("queue the first message");
+        (tx, tokio_stream::wrappers::ReceiverStream::new(outgoing))
+    };
+    for _ in 0..SESSIONS {
+        let (_tx, outgoing) = hold("flood/r", 10);
+        let status = c.hold(outgoing).await.expect_err("a 10 ms session");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains("session.min_ttl"), "{status:?}");
+    }
+    let floor = redlockd::config::Config::default().session;
+    let floor_ms = u64::try_from(floor.min_ttl.as_millis()).expect("ms");
+    let mut open = Vec::new();
+    for i in 0..SESSIONS {
+        // Distinct resources: every session holds its own lock.
+        let (tx, outgoing) = hold(&format!("flood/{i}"), floor_ms);
+        let mut events = c
+            .hold(outgoing)
+            .await
+            .expect("a session at the floor")
+            .into_inner();
+        let first = tokio::time::timeout(std::time::Duration::from_secs(20), events.message())
+            .await
+            .expect("granted in time")
+            .expect("healthy");
+        assert!(first.is_some());
+        open.push((tx, events));
+    }
+    let window = std::time::Duration::from_secs(2);
+    let before = lock_commands(&h).await;
+    let started = std::time::Instant::now();
+    tokio::time::sleep(window).await;
+    let ops = lock_commands(&h).await - before;
+    let seconds = started.elapsed().as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let per_session = ops as f64 / seconds / SESSIONS as f64;
+    let budget = 5.0 / (floor.min_ttl.as_secs_f64() * floor.extend_at);
+    println!(
+        "{SESSIONS} sessions at ttl {:?}: {per_session:.1} master ops/s per session (budget {budget:.0})",
+        floor.min_ttl
+    );
+    assert!(
+        per_session <= budget * 1.5,
+        "{per_session:.1} ops/s per session over {budget:.0}"
+    );
+    drop(open);
+}

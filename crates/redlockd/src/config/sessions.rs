@@ -89,6 +89,14 @@ pub struct SessionConfig {
     /// its connection: without a bound, silent streams could pile up.
     #[serde(with = "humantime_serde")]
     pub first_message_timeout: Duration,
+    /// Shortest ttl a `Hold` session may ask for (Acquire still accepts
+    /// down to `redlock.min_ttl`). A session is extended every
+    /// `ttl * extend_at` for as long as it lives, from one admitted call:
+    /// this floor bounds the master operations one session can cause, at
+    /// most `masters / (min_ttl * extend_at)` per second (5 masters,
+    /// 250 ms, 1/3: 60 per second), where a 10 ms ttl made it 1,500.
+    #[serde(with = "humantime_serde")]
+    pub min_ttl: Duration,
 }
 
 impl Default for SessionConfig {
@@ -96,9 +104,15 @@ impl Default for SessionConfig {
         Self {
             extend_at: 1.0 / 3.0,
             first_message_timeout: Duration::from_secs(10),
+            min_ttl: Duration::from_millis(250),
         }
     }
 }
+
+/// Shortest accepted `session.min_ttl`.
+const SESSION_MIN_TTL_MIN: Duration = Duration::from_millis(10);
+/// Longest accepted `session.min_ttl`.
+const SESSION_MIN_TTL_MAX: Duration = Duration::from_secs(60);
 
 /// Shortest accepted `session.first_message_timeout`.
 const FIRST_MESSAGE_MIN: Duration = Duration::from_millis(10);
@@ -159,6 +173,17 @@ impl SessionConfig {
                     "{} is outside [0.05, 0.8]: extending too early wastes master round trips, \
                      too late leaves no time to retry before the lock lapses",
                     self.extend_at
+                ),
+            ));
+        }
+        if !(SESSION_MIN_TTL_MIN..=SESSION_MIN_TTL_MAX).contains(&self.min_ttl) {
+            return Err(invalid(
+                "session.min_ttl",
+                format!(
+                    "{} is outside [{}, {}]",
+                    humantime::format_duration(self.min_ttl),
+                    humantime::format_duration(SESSION_MIN_TTL_MIN),
+                    humantime::format_duration(SESSION_MIN_TTL_MAX)
                 ),
             ));
         }

@@ -42,6 +42,8 @@ type Outgoing = Box<Result<pb::HoldEvent, Status>>;
 pub struct Sessions {
     extend_at: f64,
     first_message: Duration,
+    /// `session.min_ttl`.
+    min_ttl: Duration,
     slots: Arc<Semaphore>,
     max: usize,
     open: Arc<watch::Sender<usize>>,
@@ -59,6 +61,7 @@ impl Sessions {
         Sessions {
             extend_at: config.session.extend_at,
             first_message: config.session.first_message_timeout,
+            min_ttl: config.session.min_ttl,
             slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
@@ -155,6 +158,18 @@ pub(crate) enum SessionError {
     /// The stream's first message is not `acquire`, or there is none.
     #[error("request: the first message of a Hold must be `acquire`")]
     FirstNotAcquire,
+    /// The session's ttl is below `session.min_ttl`.
+    #[error(
+        "ttl: {} is below session.min_ttl = {} for a Hold session",
+        humantime::format_duration(*.ttl),
+        humantime::format_duration(*.min)
+    )]
+    TtlTooShort {
+        /// The requested ttl.
+        ttl: Duration,
+        /// The configured floor.
+        min: Duration,
+    },
     /// A message other than `release` after `acquire`.
     #[error("request: only `release` may follow `acquire` in a Hold")]
     OnlyRelease,
@@ -206,6 +221,13 @@ impl LockApi {
         identity
             .permit(&args.resource)
             .map_err(Denied::into_status)?;
+        if args.ttl < self.sessions.min_ttl {
+            return Err(SessionError::TtlTooShort {
+                ttl: args.ttl,
+                min: self.sessions.min_ttl,
+            }
+            .into());
+        }
         // The identity's quota first: an identity at its quota is refused
         // without touching the global slots others need.
         let quota = self.sessions.per_identity.take(&key).map_err(|max| {

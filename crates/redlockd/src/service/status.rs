@@ -72,7 +72,8 @@ pub(crate) fn session_code(error: &SessionError) -> Code {
         SessionError::TooMany { .. } => Code::ResourceExhausted,
         SessionError::FirstNotAcquire
         | SessionError::OnlyRelease
-        | SessionError::NoFirstMessage { .. } => Code::InvalidArgument,
+        | SessionError::NoFirstMessage { .. }
+        | SessionError::TtlTooShort { .. } => Code::InvalidArgument,
     }
 }
 
