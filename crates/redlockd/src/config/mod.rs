@@ -420,14 +420,45 @@ impl Config {
                     .to_owned(),
             );
         }
+        // A password from [masters] (file or variable) goes to every
+        // master whose URL has none of its own.
+        let shared = if self.masters.password_file.is_some() {
+            Some("masters.password_file")
+        } else if self.masters.password_env.is_some() {
+            Some("masters.password_env")
+        } else {
+            None
+        };
         for url in &r.nodes {
             if let Ok(node) = parse_node(url) {
-                if node.has_password && !node.tls && !node.is_loopback() {
+                if node.tls || node.is_loopback() {
+                    continue;
+                }
+                if node.has_password {
                     out.push(format!(
                         "redlock.nodes: {} sends its password unencrypted; use rediss://",
                         redact_url(url)
                     ));
+                } else if let Some(source) = shared {
+                    out.push(format!(
+                        "redlock.nodes: {} is sent the password of {source} unencrypted; use \
+                         rediss://",
+                        redact_url(url)
+                    ));
                 }
+            }
+        }
+        for client in &self.auth.clients {
+            if client
+                .token_sha256
+                .as_deref()
+                .is_some_and(security::is_weak_token_hash)
+            {
+                out.push(format!(
+                    "auth.clients: the token of {:?} is a common word; generate one with \
+                     `openssl rand -hex 32`",
+                    client.name
+                ));
             }
         }
         out
