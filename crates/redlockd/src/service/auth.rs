@@ -165,7 +165,14 @@ struct Client {
 pub struct Gatekeeper {
     clients: Arc<[Client]>,
     rates: Arc<RateLimits>,
+    /// Failed authentications are logged at most once per
+    /// [`FAILURE_LOG_PERIOD`]: a client guessing tokens cannot flood the log.
+    failures: Arc<crate::conn::Throttled>,
 }
+
+/// At most one log line per this period for failed authentications (each
+/// line says how many were not logged).
+const FAILURE_LOG_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Gatekeeper {
     /// From the validated configuration.
@@ -195,6 +202,7 @@ impl Gatekeeper {
         Gatekeeper {
             clients,
             rates: Arc::new(RateLimits::new(limits.rate_per_second, limits.burst)),
+            failures: Arc::new(crate::conn::Throttled::new(FAILURE_LOG_PERIOD)),
         }
     }
 
@@ -276,9 +284,23 @@ impl Gatekeeper {
         mut request: Request<()>,
         peer_certs: Option<&[CertificateDer<'_>]>,
     ) -> Result<Request<()>, Status> {
-        let identity = self
-            .authenticate(request.metadata(), peer_certs)
-            .map_err(Denied::counted)?;
+        let identity = match self.authenticate(request.metadata(), peer_certs) {
+            Ok(identity) => identity,
+            Err(denied) => {
+                // The peer and the reason only: never the token offered.
+                if let Some(not_logged) = self.failures.ready() {
+                    tracing::warn!(
+                        peer = %request
+                            .remote_addr()
+                            .map_or_else(|| "unknown".to_owned(), |a| a.to_string()),
+                        reason = %denied,
+                        not_logged,
+                        "authentication failed"
+                    );
+                }
+                return Err(denied.counted().into());
+            }
+        };
         // Without authentication each peer address is its own identity.
         let key = if self.enabled() {
             identity.name.to_string()
