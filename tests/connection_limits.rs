@@ -298,7 +298,7 @@ async fn connection_cap_refuses_new_connections_cheaply() {
     let share = cpu_share(d.pid, Duration::from_secs(2)).await;
     println!("CPU at the connection cap: {:.1}% of a core", share * 100.0);
     assert!(
-        share < 0.5,
+        share < 0.1,
         "the daemon used {:.0}% of a core at the cap",
         share * 100.0
     );
@@ -361,7 +361,7 @@ async fn out_of_file_descriptors_does_not_spin() {
         share * 100.0
     );
     assert!(
-        share < 0.5,
+        share < 0.1,
         "the daemon used {:.0}% of a core on EMFILE",
         share * 100.0
     );
