@@ -383,3 +383,36 @@ fn plaintext_shared_password_and_weak_token_warned() {
     )));
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
+
+/// The connection and session bounds of issue 23 name their key when out
+/// of range.
+#[test]
+fn connection_and_quota_bounds_name_their_key() {
+    let cases: [(&str, fn(&mut Config)); 7] = [
+        ("limits.max_connections", |c| c.limits.max_connections = 0),
+        ("limits.max_connections_per_peer", |c| {
+            c.limits.max_connections_per_peer = 0
+        }),
+        ("limits.max_sessions_per_identity", |c| {
+            c.limits.max_sessions_per_identity = 0
+        }),
+        ("limits.max_waiters_per_identity", |c| {
+            c.limits.max_waiters_per_identity = 0
+        }),
+        ("server.idle_timeout", |c| {
+            c.server.idle_timeout = Duration::from_millis(10)
+        }),
+        ("server.tls_handshake_timeout", |c| {
+            c.server.tls_handshake_timeout = Duration::from_secs(7200)
+        }),
+        ("session.min_ttl", |c| {
+            c.session.min_ttl = Duration::from_secs(61)
+        }),
+    ];
+    for (key, breaks) in cases {
+        let mut c = valid();
+        assert!(c.validate().is_ok());
+        breaks(&mut c);
+        assert_eq!(invalid_key(&c), key);
+    }
+}
