@@ -388,7 +388,8 @@ fn plaintext_shared_password_and_weak_token_warned() {
 /// of range.
 #[test]
 fn connection_and_quota_bounds_name_their_key() {
-    let cases: [(&str, fn(&mut Config)); 7] = [
+    type Breaks = fn(&mut Config);
+    let cases: [(&str, Breaks); 7] = [
         ("limits.max_connections", |c| c.limits.max_connections = 0),
         ("limits.max_connections_per_peer", |c| {
             c.limits.max_connections_per_peer = 0
