@@ -10,11 +10,16 @@
 // Release it appends "unheld" if the daemon said the lock was no longer
 // held. Each line is one O_APPEND write. Times are CLOCK_MONOTONIC
 // nanoseconds (clock_gettime), the clock the other three contenders read
-// too. Exits 1 if the lock was ever lost.
+// too. A retryable failure (ErrUnavailable: masters slower than
+// node_timeout on a starved machine) of Hold is retried, up to attempts
+// times; a Release that fails is reported on stderr and left to the ttl
+// (the section itself was done under the lock). Exits 1 if the lock was
+// ever lost.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -29,6 +34,8 @@ import (
 const (
 	runtimeName = "go"
 	resource    = "fourway/shared"
+	// attempts is the number of tries per section on retryable failures.
+	attempts = 20
 )
 
 func main() {
@@ -74,7 +81,13 @@ func run(args []string) error {
 	ctx := context.Background()
 	lost := false
 	for range rounds {
-		lease, err := client.Hold(ctx, resource, 5*time.Second, redlockd.WithWait(60*time.Second))
+		var lease *redlockd.Lease
+		for attempt := 1; ; attempt++ {
+			lease, err = client.Hold(ctx, resource, 5*time.Second, redlockd.WithWait(60*time.Second))
+			if err == nil || !errors.Is(err, redlockd.ErrUnavailable) || attempt == attempts {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -94,9 +107,8 @@ func run(args []string) error {
 		}
 		wasHeld, err := lease.Release(ctx)
 		if err != nil {
-			return err
-		}
-		if !wasHeld {
+			fmt.Fprintln(os.Stderr, "go contender: release:", err)
+		} else if !wasHeld {
 			lost = true
 			if err := line(fence, "unheld"); err != nil {
 				return err

@@ -7,6 +7,10 @@ critical section it appends ``python <fence> start <ns>`` to LOG, sleeps a
 few random milliseconds, checks the lease, and appends ``python <fence>
 end <ns>`` (or ``lost``); after the release it appends ``unheld`` if the
 daemon said the lock was no longer held. Each line is one O_APPEND write.
+A retryable failure (UNAVAILABLE: masters slower than node_timeout on a
+starved machine) is retried, up to ATTEMPTS times per section, if it comes
+before the section; a release that fails after it is reported on stderr and
+left to the ttl (the section itself was done under the lock).
 Times are CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns``), the clock
 the other three contenders read too. Exits 1 if the lock was ever lost.
 """
@@ -18,10 +22,12 @@ import random
 import sys
 import time
 
-from redlockd_client import Client, LockLost
+from redlockd_client import Client, LockLost, RedlockdError
 
 RUNTIME = "python"
 RESOURCE = "fourway/shared"
+#: Tries per section on retryable failures.
+ATTEMPTS = 20
 
 
 def main() -> int:
@@ -35,19 +41,28 @@ def main() -> int:
     status = 0
     with Client(address, timeout=90) as client:
         for _ in range(rounds):
-            hold = client.hold(RESOURCE, ttl=5, wait=60)
-            with hold as lease:
-                line(lease.fence, "start")
-                time.sleep(random.uniform(0.005, 0.025))
+            for attempt in range(ATTEMPTS):
+                lease = None
                 try:
-                    lease.check()
-                    line(lease.fence, "end")
-                except LockLost:
-                    line(lease.fence, "lost")
+                    with client.hold(RESOURCE, ttl=5, wait=60) as lease:
+                        line(lease.fence, "start")
+                        time.sleep(random.uniform(0.005, 0.025))
+                        try:
+                            lease.check()
+                            line(lease.fence, "end")
+                        except LockLost:
+                            line(lease.fence, "lost")
+                            status = 1
+                except RedlockdError as error:
+                    if lease is None and error.retryable and attempt + 1 < ATTEMPTS:
+                        continue
+                    if lease is None:
+                        raise
+                    print(f"python contender: release: {error}", file=sys.stderr)
+                if lease is not None and lease.was_held is False:
+                    line(lease.fence, "unheld")
                     status = 1
-            if lease.was_held is False:
-                line(lease.fence, "unheld")
-                status = 1
+                break
     os.close(fd)
     return status
 
