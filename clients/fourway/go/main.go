@@ -114,6 +114,8 @@ func run(args []string) error {
 				return err
 			}
 		}
+		// Outside the lock: a pause that lets the other runtimes in.
+		time.Sleep(time.Duration(10+rand.IntN(20)) * time.Millisecond)
 	}
 	if lost {
 		return fmt.Errorf("the lock was lost")

@@ -66,6 +66,8 @@ public final class Contender {
         } catch (RedlockdException e) {
           System.err.println("java contender: release: " + e.getMessage());
         }
+        // Outside the lock: a pause that lets the other runtimes in.
+        Thread.sleep(ThreadLocalRandom.current().nextLong(10, 30));
       }
     }
     System.exit(lost ? 1 : 0);

@@ -53,6 +53,8 @@ try {
       }
       break;
     }
+    // Outside the lock: a pause that lets the other runtimes in.
+    await sleep(10 + Math.random() * 20);
   }
 } finally {
   client.close();
