@@ -146,15 +146,27 @@ def check_clock(log: Log, window: Tuple[int, int]) -> Optional[str]:
     return None
 
 
+def handovers(log: Log) -> int:
+    """How many sections followed one of another runtime."""
+    ordered = sorted(log.sections, key=lambda s: s.start)
+    return sum(1 for a, b in zip(ordered, ordered[1:]) if a.runtime != b.runtime)
+
+
+def check_turns(log: Log) -> Optional[str]:
+    """The runtimes took turns: more handovers than the three that four
+    runtimes running one after another would show, so that the run did
+    test contention."""
+    count = handovers(log)
+    return None if count > len(RUNTIMES) - 1 else f"only {count} handovers between runtimes"
+
+
 def summary(log: Log) -> str:
     fences = sorted(s.fence for s in log.sections)
     span = f"fences {fences[0]}..{fences[-1]}" if fences else "no fences"
     runtimes = len({s.runtime for s in log.sections})
-    ordered = sorted(log.sections, key=lambda s: s.start)
-    handovers = sum(1 for a, b in zip(ordered, ordered[1:]) if a.runtime != b.runtime)
     return (
         f"fourway: {runtimes} runtimes, {len(log.sections)} sections, {span} increasing, no overlap "
-        f"({handovers} handovers between runtimes)"
+        f"({handovers(log)} handovers between runtimes)"
     )
 
 
@@ -168,6 +180,7 @@ def evaluate(log: Log, rounds: int, window: Tuple[int, int], exits: Dict[str, in
         ("timestamps on one clock", check_clock(log, window)),
         ("no two sections overlap", check_no_overlap(log)),
         ("fences strictly increase", check_fences(log)),
+        ("the runtimes took turns", check_turns(log)),
     ]
 
 
@@ -327,10 +340,13 @@ def selftest() -> int:
             lines += [f"{runtime} {fence} start {start}", f"{runtime} {fence} end {end}"]
         return "\n".join(lines) + "\n" + extra
 
-    good = [("python", 1, 10, 20), ("node", 2, 21, 30), ("go", 3, 31, 40), ("java", 4, 41, 50)]
+    good = [("python", 1, 10, 20), ("node", 2, 21, 30), ("go", 3, 31, 40), ("java", 4, 41, 50),
+            ("python", 5, 51, 60), ("node", 6, 61, 70), ("go", 7, 71, 80), ("java", 8, 81, 90)]
+    serial = [(r, 2 * i + k + 1, 20 * i + 10 * k, 20 * i + 10 * k + 5) for i, r in enumerate(RUNTIMES) for k in (0, 1)]
     cases: List[Tuple[str, str, Callable[[Log], Optional[str]], bool]] = [
         ("a good log passes every check", log_of(*good), lambda l: next(
-            (f for _, f in evaluate(l, 1, (0, 100), {}) if f), None), True),
+            (f for _, f in evaluate(l, 2, (0, 100), {}) if f), None), True),
+        ("runtimes one after another are caught", log_of(*serial), check_turns, False),
         ("an overlap is caught", log_of(*good[:3], ("java", 4, 39, 50)), check_no_overlap, False),
         ("touching sections count as overlap", log_of(*good[:3], ("java", 4, 40, 50)), check_no_overlap, False),
         ("a smaller later fence is caught", log_of(*good[:3], ("java", 2, 41, 50)), check_fences, False),
