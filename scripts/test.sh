@@ -19,6 +19,9 @@
 #               by the Python, Node, Go and Java clients' runners against
 #               real daemons (scripts/check-conformance.sh); after python,
 #               node, go and java, whose caches it reuses
+#   fourway     one lock, four runtimes: a Python, a Node, a Go and a Java
+#               process contend through Hold; no overlap, fences increasing
+#               (scripts/check-fourway.sh; reuses the four client steps' caches)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
@@ -34,7 +37,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node go java conformance contract quickstart image deploy)
+all=(lint rust python chaos node go java conformance fourway contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -73,6 +76,8 @@ for name in "${steps[@]}"; do
       step java 900 bash scripts/check-java-client.sh ;;
     conformance)
       step conformance 600 bash scripts/check-conformance.sh ;;
+    fourway)
+      step fourway 600 bash scripts/check-fourway.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)
