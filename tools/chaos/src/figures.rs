@@ -70,6 +70,8 @@ pub(crate) struct Figures {
     pub contended_failures: BTreeMap<String, usize>,
     /// The checkers' findings (for the pause figures).
     pub findings: Findings,
+    /// Clients frozen mid-session (`crate::frozen`).
+    pub frozen: crate::frozen::FrozenFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {

@@ -28,6 +28,8 @@ mod clients;
 mod cluster;
 mod faults;
 mod figures;
+mod frozen;
+mod frozen_child;
 mod history;
 mod register_checks;
 mod registers;
@@ -104,6 +106,16 @@ fn redlockd_binary(args: &Args) -> Result<PathBuf, BoxError> {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(frozen_child::CHILD_FLAG) {
+        return match frozen_child::child_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", frozen_child::CHILD_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chaos=info"));

@@ -107,6 +107,12 @@ impl Replicas {
         Ok(this)
     }
 
+    /// The replicas' gRPC addresses, for clients in processes of their own
+    /// (`crate::frozen`).
+    pub(crate) fn addrs(&self) -> Vec<SocketAddr> {
+        self.replicas.iter().map(|r| r.grpc).collect()
+    }
+
     /// The clients' view.
     pub(crate) fn routes(&self) -> std::sync::Arc<Routes> {
         std::sync::Arc::clone(&self.routes)

@@ -94,6 +94,14 @@ impl Figures {
             self.session_grants,
             self.sessions_drained
         );
+        out.pop();
+        let fz = &self.frozen;
+        let _ = write!(
+            out,
+            ",\"frozen\":{{\"freezes_holding\":{},\"handoffs_during_freeze\":{},\
+             \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{}}}}}",
+            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
         out
     }
 
@@ -168,6 +176,13 @@ impl Figures {
             self.findings.not_held_under_faults,
             ms(self.findings.tightest_expiry),
             self.contended_failures
+        );
+        let fz = &self.frozen;
+        let _ = writeln!(
+            s,
+            "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
+             client found it gone {} (told lost {}); {} writes by those clients",
+            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
         );
         s
     }

@@ -7,6 +7,7 @@ use crate::clients::{self, ClientLog, Profile, Shared};
 use crate::cluster::{BoxError, Cluster};
 use crate::faults::{self, Budget, Schedule};
 use crate::figures::Figures;
+use crate::frozen;
 use crate::history::{Clock, History};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
@@ -21,6 +22,9 @@ use std::time::Duration;
 /// How long clients may take to finish their last operation after the
 /// deadline before they are abandoned.
 const DRAIN: Duration = Duration::from_secs(10);
+/// Session clients in processes of their own that the `full` schedule
+/// freezes with SIGSTOP (`crate::frozen`).
+const FROZEN_CLIENTS: u32 = 2;
 /// Violations of each check printed with their evidence.
 const SHOWN_PER_CHECK: usize = 5;
 
@@ -140,6 +144,21 @@ pub(crate) async fn run(
         );
         tasks.push(tokio::spawn(run));
     }
+    // Session clients in processes of their own, frozen now and then.
+    let frozen_clients = match args.schedule {
+        Schedule::Full => FROZEN_CLIENTS,
+        _ => 0,
+    };
+    let mut frozen_tasks = Vec::new();
+    for id in 0..frozen_clients {
+        let run = frozen::client(
+            frozen::FIRST_ID + id,
+            Arc::clone(&shared),
+            replicas.addrs(),
+            args.seed,
+        );
+        frozen_tasks.push(tokio::spawn(run));
+    }
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
@@ -152,6 +171,24 @@ pub(crate) async fn run(
             Err(_) => {
                 abort.abort();
                 tracing::warn!("a client did not finish within {DRAIN:?} of the deadline");
+            }
+        }
+    }
+    let mut frozen_log = frozen::FrozenLog::default();
+    for task in frozen_tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok(Ok((log, records)))) => {
+                logs_of_clients.push(log);
+                frozen_log.writes.extend(records.writes);
+                frozen_log.ended.extend(records.ended);
+                frozen_log.freezes.extend(records.freezes);
+            }
+            Ok(Ok(Err(error))) => return Err(format!("a frozen client failed: {error}").into()),
+            Ok(Err(error)) => return Err(format!("a frozen client task failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("a frozen client did not finish within {DRAIN:?} of the deadline");
             }
         }
     }
@@ -169,9 +206,11 @@ pub(crate) async fn run(
         phases: plan.phases,
         ..assemble(logs_of_clients)
     };
-    let findings = checks::check(&history);
+    let mut findings = checks::check(&history);
+    let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
+    figures.frozen = frozen_figures;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);
