@@ -28,11 +28,14 @@ pub(crate) enum Check {
     /// A client frozen mid-session wrote outside its validity, or after
     /// resuming under the lock it held when frozen (`crate::frozen`).
     FrozenClient,
+    /// A burst call answered UNAVAILABLE while every master was healthy
+    /// (`crate::burst`): overload blamed on the masters.
+    BurstUnavailable,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 8] = [
+    pub(crate) const ALL: [Check; 9] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -41,6 +44,7 @@ impl Check {
         Check::StaleWrites,
         Check::FencedValidHolder,
         Check::FrozenClient,
+        Check::BurstUnavailable,
     ];
 
     /// Name in the report.
@@ -54,6 +58,7 @@ impl Check {
             Check::StaleWrites => "stale_fenced_writes",
             Check::FencedValidHolder => "fenced_register_refused_valid_holder",
             Check::FrozenClient => "frozen_client_stale_write",
+            Check::BurstUnavailable => "burst_unavailable_masters_healthy",
         }
     }
 }

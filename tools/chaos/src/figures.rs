@@ -72,6 +72,8 @@ pub(crate) struct Figures {
     pub findings: Findings,
     /// Clients frozen mid-session (`crate::frozen`).
     pub frozen: crate::frozen::FrozenFigures,
+    /// Bursts of Acquire calls (`crate::burst`).
+    pub bursts: crate::burst::BurstFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {

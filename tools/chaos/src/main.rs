@@ -21,6 +21,7 @@
 //! target/release/chaos --schedule restarts --no-quarantine   # must fail
 //! ```
 
+mod burst;
 mod checks;
 #[cfg(test)]
 mod checks_tests;
@@ -81,6 +82,13 @@ pub struct Args {
     /// faulted) for the run to count.
     #[arg(long, default_value_t = 20.0)]
     pub min_grants_per_s: f64,
+    /// `full` only: bursts of this many Acquire calls at once through one
+    /// connection, fired from a process of their own where every master is
+    /// planned healthy (the warm-up, the tail); an UNAVAILABLE answer then
+    /// is a violation. 0: no bursts. Off by default: debug builds of the
+    /// daemon still answer part of a burst UNAVAILABLE (issue 15).
+    #[arg(long, default_value_t = 0)]
+    pub bursts: usize,
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,
@@ -112,6 +120,15 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("chaos {}: {error}", frozen_child::CHILD_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
+    if argv.get(1).map(String::as_str) == Some(burst::BURST_FLAG) {
+        return match burst::burst_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", burst::BURST_FLAG);
                 ExitCode::from(EXIT_ERROR)
             }
         };

@@ -102,6 +102,24 @@ impl Figures {
              \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{}}}}}",
             fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
         );
+        let b = &self.bursts;
+        let codes: Vec<String> = b
+            .codes
+            .iter()
+            .map(|(k, v)| format!("\"{k}\":{v}"))
+            .collect();
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"bursts\":{{\"bursts\":{},\"calls\":{},\"granted\":{},\"codes\":{{{}}},\
+             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{}}}}}",
+            b.bursts,
+            b.calls,
+            b.granted,
+            codes.join(","),
+            b.unavailable_healthy,
+            b.unavailable_faulted
+        );
         out
     }
 
@@ -183,6 +201,13 @@ impl Figures {
             "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
              client found it gone {} (told lost {}); {} writes by those clients",
             fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
+        let b = &self.bursts;
+        let _ = writeln!(
+            s,
+            "  bursts            {}: {} calls, {} granted, failures {:?}; \
+             UNAVAILABLE with all masters healthy {}, with some faulted {}",
+            b.bursts, b.calls, b.granted, b.codes, b.unavailable_healthy, b.unavailable_faulted
         );
         s
     }

@@ -2,6 +2,7 @@
 //! clients and the fault schedule run until the deadline, everything
 //! stops, the history is checked and turned into figures.
 
+use crate::burst;
 use crate::checks::{self, Check};
 use crate::clients::{self, ClientLog, Profile, Shared};
 use crate::cluster::{BoxError, Cluster};
@@ -159,6 +160,12 @@ pub(crate) async fn run(
         );
         frozen_tasks.push(tokio::spawn(run));
     }
+    let bursts = (args.schedule == Schedule::Full && args.bursts > 0)
+        .then(|| burst::times(&plan, budget, args.duration))
+        .map(|times| {
+            let run = burst::bursts(Arc::clone(&shared), replicas.addrs(), times, args.bursts);
+            tokio::spawn(run)
+        });
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
@@ -192,6 +199,20 @@ pub(crate) async fn run(
             }
         }
     }
+    let (fired, burst_calls) = match bursts {
+        Some(task) => {
+            let abort = task.abort_handle();
+            match tokio::time::timeout_at(drained, task).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(error)) => return Err(format!("the burst task failed: {error}").into()),
+                Err(_) => {
+                    abort.abort();
+                    return Err("a burst did not finish within the drain".into());
+                }
+            }
+        }
+        None => (0, Vec::new()),
+    };
     let crashed = replicas.crashed().await;
     replicas.stop_all().await;
     let masters = cluster.into_masters();
@@ -208,9 +229,11 @@ pub(crate) async fn run(
     };
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
+    let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
     figures.frozen = frozen_figures;
+    figures.bursts = burst_figures;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);
