@@ -11,8 +11,9 @@
 //!   (counted from when it sent the request that proved it);
 //! - no child writes, after it resumed, under a grant it held before a
 //!   freeze longer than the keepalive bound: it must first be told `lost`
-//!   or find the lock gone;
-//! and counts, as figures, the freezes during which the frozen lock passed
+//!   or find the lock gone.
+//!
+//! It also counts, as figures, the freezes during which the frozen lock passed
 //! on to another client, and the resumed children told their lock was gone.
 
 use crate::checks::{Check, Findings, Violation};
