@@ -31,6 +31,8 @@ mod faults;
 mod figures;
 mod frozen;
 mod frozen_child;
+#[cfg(test)]
+mod frozen_tests;
 mod history;
 mod register_checks;
 mod registers;
