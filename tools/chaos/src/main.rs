@@ -8,7 +8,10 @@
 //! (some of them through `Hold` sessions) while a seeded fault schedule
 //! kills and restarts masters without data, SIGSTOPs them, makes them slow
 //! or unreachable through their proxy, and kills replicas or stops them
-//! with SIGTERM (a draining stop). Every grant, Release and register operation is recorded
+//! with SIGTERM (a draining stop); two session clients run as processes of
+//! their own and are frozen with SIGSTOP while they hold a lock
+//! (`frozen.rs`), and `--bursts` fires bursts of Acquire calls
+//! (`burst.rs`). Every grant, Release and register operation is recorded
 //! on one monotonic clock and checked afterwards (see `checks.rs`). It
 //! prints one JSON line and a summary, and exits 1 on any violation or when
 //! the healthy phases made too few grants (a run that did nothing proves
