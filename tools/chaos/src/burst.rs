@@ -42,6 +42,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// One burst call's answer.
 #[derive(Debug, Clone)]
 pub(crate) struct BurstCall {
+    /// Which burst (0, 1, ...).
+    pub burst: usize,
     /// The replica it went to.
     pub replica: usize,
     /// Sent.
@@ -69,6 +71,8 @@ pub(crate) struct BurstFigures {
     pub unavailable_healthy: usize,
     /// UNAVAILABLE with one or two masters faulted (a figure).
     pub unavailable_faulted: usize,
+    /// Per burst: its first call sent, calls, granted, UNAVAILABLE.
+    pub per_burst: Vec<(Time, usize, usize, usize)>,
 }
 
 /// When the bursts start: where the plan has every master healthy for
@@ -124,6 +128,7 @@ pub(crate) async fn bursts(
         match one_burst(&shared, *addr, start_ns, fired, calls_each).await {
             Ok(answers) => {
                 calls.extend(answers.into_iter().map(|(sent, received, code)| BurstCall {
+                    burst: fired,
                     replica,
                     sent,
                     received,
@@ -270,6 +275,16 @@ pub(crate) fn check(
     };
     let mut shown = 0;
     for call in calls {
+        if figures.per_burst.len() <= call.burst {
+            figures
+                .per_burst
+                .resize(call.burst + 1, (Time::MAX, 0, 0, 0));
+        }
+        let this = &mut figures.per_burst[call.burst];
+        this.0 = this.0.min(call.sent);
+        this.1 += 1;
+        this.2 += usize::from(call.code.is_none());
+        this.3 += usize::from(call.code == Some(tonic::Code::Unavailable));
         let Some(code) = call.code else {
             figures.granted += 1;
             continue;

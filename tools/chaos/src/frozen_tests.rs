@@ -144,6 +144,7 @@ fn bursts_start_where_masters_are_healthy() {
 
 fn call(code: Option<tonic::Code>, sent: u64) -> BurstCall {
     BurstCall {
+        burst: 0,
         replica: 0,
         sent: ms(sent),
         received: ms(sent + 100),

@@ -209,6 +209,14 @@ impl Figures {
              UNAVAILABLE with all masters healthy {}, with some faulted {}",
             b.bursts, b.calls, b.granted, b.codes, b.unavailable_healthy, b.unavailable_faulted
         );
+        for (i, (at, calls, granted, unavailable)) in b.per_burst.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "    burst {i} at {:.3} s: {calls} calls, {granted} granted, {unavailable} \
+                 UNAVAILABLE",
+                at.as_secs_f64()
+            );
+        }
         s
     }
 }
