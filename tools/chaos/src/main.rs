@@ -8,7 +8,10 @@
 //! (some of them through `Hold` sessions) while a seeded fault schedule
 //! kills and restarts masters without data, SIGSTOPs them, makes them slow
 //! or unreachable through their proxy, and kills replicas or stops them
-//! with SIGTERM (a draining stop). Every grant, Release and register operation is recorded
+//! with SIGTERM (a draining stop); two session clients run as processes of
+//! their own and are frozen with SIGSTOP while they hold a lock
+//! (`frozen.rs`), and `--bursts` fires bursts of Acquire calls
+//! (`burst.rs`). Every grant, Release and register operation is recorded
 //! on one monotonic clock and checked afterwards (see `checks.rs`). It
 //! prints one JSON line and a summary, and exits 1 on any violation or when
 //! the healthy phases made too few grants (a run that did nothing proves
@@ -25,6 +28,7 @@
 //! `--interleaving` replaces the random schedule with the review's scripted
 //! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
 
+mod burst;
 mod checks;
 #[cfg(test)]
 mod checks_tests;
@@ -32,6 +36,10 @@ mod clients;
 mod cluster;
 mod faults;
 mod figures;
+mod frozen;
+mod frozen_child;
+#[cfg(test)]
+mod frozen_tests;
 mod history;
 mod interleavings;
 mod register_checks;
@@ -84,6 +92,13 @@ pub struct Args {
     /// faulted) for the run to count.
     #[arg(long, default_value_t = 20.0)]
     pub min_grants_per_s: f64,
+    /// `full` only: bursts of this many Acquire calls at once through one
+    /// connection, fired from a process of their own where every master is
+    /// planned healthy (the warm-up, the tail); an UNAVAILABLE answer then
+    /// is a violation. 0: no bursts. Off by default: debug builds of the
+    /// daemon still answer part of a burst UNAVAILABLE (issue 15).
+    #[arg(long, default_value_t = 0)]
+    pub bursts: usize,
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,
@@ -113,6 +128,25 @@ fn redlockd_binary(args: &Args) -> Result<PathBuf, BoxError> {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(frozen_child::CHILD_FLAG) {
+        return match frozen_child::child_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", frozen_child::CHILD_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
+    if argv.get(1).map(String::as_str) == Some(burst::BURST_FLAG) {
+        return match burst::burst_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", burst::BURST_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chaos=info"));

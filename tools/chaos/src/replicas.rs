@@ -114,6 +114,12 @@ impl Replicas {
         self.replicas.get(i).map(|r| (r.grpc, r.metrics))
     }
 
+    /// The replicas' gRPC addresses, for clients in processes of their own
+    /// (`crate::frozen`).
+    pub(crate) fn grpc_addrs(&self) -> Vec<SocketAddr> {
+        self.replicas.iter().map(|r| r.grpc).collect()
+    }
+
     /// The clients' view.
     pub(crate) fn routes(&self) -> std::sync::Arc<Routes> {
         std::sync::Arc::clone(&self.routes)

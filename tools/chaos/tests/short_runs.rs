@@ -41,8 +41,9 @@ fn number(json: &Value, path: &[&str]) -> u64 {
 }
 
 /// 40 s of every fault kind over two replicas (one drained with SIGTERM
-/// while sessions hold locks): no violation of any check, and at least
-/// 1,000 grants in the healthy phases.
+/// while sessions hold locks, session client processes frozen with
+/// SIGSTOP): no violation of any check, and at least 1,000 grants in the
+/// healthy phases.
 #[test]
 fn full_schedule_finds_no_violation() {
     let (code, json) = chaos(&["--duration", "40", "--seed", "1"]);
@@ -60,6 +61,19 @@ fn full_schedule_finds_no_violation() {
     // Hold sessions took part, and a drained replica told some of them.
     assert!(number(&json, &["session_grants"]) > 0, "{json}");
     assert!(number(&json, &["sessions_drained"]) > 0, "{json}");
+    // Session client processes were frozen with SIGSTOP while holding a
+    // lock, the lock passed on while they were frozen, and after SIGCONT
+    // they found it gone (no write under it: frozen_client_stale_write 0).
+    assert!(number(&json, &["frozen", "freezes_holding"]) > 0, "{json}");
+    assert!(
+        number(&json, &["frozen", "handoffs_during_freeze"]) > 0,
+        "{json}"
+    );
+    assert!(
+        number(&json, &["frozen", "resumed_told_gone"]) > 0,
+        "{json}"
+    );
+    assert!(number(&json, &["frozen", "writes"]) > 0, "{json}");
     assert_eq!(code, Some(0), "{json}");
 }
 
