@@ -9,12 +9,19 @@
 //!   masters report their remaining PTTL);
 //! - `wait_fallback`, in case a notice was lost;
 //!
-//! plus a small random jitter that breaks ties between replicas. When the
+//! plus a small random jitter that breaks ties between replicas. An
+//! attempt that split the vote (someone else holds part of the masters, but
+//! no majority: [`is_split`]) backs off for longer than a round
+//! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
+//! the release notice of the other contender's failed attempt would
+//! otherwise wake both again within the same millisecond, and they could
+//! split again and again (issue 22 item 8). When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
 
 use super::attempt::{AttemptStats, Failure};
+use super::retry;
 use super::waiters::Wake;
 use super::{Lock, LockError, Redlock};
 use crate::metrics;
@@ -124,10 +131,13 @@ impl Redlock {
         tokio::pin!(stop);
         let mut try_at = place.is_front().then(Instant::now);
         let mut last_error = None;
+        // After a split vote: no attempt before this, whatever wakes us.
+        let mut backing_off_until: Option<Instant> = None;
         loop {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
+                let started = Instant::now();
                 match self.attempt(resource, ttl, stats, stop.as_mut()).await {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
@@ -138,7 +148,9 @@ impl Redlock {
                         if now >= give_up_at {
                             return Err(failure.error);
                         }
-                        try_at = Some(now + self.pause_after(&failure));
+                        let pause = self.pause_after(&failure, now - started);
+                        try_at = Some(now + pause);
+                        backing_off_until = is_split(&failure.error).then_some(now + pause);
                         last_error = Some(failure.error);
                     }
                 }
@@ -148,13 +160,14 @@ impl Redlock {
                 () = sleep_until_some(due) => {}
                 wake = place.woken() => {
                     let now = Instant::now();
-                    try_at = Some(match wake {
+                    let woken_at = match wake {
                         Wake::Released { at_once: true } | Wake::Front { holder_expires: None } => now,
                         Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
                         Wake::Front { holder_expires: Some(expires) } => {
                             expires.min(now + self.settings.wait_fallback) + jitter(TIE_BREAK_JITTER)
                         }
-                    });
+                    };
+                    try_at = Some(backing_off_until.map_or(woken_at, |until| until.max(woken_at)));
                 }
                 () = tokio::time::sleep_until(give_up_at) => {
                     return Err(last_error.unwrap_or(LockError::StillHeld));
@@ -175,6 +188,7 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
+            let started = Instant::now();
             let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
@@ -183,7 +197,13 @@ impl Redlock {
             if remaining.is_zero() {
                 return Err(failure.error);
             }
-            let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            let mut pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            if is_split(&failure.error) {
+                let round = Instant::now() - started;
+                pause = pause
+                    .max(retry::after_split(&mut rand::rng(), round))
+                    .min(remaining);
+            }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = &mut stop => return Err(LockError::Cancelled),
@@ -191,18 +211,32 @@ impl Redlock {
         }
     }
 
-    /// How long the front waiter sleeps after a failed attempt, unless woken.
-    fn pause_after(&self, failure: &Failure) -> Duration {
+    /// How long the front waiter sleeps after a failed attempt that took
+    /// `round`, unless woken (a split vote's back-off: not even then).
+    fn pause_after(&self, failure: &Failure, round: Duration) -> Duration {
         let fallback = self.settings.wait_fallback;
+        let mut rng = rand::rng();
         match (&failure.error, failure.holder_free_in) {
             (LockError::Contended(_), Some(free_in)) => {
                 free_in.min(fallback) + jitter(TIE_BREAK_JITTER)
             }
             (LockError::Contended(_), None) => fallback + jitter(TIE_BREAK_JITTER),
+            (error, _) if is_split(error) => self
+                .settings
+                .retry
+                .delay(&mut rng, fallback)
+                .max(retry::after_split(&mut rng, round)),
             // Masters unreachable or too slow: back off like a library would.
-            _ => self.settings.retry.delay(&mut rand::rng(), fallback),
+            _ => self.settings.retry.delay(&mut rng, fallback),
         }
     }
+}
+
+/// Whether a failed attempt split the vote: no majority either way, and
+/// at least one master refused because someone else holds the resource
+/// there (without a refusal it is an outage, not contention).
+pub(crate) fn is_split(error: &LockError) -> bool {
+    matches!(error, LockError::NoQuorum(votes) if votes.no() > 0 && !votes.refused_by_majority())
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
