@@ -80,9 +80,14 @@ impl Redlock {
     /// own, no later attempt's lock, and no Extend of it, can ever be taken
     /// for that attempt's, so an Extend only ever reports the fence of the
     /// grant it extends.
+    ///
+    /// With a request id (`fixed`, the token derived from it), every
+    /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
+    /// for why that stays sound.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
@@ -92,7 +97,11 @@ impl Redlock {
             admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
         };
-        let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
+        let token = match fixed {
+            Some(token) => token.clone(),
+            None => Token::generate().map_err(LockError::from)?,
+        };
+        let subject = self.subject(resource, token);
         stats.attempts += 1;
         let result = self.attempt_once(&subject, ttl, &admitted).await;
         match &result {

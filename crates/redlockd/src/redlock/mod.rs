@@ -45,7 +45,7 @@ pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
-pub use token::{Token, TokenError};
+pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 

@@ -23,7 +23,7 @@
 use super::attempt::{AttemptStats, Failure};
 use super::retry;
 use super::waiters::Wake;
-use super::{Lock, LockError, Redlock};
+use super::{Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -44,7 +44,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock, LockError> {
-        self.acquire_until_stopped(resource, ttl, wait, std::future::pending())
+        self.acquire_until_stopped(resource, None, ttl, wait, std::future::pending())
             .await
     }
 
@@ -58,19 +58,71 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> DetachedAcquire {
+        self.acquire_detached_as(resource, None, ttl, wait)
+    }
+
+    /// [`Redlock::acquire_detached`], idempotent when `request_id` is given
+    /// (`AcquireRequest.request_id`, issue 22).
+    ///
+    /// The lock's token is then [`Token::derive`]d from the request id and
+    /// the resource, and:
+    /// - the acquisition first tries to extend that token's lock: if it is
+    ///   held on a majority (an earlier call with this request id got it,
+    ///   through any replica), the answer is that lock, with its own fence
+    ///   as granted and a fresh validity, not ABORTED. If the masters no
+    ///   longer know its fence, the answer is the Extend's error;
+    /// - otherwise every attempt uses the derived token;
+    /// - a grant the caller did not stay for is NOT released: the caller
+    ///   may be retrying with the same request id (a release racing with
+    ///   the retry's answer would delete the lock the retry just reported),
+    ///   and it can release it itself with the derived token. A caller that
+    ///   gives up for good releases with that token; otherwise the lock
+    ///   expires with its ttl.
+    ///
+    /// Why one token for all attempts stays sound, where the engine
+    /// otherwise draws a token per attempt (see [`Redlock::attempt`]): a
+    /// failed attempt releases its token everywhere, and its release is
+    /// queued on each master's connection before any later attempt's
+    /// commands, so a later attempt of this replica finds nothing of it.
+    /// Where it did not land (the connection dropped in between), the later
+    /// attempt's fence commit, sent to every master, overwrites the record
+    /// beside the token. Left over: a master that missed both the clean-up
+    /// and the commit may keep the failed attempt's fence beside the token,
+    /// and an Extend reaching it reports the larger of the two fences. Both
+    /// belong to the same holder; a later holder's fence is above the one
+    /// committed on a majority, so a fence-checking resource can at worst
+    /// refuse that later holder (a liveness loss, never two writers).
+    ///
+    /// Two calls with one request id must not run at once: the clean-up of
+    /// a failed attempt of one deletes the token, so it can delete the
+    /// other's grant. Clients retry only after the previous call ended;
+    /// the detached task of a call whose caller left can still finish its
+    /// attempt in flight (at most about two `node_timeout`s) after that.
+    pub fn acquire_detached_as(
+        self: &Arc<Self>,
+        resource: String,
+        request_id: Option<&RequestId>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> DetachedAcquire {
+        let fixed = request_id.map(|id| Token::derive(id, &resource));
+        let idempotent = fixed.is_some();
         let engine = Arc::clone(self);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let result = engine
-                .acquire_until_stopped(&resource, ttl, wait, answer.closed())
+                .acquire_until_stopped(&resource, fixed.as_ref(), ttl, wait, answer.closed())
                 .await;
             if let Err(Ok(orphan)) = answer.send(result) {
-                engine.release_orphan(orphan);
+                if !idempotent {
+                    engine.release_orphan(orphan);
+                }
             }
         });
         DetachedAcquire {
             answered,
             engine: Arc::clone(self),
+            idempotent,
         }
     }
 
@@ -92,24 +144,33 @@ impl Redlock {
     async fn acquire_until_stopped(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         wait: Duration,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
+        if let Some(token) = fixed {
+            match self.extend(resource, token, ttl).await {
+                Ok(lock) => return Ok(lock),
+                Err(LockError::NotHeld(_) | LockError::NoQuorum(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
             tokio::pin!(stop);
-            self.attempt(resource, ttl, &mut stats, stop)
+            self.attempt(resource, fixed, ttl, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, ttl, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, fixed, ttl, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(resource, ttl, give_up_at, stop, &mut stats).await
+                self.poll(resource, fixed, ttl, give_up_at, stop, &mut stats)
+                    .await
             };
             metrics::waited(started.elapsed());
             result
@@ -122,6 +183,7 @@ impl Redlock {
     async fn wait_in_queue(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -138,7 +200,10 @@ impl Redlock {
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
-                match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+                match self
+                    .attempt(resource, fixed, ttl, stats, stop.as_mut())
+                    .await
+                {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -181,6 +246,7 @@ impl Redlock {
     async fn poll(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -189,7 +255,10 @@ impl Redlock {
         tokio::pin!(stop);
         loop {
             let started = Instant::now();
-            let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+            let failure = match self
+                .attempt(resource, fixed, ttl, stats, stop.as_mut())
+                .await
+            {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };
@@ -257,6 +326,9 @@ fn jitter(max: Duration) -> Duration {
 pub struct DetachedAcquire {
     answered: tokio::sync::oneshot::Receiver<Result<Lock, LockError>>,
     engine: Arc<Redlock>,
+    /// Acquired with a request id: an unreceived grant is left to the
+    /// caller (see [`Redlock::acquire_detached_as`]).
+    idempotent: bool,
 }
 
 impl Future for DetachedAcquire {
@@ -282,6 +354,9 @@ impl Drop for DetachedAcquire {
         // or its answer is already here and is released now.
         self.answered.close();
         if let Ok(Ok(orphan)) = self.answered.try_recv() {
+            if self.idempotent {
+                return;
+            }
             self.engine.release_orphan(orphan);
         }
     }
