@@ -71,7 +71,11 @@ impl Redlock {
     ///   through any replica), the answer is that lock, with its own fence
     ///   as granted and a fresh validity, not ABORTED. If the masters no
     ///   longer know its fence, the answer is the Extend's error;
-    /// - otherwise every attempt uses the derived token;
+    /// - when a majority answers that the token does not hold the lock,
+    ///   every attempt uses the derived token; when the Extend cannot tell
+    ///   (too few masters answered), the call fails with its error: an
+    ///   attempt's clean-up would release the token everywhere, and with it
+    ///   this lock if it were held;
     /// - a grant the caller did not stay for is NOT released: the caller
     ///   may be retrying with the same request id (a release racing with
     ///   the retry's answer would delete the lock the retry just reported),
@@ -150,9 +154,14 @@ impl Redlock {
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         if let Some(token) = fixed {
+            // Only a majority saying "not ours" lets the attempts start:
+            // a failed attempt releases its token everywhere, which would
+            // delete this very lock if it were held but the round could
+            // not tell (masters unreachable): then the answer is the
+            // Extend's error (UNAVAILABLE), and the caller retries.
             match self.extend(resource, token, ttl).await {
                 Ok(lock) => return Ok(lock),
-                Err(LockError::NotHeld(_) | LockError::NoQuorum(_)) => {}
+                Err(LockError::NotHeld(_)) => {}
                 Err(error) => return Err(error),
             }
         }

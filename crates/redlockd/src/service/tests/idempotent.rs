@@ -185,3 +185,32 @@ async fn hold_uses_the_request_id() {
     };
     assert_eq!(lock.token, derived(REQUEST_ID));
 }
+
+/// A retry while three masters are down cannot tell whether its lock is
+/// held: UNAVAILABLE, and the lock is left alone (no attempt ran, whose
+/// clean-up would have released the token on the live masters); once the
+/// masters are back, the retry answers the lock.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_cannot_tell_leaves_the_lock_alone() {
+    let d = daemon();
+    let first = lock_of(
+        d.api
+            .acquire(Request::new(with_id(REQUEST_ID, Duration::ZERO)))
+            .await,
+    );
+    d.set(&[0, 1, 2], Behaviour::Down);
+    refused(
+        d.api
+            .acquire(Request::new(with_id(REQUEST_ID, Duration::ZERO)))
+            .await,
+        Code::Unavailable,
+    );
+    assert_eq!(d.held_by(&first.token), 5);
+    d.set(&[0, 1, 2], Behaviour::Up);
+    let again = lock_of(
+        d.api
+            .acquire(Request::new(with_id(REQUEST_ID, Duration::ZERO)))
+            .await,
+    );
+    assert_eq!((again.token, again.fence), (first.token, first.fence));
+}
