@@ -153,21 +153,16 @@ impl Redlock {
         wait: Duration,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
-        if let Some(token) = fixed {
-            // Only a majority saying "not ours" lets the attempts start:
-            // a failed attempt releases its token everywhere, which would
-            // delete this very lock if it were held but the round could
-            // not tell (masters unreachable): then the answer is the
-            // Extend's error (UNAVAILABLE), and the caller retries.
-            match self.extend(resource, token, ttl).await {
-                Ok(lock) => return Ok(lock),
-                Err(LockError::NotHeld(_)) => {}
-                Err(error) => return Err(error),
-            }
-        }
+        tokio::pin!(stop);
+        let wait = match fixed {
+            Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
+                Resumed::Held(lock) => return Ok(lock),
+                Resumed::NotHeld { wait_left } => wait_left,
+            },
+            None => wait,
+        };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            tokio::pin!(stop);
             self.attempt(resource, fixed, ttl, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
@@ -186,6 +181,50 @@ impl Redlock {
         };
         metrics::acquisition(stats.attempts, stats.contended);
         result
+    }
+
+    /// The first step of an acquisition with a request id: extend the
+    /// derived token's lock. Held on a majority: that lock is the answer.
+    /// A majority says "not ours": the attempts may start, with what is
+    /// left of the wait. Too few answers to tell: try again after a
+    /// jittered pause while the wait lasts, else fail with the Extend's
+    /// error (UNAVAILABLE). Never an attempt while it cannot tell: a failed
+    /// attempt releases its token everywhere, and with it this lock if it
+    /// were held.
+    ///
+    /// The cost: one Extend round before the first attempt of every
+    /// acquisition with a request id (the masters answer "not here" at
+    /// once for a new one).
+    async fn resume<S: Future<Output = ()>>(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+        wait: Duration,
+        stop: &mut std::pin::Pin<&mut S>,
+    ) -> Result<Resumed, LockError> {
+        let give_up_at = Instant::now() + wait;
+        loop {
+            match self.extend(resource, token, ttl).await {
+                Ok(lock) => return Ok(Resumed::Held(lock)),
+                Err(LockError::NotHeld(_)) => {
+                    let wait_left = give_up_at.saturating_duration_since(Instant::now());
+                    return Ok(Resumed::NotHeld { wait_left });
+                }
+                Err(LockError::NoQuorum(votes)) => {
+                    let remaining = give_up_at.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Err(LockError::NoQuorum(votes));
+                    }
+                    let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = stop.as_mut() => return Err(LockError::Cancelled),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     /// The queue: first come first served, woken by releases and expiries.
@@ -315,6 +354,15 @@ impl Redlock {
 /// there (without a refusal it is an outage, not contention).
 pub(crate) fn is_split(error: &LockError) -> bool {
     matches!(error, LockError::NoQuorum(votes) if votes.no() > 0 && !votes.refused_by_majority())
+}
+
+/// What [`Redlock::resume`] found.
+enum Resumed {
+    /// The request id's lock, held on a majority and extended.
+    Held(Lock),
+    /// A majority said the request id holds nothing: attempt, waiting at
+    /// most this long.
+    NotHeld { wait_left: Duration },
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {

@@ -214,3 +214,26 @@ async fn a_retry_that_cannot_tell_leaves_the_lock_alone() {
     );
     assert_eq!((again.token, again.fence), (first.token, first.fence));
 }
+
+/// A waiting retry that cannot tell at first keeps asking while its wait
+/// lasts: the masters come back 300 ms in, and it answers the same lock.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_retry_asks_again_until_it_can_tell() {
+    let d = daemon();
+    let first = lock_of(
+        d.api
+            .acquire(Request::new(with_id(REQUEST_ID, Duration::ZERO)))
+            .await,
+    );
+    d.set(&[0, 1, 2], Behaviour::Down);
+    let retry = d
+        .api
+        .acquire(Request::new(with_id(REQUEST_ID, Duration::from_secs(2))));
+    let heal = async {
+        tokio::time::sleep(MS(300)).await;
+        d.set(&[0, 1, 2], Behaviour::Up);
+    };
+    let (again, ()) = tokio::join!(retry, heal);
+    let again = lock_of(again);
+    assert_eq!((again.token, again.fence), (first.token, first.fence));
+}
