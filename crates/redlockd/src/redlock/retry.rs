@@ -42,12 +42,13 @@ pub(crate) const SPLIT_SPREAD: u32 = 7;
 /// taken by someone else, but by no majority (neither side can win this
 /// round). Redlock asks for "a random delay longer than the time it takes
 /// to reach a majority", so that one contender finishes its next round
-/// before the other starts: uniformly random in `[round, (1 + SPLIT_SPREAD)
-/// * round]`, where `round` is how long the split attempt took (its acquire
-/// round and clean-up; at least 1 ms, tokio's timer tick). Two contenders
-/// that drew delays less than a round apart may split again; with the
-/// spread of 7 rounds that happens with probability below 1 - (6/7)^2 < 27 %
-/// each time, so a run of k splits has probability below 0.27^k.
+/// before the other starts: uniformly random between `round` and
+/// `(1 + SPLIT_SPREAD) × round`, where `round` is how long the split
+/// attempt took (its acquire round and clean-up; at least 1 ms, tokio's
+/// timer tick). Two contenders that drew delays less than a round apart
+/// may split again; with a spread of 7 rounds that happens with
+/// probability below 1 - (6/7)² < 27 % each time, so a run of k splits has
+/// probability below 0.27^k.
 pub(crate) fn after_split(rng: &mut impl Rng, round: Duration) -> Duration {
     let round = round.max(Duration::from_millis(1));
     let span = u64::try_from((round * SPLIT_SPREAD).as_micros()).unwrap_or(u64::MAX);
