@@ -90,6 +90,7 @@ impl Redlock {
         fixed: Option<&Token>,
         ttl: Duration,
         stats: &mut AttemptStats,
+        front: bool,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
         let admitted = tokio::select! {
@@ -103,7 +104,12 @@ impl Redlock {
         };
         let subject = self.subject(resource, token);
         stats.attempts += 1;
-        let result = self.attempt_once(&subject, ttl, &admitted).await;
+        // The queue's front waiter's clean-up must not wake itself.
+        let cleanup = match front {
+            true => WakeWaiters::NotSelf,
+            false => WakeWaiters::IfDeleted,
+        };
+        let result = self.attempt_once(&subject, ttl, &admitted, cleanup).await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -122,6 +128,7 @@ impl Redlock {
         subject: &Arc<Subject>,
         ttl: Duration,
         admitted: &Admitted<'_>,
+        cleanup: WakeWaiters,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
@@ -146,12 +153,8 @@ impl Redlock {
             .await;
         admitted.round_took(start.elapsed());
         if votes.decision() != Decision::Reached {
-            self.release_everywhere(
-                subject,
-                WakeWaiters::IfDeleted,
-                self.cleanup_deadline(start.mono()),
-            )
-            .await;
+            self.release_everywhere(subject, cleanup, self.cleanup_deadline(start.mono()))
+                .await;
             return Err(if votes.refused_by_majority() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
@@ -182,12 +185,8 @@ impl Redlock {
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
-                self.release_everywhere(
-                    subject,
-                    WakeWaiters::IfDeleted,
-                    self.cleanup_deadline(start.mono()),
-                )
-                .await;
+                self.release_everywhere(subject, cleanup, self.cleanup_deadline(start.mono()))
+                    .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
                     _ => LockError::NoQuorum(commits),

@@ -163,7 +163,7 @@ impl Redlock {
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            self.attempt(resource, fixed, ttl, &mut stats, stop)
+            self.attempt(resource, fixed, ttl, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -249,7 +249,7 @@ impl Redlock {
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
                 match self
-                    .attempt(resource, fixed, ttl, stats, stop.as_mut())
+                    .attempt(resource, fixed, ttl, stats, true, stop.as_mut())
                     .await
                 {
                     Ok(granted) => {
@@ -304,7 +304,7 @@ impl Redlock {
         loop {
             let started = Instant::now();
             let failure = match self
-                .attempt(resource, fixed, ttl, stats, stop.as_mut())
+                .attempt(resource, fixed, ttl, stats, false, stop.as_mut())
                 .await
             {
                 Ok(granted) => return Ok(granted),
