@@ -220,7 +220,6 @@ pub(crate) async fn acquire(
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "chaos-interleavings".to_owned(),
-        request_id: String::new(),
     });
     if let Some(deadline) = deadline {
         request.set_timeout(deadline);
