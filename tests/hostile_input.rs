@@ -246,7 +246,6 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                             ttl: ms(500),
                             wait: None,
                             owner: String::new(),
-                            request_id: String::new(),
                         })),
                     })
                     .await;

@@ -22,7 +22,6 @@ fn acquire_req(
         ttl,
         wait,
         owner: String::new(),
-        request_id: String::new(),
     }
 }
 

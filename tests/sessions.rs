@@ -130,7 +130,6 @@ async fn session_limit(flavor: Flavor) {
             ttl: ms(1_000),
             wait: None,
             owner: String::new(),
-            request_id: String::new(),
         })),
     })
     .await
@@ -163,7 +162,6 @@ async fn hold_opens(c: &mut common::LockClient) -> bool {
                 ttl: ms(1_000),
                 wait: None,
                 owner: String::new(),
-                request_id: String::new(),
             })),
         })
         .await;

@@ -206,7 +206,6 @@ pub async fn hold(
                 ttl: ms(ttl_ms),
                 wait: ms(wait_ms),
                 owner: "test".into(),
-                request_id: String::new(),
             })),
         })
         .await
@@ -257,7 +256,6 @@ pub async fn acquire(
             ttl: ms(ttl_ms),
             wait: ms(wait_ms),
             owner: "test".into(),
-            request_id: String::new(),
         })
         .await?;
     Ok(response

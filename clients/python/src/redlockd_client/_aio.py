@@ -97,10 +97,9 @@ class AsyncClient:
         owner: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
-        request_id: Optional[str] = None,
     ) -> Lock:
         """As :meth:`Client.acquire`."""
-        request = acquire_request(resource, ttl, wait, owner, request_id)
+        request = acquire_request(resource, ttl, wait, owner)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(

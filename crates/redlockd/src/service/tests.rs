@@ -39,7 +39,6 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
 
 mod draining;
-mod idempotent;
 mod lost;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -112,7 +111,6 @@ fn acquire(resource: &str, ttl: Duration, wait: Duration) -> pb::AcquireRequest 
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "handler-test".into(),
-        request_id: String::new(),
     }
 }
 
