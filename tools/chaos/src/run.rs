@@ -164,7 +164,12 @@ pub(crate) async fn run(
     let bursts = (args.schedule == Schedule::Full && args.bursts > 0)
         .then(|| burst::times(&plan, budget, args.duration))
         .map(|times| {
-            let run = burst::bursts(Arc::clone(&shared), replicas.grpc_addrs(), times, args.bursts);
+            let run = burst::bursts(
+                Arc::clone(&shared),
+                replicas.grpc_addrs(),
+                times,
+                args.bursts,
+            );
             tokio::spawn(run)
         });
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
