@@ -54,6 +54,20 @@ pub struct Sessions {
     waiters: Quota,
 }
 
+/// The clients of `[auth]` that set their own quota (`pick`), by name: the
+/// quota key of an authenticated caller (`auth::QuotaKey`).
+fn own_quotas(
+    config: &Config,
+    pick: impl Fn(&crate::config::ClientConfig) -> Option<usize>,
+) -> std::collections::HashMap<Arc<str>, usize> {
+    config
+        .auth
+        .clients
+        .iter()
+        .filter_map(|c| Some((Arc::from(c.name.as_str()), pick(c)?)))
+        .collect()
+}
+
 impl Sessions {
     /// Sessions as configured; `drain` tells them when the daemon drains
     /// and stops.
@@ -66,8 +80,14 @@ impl Sessions {
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
             drain,
-            per_identity: Quota::new(config.limits.max_sessions_per_identity),
-            waiters: Quota::new(config.limits.max_waiters_per_identity),
+            per_identity: Quota::with_own(
+                config.limits.max_sessions_per_identity,
+                own_quotas(config, |c| c.max_sessions),
+            ),
+            waiters: Quota::with_own(
+                config.limits.max_waiters_per_identity,
+                own_quotas(config, |c| c.max_waiters),
+            ),
         }
     }
 
