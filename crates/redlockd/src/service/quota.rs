@@ -28,11 +28,6 @@ pub(crate) struct QuotaSlot {
 }
 
 impl Quota {
-    /// At most `max` places per identity.
-    pub(crate) fn new(max: usize) -> Quota {
-        Quota::with_own(max, HashMap::new())
-    }
-
     /// At most `max` places per identity, except the identities of `own`,
     /// which have their own quota.
     pub(crate) fn with_own(max: usize, own: HashMap<Arc<str>, usize>) -> Quota {
@@ -79,7 +74,7 @@ mod tests {
     /// back on drop and empty entries are forgotten.
     #[test]
     fn per_identity() {
-        let quota = Quota::new(2);
+        let quota = Quota::with_own(2, HashMap::new());
         let a: Arc<str> = Arc::from("a");
         let b: Arc<str> = Arc::from("b");
         let a1 = quota.take(&a).unwrap();
