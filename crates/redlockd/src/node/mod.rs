@@ -23,7 +23,9 @@ mod watch;
 pub use watch::mark_duplicates;
 
 use crate::redlock::fence::FenceRead;
-use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use crate::redlock::node::{Record, Seen};
+use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
+use fred::types::{ClusterHash, CustomCommand};
 use batch::Batcher;
 use fred::clients::WithOptions;
 use fred::prelude::{
@@ -265,6 +267,7 @@ impl Node for FredNode {
         fence: u64,
         fence_ttl: Duration,
         ttl: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         // A grant is being committed: no holder of it believes in it past
         // now + ttl (the attempt started earlier).
@@ -277,6 +280,8 @@ impl Node for FredNode {
                 Value::String(fence.to_string().into()),
                 millis(fence_ttl),
                 millis(ttl),
+                holder.owner.as_ref().into(),
+                holder.kind.as_ref().into(),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -360,6 +365,72 @@ impl Node for FredNode {
                 .map(Duration::from_millis))
         }
         .boxed()
+    }
+
+    fn inspect(&self, keys: &LockKeys) -> BoxFuture<'static, Result<Option<Seen>, NodeError>> {
+        let reply = self.run(
+            Op::Inspect,
+            vec![key(&keys.lock), key(&keys.fence)],
+            Vec::new(),
+        );
+        async move { seen(array(reply.await?)?) }.boxed()
+    }
+
+    fn scan(
+        &self,
+        pattern: &str,
+        cursor: u64,
+        count: usize,
+    ) -> BoxFuture<'static, Result<(u64, Vec<String>), NodeError>> {
+        // Not batched: SCAN names no key, and its work is bounded by COUNT.
+        let command = self.command.clone();
+        let down = self.state.is_down();
+        let args: Vec<Value> = vec![
+            cursor.to_string().into(),
+            "MATCH".into(),
+            pattern.into(),
+            "COUNT".into(),
+            Value::Integer(i64::try_from(count).unwrap_or(i64::MAX)),
+        ];
+        async move {
+            if down {
+                return Err(NodeError::Unavailable("master is down".into()));
+            }
+            let cmd = CustomCommand::new_static("SCAN", ClusterHash::FirstKey, false);
+            let reply: Value = command.custom(cmd, args).await.map_err(node_error)?;
+            match array(reply)?.as_slice() {
+                [next, Value::Array(found)] => Ok((
+                    unsigned(next)?,
+                    found.iter().filter_map(Value::as_string).collect(),
+                )),
+                other => Err(NodeError::Protocol(format!("scan: {other:?}"))),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// The inspect script's reply (see `scripts::INSPECT`) as a [`Seen`].
+fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
+    let text = |v: &Value| v.as_string().unwrap_or_default();
+    match fields.as_slice() {
+        [_] => Ok(None),
+        [token, pttl, holder, fence, owner, kind, at] => {
+            let token = text(token);
+            let record = (text(holder) == token && !text(fence).is_empty()).then(|| Record {
+                fence: text(fence).parse().unwrap_or(0),
+                owner: text(owner),
+                kind: text(kind),
+                at_micros: text(at).parse().unwrap_or(0),
+            });
+            Ok(Some(Seen {
+                token,
+                // -1 (no expiry: set by hand) reads as no time left.
+                pttl: Duration::from_millis(u64::try_from(integer(pttl)?).unwrap_or(0)),
+                record,
+            }))
+        }
+        _ => Err(NodeError::Protocol("inspect: unexpected reply".into())),
     }
 }
 

@@ -19,7 +19,7 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Draining, Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
-use crate::redlock::{validity, HoldEnd, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Holder, Lock, Redlock};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -300,9 +300,10 @@ impl Session {
     /// first (the detached acquisition then releases whatever it gets).
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
-        let acquisition = self
-            .engine
-            .acquire_detached(args.resource.clone(), args.ttl, args.wait);
+        let holder = Holder::session(&args.owner, self.engine.replica());
+        let acquisition =
+            self.engine
+                .acquire_detached_as(args.resource.clone(), args.ttl, args.wait, holder);
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,

@@ -21,7 +21,7 @@ mod tests;
 use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
-use crate::redlock::{Lock, LockError, Redlock};
+use crate::redlock::{Holder, Lock, LockError, Redlock};
 use auth::{Denied, Gatekeeper};
 use rate::{CallSlot, ConnectionCalls};
 use std::future::Future;
@@ -125,7 +125,13 @@ impl LockService for LockApi {
             let lock = self
                 .sessions
                 .drain()
-                .unless_draining(self.acquire_until(args.resource, args.ttl, args.wait, deadline))
+                .unless_draining(self.acquire_until(
+                    args.resource,
+                    args.ttl,
+                    args.wait,
+                    Holder::unary(&args.owner),
+                    deadline,
+                ))
                 .await??;
             Ok(Response::new(pb::AcquireResponse {
                 lock: Some(lock.into()),
@@ -254,10 +260,14 @@ impl LockApi {
         resource: String,
         ttl: Duration,
         wait: Duration,
+        holder: Holder,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
         let Some(deadline) = deadline else {
-            return self.engine.acquire_detached(resource, ttl, wait).await;
+            return self
+                .engine
+                .acquire_detached_as(resource, ttl, wait, holder)
+                .await;
         };
         let now = Instant::now();
         let cutoff = deadline
@@ -276,7 +286,7 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt = self.engine.acquire_detached(resource, ttl, wait);
+        let attempt = self.engine.acquire_detached_as(resource, ttl, wait, holder);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {
