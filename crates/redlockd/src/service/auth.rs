@@ -47,6 +47,12 @@ pub enum Denied {
         /// The identity's configured short name.
         client: String,
     },
+    /// The identity lacks the admin role `LockAdmin` needs.
+    #[error("client {client:?} has no admin role (auth.admins); LockAdmin needs one")]
+    NotAdmin {
+        /// The identity's configured short name.
+        client: String,
+    },
     /// The identity's token bucket is empty.
     #[error("rate limit of {client:?} exceeded (limits.rate_per_second = {rate}); retry later")]
     RateLimited {
@@ -71,7 +77,7 @@ impl Denied {
     pub fn reason(&self) -> &'static str {
         match self {
             Denied::NoCredentials | Denied::BadCredentials => "unauthenticated",
-            Denied::OutsideNamespaces { .. } => "permission_denied",
+            Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => "permission_denied",
             Denied::RateLimited { .. } => "rate_limited",
             Denied::TooManyCalls { .. } => "too_many_calls",
         }
@@ -93,6 +99,8 @@ pub struct Identity {
     pub name: Arc<str>,
     /// Resource prefixes it may use; `None`: every resource.
     namespaces: Option<Arc<[String]>>,
+    /// Whether it may call `LockAdmin` (`auth.admins`).
+    admin: bool,
 }
 
 impl Identity {
@@ -101,6 +109,7 @@ impl Identity {
         Identity {
             name: Arc::from("anonymous"),
             namespaces: None,
+            admin: true,
         }
     }
 
@@ -110,6 +119,27 @@ impl Identity {
         Identity {
             name: Arc::from(name),
             namespaces: Some(namespaces.into()),
+            admin: false,
+        }
+    }
+
+    /// This identity with the admin role (`auth.admins`).
+    pub fn as_admin(self) -> Identity {
+        Identity {
+            admin: true,
+            ..self
+        }
+    }
+
+    /// Whether this identity may call `LockAdmin`: an admin, or anyone
+    /// when authentication is off.
+    pub fn permit_admin(&self) -> Result<(), Denied> {
+        match self.admin {
+            true => Ok(()),
+            false => Err(Denied::NotAdmin {
+                client: self.name.to_string(),
+            }
+            .counted()),
         }
     }
 
@@ -168,9 +198,14 @@ impl Gatekeeper {
                     (None, Some(san)) => Credential::CertificateSan(san.clone()),
                     _ => return None,
                 };
+                let identity = Identity::with_namespaces(&c.name, c.namespaces.clone());
+                let identity = match auth.admins.contains(&c.name) {
+                    true => identity.as_admin(),
+                    false => identity,
+                };
                 Some(Client {
                     credential,
-                    identity: Identity::with_namespaces(&c.name, c.namespaces.clone()),
+                    identity,
                 })
             })
             .collect();

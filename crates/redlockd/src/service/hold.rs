@@ -19,7 +19,10 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Draining, Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
-use crate::redlock::{validity, HoldEnd, Holder, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Holder, Lock, Redlock, Token};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tokio::sync::Notify;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -27,6 +30,9 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
+
+/// The `lost` reason of a session whose lock an operator force-released.
+pub(crate) const RELEASED_BY_OPERATOR: &str = "released by an operator";
 
 /// Events buffered per session when the client reads slowly.
 const EVENT_BUFFER: usize = 8;
@@ -45,6 +51,59 @@ pub struct Sessions {
     max: usize,
     open: Arc<watch::Sender<usize>>,
     drain: Drain,
+    registry: SessionRegistry,
+}
+
+/// This replica's Hold sessions by their lock's token, so that
+/// `LockAdmin.ForceRelease` can end the one holding a lock at once.
+#[derive(Clone, Default)]
+pub struct SessionRegistry {
+    by_token: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+impl SessionRegistry {
+    /// Ends the session holding `token`, if it runs here: it tells its
+    /// client `lost` ("released by an operator"). Returns whether one did.
+    pub(crate) fn end(&self, token: &Token) -> bool {
+        let by_token = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
+        match by_token.get(token.expose()) {
+            Some(ending) => {
+                ending.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn register(&self, token: &Token) -> Registered {
+        let ending = Arc::new(Notify::new());
+        self.by_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token.expose().to_owned(), Arc::clone(&ending));
+        Registered {
+            registry: self.clone(),
+            token: token.expose().to_owned(),
+            ending,
+        }
+    }
+}
+
+/// A session's entry in the [`SessionRegistry`], removed when dropped.
+struct Registered {
+    registry: SessionRegistry,
+    token: String,
+    ending: Arc<Notify>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry
+            .by_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.token);
+    }
 }
 
 impl Sessions {
@@ -58,7 +117,13 @@ impl Sessions {
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
             drain,
+            registry: SessionRegistry::default(),
         }
+    }
+
+    /// The sessions of this replica, for `LockAdmin.ForceRelease`.
+    pub fn registry(&self) -> SessionRegistry {
+        self.registry.clone()
     }
 
     /// The daemon's phase, for the handlers.
@@ -181,6 +246,7 @@ impl LockApi {
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
         let session = Session {
             engine: Arc::clone(&self.engine),
+            registry: self.sessions.registry(),
             args,
             incoming,
             events,
@@ -198,6 +264,7 @@ impl LockApi {
 
 struct Session {
     engine: Arc<Redlock>,
+    registry: SessionRegistry,
     args: AcquireArgs,
     incoming: Streaming<pb::HoldRequest>,
     events: mpsc::Sender<Outgoing>,
@@ -243,16 +310,24 @@ impl Session {
             return;
         }
         let mut client_end = None;
+        let mut forced = false;
+        let registered = self.registry.register(&lock.token);
         let events = self.events.clone();
         let until = {
             let incoming = &mut self.incoming;
             let drain = &self.drain;
             let client_end = &mut client_end;
+            let forced = &mut forced;
+            let ending = &registered.ending;
             let events = &events;
             async move {
                 let mut told = false;
                 loop {
                     tokio::select! {
+                        () = ending.notified() => {
+                            *forced = true;
+                            return;
+                        }
                         end = next_end(incoming) => {
                             *client_end = Some(end);
                             return;
@@ -275,7 +350,18 @@ impl Session {
                 let _ = events.try_send(Box::new(Ok(event(Event::Extended(lock.clone().into())))));
             })
             .await;
+        drop(registered);
         match end {
+            HoldEnd::Stopped if forced => {
+                // Released already, by the operator's ForceRelease.
+                metrics::lock_lost();
+                tracing::warn!(rpc = "Hold", resource = %lock.resource, "session ended: released by an operator");
+                let _ = self
+                    .send(Event::Lost(Lost {
+                        reason: RELEASED_BY_OPERATOR.into(),
+                    }))
+                    .await;
+            }
             HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {
                 metrics::lock_lost();

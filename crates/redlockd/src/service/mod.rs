@@ -2,13 +2,16 @@
 //! ([`request`]), calls the engine, and maps the outcome ([`status`]).
 //! No lock logic lives here.
 
+pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
 pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
 
+pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
+pub use hold::SessionRegistry;
 pub use request::Limits;
 #[cfg(test)]
 mod props;
