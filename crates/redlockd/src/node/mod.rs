@@ -25,13 +25,13 @@ pub use watch::mark_duplicates;
 use crate::redlock::fence::FenceRead;
 use crate::redlock::node::{Record, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
-use fred::types::{ClusterHash, CustomCommand};
 use batch::Batcher;
 use fred::clients::WithOptions;
 use fred::prelude::{
     Builder, Client, ClientLike, Config as FredConfig, ErrorKind, Options, ReconnectPolicy,
     TcpConfig, Value,
 };
+use fred::types::{ClusterHash, CustomCommand};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use quarantine::Peers;

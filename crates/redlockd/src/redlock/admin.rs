@@ -24,6 +24,18 @@ use tokio::time::Instant;
 /// the keyspace holds (a page may come back short, with a page token).
 const MAX_SCAN_STEPS: usize = 16;
 
+/// Inspections a `list` call has out at once: each is one operation per
+/// master, batched with the lock traffic; a few at a time keep a page from
+/// crowding out acquisitions, or its own rounds out of `node_timeout`.
+const INSPECTIONS_AT_ONCE: usize = 16;
+
+/// How many `node_timeout`s an operator's read waits for the masters.
+/// Nothing is at stake in waiting longer: the read takes no lock, and the
+/// remaining validity it reports has the round's whole time taken off. A
+/// page of `List` sends hundreds of reads, and a short `node_timeout` (50
+/// ms in the tests) on a busy host would fail pages for no good reason.
+const ADMIN_ROUND_FACTOR: u32 = 10;
+
 /// How a lock is held: a unary Acquire, or a `Hold` session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionKind {
@@ -201,10 +213,9 @@ impl Redlock {
                 cursor => ListCursor { cursor, ..at },
             };
         }
-        let mut inspections: FuturesUnordered<_> = found
-            .into_iter()
+        let mut inspections = futures::stream::iter(found)
             .map(|(master, resource)| async move { (master, self.holding(&resource).await) })
-            .collect();
+            .buffer_unordered(INSPECTIONS_AT_ONCE);
         let mut locks = Vec::new();
         while let Some((master, holding)) = inspections.next().await {
             match holding {
@@ -223,11 +234,15 @@ impl Redlock {
     }
 
     /// Reads the resource's keys on every master (one read-only script each,
-    /// batched with the other operations) and decides who holds it.
+    /// batched with the other operations) and decides who holds it. Waits
+    /// for every master, up to [`ADMIN_ROUND_FACTOR`] `node_timeout`s, so
+    /// that `list` knows every master holding the token. A master that does
+    /// not answer in that time counts as not holding it, so `list` may then
+    /// report a lock on a later master's page again, or (rarely) not at all.
     async fn holding(&self, resource: &str) -> Result<Option<Holding>, LockError> {
         let keys = LockKeys::new(&self.settings.key_prefix, resource);
         let start = validity::Started::now();
-        let deadline = Instant::now() + self.settings.node_timeout;
+        let deadline = Instant::now() + self.settings.node_timeout * ADMIN_ROUND_FACTOR;
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
@@ -299,8 +314,7 @@ impl Redlock {
             .get(self.quorum.needed() - 1)
             .copied()
             .unwrap_or_default();
-        let Some(remaining) =
-            validity::validity(quorum_th, elapsed, self.settings.drift_factor)
+        let Some(remaining) = validity::validity(quorum_th, elapsed, self.settings.drift_factor)
         else {
             return Ok(None);
         };

@@ -327,8 +327,11 @@ impl Node for FakeNode {
         keys: &LockKeys,
     ) -> BoxFuture<'static, Result<Option<super::node::Seen>, NodeError>> {
         if *self.behaviour.lock().expect("behaviour lock") == Behaviour::Down {
-            return future::ready(Err(NodeError::Unavailable(format!("{} is down", self.name))))
-                .boxed();
+            return future::ready(Err(NodeError::Unavailable(format!(
+                "{} is down",
+                self.name
+            ))))
+            .boxed();
         }
         let mut state = self.state();
         let now = Instant::now();

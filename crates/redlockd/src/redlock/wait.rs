@@ -145,7 +145,10 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(resource, ttl, holder, stats, stop.as_mut()).await {
+                match self
+                    .attempt(resource, ttl, holder, stats, stop.as_mut())
+                    .await
+                {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -193,7 +196,10 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(resource, ttl, holder, stats, stop.as_mut()).await {
+            let failure = match self
+                .attempt(resource, ttl, holder, stats, stop.as_mut())
+                .await
+            {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };

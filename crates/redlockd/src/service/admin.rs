@@ -197,6 +197,9 @@ mod tests {
         assert_eq!(field(list("", 1001, "")), Some("page_size"));
         assert_eq!(field(list("", 10, "nonsense")), Some("page_token"));
         let (prefix, size, from) = list_args(&l, list("", 0, "")).expect("valid");
-        assert_eq!((prefix.as_str(), size, from), ("", 100, ListCursor::default()));
+        assert_eq!(
+            (prefix.as_str(), size, from),
+            ("", 100, ListCursor::default())
+        );
     }
 }
