@@ -387,6 +387,7 @@ mod tests {
 
     fn keeper() -> Gatekeeper {
         let auth = AuthConfig {
+            admins: Vec::new(),
             clients: vec![ClientConfig {
                 name: "orders".into(),
                 token_sha256: Some(token_sha256("secret-orders")),
@@ -454,6 +455,7 @@ mod tests {
             namespaces: vec![format!("{name}/")],
         };
         let auth = AuthConfig {
+            admins: Vec::new(),
             clients: vec![
                 client("jobs", "jobs.clients.test"),
                 client("batch", "spiffe://example.test/batch"),

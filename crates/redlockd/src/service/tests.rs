@@ -92,6 +92,7 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
 /// `orders/`.
 fn with_auth(config: &mut Config) {
     config.auth = AuthConfig {
+        admins: Vec::new(),
         clients: vec![ClientConfig {
             name: "orders".into(),
             token_sha256: Some(token_sha256(TOKEN)),
