@@ -9,7 +9,7 @@ use common::*;
 use redlockd::config::{ClientConfig, Config};
 use redlockd::pb;
 use redlockd::pb::hold_event::Event;
-use redlockd::pb::lock_admin_client::LockAdminClient;
+use redlockd::pb::lock_admin_service_client::LockAdminServiceClient;
 use redlockd::service::token_sha256;
 use redlockd_testkit::masters::Flavor;
 use std::collections::BTreeSet;
@@ -19,13 +19,16 @@ use tonic::{Code, Request};
 
 against_both_servers!(inspect_before_during_after, force_release_unary_and_session,);
 
-async fn admin_of(h: &Harness) -> LockAdminClient<Channel> {
-    LockAdminClient::connect(format!("http://{}", h.daemons[0].addr))
+async fn admin_of(h: &Harness) -> LockAdminServiceClient<Channel> {
+    LockAdminServiceClient::connect(format!("http://{}", h.daemons[0].addr))
         .await
         .expect("connect")
 }
 
-async fn inspect(admin: &mut LockAdminClient<Channel>, resource: &str) -> pb::InspectResponse {
+async fn inspect(
+    admin: &mut LockAdminServiceClient<Channel>,
+    resource: &str,
+) -> pb::InspectResponse {
     admin
         .inspect(pb::InspectRequest {
             resource: resource.into(),

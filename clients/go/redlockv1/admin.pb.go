@@ -2,7 +2,7 @@
 // held locks under a prefix, and releasing a lock whoever holds it.
 // Same compatibility policy as lock.proto: redlock.v1 only grows.
 //
-// When authentication is configured, every LockAdmin call needs an
+// When authentication is configured, every LockAdminService call needs an
 // identity listed in `security.admins` (PERMISSION_DENIED otherwise).
 // Owners are free-form labels set by the holder (AcquireRequest.owner).
 // Lock tokens are never part of any answer here.
@@ -532,8 +532,8 @@ const file_redlock_v1_admin_proto_rawDesc = "" +
 	"\vSessionKind\x12\x1c\n" +
 	"\x18SESSION_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_KIND_UNARY\x10\x01\x12\x15\n" +
-	"\x11SESSION_KIND_HOLD\x10\x022\xdd\x01\n" +
-	"\tLockAdmin\x12B\n" +
+	"\x11SESSION_KIND_HOLD\x10\x022\xe4\x01\n" +
+	"\x10LockAdminService\x12B\n" +
 	"\aInspect\x12\x1a.redlock.v1.InspectRequest\x1a\x1b.redlock.v1.InspectResponse\x129\n" +
 	"\x04List\x12\x17.redlock.v1.ListRequest\x1a\x18.redlock.v1.ListResponse\x12Q\n" +
 	"\fForceRelease\x12\x1f.redlock.v1.ForceReleaseRequest\x1a .redlock.v1.ForceReleaseResponseB\x98\x01\n" +
@@ -575,12 +575,12 @@ var file_redlock_v1_admin_proto_depIdxs = []int32{
 	1, // 3: redlock.v1.InspectResponse.lock:type_name -> redlock.v1.LockInfo
 	1, // 4: redlock.v1.ListResponse.locks:type_name -> redlock.v1.LockInfo
 	1, // 5: redlock.v1.ForceReleaseResponse.lock:type_name -> redlock.v1.LockInfo
-	2, // 6: redlock.v1.LockAdmin.Inspect:input_type -> redlock.v1.InspectRequest
-	4, // 7: redlock.v1.LockAdmin.List:input_type -> redlock.v1.ListRequest
-	6, // 8: redlock.v1.LockAdmin.ForceRelease:input_type -> redlock.v1.ForceReleaseRequest
-	3, // 9: redlock.v1.LockAdmin.Inspect:output_type -> redlock.v1.InspectResponse
-	5, // 10: redlock.v1.LockAdmin.List:output_type -> redlock.v1.ListResponse
-	7, // 11: redlock.v1.LockAdmin.ForceRelease:output_type -> redlock.v1.ForceReleaseResponse
+	2, // 6: redlock.v1.LockAdminService.Inspect:input_type -> redlock.v1.InspectRequest
+	4, // 7: redlock.v1.LockAdminService.List:input_type -> redlock.v1.ListRequest
+	6, // 8: redlock.v1.LockAdminService.ForceRelease:input_type -> redlock.v1.ForceReleaseRequest
+	3, // 9: redlock.v1.LockAdminService.Inspect:output_type -> redlock.v1.InspectResponse
+	5, // 10: redlock.v1.LockAdminService.List:output_type -> redlock.v1.ListResponse
+	7, // 11: redlock.v1.LockAdminService.ForceRelease:output_type -> redlock.v1.ForceReleaseResponse
 	9, // [9:12] is the sub-list for method output_type
 	6, // [6:9] is the sub-list for method input_type
 	6, // [6:6] is the sub-list for extension type_name

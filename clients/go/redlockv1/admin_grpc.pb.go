@@ -2,7 +2,7 @@
 // held locks under a prefix, and releasing a lock whoever holds it.
 // Same compatibility policy as lock.proto: redlock.v1 only grows.
 //
-// When authentication is configured, every LockAdmin call needs an
+// When authentication is configured, every LockAdminService call needs an
 // identity listed in `security.admins` (PERMISSION_DENIED otherwise).
 // Owners are free-form labels set by the holder (AcquireRequest.owner).
 // Lock tokens are never part of any answer here.
@@ -28,18 +28,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LockAdmin_Inspect_FullMethodName      = "/redlock.v1.LockAdmin/Inspect"
-	LockAdmin_List_FullMethodName         = "/redlock.v1.LockAdmin/List"
-	LockAdmin_ForceRelease_FullMethodName = "/redlock.v1.LockAdmin/ForceRelease"
+	LockAdminService_Inspect_FullMethodName      = "/redlock.v1.LockAdminService/Inspect"
+	LockAdminService_List_FullMethodName         = "/redlock.v1.LockAdminService/List"
+	LockAdminService_ForceRelease_FullMethodName = "/redlock.v1.LockAdminService/ForceRelease"
 )
 
-// LockAdminClient is the client API for LockAdmin service.
+// LockAdminServiceClient is the client API for LockAdminService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// LockAdmin answers an operator's questions about the locks, and can end
+// LockAdminService answers an operator's questions about the locks, and can end
 // one. It runs beside LockService, on the same address.
-type LockAdminClient interface {
+type LockAdminServiceClient interface {
 	// Who holds `resource` now, as a quorum of masters sees it.
 	// UNAVAILABLE when too few masters answered to tell.
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
@@ -54,51 +54,51 @@ type LockAdminClient interface {
 	ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error)
 }
 
-type lockAdminClient struct {
+type lockAdminServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewLockAdminClient(cc grpc.ClientConnInterface) LockAdminClient {
-	return &lockAdminClient{cc}
+func NewLockAdminServiceClient(cc grpc.ClientConnInterface) LockAdminServiceClient {
+	return &lockAdminServiceClient{cc}
 }
 
-func (c *lockAdminClient) Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error) {
+func (c *lockAdminServiceClient) Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InspectResponse)
-	err := c.cc.Invoke(ctx, LockAdmin_Inspect_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, LockAdminService_Inspect_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *lockAdminClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+func (c *lockAdminServiceClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListResponse)
-	err := c.cc.Invoke(ctx, LockAdmin_List_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, LockAdminService_List_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *lockAdminClient) ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error) {
+func (c *lockAdminServiceClient) ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ForceReleaseResponse)
-	err := c.cc.Invoke(ctx, LockAdmin_ForceRelease_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, LockAdminService_ForceRelease_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// LockAdminServer is the server API for LockAdmin service.
-// All implementations must embed UnimplementedLockAdminServer
+// LockAdminServiceServer is the server API for LockAdminService service.
+// All implementations must embed UnimplementedLockAdminServiceServer
 // for forward compatibility.
 //
-// LockAdmin answers an operator's questions about the locks, and can end
+// LockAdminService answers an operator's questions about the locks, and can end
 // one. It runs beside LockService, on the same address.
-type LockAdminServer interface {
+type LockAdminServiceServer interface {
 	// Who holds `resource` now, as a quorum of masters sees it.
 	// UNAVAILABLE when too few masters answered to tell.
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
@@ -111,118 +111,118 @@ type LockAdminServer interface {
 	// on this replica ends at once with `lost` ("released by an operator");
 	// one on another replica finds out at its next extension.
 	ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error)
-	mustEmbedUnimplementedLockAdminServer()
+	mustEmbedUnimplementedLockAdminServiceServer()
 }
 
-// UnimplementedLockAdminServer must be embedded to have
+// UnimplementedLockAdminServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedLockAdminServer struct{}
+type UnimplementedLockAdminServiceServer struct{}
 
-func (UnimplementedLockAdminServer) Inspect(context.Context, *InspectRequest) (*InspectResponse, error) {
+func (UnimplementedLockAdminServiceServer) Inspect(context.Context, *InspectRequest) (*InspectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Inspect not implemented")
 }
-func (UnimplementedLockAdminServer) List(context.Context, *ListRequest) (*ListResponse, error) {
+func (UnimplementedLockAdminServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
 }
-func (UnimplementedLockAdminServer) ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error) {
+func (UnimplementedLockAdminServiceServer) ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForceRelease not implemented")
 }
-func (UnimplementedLockAdminServer) mustEmbedUnimplementedLockAdminServer() {}
-func (UnimplementedLockAdminServer) testEmbeddedByValue()                   {}
+func (UnimplementedLockAdminServiceServer) mustEmbedUnimplementedLockAdminServiceServer() {}
+func (UnimplementedLockAdminServiceServer) testEmbeddedByValue()                          {}
 
-// UnsafeLockAdminServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to LockAdminServer will
+// UnsafeLockAdminServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LockAdminServiceServer will
 // result in compilation errors.
-type UnsafeLockAdminServer interface {
-	mustEmbedUnimplementedLockAdminServer()
+type UnsafeLockAdminServiceServer interface {
+	mustEmbedUnimplementedLockAdminServiceServer()
 }
 
-func RegisterLockAdminServer(s grpc.ServiceRegistrar, srv LockAdminServer) {
-	// If the following call panics, it indicates UnimplementedLockAdminServer was
+func RegisterLockAdminServiceServer(s grpc.ServiceRegistrar, srv LockAdminServiceServer) {
+	// If the following call panics, it indicates UnimplementedLockAdminServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&LockAdmin_ServiceDesc, srv)
+	s.RegisterService(&LockAdminService_ServiceDesc, srv)
 }
 
-func _LockAdmin_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _LockAdminService_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InspectRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(LockAdminServer).Inspect(ctx, in)
+		return srv.(LockAdminServiceServer).Inspect(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: LockAdmin_Inspect_FullMethodName,
+		FullMethod: LockAdminService_Inspect_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LockAdminServer).Inspect(ctx, req.(*InspectRequest))
+		return srv.(LockAdminServiceServer).Inspect(ctx, req.(*InspectRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _LockAdmin_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _LockAdminService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(LockAdminServer).List(ctx, in)
+		return srv.(LockAdminServiceServer).List(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: LockAdmin_List_FullMethodName,
+		FullMethod: LockAdminService_List_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LockAdminServer).List(ctx, req.(*ListRequest))
+		return srv.(LockAdminServiceServer).List(ctx, req.(*ListRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _LockAdmin_ForceRelease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _LockAdminService_ForceRelease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ForceReleaseRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(LockAdminServer).ForceRelease(ctx, in)
+		return srv.(LockAdminServiceServer).ForceRelease(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: LockAdmin_ForceRelease_FullMethodName,
+		FullMethod: LockAdminService_ForceRelease_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LockAdminServer).ForceRelease(ctx, req.(*ForceReleaseRequest))
+		return srv.(LockAdminServiceServer).ForceRelease(ctx, req.(*ForceReleaseRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// LockAdmin_ServiceDesc is the grpc.ServiceDesc for LockAdmin service.
+// LockAdminService_ServiceDesc is the grpc.ServiceDesc for LockAdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var LockAdmin_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "redlock.v1.LockAdmin",
-	HandlerType: (*LockAdminServer)(nil),
+var LockAdminService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "redlock.v1.LockAdminService",
+	HandlerType: (*LockAdminServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "Inspect",
-			Handler:    _LockAdmin_Inspect_Handler,
+			Handler:    _LockAdminService_Inspect_Handler,
 		},
 		{
 			MethodName: "List",
-			Handler:    _LockAdmin_List_Handler,
+			Handler:    _LockAdminService_List_Handler,
 		},
 		{
 			MethodName: "ForceRelease",
-			Handler:    _LockAdmin_ForceRelease_Handler,
+			Handler:    _LockAdminService_ForceRelease_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -8,7 +8,7 @@ use crate::node::quarantine::Peers;
 use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
-use crate::pb::lock_admin_server::LockAdminServer;
+use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
@@ -281,7 +281,7 @@ pub async fn run_draining(
     let sessions = Sessions::new(&config, phase);
     let mut open_sessions = sessions.open();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
-    let admin_service = LockAdminServer::new(AdminApi::new(
+    let admin_service = LockAdminServiceServer::new(AdminApi::new(
         engine.redlock.clone(),
         Limits::from(&config.redlock),
         gate.clone(),

@@ -1,4 +1,4 @@
-//! `redlock.v1.LockAdmin`: the operator's view (issue 18). Each handler
+//! `redlock.v1.LockAdminService`: the operator's view (issue 18). Each handler
 //! checks the caller's admin role (`auth.admins`, when authentication is
 //! on), validates the request, calls the engine (`crate::redlock::admin`)
 //! and maps the outcome (`super::status`). Every ForceRelease is logged
@@ -9,7 +9,7 @@ use super::hold::SessionRegistry;
 use super::request::{invalid, InvalidRequest, Limits};
 use super::{observed, proto_duration, record_resource};
 use crate::pb;
-use crate::pb::lock_admin_server::LockAdmin;
+use crate::pb::lock_admin_service_server::LockAdminService;
 use crate::redlock::{HeldLock, ListCursor, Redlock, SessionKind};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -19,7 +19,7 @@ const DEFAULT_PAGE_SIZE: u32 = 100;
 /// Most locks a List page may ask for: bounds one call's work.
 const MAX_PAGE_SIZE: u32 = 1000;
 
-/// The `redlock.v1.LockAdmin` implementation.
+/// The `redlock.v1.LockAdminService` implementation.
 pub struct AdminApi {
     engine: Arc<Redlock>,
     limits: Limits,
@@ -101,7 +101,7 @@ impl From<HeldLock> for pb::LockInfo {
 }
 
 #[tonic::async_trait]
-impl LockAdmin for AdminApi {
+impl LockAdminService for AdminApi {
     async fn inspect(
         &self,
         request: Request<pb::InspectRequest>,

@@ -25,8 +25,8 @@ if _version_not_supported:
     )
 
 
-class LockAdminStub:
-    """LockAdmin answers an operator's questions about the locks, and can end
+class LockAdminServiceStub:
+    """LockAdminService answers an operator's questions about the locks, and can end
     one. It runs beside LockService, on the same address.
     """
 
@@ -37,24 +37,24 @@ class LockAdminStub:
             channel: A grpc.Channel.
         """
         self.Inspect = channel.unary_unary(
-                '/redlock.v1.LockAdmin/Inspect',
+                '/redlock.v1.LockAdminService/Inspect',
                 request_serializer=redlock_dot_v1_dot_admin__pb2.InspectRequest.SerializeToString,
                 response_deserializer=redlock_dot_v1_dot_admin__pb2.InspectResponse.FromString,
                 _registered_method=True)
         self.List = channel.unary_unary(
-                '/redlock.v1.LockAdmin/List',
+                '/redlock.v1.LockAdminService/List',
                 request_serializer=redlock_dot_v1_dot_admin__pb2.ListRequest.SerializeToString,
                 response_deserializer=redlock_dot_v1_dot_admin__pb2.ListResponse.FromString,
                 _registered_method=True)
         self.ForceRelease = channel.unary_unary(
-                '/redlock.v1.LockAdmin/ForceRelease',
+                '/redlock.v1.LockAdminService/ForceRelease',
                 request_serializer=redlock_dot_v1_dot_admin__pb2.ForceReleaseRequest.SerializeToString,
                 response_deserializer=redlock_dot_v1_dot_admin__pb2.ForceReleaseResponse.FromString,
                 _registered_method=True)
 
 
-class LockAdminServicer:
-    """LockAdmin answers an operator's questions about the locks, and can end
+class LockAdminServiceServicer:
+    """LockAdminService answers an operator's questions about the locks, and can end
     one. It runs beside LockService, on the same address.
     """
 
@@ -86,7 +86,7 @@ class LockAdminServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_LockAdminServicer_to_server(servicer, server):
+def add_LockAdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Inspect': grpc.unary_unary_rpc_method_handler(
                     servicer.Inspect,
@@ -105,14 +105,14 @@ def add_LockAdminServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'redlock.v1.LockAdmin', rpc_method_handlers)
+            'redlock.v1.LockAdminService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('redlock.v1.LockAdmin', rpc_method_handlers)
+    server.add_registered_method_handlers('redlock.v1.LockAdminService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class LockAdmin:
-    """LockAdmin answers an operator's questions about the locks, and can end
+class LockAdminService:
+    """LockAdminService answers an operator's questions about the locks, and can end
     one. It runs beside LockService, on the same address.
     """
 
@@ -130,7 +130,7 @@ class LockAdmin:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/redlock.v1.LockAdmin/Inspect',
+            '/redlock.v1.LockAdminService/Inspect',
             redlock_dot_v1_dot_admin__pb2.InspectRequest.SerializeToString,
             redlock_dot_v1_dot_admin__pb2.InspectResponse.FromString,
             options,
@@ -157,7 +157,7 @@ class LockAdmin:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/redlock.v1.LockAdmin/List',
+            '/redlock.v1.LockAdminService/List',
             redlock_dot_v1_dot_admin__pb2.ListRequest.SerializeToString,
             redlock_dot_v1_dot_admin__pb2.ListResponse.FromString,
             options,
@@ -184,7 +184,7 @@ class LockAdmin:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/redlock.v1.LockAdmin/ForceRelease',
+            '/redlock.v1.LockAdminService/ForceRelease',
             redlock_dot_v1_dot_admin__pb2.ForceReleaseRequest.SerializeToString,
             redlock_dot_v1_dot_admin__pb2.ForceReleaseResponse.FromString,
             options,
