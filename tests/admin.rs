@@ -382,3 +382,58 @@ async fn bad_input_named() {
         assert!(status.message().starts_with(field), "{field}: {status:?}");
     }
 }
+
+/// `redlockctl inspect`, `list` and `force-release` against the daemon:
+/// the owner shows, the token never does, the exit statuses say held/not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlockctl_admin_commands() {
+    use common::ctl::*;
+    let h = Harness::start(Flavor::Valkey).await;
+    let addr = h.daemons[0].addr;
+    let limit = Duration::from_secs(30);
+    let mut c = h.client().await;
+    let lock = c
+        .acquire(acquire_as("billing/close-month", "nightly-billing", 60_000))
+        .await
+        .expect("Acquire")
+        .into_inner()
+        .lock
+        .expect("lock");
+
+    let out = output_within(redlockctl(addr, &["inspect", "billing/close-month"]), limit).await;
+    assert_exit(&out, 0);
+    assert_eq!(assignment(&out, "REDLOCK_OWNER"), "nightly-billing");
+    assert_eq!(assignment(&out, "REDLOCK_FENCE"), lock.fence.to_string());
+    assert_eq!(assignment(&out, "REDLOCK_SESSION"), "unary");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&lock.token));
+
+    let out = output_within(redlockctl(addr, &["list", "billing/"]), limit).await;
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert!(
+        rows[0].starts_with("billing/close-month\tnightly-billing\t"),
+        "{stdout}"
+    );
+    let out = output_within(redlockctl(addr, &["--json", "list", "other/"]), limit).await;
+    assert_exit(&out, 0);
+    assert!(out.stdout.is_empty(), "{}", describe(&out));
+
+    let out = output_within(
+        redlockctl(addr, &["force-release", "billing/close-month"]),
+        limit,
+    )
+    .await;
+    assert_exit(&out, 0);
+    assert_eq!(assignment(&out, "REDLOCK_WAS_HELD"), "true");
+    let out = output_within(
+        redlockctl(addr, &["force-release", "billing/close-month"]),
+        limit,
+    )
+    .await;
+    assert_exit(&out, 82);
+    let out = output_within(redlockctl(addr, &["inspect", "billing/close-month"]), limit).await;
+    assert_exit(&out, 82);
+    assert_eq!(assignment(&out, "REDLOCK_HELD"), "false");
+}

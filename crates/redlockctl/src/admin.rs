@@ -56,7 +56,14 @@ pub(crate) async fn list(
         };
         let page = call(&what, timeout, request, |r| client.list(r)).await?;
         for lock in &page.locks {
-            println!("{}", if json { lock_json(lock) } else { lock_row(lock) });
+            println!(
+                "{}",
+                if json {
+                    lock_json(lock)
+                } else {
+                    lock_row(lock)
+                }
+            );
         }
         if page.next_page_token.is_empty() {
             return Ok(Exit::Success);
