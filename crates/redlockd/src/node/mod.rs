@@ -488,6 +488,42 @@ fn unsigned(value: &Value) -> Result<u64, NodeError> {
 mod tests {
     use super::*;
 
+    /// The inspect script's replies: absent, held with this token's record,
+    /// held with another token's record (no record shown).
+    #[test]
+    fn inspect_replies() {
+        let s = |t: &str| Value::String(t.to_owned().into());
+        assert_eq!(seen(vec![s("")]).expect("absent"), None);
+        let held = seen(vec![
+            s("tok"),
+            Value::Integer(1500),
+            s("tok"),
+            s("42"),
+            s("cron"),
+            s("unary"),
+            s("1700000000000000"),
+        ])
+        .expect("held")
+        .expect("some");
+        assert_eq!(held.pttl, Duration::from_millis(1500));
+        let record = held.record.expect("this token's record");
+        assert_eq!((record.fence, record.owner.as_str()), (42, "cron"));
+        assert_eq!(record.at_micros, 1_700_000_000_000_000);
+        let other = seen(vec![
+            s("tok"),
+            Value::Integer(-1),
+            s("older"),
+            s("41"),
+            s(""),
+            s(""),
+            s(""),
+        ])
+        .expect("held")
+        .expect("some");
+        assert_eq!((other.record, other.pttl), (None, Duration::ZERO));
+        assert!(seen(vec![s("a"), s("b")]).is_err());
+    }
+
     /// Node names never carry credentials.
     #[test]
     fn names_hide_credentials() {
