@@ -27,7 +27,7 @@ const MAX_SCAN_STEPS: usize = 16;
 /// Inspections a `list` call has out at once: each is one operation per
 /// master, batched with the lock traffic; a few at a time keep a page from
 /// crowding out acquisitions, or its own rounds out of `node_timeout`.
-const INSPECTIONS_AT_ONCE: usize = 16;
+const INSPECTIONS_AT_ONCE: usize = 8;
 
 /// How many `node_timeout`s an operator's read waits for the masters.
 /// Nothing is at stake in waiting longer: the read takes no lock, and the
@@ -35,6 +35,10 @@ const INSPECTIONS_AT_ONCE: usize = 16;
 /// page of `List` sends hundreds of reads, and a short `node_timeout` (50
 /// ms in the tests) on a busy host would fail pages for no good reason.
 const ADMIN_ROUND_FACTOR: u32 = 10;
+
+/// How often `list` asks about one resource whose read found too few
+/// masters answering before it gives up on the page (UNAVAILABLE).
+const LIST_READ_TRIES: usize = 3;
 
 /// How a lock is held: a unary Acquire, or a `Hold` session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +218,19 @@ impl Redlock {
             };
         }
         let mut inspections = futures::stream::iter(found)
-            .map(|(master, resource)| async move { (master, self.holding(&resource).await) })
+            .map(|(master, resource)| async move {
+                // One slow batch on a busy master should not fail a page
+                // of hundreds of reads: a read that could not decide is
+                // asked again, a few times.
+                let mut holding = self.holding(&resource).await;
+                for _ in 1..LIST_READ_TRIES {
+                    if !matches!(holding, Err(LockError::NoQuorum(_))) {
+                        break;
+                    }
+                    holding = self.holding(&resource).await;
+                }
+                (master, holding)
+            })
             .buffer_unordered(INSPECTIONS_AT_ONCE);
         let mut locks = Vec::new();
         while let Some((master, holding)) = inspections.next().await {
