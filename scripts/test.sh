@@ -15,6 +15,13 @@
 #   contract    buf lint and buf breaking on proto/ (scripts/check-contract.sh)
 #   java        the Java client library: mvn verify against real daemons
 #               (scripts/check-java-client.sh; Maven repository in target/m2)
+#   conformance one scenario file (clients/conformance/scenarios.json) run
+#               by the Python, Node, Go and Java clients' runners against
+#               real daemons (scripts/check-conformance.sh); after python,
+#               node, go and java, whose caches it reuses
+#   fourway     one lock, four runtimes: a Python, a Node, a Go and a Java
+#               process contend through Hold; no overlap, fences increasing
+#               (scripts/check-fourway.sh; reuses the four client steps' caches)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
@@ -30,7 +37,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node go java contract quickstart image deploy)
+all=(lint rust python chaos node go java conformance fourway contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -67,6 +74,10 @@ for name in "${steps[@]}"; do
       step contract 600 bash scripts/check-contract.sh ;;
     java)
       step java 900 bash scripts/check-java-client.sh ;;
+    conformance)
+      step conformance 600 bash scripts/check-conformance.sh ;;
+    fourway)
+      step fourway 600 bash scripts/check-fourway.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     image)

@@ -1,6 +1,8 @@
 //! A running daemon under a bounded storm of hostile input (random bytes
 //! on the socket, random and crafted protobuf inside valid gRPC framing,
-//! broken gRPC framing, oversized fields, half-open Hold streams) while a
+//! broken gRPC framing, oversized fields, half-open Hold streams, silent
+//! connections and half-sent HTTP/2 prefaces, tiny-ttl Hold sessions,
+//! unread health watches piling up) while a
 //! well-behaved client holds and extends its locks alongside. The daemon
 //! never panics or exits, every answer is a proper gRPC status, and the
 //! good client's locks are never disturbed.
@@ -209,6 +211,8 @@ async fn hostile_input_does_not_disturb_a_good_client() {
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
     let mut count = |code: Code| *codes.entry(format!("{code:?}")).or_default() += 1;
     let mut half_open = Vec::new();
+    let mut silent = Vec::new();
+    let mut watches = Vec::new();
     for round in 0..ROUNDS {
         // 1. Random bytes as any method's message.
         let method = METHODS[rng.random_range(0..METHODS.len())];
@@ -253,7 +257,56 @@ async fn hostile_input_does_not_disturb_a_good_client() {
             });
             half_open.push((tx, call));
         }
+        // 6. Connections that never speak, and half-sent HTTP/2 prefaces,
+        //    kept open through the storm (closed after server.idle_timeout).
+        if round % 10 == 0 {
+            if let Ok(idle) = TcpStream::connect(addr).await {
+                silent.push(idle);
+            }
+            if let Ok(mut half) = TcpStream::connect(addr).await {
+                let _ = half.write_all(b"PRI * HTTP/2.0\r\n").await;
+                silent.push(half);
+            }
+        }
+        // 7. Tiny-ttl Hold sessions (amplification): refused outright.
+        if round % 10 == 5 {
+            let (tx, rx) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+            let _ = tx.try_send(pb::HoldRequest {
+                request: Some(pb::hold_request::Request::Acquire(pb::AcquireRequest {
+                    resource: format!("hostile/tiny/{round}"),
+                    ttl: ms(10),
+                    wait: None,
+                    owner: String::new(),
+                })),
+            });
+            let mut c = pb::lock_service_client::LockServiceClient::new(channel.clone());
+            let outcome = c
+                .hold(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await;
+            let code = outcome.map_or_else(|s| s.code(), |_| Code::Ok);
+            assert_eq!(code, Code::InvalidArgument, "a 10 ms session");
+            count(code);
+        }
+        // 8. Health watches (outside authentication) piling up on one
+        //    connection, never read.
+        if round % 2 == 0 {
+            let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+            watches.push(tokio::spawn(async move {
+                let watch = health
+                    .watch(tonic_health::pb::HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await;
+                // Held open, unread, until the storm ends.
+                std::future::pending::<()>().await;
+                drop(watch);
+            }));
+        }
     }
+    for watch in watches {
+        watch.abort();
+    }
+    drop(silent);
     for (tx, call) in half_open {
         drop(tx);
         call.abort();

@@ -276,3 +276,188 @@ async fn calls_per_connection() {
         .expect("no panic")
         .expect("granted");
 }
+
+fn small_quotas(config: &mut Config) {
+    two_clients(config);
+    config.limits.max_sessions = 4;
+    config.limits.max_sessions_per_identity = 2;
+    config.limits.max_waiters = 4;
+    config.limits.max_waiters_per_identity = 2;
+}
+
+/// Opens a Hold on `resource` and waits for its first event; the sender
+/// keeps the session open while it lives.
+async fn open_hold(
+    c: &mut Authed,
+    resource: &str,
+) -> Result<
+    (
+        tokio::sync::mpsc::Sender<pb::HoldRequest>,
+        tonic::Streaming<pb::HoldEvent>,
+    ),
+    Status,
+> {
+    let (tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+    tx.send(pb::HoldRequest {
+        request: Some(pb::hold_request::Request::Acquire(acquire_req(resource))),
+    })
+    .await
+    .expect("queue the first message");
+    let mut events = c
+        .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await?
+        .into_inner();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(20), events.message())
+        .await
+        .expect("a first event in time")?;
+    assert!(first.is_some(), "an event, not the end of the stream");
+    Ok((tx, events))
+}
+
+/// One identity at its quotas of sessions and waiters gets
+/// RESOURCE_EXHAUSTED; another identity still opens sessions and waits,
+/// although the global caps alone would have let the first take them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_quotas_protect_other_identities() {
+    let h = Harness::start_with(Flavor::Valkey, small_quotas).await;
+    let mut orders = client_with(&h, Some(&format!("Bearer {ORDERS_TOKEN}"))).await;
+    let mut jobs = client_with(&h, Some(&format!("Bearer {JOBS_TOKEN}"))).await;
+
+    // Sessions: two for orders, the third refused; jobs still gets its own.
+    let _s1 = open_hold(&mut orders, "orders/h1")
+        .await
+        .expect("session 1");
+    let _s2 = open_hold(&mut orders, "orders/h2")
+        .await
+        .expect("session 2");
+    let third = open_hold(&mut orders, "orders/h3").await;
+    assert_eq!(
+        third.map(|_| ()).expect_err("over the quota").code(),
+        Code::ResourceExhausted
+    );
+    let _j1 = open_hold(&mut jobs, "jobs/h1")
+        .await
+        .expect("another identity's session");
+
+    // Waiters: orders parks two waiting acquisitions on a held lock.
+    let mut long = acquire_req("orders/w");
+    long.ttl = ms(60_000);
+    orders
+        .acquire(long)
+        .await
+        .expect("the lock the waiters wait for");
+    let waiting = |resource: &str, ms_wait: u64| {
+        let mut request = acquire_req(resource);
+        request.wait = ms(ms_wait);
+        request
+    };
+    let park = |c: Authed| {
+        let mut c = c;
+        let request = waiting("orders/w", 60_000);
+        tokio::spawn(async move { c.acquire(request).await })
+    };
+    let mut parked = Vec::new();
+    for _ in 0..2 {
+        parked.push(park(
+            client_with(&h, Some(&format!("Bearer {ORDERS_TOKEN}"))).await,
+        ));
+    }
+    // Once both are parked, a third waiting call is refused at once. (A
+    // probe that arrived before a parked call did may have taken its place
+    // and had it refused: that one is parked again.)
+    let started = std::time::Instant::now();
+    loop {
+        let outcome = orders.acquire(waiting("orders/w", 100)).await;
+        let refused = matches!(&outcome, Err(s) if s.code() == Code::ResourceExhausted);
+        if refused && parked.iter().all(|t| !t.is_finished()) {
+            break;
+        }
+        for task in &mut parked {
+            if task.is_finished() {
+                *task = park(client_with(&h, Some(&format!("Bearer {ORDERS_TOKEN}"))).await);
+            }
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the waiter quota is reached: {outcome:?}"
+        );
+    }
+    // jobs can still wait (and is told the lock stayed held, not refused).
+    jobs.acquire(acquire_req("jobs/w"))
+        .await
+        .expect("jobs' lock");
+    let outcome = jobs.acquire(waiting("jobs/w", 200)).await;
+    assert!(
+        !matches!(&outcome, Err(s) if s.code() == Code::ResourceExhausted),
+        "another identity waits: {outcome:?}"
+    );
+    for task in &parked {
+        assert!(!task.is_finished(), "orders' waiters are still parked");
+    }
+    for task in parked {
+        task.abort();
+    }
+}
+
+/// Hold sessions cannot amplify past the `session.min_ttl` floor: a 10 ms
+/// ttl is refused, and 20 sessions at the floor cause at most
+/// `masters / (min_ttl * extend_at)` master operations per second each
+/// (measured, with room for a retry or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_ttl_sessions_stay_within_the_master_budget() {
+    const SESSIONS: usize = 20;
+    let h = Harness::start(Flavor::Valkey).await;
+    let mut c = h.client().await;
+    let hold = |resource: &str, ttl: u64| {
+        let (tx, outgoing) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+        let mut request = acquire_req(resource);
+        request.ttl = ms(ttl);
+        tx.try_send(pb::HoldRequest {
+            request: Some(pb::hold_request::Request::Acquire(request)),
+        })
+        .expect("queue the first message");
+        (tx, tokio_stream::wrappers::ReceiverStream::new(outgoing))
+    };
+    for _ in 0..SESSIONS {
+        let (_tx, outgoing) = hold("flood/r", 10);
+        let status = c.hold(outgoing).await.expect_err("a 10 ms session");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains("session.min_ttl"), "{status:?}");
+    }
+    let floor = redlockd::config::Config::default().session;
+    let floor_ms = u64::try_from(floor.min_ttl.as_millis()).expect("ms");
+    let mut open = Vec::new();
+    for i in 0..SESSIONS {
+        // Distinct resources: every session holds its own lock.
+        let (tx, outgoing) = hold(&format!("flood/{i}"), floor_ms);
+        let mut events = c
+            .hold(outgoing)
+            .await
+            .expect("a session at the floor")
+            .into_inner();
+        let first = tokio::time::timeout(std::time::Duration::from_secs(20), events.message())
+            .await
+            .expect("granted in time")
+            .expect("healthy");
+        assert!(first.is_some());
+        open.push((tx, events));
+    }
+    let window = std::time::Duration::from_secs(2);
+    let before = lock_commands(&h).await;
+    let started = std::time::Instant::now();
+    tokio::time::sleep(window).await;
+    let ops = lock_commands(&h).await - before;
+    let seconds = started.elapsed().as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let per_session = ops as f64 / seconds / SESSIONS as f64;
+    let budget = 5.0 / (floor.min_ttl.as_secs_f64() * floor.extend_at);
+    println!(
+        "{SESSIONS} sessions at ttl {:?}: {per_session:.1} master ops/s per session (budget {budget:.0})",
+        floor.min_ttl
+    );
+    assert!(
+        per_session <= budget * 1.5,
+        "{per_session:.1} ops/s per session over {budget:.0}"
+    );
+    drop(open);
+}

@@ -7,6 +7,7 @@
 //!   Valkey client: masters are a trait;
 //! - [`node`]: one Valkey/Redis master over fred (scripts, server detection);
 //! - [`service`]: the gRPC layer: validate, call the engine, map the outcome;
+//! - `conn`: client connections on the gRPC port (caps, idle timeout);
 //! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
 //! - [`config`]: the one typed configuration, loaded once;
 //! - [`metrics`], [`metrics_endpoint`], [`health`]: what operators see;
@@ -17,6 +18,8 @@
 //! as [`pb`]); local master processes for `--dev` in `redlockd-masters`.
 
 pub mod config;
+pub(crate) mod conn;
+pub(crate) mod fd_limit;
 pub(crate) mod gateway;
 pub(crate) mod health;
 pub(crate) mod metrics;

@@ -60,6 +60,11 @@ pub(crate) const FORCE_RELEASES_TOTAL: &str = "redlock_force_releases_total";
 /// anyone reads the logs. Never labelled with a client, token or resource.
 pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 
+/// Client connections closed as soon as they were accepted, by reason
+/// (`max_connections`, `max_connections_per_peer`), and failed accepts
+/// (`accept_error`: out of file descriptors). Never labelled with a peer.
+pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "redlock_connections_refused_total";
+
 /// Always 1, labelled with the daemon's version: which build runs where.
 pub(crate) const BUILD_INFO: &str = "redlock_build_info";
 
@@ -73,7 +78,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 23] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 24] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -175,6 +180,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 23] = [
         AUTH_DENIED_TOTAL,
         Kind::Counter,
         "Calls refused by authentication, namespaces or flood limits, by reason.",
+    ),
+    (
+        CONNECTIONS_REFUSED_TOTAL,
+        Kind::Counter,
+        "Client connections closed at accept (connection caps) and failed accepts, by reason.",
     ),
     (
         BUILD_INFO,
@@ -352,4 +362,10 @@ pub(crate) fn node_clock_offset(node: &str, seconds: f64) {
 /// of [`AUTH_DENIED_TOTAL`].
 pub(crate) fn auth_denied(reason: &'static str) {
     counter!(AUTH_DENIED_TOTAL, "reason" => reason).increment(1);
+}
+
+/// A connection refused at accept; `reason` is one of the fixed kinds of
+/// [`CONNECTIONS_REFUSED_TOTAL`].
+pub(crate) fn connection_refused(reason: &'static str) {
+    counter!(CONNECTIONS_REFUSED_TOTAL, "reason" => reason).increment(1);
 }

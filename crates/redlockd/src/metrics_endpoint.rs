@@ -9,7 +9,20 @@ use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How long a scraper may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one scrape connection may stay open at all (keep-alive
+/// included): a slow or silent client cannot hold it forever.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Scrape connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 64;
+/// Pause after a failed accept (EMFILE), instead of retrying at once.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `/metrics` from `handle` on `listener` until `shutdown` completes.
 pub(crate) async fn serve(
@@ -18,12 +31,24 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let errors = crate::conn::Throttled::new(Duration::from_secs(10));
     loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_closed) => return,
+            },
+            () = &mut shutdown => return,
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(error) => {
-                    tracing::warn!(%error, "metrics endpoint: accept failed");
+                    if let Some(not_logged) = errors.ready() {
+                        tracing::warn!(%error, not_logged, "metrics endpoint: accept failed");
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
             },
@@ -31,13 +56,16 @@ pub(crate) async fn serve(
         };
         let handle = handle.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
                 let handle = handle.clone();
                 async move { Ok::<_, Infallible>(answer(&request, &handle)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
         });
     }
 }

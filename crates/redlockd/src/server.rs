@@ -2,6 +2,9 @@
 //! The binary and every integration test go through [`run`].
 
 use crate::config::{Config, RestartQuarantine, ValidConfig};
+use crate::conn::accept::{incoming, AcceptSettings};
+use crate::conn::gate::Gate;
+use crate::conn::idle::StreamsLayer;
 use crate::metrics::MetricsError;
 use crate::node::auth::MasterAccess;
 use crate::node::quarantine::Peers;
@@ -24,7 +27,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 
 /// How long start-up waits for the masters' first connections before
 /// serving anyway (a master that is down is retried in the background).
@@ -232,7 +234,11 @@ pub async fn run_draining(
 ) -> Result<(), ServeError> {
     // TLS material first: an unusable file is a configuration error, told
     // before anything else starts.
-    let tls = crate::tls::server_config(&config.server.tls)?;
+    // A client that never completes its handshake is dropped after
+    // `server.tls_handshake_timeout`.
+    let tls = crate::tls::server_config(&config.server.tls)?
+        .map(|tls| tls.timeout(config.server.tls_handshake_timeout));
+    crate::fd_limit::raise(config.limits.max_connections);
     let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
     let (control, phase) = drain::channel();
@@ -342,6 +348,10 @@ pub async fn run_draining(
     let streams = u32::try_from(config.limits.max_calls_per_connection)
         .ok()
         .filter(|&n| n > 0);
+    let gate = Gate::new(
+        config.limits.max_connections,
+        config.limits.max_connections_per_peer,
+    );
     let mut server = tonic::transport::Server::builder()
         .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
@@ -359,24 +369,30 @@ pub async fn run_draining(
         None => warn_if_exposed(&listener),
     }
     let served = server
+        // Streams of every service count toward their connection's
+        // activity: the idle timeout never cuts an open stream.
+        .layer(StreamsLayer::new(gate.clone()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(lock_service)
         .add_service(admin_service)
-        // `Server::tcp_nodelay` only applies to listeners tonic binds itself;
-        // without TCP_NODELAY on accepted sockets, Nagle's algorithm and the
-        // client's delayed ACK hold a response back by ~40 ms, which the
-        // caller would wrongly count against the lock's validity.
-        // The accepted sockets stay `TcpStream`s: under TLS, tonic then puts
-        // `TlsConnectInfo<TcpConnectInfo>` in each request's extensions,
-        // which `Request::peer_certs` (certificate identities, see
-        // `service::auth`) reads; another stream type would hide the
-        // certificates, and such clients would fail closed (UNAUTHENTICATED).
+        // Our own accept loop (`conn::accept`): the connection caps, a
+        // paused accept on EMFILE instead of a spinning one, the idle
+        // timeout, and TCP_NODELAY + keepalive on every accepted socket.
+        // Its connections report the socket's own `TcpConnectInfo`: under
+        // TLS, tonic then puts `TlsConnectInfo<TcpConnectInfo>` in each
+        // request's extensions, which `Request::peer_certs` (certificate
+        // identities, see `service::auth`) reads.
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(config.server.keepalive_interval)),
+            incoming(
+                listener,
+                gate,
+                AcceptSettings {
+                    keepalive: config.server.keepalive_interval,
+                    idle_timeout: config.server.idle_timeout,
+                },
+            ),
             shutdown,
         )
         .await;

@@ -20,6 +20,10 @@
 //!   connection and `--burst-sessions` Hold sessions at once over four,
 //!   against a `redlockd` process: grants, failures by code, latency and the
 //!   daemon's peak RSS.
+//! - **Frozen client** ([`frozen`], not in the default list): a client
+//!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
+//!   is SIGSTOPped; the time until a waiting client gets the lock, beside
+//!   the daemon's keepalive bound.
 //!
 //! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
@@ -40,6 +44,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod burst;
+mod frozen;
 mod proc;
 mod report;
 mod setup;
@@ -105,6 +110,9 @@ pub struct Args {
     /// (repeatable); the rest are the defaults.
     #[arg(long = "daemon-set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     daemon_settings: Vec<(String, String)>,
+    /// Frozen client: the session ttls, one frozen holder each.
+    #[arg(long, value_delimiter = ',', default_value = "1s,2s,5s", value_parser = parse_duration)]
+    frozen_ttls: Vec<Duration>,
     /// Start five local Valkey masters and in-process daemons. The default
     /// when neither --addr nor --nodes is given.
     #[arg(long, conflicts_with_all = ["addr", "nodes"])]
@@ -130,6 +138,8 @@ pub enum Workload {
     W3,
     /// Callers arriving at once.
     Burst,
+    /// A Hold client process frozen with SIGSTOP.
+    Frozen,
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -151,6 +161,16 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(frozen::HOLDER_FLAG) {
+        return match frozen::holder_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("redlockd-bench {}: {error}", frozen::HOLDER_FLAG);
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,redlockd_bench=info"));
@@ -212,6 +232,13 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
                 let (calls, sessions) = (args.burst_calls as usize, args.burst_sessions as usize);
                 let settings = &args.daemon_settings;
                 reports.burst = burst::run_all(calls, sessions, &nodes, settings).await?;
+            }
+            Workload::Frozen if nodes.is_empty() => {
+                tracing::warn!("frozen skipped: it spawns a daemon, which needs --dev or --nodes");
+            }
+            Workload::Frozen => {
+                let settings = &args.daemon_settings;
+                reports.frozen = frozen::run_all(&args.frozen_ttls, &nodes, settings).await?;
             }
         }
     }

@@ -17,6 +17,8 @@ pub(crate) struct Reports {
     pub w3: Vec<W3Report>,
     /// Bursts.
     pub burst: Vec<BurstReport>,
+    /// Frozen clients.
+    pub frozen: Vec<crate::frozen::FrozenReport>,
 }
 
 impl Reports {
@@ -33,6 +35,9 @@ impl Reports {
         }
         if !self.burst.is_empty() {
             burst::print_table(&self.burst);
+        }
+        if !self.frozen.is_empty() {
+            crate::frozen::print_table(&self.frozen);
         }
     }
 }

@@ -25,11 +25,17 @@ pub(crate) enum Check {
     StaleWrites,
     /// The fenced register refused a holder that was within its validity.
     FencedValidHolder,
+    /// A client frozen mid-session wrote outside its validity, or after
+    /// resuming under the lock it held when frozen (`crate::frozen`).
+    FrozenClient,
+    /// A burst call answered UNAVAILABLE while every master was healthy
+    /// (`crate::burst`): overload blamed on the masters.
+    BurstUnavailable,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 7] = [
+    pub(crate) const ALL: [Check; 9] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -37,6 +43,8 @@ impl Check {
         Check::LostUpdates,
         Check::StaleWrites,
         Check::FencedValidHolder,
+        Check::FrozenClient,
+        Check::BurstUnavailable,
     ];
 
     /// Name in the report.
@@ -49,6 +57,8 @@ impl Check {
             Check::LostUpdates => "lost_updates",
             Check::StaleWrites => "stale_fenced_writes",
             Check::FencedValidHolder => "fenced_register_refused_valid_holder",
+            Check::FrozenClient => "frozen_client_stale_write",
+            Check::BurstUnavailable => "burst_unavailable_masters_healthy",
         }
     }
 }

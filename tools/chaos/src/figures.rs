@@ -70,6 +70,10 @@ pub(crate) struct Figures {
     pub contended_failures: BTreeMap<String, usize>,
     /// The checkers' findings (for the pause figures).
     pub findings: Findings,
+    /// Clients frozen mid-session (`crate::frozen`).
+    pub frozen: crate::frozen::FrozenFigures,
+    /// Bursts of Acquire calls (`crate::burst`).
+    pub bursts: crate::burst::BurstFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {

@@ -8,7 +8,10 @@
 //! (some of them through `Hold` sessions) while a seeded fault schedule
 //! kills and restarts masters without data, SIGSTOPs them, makes them slow
 //! or unreachable through their proxy, and kills replicas or stops them
-//! with SIGTERM (a draining stop). Every grant, Release and register operation is recorded
+//! with SIGTERM (a draining stop); two session clients run as processes of
+//! their own and are frozen with SIGSTOP while they hold a lock
+//! (`frozen.rs`), and `--bursts` fires bursts of Acquire calls
+//! (`burst.rs`). Every grant, Release and register operation is recorded
 //! on one monotonic clock and checked afterwards (see `checks.rs`). It
 //! prints one JSON line and a summary, and exits 1 on any violation or when
 //! the healthy phases made too few grants (a run that did nothing proves
@@ -19,8 +22,13 @@
 //! cargo build --release --bin redlockd --bin chaos
 //! target/release/chaos --duration 300                        # must pass
 //! target/release/chaos --schedule restarts --no-quarantine   # must fail
+//! target/release/chaos --interleaving all --duration 10      # must pass
 //! ```
+//!
+//! `--interleaving` replaces the random schedule with the review's scripted
+//! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
 
+mod burst;
 mod checks;
 #[cfg(test)]
 mod checks_tests;
@@ -28,7 +36,12 @@ mod clients;
 mod cluster;
 mod faults;
 mod figures;
+mod frozen;
+mod frozen_child;
+#[cfg(test)]
+mod frozen_tests;
 mod history;
+mod interleavings;
 mod register_checks;
 mod registers;
 mod replicas;
@@ -79,9 +92,20 @@ pub struct Args {
     /// faulted) for the run to count.
     #[arg(long, default_value_t = 20.0)]
     pub min_grants_per_s: f64,
+    /// `full` only: bursts of this many Acquire calls at once through one
+    /// connection, fired from a process of their own where every master is
+    /// planned healthy (the warm-up, the tail); an UNAVAILABLE answer then
+    /// is a violation. 0: no bursts. Off by default: debug builds of the
+    /// daemon still answer part of a burst UNAVAILABLE (issue 15).
+    #[arg(long, default_value_t = 0)]
+    pub bursts: usize,
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,
+    /// Instead of a schedule, force one of the review's interleavings
+    /// (issue 22) for `--duration` each (see `interleavings`).
+    #[arg(long, value_enum)]
+    pub interleaving: Option<interleavings::Which>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -104,6 +128,25 @@ fn redlockd_binary(args: &Args) -> Result<PathBuf, BoxError> {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(frozen_child::CHILD_FLAG) {
+        return match frozen_child::child_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", frozen_child::CHILD_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
+    if argv.get(1).map(String::as_str) == Some(burst::BURST_FLAG) {
+        return match burst::burst_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("chaos {}: {error}", burst::BURST_FLAG);
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chaos=info"));
@@ -112,6 +155,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Some(which) = args.interleaving {
+        return interleave(&args, which);
+    }
     let setup = redlockd_binary(&args).and_then(|binary| {
         let server = find_server(Flavor::Valkey)?;
         Ok((binary, LocalMasters::start(&server, 5)?))
@@ -144,6 +190,38 @@ fn main() -> ExitCode {
             match too_few || figures.violation_count() > 0 {
                 true => ExitCode::from(EXIT_FAILED),
                 false => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => {
+            eprintln!("chaos: {error}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// `--interleaving`: runs the scenarios, prints their JSON line and summary.
+fn interleave(args: &Args, which: interleavings::Which) -> ExitCode {
+    let outcome = redlockd_binary(args).and_then(|binary| {
+        let server = find_server(Flavor::Valkey)?;
+        let runtime = tokio::runtime::Runtime::new()?;
+        runtime.block_on(interleavings::run(
+            which,
+            args.seed,
+            args.duration,
+            args.max_ttl,
+            !args.no_quarantine,
+            binary,
+            server,
+        ))
+    });
+    match outcome {
+        Ok(outcomes) => {
+            let json = interleavings::json(&outcomes, args.seed);
+            println!("{json}");
+            print!("{}", interleavings::summary(&outcomes));
+            match interleavings::violations(&outcomes) == 0 {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(EXIT_FAILED),
             }
         }
         Err(error) => {

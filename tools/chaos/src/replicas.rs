@@ -38,6 +38,8 @@ pub(crate) struct ReplicaConfig {
     pub quarantine: bool,
     /// Where their logs go.
     pub log_dir: PathBuf,
+    /// Further settings (`section.key`, value), e.g. for an interleaving.
+    pub extra: Vec<(String, String)>,
 }
 
 /// One replica process.
@@ -105,6 +107,17 @@ impl Replicas {
             this.start_one(i).await?;
         }
         Ok(this)
+    }
+
+    /// Replica `i`'s gRPC and metrics addresses (fixed for the run).
+    pub(crate) fn addrs(&self, i: usize) -> Option<(SocketAddr, SocketAddr)> {
+        self.replicas.get(i).map(|r| (r.grpc, r.metrics))
+    }
+
+    /// The replicas' gRPC addresses, for clients in processes of their own
+    /// (`crate::frozen`).
+    pub(crate) fn grpc_addrs(&self) -> Vec<SocketAddr> {
+        self.replicas.iter().map(|r| r.grpc).collect()
     }
 
     /// The clients' view.
@@ -212,8 +225,11 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
             "server.shutdown_grace",
             humantime::format_duration(SHUTDOWN_GRACE),
         )
-        .log_to(&log_path(&config.log_dir, i))
-        .command()?;
+        .log_to(&log_path(&config.log_dir, i));
+    for (key, value) in &config.extra {
+        command = command.set(key, value);
+    }
+    let mut command = command.command()?;
     command.env("RUST_LOG", log);
     command.spawn().map_err(|error| {
         format!(

@@ -94,6 +94,32 @@ impl Figures {
             self.session_grants,
             self.sessions_drained
         );
+        out.pop();
+        let fz = &self.frozen;
+        let _ = write!(
+            out,
+            ",\"frozen\":{{\"freezes_holding\":{},\"handoffs_during_freeze\":{},\
+             \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{}}}}}",
+            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
+        let b = &self.bursts;
+        let codes: Vec<String> = b
+            .codes
+            .iter()
+            .map(|(k, v)| format!("\"{k}\":{v}"))
+            .collect();
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"bursts\":{{\"bursts\":{},\"calls\":{},\"granted\":{},\"codes\":{{{}}},\
+             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{}}}}}",
+            b.bursts,
+            b.calls,
+            b.granted,
+            codes.join(","),
+            b.unavailable_healthy,
+            b.unavailable_faulted
+        );
         out
     }
 
@@ -169,6 +195,28 @@ impl Figures {
             ms(self.findings.tightest_expiry),
             self.contended_failures
         );
+        let fz = &self.frozen;
+        let _ = writeln!(
+            s,
+            "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
+             client found it gone {} (told lost {}); {} writes by those clients",
+            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
+        let b = &self.bursts;
+        let _ = writeln!(
+            s,
+            "  bursts            {}: {} calls, {} granted, failures {:?}; \
+             UNAVAILABLE with all masters healthy {}, with some faulted {}",
+            b.bursts, b.calls, b.granted, b.codes, b.unavailable_healthy, b.unavailable_faulted
+        );
+        for (i, (at, calls, granted, unavailable)) in b.per_burst.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "    burst {i} at {:.3} s: {calls} calls, {granted} granted, {unavailable} \
+                 UNAVAILABLE",
+                at.as_secs_f64()
+            );
+        }
         s
     }
 }

@@ -2,11 +2,13 @@
 //! clients and the fault schedule run until the deadline, everything
 //! stops, the history is checked and turned into figures.
 
+use crate::burst;
 use crate::checks::{self, Check};
 use crate::clients::{self, ClientLog, Profile, Shared};
 use crate::cluster::{BoxError, Cluster};
 use crate::faults::{self, Budget, Schedule};
 use crate::figures::Figures;
+use crate::frozen;
 use crate::history::{Clock, History};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
@@ -21,6 +23,9 @@ use std::time::Duration;
 /// How long clients may take to finish their last operation after the
 /// deadline before they are abandoned.
 const DRAIN: Duration = Duration::from_secs(10);
+/// Session clients in processes of their own that the `full` schedule
+/// freezes with SIGSTOP (`crate::frozen`).
+const FROZEN_CLIENTS: u32 = 2;
 /// Violations of each check printed with their evidence.
 const SHOWN_PER_CHECK: usize = 5;
 
@@ -103,6 +108,7 @@ pub(crate) async fn run(
         max_ttl: args.max_ttl,
         quarantine: !args.no_quarantine,
         log_dir: logs.clone(),
+        extra: Vec::new(),
     };
     let replicas = Replicas::start(config, faults::REPLICAS).await?;
     let profile = profile(args.schedule, args.max_ttl);
@@ -140,6 +146,32 @@ pub(crate) async fn run(
         );
         tasks.push(tokio::spawn(run));
     }
+    // Session clients in processes of their own, frozen now and then.
+    let frozen_clients = match args.schedule {
+        Schedule::Full => FROZEN_CLIENTS,
+        _ => 0,
+    };
+    let mut frozen_tasks = Vec::new();
+    for id in 0..frozen_clients {
+        let run = frozen::client(
+            frozen::FIRST_ID + id,
+            Arc::clone(&shared),
+            replicas.grpc_addrs(),
+            args.seed,
+        );
+        frozen_tasks.push(tokio::spawn(run));
+    }
+    let bursts = (args.schedule == Schedule::Full && args.bursts > 0)
+        .then(|| burst::times(&plan, budget, args.duration))
+        .map(|times| {
+            let run = burst::bursts(
+                Arc::clone(&shared),
+                replicas.grpc_addrs(),
+                times,
+                args.bursts,
+            );
+            tokio::spawn(run)
+        });
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
@@ -155,6 +187,38 @@ pub(crate) async fn run(
             }
         }
     }
+    let mut frozen_log = frozen::FrozenLog::default();
+    for task in frozen_tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok(Ok((log, records)))) => {
+                logs_of_clients.push(log);
+                frozen_log.writes.extend(records.writes);
+                frozen_log.ended.extend(records.ended);
+                frozen_log.freezes.extend(records.freezes);
+            }
+            Ok(Ok(Err(error))) => return Err(format!("a frozen client failed: {error}").into()),
+            Ok(Err(error)) => return Err(format!("a frozen client task failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("a frozen client did not finish within {DRAIN:?} of the deadline");
+            }
+        }
+    }
+    let (fired, burst_calls) = match bursts {
+        Some(task) => {
+            let abort = task.abort_handle();
+            match tokio::time::timeout_at(drained, task).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(error)) => return Err(format!("the burst task failed: {error}").into()),
+                Err(_) => {
+                    abort.abort();
+                    return Err("a burst did not finish within the drain".into());
+                }
+            }
+        }
+        None => (0, Vec::new()),
+    };
     let crashed = replicas.crashed().await;
     replicas.stop_all().await;
     let masters = cluster.into_masters();
@@ -169,9 +233,13 @@ pub(crate) async fn run(
         phases: plan.phases,
         ..assemble(logs_of_clients)
     };
-    let findings = checks::check(&history);
+    let mut findings = checks::check(&history);
+    let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
+    let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
+    figures.frozen = frozen_figures;
+    figures.bursts = burst_figures;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);

@@ -131,10 +131,24 @@ pub struct ServerConfig {
     /// the request's travel time; a grant answered after the caller gave up
     /// would stay locked, owned by nobody, for its whole ttl. A grant that
     /// completes inside the reserve is released and the caller told
-    /// DEADLINE_EXCEEDED. Cover the one-way network delay between clients
-    /// and the daemon.
+    /// DEADLINE_EXCEEDED. Cover the round trip between clients and the
+    /// daemon: the request's travel makes the daemon see the deadline late,
+    /// and the answer's travel makes the grant arrive late (a one-way
+    /// reserve left grants orphaned for their whole ttl in `chaos
+    /// --interleaving slow-link`).
     #[serde(with = "humantime_serde")]
     pub deadline_reserve: Duration,
+    /// How long a client may take to complete the TLS handshake after its
+    /// TCP connection was accepted; then the connection is closed. Without
+    /// it, connections that never finish the handshake pile up.
+    #[serde(with = "humantime_serde")]
+    pub tls_handshake_timeout: Duration,
+    /// A client connection with no call or stream open for this long is
+    /// closed: a TCP connection that never sent anything, a half-sent
+    /// HTTP/2 preface, or a channel nobody uses. gRPC clients reconnect on
+    /// their next call.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -147,6 +161,8 @@ impl Default for ServerConfig {
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(2),
             deadline_reserve: Duration::from_millis(20),
+            tls_handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -407,14 +423,45 @@ impl Config {
                     .to_owned(),
             );
         }
+        // A password from [masters] (file or variable) goes to every
+        // master whose URL has none of its own.
+        let shared = if self.masters.password_file.is_some() {
+            Some("masters.password_file")
+        } else if self.masters.password_env.is_some() {
+            Some("masters.password_env")
+        } else {
+            None
+        };
         for url in &r.nodes {
             if let Ok(node) = parse_node(url) {
-                if node.has_password && !node.tls && !node.is_loopback() {
+                if node.tls || node.is_loopback() {
+                    continue;
+                }
+                if node.has_password {
                     out.push(format!(
                         "redlock.nodes: {} sends its password unencrypted; use rediss://",
                         redact_url(url)
                     ));
+                } else if let Some(source) = shared {
+                    out.push(format!(
+                        "redlock.nodes: {} is sent the password of {source} unencrypted; use \
+                         rediss://",
+                        redact_url(url)
+                    ));
                 }
+            }
+        }
+        for client in &self.auth.clients {
+            if client
+                .token_sha256
+                .as_deref()
+                .is_some_and(security::is_weak_token_hash)
+            {
+                out.push(format!(
+                    "auth.clients: the token of {:?} is a common word; generate one with \
+                     `openssl rand -hex 32`",
+                    client.name
+                ));
             }
         }
         out

@@ -73,6 +73,39 @@ impl fmt::Debug for ClientConfig {
     }
 }
 
+/// Tokens a careless operator might use; a `token_sha256` of one of them
+/// gets a start-up warning. Only these can be recognised: the hash hides
+/// everything else, including the length of the original.
+const WEAK_TOKENS: [&str; 16] = [
+    "password",
+    "secret",
+    "token",
+    "changeme",
+    "admin",
+    "test",
+    "123456",
+    "12345678",
+    "qwerty",
+    "letmein",
+    "redlock",
+    "redlockd",
+    "default",
+    "root",
+    "guest",
+    "Password1",
+];
+
+/// Whether `hash` (hex SHA-256) is that of a [`WEAK_TOKENS`] word: cheap
+/// (16 hashes), and catches the obvious mistake; a random token cannot be
+/// told from a weak one by its hash otherwise.
+pub(crate) fn is_weak_token_hash(hash: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let hash = hash.to_ascii_lowercase();
+    WEAK_TOKENS
+        .iter()
+        .any(|t| hex::encode(Sha256::digest(t.as_bytes())) == hash)
+}
+
 /// Longest accepted `auth.clients.name`: it becomes a metrics label.
 pub const CLIENT_NAME_LIMIT: usize = 64;
 

@@ -18,6 +18,14 @@ pub struct LimitsConfig {
     pub max_waiters: usize,
     /// Open `Hold` sessions on this replica.
     pub max_sessions: usize,
+    /// Open `Hold` sessions of one identity (an `[auth]` client, or a peer
+    /// IP address without authentication). Below `max_sessions`, so that
+    /// one identity's sessions, silent or not, cannot take every slot.
+    pub max_sessions_per_identity: usize,
+    /// Waiting acquisitions (Acquire with `wait`, a Hold's acquisition
+    /// with `wait`) of one identity. Below `max_waiters` for the same
+    /// reason.
+    pub max_waiters_per_identity: usize,
     /// Calls per second each identity (a client of `[auth]`, or a peer
     /// address without authentication) may make, on average; 0: no limit.
     pub rate_per_second: u32,
@@ -38,6 +46,14 @@ pub struct LimitsConfig {
     /// Acquisitions waiting for admission at most; past it a call gets
     /// RESOURCE_EXHAUSTED ("the daemon is overloaded").
     pub max_queued_acquisitions: usize,
+    /// Client connections open at once on the gRPC port, all peers
+    /// together. Past it a new connection is closed as soon as it is
+    /// accepted (counted in `redlock_connections_refused_total`), so idle
+    /// or hostile connections cannot take every file descriptor.
+    pub max_connections: usize,
+    /// Client connections open at once from one peer IP address. Keeps one
+    /// host from taking every connection of `max_connections`.
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for LimitsConfig {
@@ -46,11 +62,15 @@ impl Default for LimitsConfig {
             max_waiters_per_resource: 1_000,
             max_waiters: 100_000,
             max_sessions: 100_000,
+            max_sessions_per_identity: 50_000,
+            max_waiters_per_identity: 50_000,
             rate_per_second: 0,
             burst: 0,
             max_calls_per_connection: 4_096,
             max_acquisitions_in_flight: 128,
             max_queued_acquisitions: 20_000,
+            max_connections: 10_000,
+            max_connections_per_peer: 1_000,
         }
     }
 }
@@ -69,6 +89,14 @@ pub struct SessionConfig {
     /// its connection: without a bound, silent streams could pile up.
     #[serde(with = "humantime_serde")]
     pub first_message_timeout: Duration,
+    /// Shortest ttl a `Hold` session may ask for (Acquire still accepts
+    /// down to `redlock.min_ttl`). A session is extended every
+    /// `ttl * extend_at` for as long as it lives, from one admitted call:
+    /// this floor bounds the master operations one session can cause, at
+    /// most `masters / (min_ttl * extend_at)` per second (5 masters,
+    /// 250 ms, 1/3: 60 per second), where a 10 ms ttl made it 1,500.
+    #[serde(with = "humantime_serde")]
+    pub min_ttl: Duration,
 }
 
 impl Default for SessionConfig {
@@ -76,9 +104,15 @@ impl Default for SessionConfig {
         Self {
             extend_at: 1.0 / 3.0,
             first_message_timeout: Duration::from_secs(10),
+            min_ttl: Duration::from_millis(250),
         }
     }
 }
+
+/// Shortest accepted `session.min_ttl`.
+const SESSION_MIN_TTL_MIN: Duration = Duration::from_millis(10);
+/// Longest accepted `session.min_ttl`.
+const SESSION_MIN_TTL_MAX: Duration = Duration::from_secs(60);
 
 /// Shortest accepted `session.first_message_timeout`.
 const FIRST_MESSAGE_MIN: Duration = Duration::from_millis(10);
@@ -95,12 +129,25 @@ impl LimitsConfig {
             ("limits.max_waiters", self.max_waiters),
             ("limits.max_sessions", self.max_sessions),
             (
+                "limits.max_sessions_per_identity",
+                self.max_sessions_per_identity,
+            ),
+            (
+                "limits.max_waiters_per_identity",
+                self.max_waiters_per_identity,
+            ),
+            (
                 "limits.max_acquisitions_in_flight",
                 self.max_acquisitions_in_flight,
             ),
             (
                 "limits.max_queued_acquisitions",
                 self.max_queued_acquisitions,
+            ),
+            ("limits.max_connections", self.max_connections),
+            (
+                "limits.max_connections_per_peer",
+                self.max_connections_per_peer,
             ),
         ] {
             if value == 0 {
@@ -126,6 +173,17 @@ impl SessionConfig {
                     "{} is outside [0.05, 0.8]: extending too early wastes master round trips, \
                      too late leaves no time to retry before the lock lapses",
                     self.extend_at
+                ),
+            ));
+        }
+        if !(SESSION_MIN_TTL_MIN..=SESSION_MIN_TTL_MAX).contains(&self.min_ttl) {
+            return Err(invalid(
+                "session.min_ttl",
+                format!(
+                    "{} is outside [{}, {}]",
+                    humantime::format_duration(self.min_ttl),
+                    humantime::format_duration(SESSION_MIN_TTL_MIN),
+                    humantime::format_duration(SESSION_MIN_TTL_MAX)
                 ),
             ));
         }

@@ -103,6 +103,11 @@ pub const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
 /// Longest `server.keepalive_interval` / `keepalive_timeout`.
 pub const KEEPALIVE_MAX: Duration = Duration::from_secs(600);
 
+/// Shortest `server.tls_handshake_timeout` / `idle_timeout`.
+const CONNECTION_TIMEOUT_MIN: Duration = Duration::from_millis(100);
+/// Longest `server.tls_handshake_timeout` / `idle_timeout`.
+const CONNECTION_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
 impl ServerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.tls.validate()?;
@@ -129,6 +134,23 @@ impl ServerConfig {
                         human(value),
                         human(KEEPALIVE_MIN),
                         human(KEEPALIVE_MAX)
+                    ),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("server.tls_handshake_timeout", self.tls_handshake_timeout),
+            ("server.idle_timeout", self.idle_timeout),
+        ] {
+            if !(CONNECTION_TIMEOUT_MIN..=CONNECTION_TIMEOUT_MAX).contains(&value) {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{} is outside [{}, {}]: shorter cuts off slow clients, longer lets \
+                         idle connections pile up",
+                        human(value),
+                        human(CONNECTION_TIMEOUT_MIN),
+                        human(CONNECTION_TIMEOUT_MAX)
                     ),
                 ));
             }

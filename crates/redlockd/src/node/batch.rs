@@ -20,6 +20,14 @@
 //! could reach the master after a later batch; the next batch carries the
 //! text again.
 //!
+//! Flow: at most [`MAX_IN_FLIGHT`] batches per master are out at once, each
+//! of at most [`MAX_BATCH`] operations. Operations submitted meanwhile wait
+//! in the daemon's queue and go out together once a batch is answered. A
+//! command's `node_timeout` (fred's per-command timeout) starts when its
+//! batch is handed to fred, which writes it to the master at once: time
+//! spent in this queue is the daemon's, and is never blamed on the master.
+//! The engine's rounds allow for it (`Node::bounds_own_commands`).
+//!
 //! Dropping the future of a submitted operation does not withdraw it: it is
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
@@ -33,11 +41,18 @@ use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// Most operations in one script call: a batch runs atomically on the
 /// master, so a bound keeps any one call short (about 2 µs per operation).
 pub(crate) const MAX_BATCH: usize = 128;
+
+/// Most batches out at one master at once. Four keep a local master busy
+/// (a batch is written while the previous ones are executed and answered)
+/// while a slow or hung master holds at most `4 × MAX_BATCH` operations on
+/// the wire; the rest wait in the queue, where their `node_timeout` has not
+/// started, and coalesce into full batches.
+pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
 /// One operation waiting for its batch.
 struct Queued {
@@ -131,7 +146,13 @@ async fn run(
     horizon_key: Value,
 ) {
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = queued.recv().await {
+        // Wait for a batch slot before collecting: what queues up meanwhile
+        // goes out in this batch. The semaphore is never closed.
+        let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
         batch.push(first);
         // Whatever queued up while the previous batch was being sent.
         while batch.len() < MAX_BATCH {
@@ -169,11 +190,15 @@ async fn run(
         let sent_on = state.connection();
         // fred queues the command on the connection at the first poll; do it
         // here, before the next batch, to keep the order.
+        // The batch keeps its slot until it is answered or timed out.
         match futures::poll!(call.as_mut()) {
             std::task::Poll::Ready(result) => deliver(&name, &state, sent_on, result, replies),
             std::task::Poll::Pending => {
                 let (name, state) = (Arc::clone(&name), Arc::clone(&state));
-                tokio::spawn(async move { deliver(&name, &state, sent_on, call.await, replies) });
+                tokio::spawn(async move {
+                    deliver(&name, &state, sent_on, call.await, replies);
+                    drop(slot);
+                });
             }
         }
     }

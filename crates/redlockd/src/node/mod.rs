@@ -231,6 +231,12 @@ impl Node for FredNode {
         self.state.trusted()
     }
 
+    /// fred times each command out `node_timeout` after the batcher hands
+    /// it its batch, which is when the batch is written (`batch.rs`).
+    fn bounds_own_commands(&self) -> bool {
+        true
+    }
+
     fn acquire(
         &self,
         keys: &LockKeys,

@@ -27,6 +27,16 @@ pub(crate) enum Behaviour {
     Down,
     /// Applies the command at once, answers after the delay.
     Slow(Duration),
+    /// Stands for a command that waits `queued` in the daemon's own queue
+    /// before its batch is sent, and is answered `answer` after the send.
+    /// Applies the command at once (earlier than a real master would: its
+    /// expiry is then earlier, never later, than the real one).
+    Queued {
+        /// Time in the daemon's queue before the send.
+        queued: Duration,
+        /// Time from the send to the answer.
+        answer: Duration,
+    },
 }
 
 /// The five commands of [`Node`].
@@ -96,6 +106,9 @@ pub(crate) struct FakeNode {
     pub(crate) name: String,
     behaviour: Mutex<Behaviour>,
     state: Mutex<State>,
+    /// When set, the fake gives up on each command this long after its
+    /// send, as the real master does ([`Node::bounds_own_commands`]).
+    bound: Mutex<Option<Duration>>,
     /// The fake wall clock reads `wall_at_epoch + (now - epoch)`.
     epoch: Instant,
     wall_at_epoch: u64,
@@ -109,6 +122,7 @@ impl FakeNode {
             name,
             behaviour: Mutex::new(Behaviour::Up),
             state: Mutex::new(State::default()),
+            bound: Mutex::new(None),
             epoch: Instant::now(),
             wall_at_epoch: u64::try_from(BASE_MICROS + skew_ms * 1_000).expect("positive"),
         }
@@ -116,6 +130,12 @@ impl FakeNode {
 
     pub(crate) fn set(&self, behaviour: Behaviour) {
         *self.behaviour.lock().expect("behaviour lock") = behaviour;
+    }
+
+    /// Makes the fake time out each command `node_timeout` after its send
+    /// (see [`Behaviour::Queued`]) and say so to the engine.
+    pub(crate) fn bound_commands(&self, node_timeout: Duration) {
+        *self.bound.lock().expect("bound lock") = Some(node_timeout);
     }
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -178,20 +198,36 @@ impl FakeNode {
         state.purge(now);
         let (answer, hit) = command(&mut state, now);
         state.calls.push(Call { op, token, hit });
-        match behaviour {
-            Behaviour::Slow(delay) => async move {
-                tokio::time::sleep(delay).await;
-                Ok(answer)
+        let (queued, delay) = match behaviour {
+            Behaviour::Slow(delay) => (Duration::ZERO, delay),
+            Behaviour::Queued { queued, answer } => (queued, answer),
+            Behaviour::Up | Behaviour::Down => return future::ready(Ok(answer)).boxed(),
+        };
+        let bound = *self.bound.lock().expect("bound lock");
+        async move {
+            tokio::time::sleep(queued).await;
+            match bound {
+                Some(timeout) if delay > timeout => {
+                    tokio::time::sleep(timeout).await;
+                    Err(NodeError::Timeout)
+                }
+                _ => {
+                    tokio::time::sleep(delay).await;
+                    Ok(answer)
+                }
             }
-            .boxed(),
-            Behaviour::Up | Behaviour::Down => future::ready(Ok(answer)).boxed(),
         }
+        .boxed()
     }
 }
 
 impl Node for FakeNode {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn bounds_own_commands(&self) -> bool {
+        self.bound.lock().expect("bound lock").is_some()
     }
 
     fn acquire(

@@ -342,7 +342,7 @@ impl Redlock {
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
         self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
-        let deadline = Instant::now() + self.settings.node_timeout;
+        let deadline = self.round_deadline(Instant::now());
         let tally = self
             .release_everywhere(&subject, WakeWaiters::AtOnce, deadline)
             .await;

@@ -97,6 +97,19 @@ pub trait Node: Send + Sync {
         true
     }
 
+    /// Whether this master gives up on each command by itself
+    /// `node_timeout` after the command was actually sent (written to the
+    /// master), not after it was submitted. The real master does (its
+    /// batches wait in the daemon's queue while earlier ones are in flight,
+    /// `crate::node::batch`); when every master of the engine does, a round
+    /// does not cut a command short at `node_timeout` from its own start,
+    /// since that time may have been spent in the daemon's queue: it waits
+    /// up to [`super::round::QUEUE_ALLOWANCE`] `node_timeout`s longer as a
+    /// backstop. Validity still counts from before the first send.
+    fn bounds_own_commands(&self) -> bool {
+        false
+    }
+
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step.
     fn acquire(

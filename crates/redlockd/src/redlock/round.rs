@@ -15,6 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How many `node_timeout`s a round waits, past its own `node_timeout`,
+/// for commands still queued in the daemon when every master bounds its
+/// commands from their send ([`Node::bounds_own_commands`]). A backstop
+/// only: admission (`super::admission`) keeps at most a few hundred
+/// operations per master out at once, which its in-flight batches
+/// (`crate::node::batch`) carry within about one `node_timeout` even with
+/// the master at the edge of timing out; the backstop bounds a round
+/// whatever happens (4 × 50 ms at the defaults).
+pub(crate) const QUEUE_ALLOWANCE: u32 = 3;
+
 /// One master's reply in a round, tagged with the master's index.
 pub(crate) type Answer = (usize, Result<Reply, NodeError>);
 
@@ -169,7 +179,7 @@ impl Redlock {
         command: Command,
         mut on_answer: impl FnMut(usize, Reply, &mut Tally),
     ) -> (Tally, Pending) {
-        let deadline = Instant::now() + self.settings.node_timeout;
+        let deadline = self.round_deadline(Instant::now());
         let mut pending = self.send_to(subject, targets, &command);
         let mut tally = Tally::new(self.quorum);
         self.listen(
@@ -181,6 +191,23 @@ impl Redlock {
         )
         .await;
         (tally, pending)
+    }
+
+    /// When a round that starts sending at `start` stops waiting for its
+    /// masters. If every master times its commands out itself from their
+    /// actual send ([`Node::bounds_own_commands`]), `node_timeout` must not
+    /// also count from `start`: a command may wait in the daemon's queue
+    /// first, and that wait is the daemon's doing, not the master's. The
+    /// round then waits up to [`QUEUE_ALLOWANCE`] more `node_timeout`s as a
+    /// backstop. Otherwise (test fakes that never time out by themselves)
+    /// the round's own `node_timeout` is the bound.
+    pub(super) fn round_deadline(&self, start: Instant) -> Instant {
+        let timeout = self.settings.node_timeout;
+        if self.nodes.iter().all(|node| node.bounds_own_commands()) {
+            start + timeout * (1 + QUEUE_ALLOWANCE)
+        } else {
+            start + timeout
+        }
     }
 
     /// Queues `command` for every master of `targets`; their answers, to come.

@@ -577,3 +577,92 @@ async fn extend_keeps_fence_and_fails_after_expiry() {
     assert!(matches!(error, LockError::NotHeld(_)), "{error:?}");
     assert_eq!(c.held_by(lock.token.expose()), 0);
 }
+
+/// A command's `node_timeout` starts when its batch is sent, not when the
+/// round starts: every master's commands wait 40 ms in the daemon's queue
+/// and are answered 30 ms after their send (node_timeout 50 ms). Each
+/// round takes 70 ms, past `start + node_timeout`, and the lock is granted;
+/// its validity still counts the whole time from before the first send.
+/// Before the change every master counted as timed out at 50 ms.
+#[tokio::test(start_paused = true)]
+async fn node_timeout_counts_from_the_send() {
+    let c = cluster();
+    for fake in &c.fakes {
+        fake.bound_commands(MS(50));
+    }
+    c.set(
+        &ALL,
+        Behaviour::Queued {
+            queued: MS(40),
+            answer: MS(30),
+        },
+    );
+    let start = Instant::now();
+    let lock = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect("masters answering within node_timeout of the send grant");
+    let took = start.elapsed();
+    assert!(took >= MS(70), "the rounds took {took:?}");
+    assert!(
+        lock.validity <= validity::validity(TTL, MS(70), DRIFT).expect("ttl above drift"),
+        "validity {:?} must count the queue wait",
+        lock.validity
+    );
+    assert!(c.held_by(lock.token.expose()) >= 3);
+}
+
+/// The same queue wait, but the masters answer 60 ms after the send, past
+/// `node_timeout`: they time out, counted from the send (40 + 50 ms), and
+/// the caller hears of an outage, not a grant.
+#[tokio::test(start_paused = true)]
+async fn node_timeout_after_the_send_still_fails() {
+    let c = cluster();
+    for fake in &c.fakes {
+        fake.bound_commands(MS(50));
+    }
+    c.set(
+        &ALL,
+        Behaviour::Queued {
+            queued: MS(40),
+            answer: MS(60),
+        },
+    );
+    let start = Instant::now();
+    let error = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect_err("masters slower than node_timeout after the send");
+    assert!(matches!(error, LockError::NoQuorum(_)), "{error:?}");
+    assert!(
+        start.elapsed() >= MS(90),
+        "gave up after {:?}",
+        start.elapsed()
+    );
+}
+
+/// A queue that never drains is bounded by the round's backstop
+/// (`QUEUE_ALLOWANCE` more `node_timeout`s): commands still queued at
+/// 200 ms count as failed.
+#[tokio::test(start_paused = true)]
+async fn queue_wait_is_bounded_by_the_backstop() {
+    let c = cluster();
+    for fake in &c.fakes {
+        fake.bound_commands(MS(50));
+    }
+    c.set(
+        &ALL,
+        Behaviour::Queued {
+            queued: MS(500),
+            answer: MS(1),
+        },
+    );
+    let error = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect_err("nothing is sent before the backstop");
+    assert!(matches!(error, LockError::NoQuorum(_)), "{error:?}");
+}

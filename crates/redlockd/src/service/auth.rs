@@ -69,6 +69,17 @@ pub enum Denied {
         /// The configured cap.
         max: usize,
     },
+    /// The identity has its quota of open sessions or waiting
+    /// acquisitions (`super::quota`).
+    #[error("{client:?} has {max} {what} open already (limits.max_{what}_per_identity)")]
+    IdentityQuota {
+        /// The identity's short name (`anonymous` without auth).
+        client: String,
+        /// `sessions` or `waiters`.
+        what: &'static str,
+        /// The configured quota.
+        max: usize,
+    },
 }
 
 impl Denied {
@@ -80,6 +91,7 @@ impl Denied {
             Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => "permission_denied",
             Denied::RateLimited { .. } => "rate_limited",
             Denied::TooManyCalls { .. } => "too_many_calls",
+            Denied::IdentityQuota { .. } => "identity_quota",
         }
     }
 
@@ -90,6 +102,12 @@ impl Denied {
         self
     }
 }
+
+/// Who a request is charged to for the rate limit and the per-identity
+/// quotas: the client's name with authentication, the peer's IP address
+/// without (each peer is then its own identity).
+#[derive(Debug, Clone)]
+pub(crate) struct QuotaKey(pub(crate) Arc<str>);
 
 /// The caller of one request: a configured client, or anyone when
 /// authentication is off.
@@ -177,7 +195,14 @@ struct Client {
 pub struct Gatekeeper {
     clients: Arc<[Client]>,
     rates: Arc<RateLimits>,
+    /// Failed authentications are logged at most once per
+    /// [`FAILURE_LOG_PERIOD`]: a client guessing tokens cannot flood the log.
+    failures: Arc<crate::conn::Throttled>,
 }
+
+/// At most one log line per this period for failed authentications (each
+/// line says how many were not logged).
+const FAILURE_LOG_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Gatekeeper {
     /// From the validated configuration.
@@ -212,6 +237,7 @@ impl Gatekeeper {
         Gatekeeper {
             clients,
             rates: Arc::new(RateLimits::new(limits.rate_per_second, limits.burst)),
+            failures: Arc::new(crate::conn::Throttled::new(FAILURE_LOG_PERIOD)),
         }
     }
 
@@ -293,9 +319,23 @@ impl Gatekeeper {
         mut request: Request<()>,
         peer_certs: Option<&[CertificateDer<'_>]>,
     ) -> Result<Request<()>, Status> {
-        let identity = self
-            .authenticate(request.metadata(), peer_certs)
-            .map_err(Denied::counted)?;
+        let identity = match self.authenticate(request.metadata(), peer_certs) {
+            Ok(identity) => identity,
+            Err(denied) => {
+                // The peer and the reason only: never the token offered.
+                if let Some(not_logged) = self.failures.ready() {
+                    tracing::warn!(
+                        peer = %request
+                            .remote_addr()
+                            .map_or_else(|| "unknown".to_owned(), |a| a.to_string()),
+                        reason = %denied,
+                        not_logged,
+                        "authentication failed"
+                    );
+                }
+                return Err(denied.counted().into());
+            }
+        };
         // Without authentication each peer address is its own identity.
         let key = if self.enabled() {
             identity.name.to_string()
@@ -312,7 +352,17 @@ impl Gatekeeper {
             .counted()
         })?;
         request.extensions_mut().insert(identity);
+        request.extensions_mut().insert(QuotaKey(Arc::from(key)));
         Ok(request)
+    }
+
+    /// The key of the caller's per-identity quotas: the one the
+    /// interceptor stored (the rate limit's key), else the identity's name.
+    pub(crate) fn quota_key_of<T>(request: &Request<T>, identity: &Identity) -> Arc<str> {
+        request
+            .extensions()
+            .get::<QuotaKey>()
+            .map_or_else(|| Arc::clone(&identity.name), |k| Arc::clone(&k.0))
     }
 
     /// The identity the interceptor stored; without one (a handler called

@@ -9,8 +9,9 @@
 //! and the session's slot (`limits.max_sessions`) is taken only once it
 //! has: a stream that never speaks cannot hold a slot.
 
-use super::auth::Denied;
+use super::auth::{Denied, Gatekeeper, Identity};
 use super::drain::{Drain, Phase};
+use super::quota::{Quota, QuotaSlot};
 use super::rate::CallSlot;
 use super::request::AcquireArgs;
 use super::{HoldStream, LockApi};
@@ -47,11 +48,17 @@ type Outgoing = Box<Result<pb::HoldEvent, Status>>;
 pub struct Sessions {
     extend_at: f64,
     first_message: Duration,
+    /// `session.min_ttl`.
+    min_ttl: Duration,
     slots: Arc<Semaphore>,
     max: usize,
     open: Arc<watch::Sender<usize>>,
     drain: Drain,
     registry: SessionRegistry,
+    /// `limits.max_sessions_per_identity`.
+    per_identity: Quota,
+    /// `limits.max_waiters_per_identity`, for Acquire and Hold alike.
+    waiters: Quota,
 }
 
 /// This replica's Hold sessions by their lock's token, so that
@@ -113,10 +120,13 @@ impl Sessions {
         Sessions {
             extend_at: config.session.extend_at,
             first_message: config.session.first_message_timeout,
+            min_ttl: config.session.min_ttl,
             slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
             drain,
+            per_identity: Quota::new(config.limits.max_sessions_per_identity),
+            waiters: Quota::new(config.limits.max_waiters_per_identity),
             registry: SessionRegistry::default(),
         }
     }
@@ -124,6 +134,27 @@ impl Sessions {
     /// The sessions of this replica, for `LockAdmin.ForceRelease`.
     pub fn registry(&self) -> SessionRegistry {
         self.registry.clone()
+    }
+
+    /// A place among `key`'s waiters when the acquisition may wait
+    /// (`wait` > 0); none is needed otherwise.
+    pub(super) fn waiter_slot(
+        &self,
+        key: &Arc<str>,
+        identity: &Identity,
+        wait: Duration,
+    ) -> Result<Option<QuotaSlot>, Denied> {
+        if wait.is_zero() {
+            return Ok(None);
+        }
+        self.waiters.take(key).map(Some).map_err(|max| {
+            Denied::IdentityQuota {
+                client: identity.name.to_string(),
+                what: "waiters",
+                max,
+            }
+            .counted()
+        })
     }
 
     /// The daemon's phase, for the handlers.
@@ -192,6 +223,18 @@ pub(crate) enum SessionError {
     /// The stream's first message is not `acquire`, or there is none.
     #[error("request: the first message of a Hold must be `acquire`")]
     FirstNotAcquire,
+    /// The session's ttl is below `session.min_ttl`.
+    #[error(
+        "ttl: {} is below session.min_ttl = {} for a Hold session",
+        humantime::format_duration(*.ttl),
+        humantime::format_duration(*.min)
+    )]
+    TtlTooShort {
+        /// The requested ttl.
+        ttl: Duration,
+        /// The configured floor.
+        min: Duration,
+    },
     /// A message other than `release` after `acquire`.
     #[error("request: only `release` may follow `acquire` in a Hold")]
     OnlyRelease,
@@ -222,6 +265,7 @@ impl LockApi {
         request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<HoldStream>, Status> {
         let (identity, call_slot) = self.admit(&request)?;
+        let key = Gatekeeper::quota_key_of(&request, &identity);
         let drain = &self.sessions.drain;
         drain.refuse_new()?;
         let mut incoming = request.into_inner();
@@ -242,6 +286,28 @@ impl LockApi {
         identity
             .permit(&args.resource)
             .map_err(Denied::into_status)?;
+        if args.ttl < self.sessions.min_ttl {
+            return Err(SessionError::TtlTooShort {
+                ttl: args.ttl,
+                min: self.sessions.min_ttl,
+            }
+            .into());
+        }
+        // The identity's quota first: an identity at its quota is refused
+        // without touching the global slots others need.
+        let quota = self.sessions.per_identity.take(&key).map_err(|max| {
+            Denied::IdentityQuota {
+                client: identity.name.to_string(),
+                what: "sessions",
+                max,
+            }
+            .counted()
+            .into_status()
+        })?;
+        let waiting = self
+            .sessions
+            .waiter_slot(&key, &identity, args.wait)
+            .map_err(Denied::into_status)?;
         let slot = Slot::take(&self.sessions)?;
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
         let session = Session {
@@ -253,6 +319,8 @@ impl LockApi {
             drain: drain.clone(),
             extend_at: self.sessions.extend_at,
             _slot: slot,
+            _quota: quota,
+            waiting,
             _call: call_slot,
         };
         tokio::spawn(session.run());
@@ -271,6 +339,10 @@ struct Session {
     drain: Drain,
     extend_at: f64,
     _slot: Slot,
+    /// The session's place under its identity's quota.
+    _quota: QuotaSlot,
+    /// Its place among its identity's waiters until it has its lock.
+    waiting: Option<QuotaSlot>,
     /// The session counts as a call on its connection while it lives.
     _call: CallSlot,
 }
@@ -297,7 +369,10 @@ impl Session {
         // Boxed, as are the engine calls below: a session's task is as large
         // as its largest state for as long as it lives, and the acquisition
         // (rounds, retries) is far larger than holding.
-        let Some(mut lock) = Box::pin(self.acquire()).await else {
+        let acquired = Box::pin(self.acquire()).await;
+        // No longer waiting, granted or not.
+        self.waiting = None;
+        let Some(mut lock) = acquired else {
             return;
         };
         tracing::debug!(rpc = "Hold", resource = %lock.resource, "session acquired");

@@ -15,6 +15,7 @@ pub use hold::SessionRegistry;
 pub use request::Limits;
 #[cfg(test)]
 mod props;
+pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;
 pub(crate) mod status;
@@ -120,8 +121,12 @@ impl LockService for LockApi {
             let (identity, _slot) = self.admit(&request)?;
             self.sessions.drain().refuse_new()?;
             let deadline = deadline::caller_deadline(request.metadata());
+            let key = Gatekeeper::quota_key_of(&request, &identity);
             let args = self.limits.acquire(request.into_inner())?;
             identity.permit(&args.resource)?;
+            // A waiting acquisition counts against its identity's quota of
+            // waiters while the call lasts.
+            let _waiting = self.sessions.waiter_slot(&key, &identity, args.wait)?;
             record_resource(&args.resource);
             // A drain answers a waiting acquisition UNAVAILABLE (dropping
             // it releases whatever it got).

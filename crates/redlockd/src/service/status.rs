@@ -41,7 +41,9 @@ pub(crate) fn denied_code(denied: &Denied) -> Code {
     match denied {
         Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
         Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => Code::PermissionDenied,
-        Denied::RateLimited { .. } | Denied::TooManyCalls { .. } => Code::ResourceExhausted,
+        Denied::RateLimited { .. } | Denied::TooManyCalls { .. } | Denied::IdentityQuota { .. } => {
+            Code::ResourceExhausted
+        }
     }
 }
 
@@ -70,7 +72,8 @@ pub(crate) fn session_code(error: &SessionError) -> Code {
         SessionError::TooMany { .. } => Code::ResourceExhausted,
         SessionError::FirstNotAcquire
         | SessionError::OnlyRelease
-        | SessionError::NoFirstMessage { .. } => Code::InvalidArgument,
+        | SessionError::NoFirstMessage { .. }
+        | SessionError::TtlTooShort { .. } => Code::InvalidArgument,
     }
 }
 

@@ -349,3 +349,71 @@ fn waiting_and_session_rules_name_their_keys() {
     c.redlock.wait_fallback = Duration::from_millis(1);
     assert_eq!(invalid_key(&c), "redlock.wait_fallback");
 }
+
+/// A password from `[masters]` sent over `redis://` to a non-loopback
+/// master is warned about like one in the URL; a client token that is a
+/// common word is warned about.
+#[test]
+fn plaintext_shared_password_and_weak_token_warned() {
+    use sha2::{Digest, Sha256};
+    let mut c = valid();
+    c.redlock.nodes = (1..=5)
+        .map(|i| format!("redis://10.0.0.{i}:6379"))
+        .collect();
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    c.masters.password_file = Some("/run/secrets/masters".into());
+    let w = c.warnings();
+    assert_eq!(w.len(), 5, "{w:?}");
+    assert!(w[0].contains("masters.password_file"), "{w:?}");
+    c.redlock.nodes = (1..=5)
+        .map(|i| format!("rediss://10.0.0.{i}:6379"))
+        .collect();
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+
+    c.auth.clients = vec![crate::config::ClientConfig {
+        name: "weak".into(),
+        token_sha256: Some(hex::encode(Sha256::digest(b"password"))),
+        certificate_san: None,
+        namespaces: vec![String::new()],
+    }];
+    let w = c.warnings();
+    assert!(w.len() == 1 && w[0].contains("common word"), "{w:?}");
+    c.auth.clients[0].token_sha256 = Some(hex::encode(Sha256::digest(
+        b"7f3a9c2e4b6d8f0a1c3e5b7d9f2a4c6e",
+    )));
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+/// The connection and session bounds of issue 23 name their key when out
+/// of range.
+#[test]
+fn connection_and_quota_bounds_name_their_key() {
+    type Breaks = fn(&mut Config);
+    let cases: [(&str, Breaks); 7] = [
+        ("limits.max_connections", |c| c.limits.max_connections = 0),
+        ("limits.max_connections_per_peer", |c| {
+            c.limits.max_connections_per_peer = 0
+        }),
+        ("limits.max_sessions_per_identity", |c| {
+            c.limits.max_sessions_per_identity = 0
+        }),
+        ("limits.max_waiters_per_identity", |c| {
+            c.limits.max_waiters_per_identity = 0
+        }),
+        ("server.idle_timeout", |c| {
+            c.server.idle_timeout = Duration::from_millis(10)
+        }),
+        ("server.tls_handshake_timeout", |c| {
+            c.server.tls_handshake_timeout = Duration::from_secs(7200)
+        }),
+        ("session.min_ttl", |c| {
+            c.session.min_ttl = Duration::from_secs(61)
+        }),
+    ];
+    for (key, breaks) in cases {
+        let mut c = valid();
+        assert!(c.validate().is_ok());
+        breaks(&mut c);
+        assert_eq!(invalid_key(&c), key);
+    }
+}

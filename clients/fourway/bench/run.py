@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Each client's own cost (issue 21's benchmark), run by
+scripts/bench-clients.sh: starts five valkey-server masters and one redlockd
+(the binary given, a release build for figures worth quoting), runs the
+Python, Node, Go and Java bench programs beside this file one after another
+against that same daemon, and prints a table: C=1 acquire+release p50 and
+C=64 cycles/s, through each client and through the raw generated stub in
+the same language, with the client's cost over its stub. Figures, not a
+test: it asserts nothing and is not in CI.
+
+    python3 run.py --daemon BIN --python PY --go GO_BENCH_BINARY \\
+        --java-classpath CP [--seconds 2] [--rounds 3]
+
+node_timeout is 1 s here (the other settings are the defaults): on a loaded
+2-core machine a 50 ms budget fails cycles for reasons that are not the
+clients' cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from harness import free_port, wait_granting, wait_listening  # noqa: E402
+
+#: Longest run of one language's bench program.
+RUN_LIMIT = 600
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--daemon", required=True)
+    parser.add_argument("--python", required=True)
+    parser.add_argument("--go", required=True)
+    parser.add_argument("--java-classpath", required=True)
+    parser.add_argument("--seconds", default="2")
+    parser.add_argument("--rounds", default="3")
+    args = parser.parse_args()
+    valkey = os.environ.get("REDLOCKD_VALKEY_BIN") or shutil.which("valkey-server") or "valkey-server"
+    work = tempfile.mkdtemp(prefix="redlockd-bench-clients-")
+    children: List[subprocess.Popen] = []
+
+    def start(command: List[str], name: str, env: Dict[str, str] | None = None) -> subprocess.Popen:
+        with open(os.path.join(work, f"{name}.log"), "ab") as out:
+            child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        children.append(child)
+        return child
+
+    rows: List[dict] = []
+    try:
+        ports = [free_port() for _ in range(5)]
+        for port in ports:
+            master = start([valkey, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                            "no", "--daemonize", "no", "--loglevel", "warning", "--dir", work], f"master-{port}")
+            wait_listening(port, master, f"master {port}")
+        grpc_port, http_port = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCKD__")}
+        env.update({
+            "REDLOCKD__REDLOCK__NODES": ",".join(f"redis://127.0.0.1:{p}" for p in ports),
+            "REDLOCKD__REDLOCK__NODE_TIMEOUT": "1s",
+            "REDLOCKD__SERVER__LISTEN": f"127.0.0.1:{grpc_port}",
+            "REDLOCKD__HTTP__LISTEN": f"127.0.0.1:{http_port}",
+            "REDLOCKD__METRICS__ENABLED": "false",
+            "RUST_LOG": env.get("RUST_LOG", "warn"),
+        })
+        daemon = start([args.daemon], "redlockd", env)
+        wait_listening(grpc_port, daemon, "redlockd")
+        wait_granting(f"http://127.0.0.1:{http_port}", daemon)
+        address = f"127.0.0.1:{grpc_port}"
+        tail = [address, args.seconds, args.rounds]
+        commands = {
+            "python": [args.python, os.path.join(HERE, "bench.py"), *tail],
+            "node": ["node", os.path.join(HERE, "bench.mjs"), *tail],
+            "go": [args.go, *tail],
+            "java": ["java", "-cp", args.java_classpath, os.path.join(HERE, "Bench.java"), *tail],
+        }
+        print(f"daemon {args.daemon} at {address}; {args.rounds} rounds of {args.seconds} s per figure, medians",
+              flush=True)
+        for name, command in commands.items():
+            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_LIMIT)
+            if done.returncode != 0:
+                print(f"{name}: exit {done.returncode}\n{done.stdout}{done.stderr}", file=sys.stderr)
+                return 1
+            rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            print(f"  {name} done", flush=True)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print("| client | C=1 p50 ms (stub) | client over stub | C=64 cycles/s (stub) | client under stub | C=64 failed |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for lang in ("python", "node", "go", "java"):
+        by = {row["way"]: row for row in rows if row["lang"] == lang}
+        raw, ours = by["raw"], by["client"]
+        latency = 100 * (ours["c1_p50_ms"] - raw["c1_p50_ms"]) / raw["c1_p50_ms"]
+        rate = 100 * (raw["c64_cycles_per_s"] - ours["c64_cycles_per_s"]) / raw["c64_cycles_per_s"]
+        print(f"| {lang} | {ours['c1_p50_ms']:.3f} ({raw['c1_p50_ms']:.3f}) | {latency:+.1f}% "
+              f"| {ours['c64_cycles_per_s']:.0f} ({raw['c64_cycles_per_s']:.0f}) | {rate:+.1f}% "
+              f"| {int(ours['c64_failed'])} ({int(raw['c64_failed'])}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+//! The gRPC port's accept loop, fed to tonic instead of its own: each
+//! accepted socket is admitted by the [`Gate`] or closed at once, accept
+//! errors (EMFILE when file descriptors run out) back off instead of
+//! spinning, and every admitted connection is a [`Conn`] that closes itself
+//! once idle for `server.idle_timeout`.
+
+use super::gate::{Admitted, Gate};
+use super::Throttled;
+use futures::Stream;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// First pause after a failed accept; doubled on each further failure.
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest pause after a failed accept.
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// At most one log line per this period for refused connections and for
+/// accept errors (each line says how many were not logged).
+const LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// How accepted connections are set up.
+#[derive(Debug, Clone)]
+pub(crate) struct AcceptSettings {
+    /// The TCP keepalive idle time.
+    pub(crate) keepalive: Duration,
+    /// `server.idle_timeout`.
+    pub(crate) idle_timeout: Duration,
+}
+
+/// One admitted client connection. Its connect info is the socket's own
+/// (`TcpConnectInfo`), so under TLS tonic still gives handlers
+/// `TlsConnectInfo<TcpConnectInfo>` and client certificates stay readable
+/// (`service::auth`).
+#[derive(Debug)]
+pub(crate) struct Conn {
+    stream: TcpStream,
+    admitted: Admitted,
+    idle_timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Conn {
+    /// `Ready` once the connection has had no open stream for the idle
+    /// timeout; otherwise registers for a wake-up at the next deadline.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let now = Instant::now();
+            let deadline = match self.admitted.activity.idle_since() {
+                Some(since) => since + self.idle_timeout,
+                None => now + self.idle_timeout,
+            };
+            if deadline <= now {
+                return Poll::Ready(());
+            }
+            self.timer.as_mut().reset(deadline);
+        }
+    }
+}
+
+impl Connected for Conn {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if let Poll::Ready(read) = Pin::new(&mut this.stream).poll_read(cx, buf) {
+            return Poll::Ready(read);
+        }
+        // The server always has a read pending on a connection, so this is
+        // where an idle one is noticed; the error makes hyper drop it.
+        match this.poll_idle(cx) {
+            Poll::Ready(()) => {
+                tracing::debug!("closing an idle client connection");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection idle for server.idle_timeout",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// Errors of one pending connection (the peer gave up before accept):
+/// the next accept can go ahead at once.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}
+
+/// Sets up an admitted socket like tonic's own `TcpIncoming` did:
+/// TCP_NODELAY (without it Nagle's algorithm and the client's delayed ACK
+/// hold a response back by ~40 ms) and TCP keepalive.
+fn configure(stream: &TcpStream, keepalive: Duration) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "could not set TCP_NODELAY");
+    }
+    let ka = socket2::TcpKeepalive::new().with_time(keepalive);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
+        tracing::debug!(error = %e, "could not set TCP keepalive");
+    }
+}
+
+struct Loop {
+    listener: TcpListener,
+    gate: Gate,
+    settings: AcceptSettings,
+    backoff: Duration,
+    refused_log: Throttled,
+    error_log: Throttled,
+}
+
+impl Loop {
+    /// Accepts until a connection is admitted. Never ends: tonic stops
+    /// polling it at shutdown.
+    async fn next(&mut self) -> Conn {
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, peer)) => {
+                    self.backoff = BACKOFF_MIN;
+                    match self.gate.admit(peer) {
+                        Ok(admitted) => {
+                            configure(&stream, self.settings.keepalive);
+                            let idle_timeout = self.settings.idle_timeout;
+                            return Conn {
+                                stream,
+                                admitted,
+                                idle_timeout,
+                                timer: Box::pin(tokio::time::sleep(idle_timeout)),
+                            };
+                        }
+                        Err(refused) => {
+                            // Dropping the socket closes it: the cheapest
+                            // refusal there is, no TLS and no HTTP/2.
+                            drop(stream);
+                            crate::metrics::connection_refused(refused.reason());
+                            if let Some(skipped) = self.refused_log.ready() {
+                                tracing::warn!(
+                                    peer = %peer.ip(),
+                                    limit = refused.reason(),
+                                    not_logged = skipped,
+                                    "connection refused: limits.{} reached",
+                                    refused.reason()
+                                );
+                            }
+                        }
+                    }
+                }
+                Err(e) if is_connection_error(&e) => {}
+                Err(e) => {
+                    // EMFILE/ENFILE/ENOBUFS: retrying at once would spin a
+                    // core; the pending connection waits in the backlog.
+                    crate::metrics::connection_refused("accept_error");
+                    if let Some(skipped) = self.error_log.ready() {
+                        tracing::warn!(
+                            error = %e,
+                            not_logged = skipped,
+                            pause = ?self.backoff,
+                            "accepting a connection failed; pausing accepts"
+                        );
+                    }
+                    tokio::time::sleep(self.backoff).await;
+                    self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+}
+
+/// The admitted connections of `listener`, for tonic's
+/// `serve_with_incoming_shutdown`.
+pub(crate) fn incoming(
+    listener: TcpListener,
+    gate: Gate,
+    settings: AcceptSettings,
+) -> impl Stream<Item = Result<Conn, io::Error>> {
+    let state = Loop {
+        listener,
+        gate,
+        settings,
+        backoff: BACKOFF_MIN,
+        refused_log: Throttled::new(LOG_PERIOD),
+        error_log: Throttled::new(LOG_PERIOD),
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        let conn = state.next().await;
+        Some((Ok(conn), state))
+    })
+}

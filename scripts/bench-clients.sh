@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Each client's own cost (issue 21's benchmark; figures, not a test, not in
+# CI): the Python, Node, Go and Java clients beside the raw generated stub in
+# the same language, one after another against ONE daemon (a release build,
+# cargo build --release) over five valkey-server masters. Prints a table of
+# C=1 acquire+release p50 and C=64 cycles/s (clients/fourway/bench/run.py).
+# Prepares the four toolchains as scripts/check-fourway.sh does.
+#   bash scripts/bench-clients.sh [SECONDS_PER_RUN [ROUNDS]]
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+seconds="${1:-2}" rounds="${2:-3}"
+if [ -z "${REDLOCKD_VALKEY_BIN:-}" ]; then
+  bash scripts/setup.sh >/dev/null
+  # shellcheck source=/dev/null
+  source .venv/redlockd-env
+fi
+work="$repo/target/fourway"
+mkdir -p "$work"
+
+timeout 3600 cargo build -q --release -p redlockd --bin redlockd
+
+venv="$repo/target/python-client/venv"
+if ! "$venv/bin/python" -c 'import redlockd_client' 2>/dev/null; then
+  export PIP_CACHE_DIR="$repo/target/python-client/pip-cache" PIP_DISABLE_PIP_VERSION_CHECK=1
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  rm -rf "$work/python-package" && mkdir "$work/python-package"
+  cp -r clients/python/pyproject.toml clients/python/README.md clients/python/src "$work/python-package/"
+  timeout 300 "$venv/bin/pip" install -q "$work/python-package"
+fi
+if [ ! -d clients/node/node_modules/@grpc/grpc-js ]; then
+  (cd clients/node && npm_config_cache="$repo/target/node-client-cache" \
+    timeout 300 npm ci --no-audit --no-fund --loglevel=error)
+fi
+export GOMODCACHE="${GOMODCACHE:-$repo/target/go/mod}" GOCACHE="${GOCACHE:-$repo/target/go/cache}"
+export GOFLAGS="${GOFLAGS:-} -modcacherw"
+(cd clients/fourway/go && timeout 600 go build -o "$work/go-bench" ./bench)
+(cd clients/java && timeout 600 mvn -B -q -Dmaven.repo.local="$repo/target/m2" -Dstyle.color=never \
+  -DskipTests package dependency:build-classpath -Dmdep.outputFile="$work/java-classpath.txt")
+classpath="$repo/clients/java/target/classes:$(cat "$work/java-classpath.txt")"
+
+python3 clients/fourway/bench/run.py --daemon "$repo/target/release/redlockd" --python "$venv/bin/python" \
+  --go "$work/go-bench" --java-classpath "$classpath" --seconds "$seconds" --rounds "$rounds"

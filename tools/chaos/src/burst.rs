@@ -1,0 +1,326 @@
+//! Bursts (issue 15): a few times a run, where the fault plan has every
+//! master healthy for a while ([`times`]), `--bursts` Acquire calls start at once
+//! through one HTTP/2 connection (a replica's shared channel, the one the
+//! checking clients use too), while the checker keeps checking. Most go to
+//! distinct resources; [`HOT_SHARE`] of them to a few burst-hot resources
+//! of their own (not the checked hot resources, whose holders must all be
+//! in the history), where all but one are refused ABORTED. Granted locks
+//! are released at once.
+//!
+//! Every answer is recorded with its code. Overload must be queued or
+//! refused RESOURCE_EXHAUSTED ("the daemon is overloaded"), never blamed on
+//! the masters: a burst call answered UNAVAILABLE while every master is
+//! healthy and its replica up is a violation ([`check`]).
+
+use crate::checks::{Check, Findings, Violation};
+use crate::clients::Shared;
+use crate::faults::{Budget, Plan};
+use crate::figures::masters_faulted;
+use crate::history::{Fault, Time};
+use redlockd_proto::pb::lock_service_client::LockServiceClient;
+use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Share of a burst's calls on the burst-hot resources.
+const HOT_SHARE: usize = 4; // one call in four
+/// Burst-hot resources.
+const HOT: usize = 4;
+/// Lease of a burst's locks.
+const TTL: Duration = Duration::from_secs(2);
+/// The first moment a burst may start (the replicas are serving).
+const FIRST: Duration = Duration::from_millis(300);
+/// A burst starts only where no master fault is planned for this long.
+const QUIET: Duration = Duration::from_millis(1500);
+/// At most this many bursts, at least [`SPACING`] apart.
+const MAX_BURSTS: usize = 3;
+const SPACING: Duration = Duration::from_secs(5);
+/// Bound on a whole burst.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One burst call's answer.
+#[derive(Debug, Clone)]
+pub(crate) struct BurstCall {
+    /// Which burst (0, 1, ...).
+    pub burst: usize,
+    /// The replica it went to.
+    pub replica: usize,
+    /// Sent.
+    pub sent: Time,
+    /// Answered.
+    pub received: Time,
+    /// `None` when granted, else the status code.
+    pub code: Option<tonic::Code>,
+    /// The status message of a failure.
+    pub message: String,
+}
+
+/// The figures of the bursts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BurstFigures {
+    /// Bursts fired.
+    pub bursts: usize,
+    /// Calls made.
+    pub calls: usize,
+    /// Granted.
+    pub granted: usize,
+    /// The others by code.
+    pub codes: BTreeMap<String, usize>,
+    /// UNAVAILABLE with every master healthy and the replica up.
+    pub unavailable_healthy: usize,
+    /// UNAVAILABLE with one or two masters faulted (a figure).
+    pub unavailable_faulted: usize,
+    /// Per burst: its first call sent, calls, granted, UNAVAILABLE.
+    pub per_burst: Vec<(Time, usize, usize, usize)>,
+}
+
+/// When the bursts start: where the plan has every master healthy for
+/// [`QUIET`] (a burst with masters faulted could not tell overload from
+/// failed masters): the warm-up, the gaps between master faults (rare in
+/// `full`) and the healthy tail.
+pub(crate) fn times(plan: &Plan, budget: Budget, deadline: Time) -> Vec<Time> {
+    let busy: Vec<(Time, Time)> = plan
+        .faults
+        .iter()
+        .filter(|f| f.kind.on_master())
+        .map(|f| (f.at, f.at + f.len + budget.after(f.kind)))
+        .collect();
+    let candidates = std::iter::once(FIRST).chain(busy.iter().map(|(_, end)| *end + FIRST));
+    let mut starts: Vec<Time> = candidates
+        .filter(|t| *t + QUIET <= deadline)
+        .filter(|t| busy.iter().all(|(a, b)| *b <= *t || *a >= *t + QUIET))
+        .collect();
+    starts.sort_unstable();
+    let mut chosen: Vec<Time> = Vec::new();
+    for t in starts {
+        if chosen.len() < MAX_BURSTS && chosen.last().is_none_or(|last| t >= *last + SPACING) {
+            chosen.push(t);
+        }
+    }
+    chosen
+}
+
+/// The hidden first argument of the burst process mode.
+pub(crate) const BURST_FLAG: &str = "--burst-client";
+
+/// Fires a burst at each of `times`, each from a process of its own (this
+/// binary with [`BURST_FLAG`]), so that its thousands of tasks do not
+/// starve the checker's own tasks (among them the proxies in front of the
+/// masters, whose delay the daemon would rightly count against them);
+/// every call's answer.
+pub(crate) async fn bursts(
+    shared: Arc<Shared>,
+    addrs: Vec<std::net::SocketAddr>,
+    times: Vec<Time>,
+    calls_each: usize,
+) -> (usize, Vec<BurstCall>) {
+    let clock = shared.clock;
+    let (mut fired, mut calls) = (0, Vec::new());
+    let start_ns =
+        crate::frozen_child::monotonic_ns().saturating_sub(clock.now().as_nanos() as u64);
+    for at in times {
+        tokio::time::sleep_until(clock.deadline(at)).await;
+        let replica = fired % addrs.len().max(1);
+        let Some(addr) = addrs.get(replica) else {
+            break;
+        };
+        match one_burst(&shared, *addr, start_ns, fired, calls_each).await {
+            Ok(answers) => {
+                calls.extend(answers.into_iter().map(|(sent, received, code)| BurstCall {
+                    burst: fired,
+                    replica,
+                    sent,
+                    received,
+                    code: code.as_ref().map(|(c, _)| *c),
+                    message: code.map(|(_, m)| m).unwrap_or_default(),
+                }))
+            }
+            Err(error) => tracing::warn!("burst {fired}: {error}"),
+        }
+        fired += 1;
+    }
+    (fired, calls)
+}
+
+/// An answer: sent, received, and the failure's code and message.
+type Answer = (Time, Time, Option<(tonic::Code, String)>);
+
+async fn one_burst(
+    shared: &Shared,
+    addr: std::net::SocketAddr,
+    start_ns: u64,
+    k: usize,
+    calls: usize,
+) -> Result<Vec<Answer>, crate::cluster::BoxError> {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .arg(BURST_FLAG)
+        .arg(addr.to_string())
+        .arg(start_ns.to_string())
+        .arg(format!("{}/burst/{k}", shared.tag))
+        .arg(format!("{}/burst-hot", shared.tag))
+        .arg(calls.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout of the burst")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut answers = Vec::with_capacity(calls);
+    let read = async {
+        while let Some(line) = lines.next_line().await? {
+            let mut words = line.splitn(4, ' ');
+            let mut at = || -> Result<Time, crate::cluster::BoxError> {
+                Ok(Duration::from_nanos(
+                    words.next().ok_or("short line")?.parse()?,
+                ))
+            };
+            let (sent, received) = (at()?, at()?);
+            let code: i32 = words.next().ok_or("short line")?.parse()?;
+            let failure = (code != 0).then(|| {
+                let message = words.next().unwrap_or("").to_owned();
+                (tonic::Code::from_i32(code), message)
+            });
+            answers.push((sent, received, failure));
+        }
+        Ok::<_, crate::cluster::BoxError>(())
+    };
+    tokio::time::timeout(LIMIT + LIMIT, read)
+        .await
+        .map_err(|_| "the burst process did not finish")??;
+    child.wait().await?;
+    Ok(answers)
+}
+
+/// `--burst-client ADDR START_NS PREFIX HOT_PREFIX CALLS`: CALLS Acquire
+/// calls at once through one connection, one line per answer on stdout:
+/// `<sent ns> <received ns> <code, 0 = granted> <message>`.
+pub(crate) fn burst_main(args: &[String]) -> Result<(), crate::cluster::BoxError> {
+    let [addr, start_ns, prefix, hot, calls] = args else {
+        return Err("usage: --burst-client ADDR START_NS PREFIX HOT_PREFIX CALLS".into());
+    };
+    let calls: usize = calls.parse()?;
+    let addr: std::net::SocketAddr = addr.parse()?;
+    let start_ns: u64 = start_ns.parse()?;
+    let now =
+        move || Duration::from_nanos(crate::frozen_child::monotonic_ns().saturating_sub(start_ns));
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let channel = redlockd_testkit::client::endpoint(addr)?.connect().await?;
+        let tasks: Vec<_> = (0..calls)
+            .map(|i| {
+                let resource = match i % HOT_SHARE {
+                    0 => format!("{hot}/{}", i % HOT),
+                    _ => format!("{prefix}/{i}"),
+                };
+                let mut client = LockServiceClient::new(channel.clone());
+                tokio::spawn(async move {
+                    let request = AcquireRequest {
+                        resource: resource.clone(),
+                        ttl: prost_types::Duration::try_from(TTL).ok(),
+                        wait: None,
+                        owner: "chaos-burst".to_owned(),
+                    };
+                    let sent = now();
+                    let answer = tokio::time::timeout(LIMIT, client.acquire(request)).await;
+                    let received = now();
+                    let (code, message) = match answer {
+                        Ok(Ok(response)) => {
+                            if let Some(lock) = response.into_inner().lock {
+                                let release = ReleaseRequest {
+                                    resource,
+                                    token: lock.token,
+                                };
+                                let _ = tokio::time::timeout(LIMIT, client.release(release)).await;
+                            }
+                            (0, String::new())
+                        }
+                        Ok(Err(status)) => (status.code() as i32, status.message().to_owned()),
+                        Err(_) => (
+                            tonic::Code::DeadlineExceeded as i32,
+                            "client timeout".into(),
+                        ),
+                    };
+                    format!(
+                        "{} {} {code} {}",
+                        sent.as_nanos(),
+                        received.as_nanos(),
+                        message.replace('\n', " ")
+                    )
+                })
+            })
+            .collect();
+        let mut out = std::io::stdout().lock();
+        for line in futures::future::join_all(tasks).await.into_iter().flatten() {
+            use std::io::Write;
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    })
+}
+
+/// Counts the bursts' codes; UNAVAILABLE with all masters healthy and the
+/// replica not faulted is a violation.
+pub(crate) fn check(
+    fired: usize,
+    calls: &[BurstCall],
+    faults: &[Fault],
+    findings: &mut Findings,
+) -> BurstFigures {
+    let mut figures = BurstFigures {
+        bursts: fired,
+        calls: calls.len(),
+        ..BurstFigures::default()
+    };
+    let mut shown = 0;
+    for call in calls {
+        if figures.per_burst.len() <= call.burst {
+            figures
+                .per_burst
+                .resize(call.burst + 1, (Time::MAX, 0, 0, 0));
+        }
+        let this = &mut figures.per_burst[call.burst];
+        this.0 = this.0.min(call.sent);
+        this.1 += 1;
+        this.2 += usize::from(call.code.is_none());
+        this.3 += usize::from(call.code == Some(tonic::Code::Unavailable));
+        let Some(code) = call.code else {
+            figures.granted += 1;
+            continue;
+        };
+        *figures.codes.entry(format!("{code:?}")).or_default() += 1;
+        if code != tonic::Code::Unavailable {
+            continue;
+        }
+        let replica_faulted = faults.iter().any(|f| {
+            !f.kind.on_master()
+                && f.target == call.replica
+                && f.start <= call.received
+                && f.counts_until >= call.sent
+        });
+        match masters_faulted(faults, call.sent, call.received) {
+            0 if !replica_faulted => {
+                figures.unavailable_healthy += 1;
+                // Every one counts; the first few carry their evidence.
+                shown += 1;
+                findings.violations.push(Violation {
+                    check: Check::BurstUnavailable,
+                    detail: match shown <= 3 {
+                        true => format!(
+                            "burst call on replica {} sent {:.3} s answered {:.3} s: \
+                             UNAVAILABLE {:?} with every master healthy",
+                            call.replica,
+                            call.sent.as_secs_f64(),
+                            call.received.as_secs_f64(),
+                            call.message
+                        ),
+                        false => "burst call UNAVAILABLE with every master healthy".into(),
+                    },
+                });
+            }
+            _ => figures.unavailable_faulted += 1,
+        }
+    }
+    figures
+}

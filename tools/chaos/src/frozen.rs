@@ -1,0 +1,377 @@
+//! Clients frozen mid-session (issue 15). A few session clients run as OS
+//! processes of their own (`crate::frozen_child`), so that a fault can
+//! SIGSTOP one while it holds a lock, keep it frozen for [`FREEZE`] (well
+//! past its ttl plus the daemons' keepalive bound), then SIGCONT it.
+//!
+//! The child's grants, windows and critical-section writes come to this
+//! process over its stdout and go into the same history and registers as
+//! every other client's, so the ordinary checks judge them. On top,
+//! [`check`] verifies what is particular to a freeze:
+//! - no write of a child is decided at or after the end of its validity
+//!   (counted from when it sent the request that proved it);
+//! - no child writes, after it resumed, under a grant it held before a
+//!   freeze longer than the keepalive bound: it must first be told `lost`
+//!   or find the lock gone.
+//!
+//! It also counts, as figures, the freezes during which the frozen lock passed
+//! on to another client, and the resumed children told their lock was gone.
+
+use crate::checks::{Check, Findings, Violation};
+use crate::clients::{ClientLog, Shared};
+use crate::cluster::BoxError;
+use crate::frozen_child::{self, CHILD_FLAG};
+use crate::history::{Grant, History, ReleaseRecord, Time, Window, Workload};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redlockd_proto::pb::Lock;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Frozen-able clients' ids start here (apart from the other clients').
+pub(crate) const FIRST_ID: u32 = 2_000;
+/// How long a child stays frozen: its ttl plus the daemons' keepalive
+/// bound (interval 1 s + timeout 2 s, their defaults) plus 1.5 s.
+pub(crate) const FREEZE: Duration = Duration::from_millis(5_000);
+/// A freeze longer than this must cost the child its lock.
+const BOUND: Duration = Duration::from_millis(3_500);
+/// Pause between two freezes of one child, in ms.
+const BETWEEN_MS: (u64, u64) = (1_500, 4_000);
+/// How long the freezer waits for its child to hold a lock.
+const HOLD_PATIENCE: Duration = Duration::from_secs(3);
+
+/// A child's critical-section write, as the child decided it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FrozenWrite {
+    /// The grant it was made under.
+    pub grant: u64,
+    /// When the child checked its validity and decided to write.
+    pub checked: Time,
+    /// The end of the validity it relied on.
+    pub valid_until: Time,
+}
+
+/// A child found its lock gone and did not write.
+#[derive(Debug, Clone)]
+pub(crate) struct Ended {
+    /// The grant.
+    pub grant: u64,
+    /// When it found out.
+    pub at: Time,
+    /// `lost`, `ended`, `not_held`, ...
+    pub reason: String,
+}
+
+/// One SIGSTOP .. SIGCONT of a child.
+#[derive(Debug, Clone)]
+pub(crate) struct Freeze {
+    /// The child.
+    pub client: u32,
+    /// SIGSTOP sent.
+    pub start: Time,
+    /// SIGCONT sent.
+    pub end: Time,
+    /// The grant it held at SIGSTOP, and its resource.
+    pub holding: Option<(u64, String)>,
+}
+
+/// What the frozen-able clients recorded.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FrozenLog {
+    /// Their writes.
+    pub writes: Vec<FrozenWrite>,
+    /// Their locks found gone.
+    pub ended: Vec<Ended>,
+    /// Every freeze.
+    pub freezes: Vec<Freeze>,
+}
+
+/// The figures of the freezes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FrozenFigures {
+    /// Freezes of a child holding a lock.
+    pub freezes_holding: usize,
+    /// Of those, the ones during which another client got the lock.
+    pub handoffs: usize,
+    /// Of those, the ones after which the child found its lock gone
+    /// (told `lost`, the stream ended, or Validate said not held).
+    pub resumed_told_gone: usize,
+    /// Of those, the ones told by the daemon (`lost`, the stream ended)
+    /// rather than by Validate.
+    pub resumed_told_lost: usize,
+    /// Writes made by the children.
+    pub writes: usize,
+}
+
+/// What the freezer and the reader of one child share.
+#[derive(Default)]
+struct State {
+    holding: Option<(u64, String)>,
+}
+
+fn lock_state(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs one frozen-able child until the deadline, freezing it now and
+/// then; its grants (in a [`ClientLog`]) and its own records.
+pub(crate) async fn client(
+    id: u32,
+    shared: Arc<Shared>,
+    addrs: Vec<SocketAddr>,
+    seed: u64,
+) -> Result<(ClientLog, FrozenLog), BoxError> {
+    let clock = shared.clock;
+    // CLOCK_MONOTONIC at the run clock's zero.
+    let start_ns = frozen_child::monotonic_ns().saturating_sub(clock.now().as_nanos() as u64);
+    let addrs: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .arg(CHILD_FLAG)
+        .arg(start_ns.to_string())
+        .arg(shared.deadline.as_nanos().to_string())
+        .arg(seed.to_string())
+        .arg((id - FIRST_ID).to_string())
+        .arg(addrs.join(","))
+        .arg(shared.hot.join(","))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = nix::unistd::Pid::from_raw(child.id().ok_or("child gone")? as i32);
+    let state = Arc::new(Mutex::new(State::default()));
+    let freezer = tokio::spawn(freezer(
+        id,
+        pid,
+        Arc::clone(&shared),
+        Arc::clone(&state),
+        seed,
+    ));
+    let mut stdin = child.stdin.take().ok_or("no stdin of the child")?;
+    let stdout = child.stdout.take().ok_or("no stdout of the child")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let (mut log, mut frozen) = (ClientLog::default(), FrozenLog::default());
+    // The grant in progress: its record and what it read at check-in.
+    let mut current: Option<(Grant, u64, Option<u64>)> = None;
+    let at = |word: Option<&str>| -> Result<Time, BoxError> {
+        Ok(Duration::from_nanos(word.ok_or("short line")?.parse()?))
+    };
+    while let Some(line) = lines.next_line().await? {
+        let mut words = line.split(' ');
+        match words.next() {
+            Some("G") => {
+                let hot: usize = words.next().ok_or("short line")?.parse()?;
+                let fence: u64 = words.next().ok_or("short line")?.parse()?;
+                let (sent, received, valid_until) =
+                    (at(words.next())?, at(words.next())?, at(words.next())?);
+                let resource = shared.hot.get(hot).ok_or("no such hot resource")?;
+                let lock = Lock {
+                    resource: resource.clone(),
+                    fence,
+                    ..Lock::default()
+                };
+                let mut grant = shared.grant(Workload::Contended, id, 0, &lock);
+                (grant.sent, grant.received, grant.valid_until) = (sent, received, valid_until);
+                grant.cs_end = received;
+                grant.windows.push(Window {
+                    start: received,
+                    end: valid_until,
+                });
+                let registers = &shared.registers[hot];
+                let fenced = registers.check_in(&clock, grant.id, fence, valid_until);
+                let plain = registers.read_plain();
+                lock_state(&state).holding = Some((grant.id, resource.clone()));
+                let reply = format!("R {}\n", grant.id);
+                current = Some((grant, plain, fenced));
+                stdin.write_all(reply.as_bytes()).await?;
+            }
+            Some("W") => {
+                let (grant, plain, fenced) = current.as_mut().ok_or("W without a grant")?;
+                let _id = words.next();
+                let (checked, received, until) =
+                    (at(words.next())?, at(words.next())?, at(words.next())?);
+                grant.windows.push(Window {
+                    start: received,
+                    end: until,
+                });
+                // Held by the same token at Validate: held all along.
+                grant.valid_until = grant.valid_until.max(until);
+                grant.cs_end = checked;
+                let hot = shared.hot.iter().position(|h| *h == grant.resource);
+                if let Some(registers) = hot.map(|h| &shared.registers[h]) {
+                    registers.write_plain(&clock, grant.id, *plain, grant.valid_until);
+                    if let Some(read) = fenced {
+                        let valid = grant.valid_until;
+                        registers.write_fenced(&clock, grant.id, grant.fence, *read, valid);
+                    }
+                }
+                frozen.writes.push(FrozenWrite {
+                    grant: grant.id,
+                    checked,
+                    valid_until: until,
+                });
+                stdin.write_all(b"A\n").await?;
+            }
+            Some("D") => {
+                let (mut grant, _, _) = current.take().ok_or("D without a grant")?;
+                let _id = words.next();
+                let dropped = at(words.next())?;
+                grant.release = Some(ReleaseRecord {
+                    sent: dropped,
+                    received: dropped,
+                    outcome: Err(crate::history::Failure::Status(tonic::Code::Cancelled)),
+                    calls: 1,
+                });
+                lock_state(&state).holding = None;
+                log.grants.push(grant);
+            }
+            Some("L") => {
+                let (grant, _, _) = current.take().ok_or("L without a grant")?;
+                let _id = words.next();
+                let found = at(words.next())?;
+                frozen.ended.push(Ended {
+                    grant: grant.id,
+                    at: found,
+                    reason: words.next().unwrap_or("").to_owned(),
+                });
+                lock_state(&state).holding = None;
+                log.grants.push(grant);
+            }
+            _ => return Err(format!("frozen client {id}: unexpected line {line:?}").into()),
+        }
+    }
+    if let Some((grant, _, _)) = current.take() {
+        log.grants.push(grant);
+    }
+    let status = child.wait().await?;
+    frozen.freezes = freezer.await?;
+    if !status.success() {
+        return Err(format!("frozen client {id} ended with {status}").into());
+    }
+    Ok((log, frozen))
+}
+
+/// Freezes the child now and then while it holds a lock, until the
+/// deadline leaves no room for a whole freeze.
+async fn freezer(
+    id: u32,
+    pid: nix::unistd::Pid,
+    shared: Arc<Shared>,
+    state: Arc<Mutex<State>>,
+    seed: u64,
+) -> Vec<Freeze> {
+    use nix::sys::signal::{kill, Signal};
+    let clock = shared.clock;
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 24) ^ 0xF2);
+    let mut freezes = Vec::new();
+    let last_start = shared
+        .deadline
+        .saturating_sub(FREEZE + Duration::from_secs(2));
+    loop {
+        let pause = Duration::from_millis(rng.random_range(BETWEEN_MS.0..=BETWEEN_MS.1));
+        tokio::time::sleep(pause).await;
+        let give_up = clock.now() + HOLD_PATIENCE;
+        let holding = loop {
+            let holding = lock_state(&state).holding.clone();
+            if holding.is_some() || clock.now() >= give_up {
+                break holding;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        if clock.now() >= last_start {
+            return freezes;
+        }
+        if holding.is_none() {
+            continue;
+        }
+        // Into its critical section a little, at a random point.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..150))).await;
+        let holding = lock_state(&state).holding.clone();
+        if kill(pid, Signal::SIGSTOP).is_err() {
+            return freezes;
+        }
+        let start = clock.now();
+        tokio::time::sleep(FREEZE).await;
+        let resumed = kill(pid, Signal::SIGCONT);
+        freezes.push(Freeze {
+            client: id,
+            start,
+            end: clock.now(),
+            holding,
+        });
+        if resumed.is_err() {
+            return freezes;
+        }
+    }
+}
+
+/// The freeze checks over the whole history (see the module doc).
+pub(crate) fn check(
+    history: &History,
+    frozen: &FrozenLog,
+    findings: &mut Findings,
+) -> FrozenFigures {
+    let mut figures = FrozenFigures {
+        writes: frozen.writes.len(),
+        ..FrozenFigures::default()
+    };
+    for write in &frozen.writes {
+        if write.checked >= write.valid_until {
+            findings.violations.push(Violation {
+                check: Check::FrozenClient,
+                detail: format!(
+                    "grant #{} written at {:.3} s, its validity ended at {:.3} s",
+                    write.grant,
+                    write.checked.as_secs_f64(),
+                    write.valid_until.as_secs_f64()
+                ),
+            });
+        }
+    }
+    for freeze in &frozen.freezes {
+        let Some((grant, resource)) = &freeze.holding else {
+            continue;
+        };
+        figures.freezes_holding += 1;
+        let others = history.grants.iter().filter(|g| {
+            g.resource == *resource
+                && g.id != *grant
+                && g.received >= freeze.start
+                && g.received <= freeze.end
+        });
+        figures.handoffs += usize::from(others.count() > 0);
+        let gone = frozen
+            .ended
+            .iter()
+            .find(|e| e.grant == *grant && e.at >= freeze.end);
+        figures.resumed_told_gone += usize::from(gone.is_some());
+        figures.resumed_told_lost += usize::from(gone.is_some_and(|e| {
+            matches!(
+                e.reason.as_str(),
+                "lost" | "ended" | "stream_error" | "released"
+            )
+        }));
+        if freeze.end - freeze.start < BOUND {
+            continue;
+        }
+        for write in frozen
+            .writes
+            .iter()
+            .filter(|w| w.grant == *grant && w.checked >= freeze.end)
+        {
+            findings.violations.push(Violation {
+                check: Check::FrozenClient,
+                detail: format!(
+                    "client {} frozen {:.3}..{:.3} s holding grant #{grant} on {resource} \
+                     wrote under it at {:.3} s after resuming",
+                    freeze.client,
+                    freeze.start.as_secs_f64(),
+                    freeze.end.as_secs_f64(),
+                    write.checked.as_secs_f64()
+                ),
+            });
+        }
+    }
+    figures
+}

@@ -1,0 +1,183 @@
+//! The freeze checks and the burst checks over hand-made records: each
+//! flags what it must, and nothing more.
+
+use crate::burst::{self, BurstCall};
+use crate::checks::{Check, Findings};
+use crate::faults::{Budget, Plan, Planned};
+use crate::frozen::{self, Ended, Freeze, FrozenLog, FrozenWrite};
+use crate::history::{Fault, FaultKind, Grant, History, Phases, Window, Workload};
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn grant(id: u64, client: u32, received: u64) -> Grant {
+    Grant {
+        id,
+        resource: "hot/0".to_owned(),
+        workload: Workload::Contended,
+        client,
+        replica: 0,
+        fence: id,
+        sent: ms(received),
+        received: ms(received),
+        windows: vec![Window {
+            start: ms(received),
+            end: ms(received + 500),
+        }],
+        valid_until: ms(received + 500),
+        paused: false,
+        cs_end: ms(received),
+        release: None,
+    }
+}
+
+/// Client 2000 holds grant 1 from 1 s, is frozen 1.1 s .. 6.1 s; client 7
+/// gets the lock at 4 s.
+fn frozen_history(writes: Vec<FrozenWrite>, ended: Vec<Ended>) -> (History, FrozenLog) {
+    let history = History {
+        grants: vec![grant(1, 2000, 1000), grant(2, 7, 4000)],
+        ..History::default()
+    };
+    let log = FrozenLog {
+        writes,
+        ended,
+        freezes: vec![Freeze {
+            client: 2000,
+            start: ms(1100),
+            end: ms(6100),
+            holding: Some((1, "hot/0".to_owned())),
+        }],
+    };
+    (history, log)
+}
+
+/// Found gone after SIGCONT, no write: no violation; the hand-off during
+/// the freeze and the resumed client's finding are counted.
+#[test]
+fn resumed_client_told_lost_is_clean() {
+    let ended = vec![Ended {
+        grant: 1,
+        at: ms(6200),
+        reason: "lost".to_owned(),
+    }];
+    let (history, log) = frozen_history(Vec::new(), ended);
+    let mut findings = Findings::default();
+    let figures = frozen::check(&history, &log, &mut findings);
+    assert_eq!(findings.count(Check::FrozenClient), 0);
+    assert_eq!(
+        (figures.freezes_holding, figures.handoffs),
+        (1, 1),
+        "{figures:?}"
+    );
+    assert_eq!(
+        (figures.resumed_told_gone, figures.resumed_told_lost),
+        (1, 1)
+    );
+}
+
+/// A write decided after SIGCONT under the grant held when frozen is a
+/// violation, even when the validity it relied on looked fine; a write
+/// decided past its validity is one too; a write before the freeze is not.
+#[test]
+fn writes_under_a_stale_lock_are_flagged() {
+    let before = FrozenWrite {
+        grant: 1,
+        checked: ms(1050),
+        valid_until: ms(1500),
+    };
+    let after_resume = FrozenWrite {
+        grant: 1,
+        checked: ms(6150),
+        valid_until: ms(6500),
+    };
+    let (history, log) = frozen_history(vec![before, after_resume], Vec::new());
+    let mut findings = Findings::default();
+    frozen::check(&history, &log, &mut findings);
+    assert_eq!(findings.count(Check::FrozenClient), 1, "{findings:?}");
+    let late = FrozenWrite {
+        grant: 1,
+        checked: ms(1500),
+        valid_until: ms(1500),
+    };
+    let (history, log) = frozen_history(vec![late], Vec::new());
+    let mut findings = Findings::default();
+    frozen::check(&history, &log, &mut findings);
+    assert_eq!(findings.count(Check::FrozenClient), 1, "{findings:?}");
+}
+
+fn planned(kind: FaultKind, at: u64, len: u64) -> Planned {
+    Planned {
+        kind,
+        target: 0,
+        at: ms(at),
+        len: ms(len),
+        delay: Duration::ZERO,
+        three_phase: false,
+    }
+}
+
+/// Bursts start only where no master fault is planned for a while: the
+/// warm-up and a long gap, never inside a fault or its grace.
+#[test]
+fn bursts_start_where_masters_are_healthy() {
+    let budget = Budget {
+        grace: ms(1000),
+        quarantine: ms(4000),
+    };
+    let plan = Plan {
+        faults: vec![
+            planned(FaultKind::MasterPause, 2000, 2000),
+            planned(FaultKind::MasterPause, 6000, 500),
+            planned(FaultKind::ReplicaKill, 9000, 1000),
+            planned(FaultKind::MasterPause, 12_000, 1000),
+        ],
+        phases: Phases::default(),
+    };
+    let times = burst::times(&plan, budget, ms(20_000));
+    // 0.3 s (warm-up, quiet until the first pause at 2 s); not 5.3 s (the
+    // second pause starts 0.7 s later); 7.8 s (after it and its grace; the
+    // replica fault at 9 s does not block a burst); 14.3 s.
+    assert_eq!(times, vec![ms(300), ms(7800), ms(14_300)]);
+}
+
+fn call(code: Option<tonic::Code>, sent: u64) -> BurstCall {
+    BurstCall {
+        burst: 0,
+        replica: 0,
+        sent: ms(sent),
+        received: ms(sent + 100),
+        code,
+        message: String::new(),
+    }
+}
+
+/// UNAVAILABLE with every master healthy is a violation; with a master
+/// faulted, or RESOURCE_EXHAUSTED, it is only counted.
+#[test]
+fn burst_unavailable_only_counts_when_masters_are_healthy() {
+    let faults = vec![Fault {
+        kind: FaultKind::MasterPause,
+        target: 1,
+        start: ms(5000),
+        end: ms(6000),
+        counts_until: ms(7000),
+        three_phase: false,
+    }];
+    let calls = vec![
+        call(None, 100),
+        call(Some(tonic::Code::ResourceExhausted), 100),
+        call(Some(tonic::Code::Unavailable), 100),
+        call(Some(tonic::Code::Unavailable), 5500),
+    ];
+    let mut findings = Findings::default();
+    let figures = burst::check(1, &calls, &faults, &mut findings);
+    assert_eq!(findings.count(Check::BurstUnavailable), 1);
+    assert_eq!(figures.granted, 1);
+    assert_eq!(
+        (figures.unavailable_healthy, figures.unavailable_faulted),
+        (1, 1)
+    );
+    assert_eq!(figures.codes.get("ResourceExhausted"), Some(&1));
+}
