@@ -56,7 +56,8 @@ pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 pub(crate) const FORCE_RELEASES_TOTAL: &str = "redlock_force_releases_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
 /// reason (`unauthenticated`, `permission_denied`, `rate_limited`,
-/// `too_many_calls`): a misconfigured client or an attack shows here before
+/// `too_many_calls`, `unauthenticated_calls`: health or reflection calls past
+/// `limits.max_unauthenticated_calls`): a misconfigured client or an attack shows here before
 /// anyone reads the logs. Never labelled with a client, token or resource.
 pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 

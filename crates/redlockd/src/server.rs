@@ -371,7 +371,10 @@ pub async fn run_draining(
     let served = server
         // Streams of every service count toward their connection's
         // activity: the idle timeout never cuts an open stream.
-        .layer(StreamsLayer::new(gate.clone()))
+        .layer(StreamsLayer::new(
+            gate.clone(),
+            config.limits.max_unauthenticated_calls,
+        ))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

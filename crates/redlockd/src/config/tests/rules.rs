@@ -389,10 +389,13 @@ fn plaintext_shared_password_and_weak_token_warned() {
 #[test]
 fn connection_and_quota_bounds_name_their_key() {
     type Breaks = fn(&mut Config);
-    let cases: [(&str, Breaks); 7] = [
+    let cases: [(&str, Breaks); 8] = [
         ("limits.max_connections", |c| c.limits.max_connections = 0),
         ("limits.max_connections_per_peer", |c| {
             c.limits.max_connections_per_peer = 0
+        }),
+        ("limits.max_unauthenticated_calls", |c| {
+            c.limits.max_unauthenticated_calls = 0
         }),
         ("limits.max_sessions_per_identity", |c| {
             c.limits.max_sessions_per_identity = 0
