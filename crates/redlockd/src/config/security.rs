@@ -25,6 +25,11 @@ pub struct AuthConfig {
     /// or come over a connection whose verified client certificate names
     /// one of them (`certificate_san`).
     pub clients: Vec<ClientConfig>,
+    /// Names of clients (`auth.clients.name`) with the admin role: only
+    /// they may call `LockAdmin` (Inspect, List, ForceRelease) when
+    /// authentication is on. Empty (the default): nobody may. Without
+    /// authentication every caller may.
+    pub admins: Vec<String>,
 }
 
 /// One client identity: `[[auth.clients]]`. A client proves who it is in
@@ -128,6 +133,16 @@ impl AuthConfig {
     /// Checks every client; `tls` is needed because certificate identities
     /// only exist under mutual TLS.
     pub(super) fn validate(&self, tls: &TlsConfig) -> Result<(), ConfigError> {
+        if let Some(unknown) = self
+            .admins
+            .iter()
+            .find(|name| !self.clients.iter().any(|c| &c.name == *name))
+        {
+            return Err(invalid(
+                "auth.admins",
+                format!("{unknown:?} is not the name of a client in auth.clients"),
+            ));
+        }
         for (i, client) in self.clients.iter().enumerate() {
             let name_ok = !client.name.is_empty()
                 && client.name.len() <= CLIENT_NAME_LIMIT

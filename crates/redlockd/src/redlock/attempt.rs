@@ -7,7 +7,9 @@ use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Deadline, Decision, Lock, LockError, Quorum, Redlock, Token, WakeWaiters};
+use super::{
+    validity, Deadline, Decision, Holder, Lock, LockError, Quorum, Redlock, Token, WakeWaiters,
+};
 use crate::metrics;
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +86,7 @@ impl Redlock {
         &self,
         resource: &str,
         ttl: Duration,
+        holder: &Arc<Holder>,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
@@ -94,7 +97,7 @@ impl Redlock {
         };
         let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
         stats.attempts += 1;
-        let result = self.attempt_once(&subject, ttl, &admitted).await;
+        let result = self.attempt_once(&subject, ttl, holder, &admitted).await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -112,6 +115,7 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
+        holder: &Arc<Holder>,
         admitted: &Admitted<'_>,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
         let start = validity::Started::now();
@@ -158,6 +162,7 @@ impl Redlock {
             fence,
             fence_ttl: self.settings.fence_ttl,
             ttl,
+            holder: Arc::clone(holder),
         };
         // To every master, not only those whose grant was counted: each
         // master has our SET before the commit (see `Node`), and commits only

@@ -16,7 +16,7 @@
 
 use super::attempt::{AttemptStats, Failure};
 use super::waiters::Wake;
-use super::{Lock, LockError, Redlock};
+use super::{Holder, Lock, LockError, Redlock};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -37,7 +37,8 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock, LockError> {
-        self.acquire_until_stopped(resource, ttl, wait, std::future::pending())
+        let holder = Arc::new(Holder::default());
+        self.acquire_until_stopped(resource, ttl, wait, &holder, std::future::pending())
             .await
     }
 
@@ -51,11 +52,24 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> DetachedAcquire {
+        self.acquire_detached_as(resource, ttl, wait, Holder::default())
+    }
+
+    /// [`Redlock::acquire_detached`] for `holder`, whose owner and kind the
+    /// grant records beside its token.
+    pub fn acquire_detached_as(
+        self: &Arc<Self>,
+        resource: String,
+        ttl: Duration,
+        wait: Duration,
+        holder: Holder,
+    ) -> DetachedAcquire {
         let engine = Arc::clone(self);
+        let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let result = engine
-                .acquire_until_stopped(&resource, ttl, wait, answer.closed())
+                .acquire_until_stopped(&resource, ttl, wait, &holder, answer.closed())
                 .await;
             if let Err(Ok(orphan)) = answer.send(result) {
                 engine.release_orphan(orphan);
@@ -87,22 +101,24 @@ impl Redlock {
         resource: &str,
         ttl: Duration,
         wait: Duration,
+        holder: &Arc<Holder>,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
             tokio::pin!(stop);
-            self.attempt(resource, ttl, &mut stats, stop)
+            self.attempt(resource, ttl, holder, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, ttl, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, ttl, holder, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(resource, ttl, give_up_at, stop, &mut stats).await
+                self.poll(resource, ttl, holder, give_up_at, stop, &mut stats)
+                    .await
             };
             metrics::waited(started.elapsed());
             result
@@ -116,6 +132,7 @@ impl Redlock {
         &self,
         resource: &str,
         ttl: Duration,
+        holder: &Arc<Holder>,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
@@ -128,7 +145,10 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+                match self
+                    .attempt(resource, ttl, holder, stats, stop.as_mut())
+                    .await
+                {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -169,13 +189,17 @@ impl Redlock {
         &self,
         resource: &str,
         ttl: Duration,
+        holder: &Arc<Holder>,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+            let failure = match self
+                .attempt(resource, ttl, holder, stats, stop.as_mut())
+                .await
+            {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };

@@ -2,13 +2,16 @@
 //! ([`request`]), calls the engine, and maps the outcome ([`status`]).
 //! No lock logic lives here.
 
+pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
 pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
 
+pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
+pub use hold::SessionRegistry;
 pub use request::Limits;
 #[cfg(test)]
 mod props;
@@ -22,7 +25,7 @@ mod tests;
 use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
-use crate::redlock::{Lock, LockError, Redlock};
+use crate::redlock::{Holder, Lock, LockError, Redlock};
 use auth::{Denied, Gatekeeper};
 use rate::{CallSlot, ConnectionCalls};
 use std::future::Future;
@@ -130,7 +133,13 @@ impl LockService for LockApi {
             let lock = self
                 .sessions
                 .drain()
-                .unless_draining(self.acquire_until(args.resource, args.ttl, args.wait, deadline))
+                .unless_draining(self.acquire_until(
+                    args.resource,
+                    args.ttl,
+                    args.wait,
+                    Holder::unary(&args.owner),
+                    deadline,
+                ))
                 .await??;
             Ok(Response::new(pb::AcquireResponse {
                 lock: Some(lock.into()),
@@ -259,10 +268,14 @@ impl LockApi {
         resource: String,
         ttl: Duration,
         wait: Duration,
+        holder: Holder,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
         let Some(deadline) = deadline else {
-            return self.engine.acquire_detached(resource, ttl, wait).await;
+            return self
+                .engine
+                .acquire_detached_as(resource, ttl, wait, holder)
+                .await;
         };
         let now = Instant::now();
         let cutoff = deadline
@@ -281,7 +294,7 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt = self.engine.acquire_detached(resource, ttl, wait);
+        let attempt = self.engine.acquire_detached_as(resource, ttl, wait, holder);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {

@@ -92,6 +92,7 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
 /// `orders/`.
 fn with_auth(config: &mut Config) {
     config.auth = AuthConfig {
+        admins: Vec::new(),
         clients: vec![ClientConfig {
             max_sessions: None,
             max_waiters: None,
