@@ -79,6 +79,26 @@ func TestAcquireGrantsWithAFenceThatGrows(t *testing.T) {
 	}
 }
 
+func TestRetryWithTheSameRequestIDGetsTheSameLock(t *testing.T) {
+	c := dial(t, shared.addr)
+	ctx := context.Background()
+	id := redlockd.NewRequestID()
+	first, err := c.Acquire(ctx, resource(t), 10*time.Second, redlockd.WithRequestID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = c.Release(ctx, first) }()
+	again, err := c.Acquire(ctx, resource(t), 10*time.Second, redlockd.WithRequestID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Token != first.Token || again.Fence != first.Fence {
+		t.Fatalf("retry got another lock: fence %d, first %d", again.Fence, first.Fence)
+	}
+	_, err = c.Acquire(ctx, resource(t), 10*time.Second)
+	wantKind(t, err, redlockd.ErrHeld, codes.Aborted)
+}
+
 func TestContentionIsHeldElsewhere(t *testing.T) {
 	c := dial(t, shared.addr)
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 // The unary calls against a real daemon over five real valkey-server masters.
 
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -41,6 +42,16 @@ test('a grant carries a BigInt fence, larger for each new holder, and a validity
   const second = await client.acquire('unary/grant', { ttlMs: 10_000 });
   assert.ok(second.fence > first.fence, `${second.fence} > ${first.fence}`);
   await client.release(second);
+});
+
+test('a retry with the same requestId gets the same lock', async () => {
+  const requestId = randomBytes(16).toString('base64url');
+  const first = await client.acquire('node/idem', { ttlMs: 10_000, requestId });
+  const again = await client.acquire('node/idem', { ttlMs: 10_000, requestId });
+  assert.equal(again.token, first.token);
+  assert.equal(again.fence, first.fence);
+  await assert.rejects(client.acquire('node/idem', { ttlMs: 10_000 }), LockHeldError);
+  assert.equal(await client.release(again), true);
 });
 
 test('a resource held elsewhere is LockHeldError (ABORTED)', async () => {

@@ -80,11 +80,17 @@ impl Redlock {
     /// own, no later attempt's lock, and no Extend of it, can ever be taken
     /// for that attempt's, so an Extend only ever reports the fence of the
     /// grant it extends.
+    ///
+    /// With a request id (`fixed`, the token derived from it), every
+    /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
+    /// for why that stays sound.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         stats: &mut AttemptStats,
+        front: bool,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
         let admitted = tokio::select! {
@@ -92,9 +98,18 @@ impl Redlock {
             admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
         };
-        let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
+        let token = match fixed {
+            Some(token) => token.clone(),
+            None => Token::generate().map_err(LockError::from)?,
+        };
+        let subject = self.subject(resource, token);
         stats.attempts += 1;
-        let result = self.attempt_once(&subject, ttl, &admitted).await;
+        // The queue's front waiter's clean-up must not wake itself.
+        let cleanup = match front {
+            true => WakeWaiters::NotSelf,
+            false => WakeWaiters::IfDeleted,
+        };
+        let result = self.attempt_once(&subject, ttl, &admitted, cleanup).await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -113,6 +128,7 @@ impl Redlock {
         subject: &Arc<Subject>,
         ttl: Duration,
         admitted: &Admitted<'_>,
+        cleanup: WakeWaiters,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
@@ -137,12 +153,8 @@ impl Redlock {
             .await;
         admitted.round_took(start.elapsed());
         if votes.decision() != Decision::Reached {
-            self.release_everywhere(
-                subject,
-                WakeWaiters::IfDeleted,
-                self.cleanup_deadline(start.mono()),
-            )
-            .await;
+            self.release_everywhere(subject, cleanup, self.cleanup_deadline(start.mono()))
+                .await;
             return Err(if votes.refused_by_majority() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
@@ -173,12 +185,8 @@ impl Redlock {
         match (commits.decision(), validity) {
             (Decision::Reached, Some(validity)) => Ok((fence, validity)),
             (decision, _) => {
-                self.release_everywhere(
-                    subject,
-                    WakeWaiters::IfDeleted,
-                    self.cleanup_deadline(start.mono()),
-                )
-                .await;
+                self.release_everywhere(subject, cleanup, self.cleanup_deadline(start.mono()))
+                    .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
                     _ => LockError::NoQuorum(commits),

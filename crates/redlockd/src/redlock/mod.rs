@@ -45,7 +45,7 @@ pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
-pub use token::{Token, TokenError};
+pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
@@ -108,6 +108,13 @@ enum WakeWaiters {
     /// The cleanup of a failed attempt: only if it deleted anything, with
     /// the tie-breaking jitter (another replica may be competing).
     IfDeleted,
+    /// The cleanup of the front waiter's own failed attempt: the only
+    /// local waiter it could wake is the attempter itself, which chooses
+    /// its own pause (see [`wait`]). Waking it made a waiter whose attempt
+    /// won a master or two retry every round, for the whole wait. The
+    /// notice is marked seen, so its echo from the masters' channel does
+    /// not wake it either; other replicas still hear it.
+    NotSelf,
 }
 
 /// The engine refuses to exist without masters.
@@ -390,6 +397,11 @@ impl Redlock {
         .await;
         if wake == WakeWaiters::IfDeleted && tally.yes() > 0 {
             self.wake_waiters(&notice, false);
+        }
+        if wake == WakeWaiters::NotSelf {
+            if let Ok(mut seen) = self.seen_notices.lock() {
+                seen.first_sighting(notice.id);
+            }
         }
         tally
     }

@@ -9,14 +9,21 @@
 //!   masters report their remaining PTTL);
 //! - `wait_fallback`, in case a notice was lost;
 //!
-//! plus a small random jitter that breaks ties between replicas. When the
+//! plus a small random jitter that breaks ties between replicas. An
+//! attempt that split the vote (someone else holds part of the masters, but
+//! no majority: [`is_split`]) backs off for longer than a round
+//! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
+//! the release notice of the other contender's failed attempt would
+//! otherwise wake both again within the same millisecond, and they could
+//! split again and again (issue 22 item 8). When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
 
 use super::attempt::{AttemptStats, Failure};
+use super::retry;
 use super::waiters::Wake;
-use super::{Lock, LockError, Redlock};
+use super::{Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -37,7 +44,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock, LockError> {
-        self.acquire_until_stopped(resource, ttl, wait, std::future::pending())
+        self.acquire_until_stopped(resource, None, ttl, wait, std::future::pending())
             .await
     }
 
@@ -51,19 +58,75 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> DetachedAcquire {
+        self.acquire_detached_as(resource, None, ttl, wait)
+    }
+
+    /// [`Redlock::acquire_detached`], idempotent when `request_id` is given
+    /// (`AcquireRequest.request_id`, issue 22).
+    ///
+    /// The lock's token is then [`Token::derive`]d from the request id and
+    /// the resource, and:
+    /// - the acquisition first tries to extend that token's lock: if it is
+    ///   held on a majority (an earlier call with this request id got it,
+    ///   through any replica), the answer is that lock, with its own fence
+    ///   as granted and a fresh validity, not ABORTED. If the masters no
+    ///   longer know its fence, the answer is the Extend's error;
+    /// - when a majority answers that the token does not hold the lock,
+    ///   every attempt uses the derived token; when the Extend cannot tell
+    ///   (too few masters answered), the call fails with its error: an
+    ///   attempt's clean-up would release the token everywhere, and with it
+    ///   this lock if it were held;
+    /// - a grant the caller did not stay for is NOT released: the caller
+    ///   may be retrying with the same request id (a release racing with
+    ///   the retry's answer would delete the lock the retry just reported),
+    ///   and it can release it itself with the derived token. A caller that
+    ///   gives up for good releases with that token; otherwise the lock
+    ///   expires with its ttl.
+    ///
+    /// Why one token for all attempts stays sound, where the engine
+    /// otherwise draws a token per attempt (see [`Redlock::attempt`]): a
+    /// failed attempt releases its token everywhere, and its release is
+    /// queued on each master's connection before any later attempt's
+    /// commands, so a later attempt of this replica finds nothing of it.
+    /// Where it did not land (the connection dropped in between), the later
+    /// attempt's fence commit, sent to every master, overwrites the record
+    /// beside the token. Left over: a master that missed both the clean-up
+    /// and the commit may keep the failed attempt's fence beside the token,
+    /// and an Extend reaching it reports the larger of the two fences. Both
+    /// belong to the same holder; a later holder's fence is above the one
+    /// committed on a majority, so a fence-checking resource can at worst
+    /// refuse that later holder (a liveness loss, never two writers).
+    ///
+    /// Two calls with one request id must not run at once: the clean-up of
+    /// a failed attempt of one deletes the token, so it can delete the
+    /// other's grant. Clients retry only after the previous call ended;
+    /// the detached task of a call whose caller left can still finish its
+    /// attempt in flight (at most about two `node_timeout`s) after that.
+    pub fn acquire_detached_as(
+        self: &Arc<Self>,
+        resource: String,
+        request_id: Option<&RequestId>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> DetachedAcquire {
+        let fixed = request_id.map(|id| Token::derive(id, &resource));
+        let idempotent = fixed.is_some();
         let engine = Arc::clone(self);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let result = engine
-                .acquire_until_stopped(&resource, ttl, wait, answer.closed())
+                .acquire_until_stopped(&resource, fixed.as_ref(), ttl, wait, answer.closed())
                 .await;
             if let Err(Ok(orphan)) = answer.send(result) {
-                engine.release_orphan(orphan);
+                if !idempotent {
+                    engine.release_orphan(orphan);
+                }
             }
         });
         DetachedAcquire {
             answered,
             engine: Arc::clone(self),
+            idempotent,
         }
     }
 
@@ -85,24 +148,33 @@ impl Redlock {
     async fn acquire_until_stopped(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         wait: Duration,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
+        tokio::pin!(stop);
+        let wait = match fixed {
+            Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
+                Resumed::Held(lock) => return Ok(lock),
+                Resumed::NotHeld { wait_left } => wait_left,
+            },
+            None => wait,
+        };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            tokio::pin!(stop);
-            self.attempt(resource, ttl, &mut stats, stop)
+            self.attempt(resource, fixed, ttl, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, ttl, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, fixed, ttl, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(resource, ttl, give_up_at, stop, &mut stats).await
+                self.poll(resource, fixed, ttl, give_up_at, stop, &mut stats)
+                    .await
             };
             metrics::waited(started.elapsed());
             result
@@ -111,10 +183,55 @@ impl Redlock {
         result
     }
 
+    /// The first step of an acquisition with a request id: extend the
+    /// derived token's lock. Held on a majority: that lock is the answer.
+    /// A majority says "not ours": the attempts may start, with what is
+    /// left of the wait. Too few answers to tell: try again after a
+    /// jittered pause while the wait lasts, else fail with the Extend's
+    /// error (UNAVAILABLE). Never an attempt while it cannot tell: a failed
+    /// attempt releases its token everywhere, and with it this lock if it
+    /// were held.
+    ///
+    /// The cost: one Extend round before the first attempt of every
+    /// acquisition with a request id (the masters answer "not here" at
+    /// once for a new one).
+    async fn resume<S: Future<Output = ()>>(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+        wait: Duration,
+        stop: &mut std::pin::Pin<&mut S>,
+    ) -> Result<Resumed, LockError> {
+        let give_up_at = Instant::now() + wait;
+        loop {
+            match self.extend(resource, token, ttl).await {
+                Ok(lock) => return Ok(Resumed::Held(lock)),
+                Err(LockError::NotHeld(_)) => {
+                    let wait_left = give_up_at.saturating_duration_since(Instant::now());
+                    return Ok(Resumed::NotHeld { wait_left });
+                }
+                Err(LockError::NoQuorum(votes)) => {
+                    let remaining = give_up_at.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Err(LockError::NoQuorum(votes));
+                    }
+                    let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = stop.as_mut() => return Err(LockError::Cancelled),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// The queue: first come first served, woken by releases and expiries.
     async fn wait_in_queue(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -124,11 +241,17 @@ impl Redlock {
         tokio::pin!(stop);
         let mut try_at = place.is_front().then(Instant::now);
         let mut last_error = None;
+        // After a split vote: no attempt before this, whatever wakes us.
+        let mut backing_off_until: Option<Instant> = None;
         loop {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+                let started = Instant::now();
+                match self
+                    .attempt(resource, fixed, ttl, stats, true, stop.as_mut())
+                    .await
+                {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -138,7 +261,9 @@ impl Redlock {
                         if now >= give_up_at {
                             return Err(failure.error);
                         }
-                        try_at = Some(now + self.pause_after(&failure));
+                        let pause = self.pause_after(&failure, now - started);
+                        try_at = Some(now + pause);
+                        backing_off_until = is_split(&failure.error).then_some(now + pause);
                         last_error = Some(failure.error);
                     }
                 }
@@ -148,13 +273,14 @@ impl Redlock {
                 () = sleep_until_some(due) => {}
                 wake = place.woken() => {
                     let now = Instant::now();
-                    try_at = Some(match wake {
+                    let woken_at = match wake {
                         Wake::Released { at_once: true } | Wake::Front { holder_expires: None } => now,
                         Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
                         Wake::Front { holder_expires: Some(expires) } => {
                             expires.min(now + self.settings.wait_fallback) + jitter(TIE_BREAK_JITTER)
                         }
-                    });
+                    };
+                    try_at = Some(backing_off_until.map_or(woken_at, |until| until.max(woken_at)));
                 }
                 () = tokio::time::sleep_until(give_up_at) => {
                     return Err(last_error.unwrap_or(LockError::StillHeld));
@@ -168,6 +294,7 @@ impl Redlock {
     async fn poll(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -175,7 +302,11 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+            let started = Instant::now();
+            let failure = match self
+                .attempt(resource, fixed, ttl, stats, false, stop.as_mut())
+                .await
+            {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };
@@ -183,7 +314,13 @@ impl Redlock {
             if remaining.is_zero() {
                 return Err(failure.error);
             }
-            let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            let mut pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            if is_split(&failure.error) {
+                let round = Instant::now() - started;
+                pause = pause
+                    .max(retry::after_split(&mut rand::rng(), round))
+                    .min(remaining);
+            }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = &mut stop => return Err(LockError::Cancelled),
@@ -191,18 +328,41 @@ impl Redlock {
         }
     }
 
-    /// How long the front waiter sleeps after a failed attempt, unless woken.
-    fn pause_after(&self, failure: &Failure) -> Duration {
+    /// How long the front waiter sleeps after a failed attempt that took
+    /// `round`, unless woken (a split vote's back-off: not even then).
+    fn pause_after(&self, failure: &Failure, round: Duration) -> Duration {
         let fallback = self.settings.wait_fallback;
+        let mut rng = rand::rng();
         match (&failure.error, failure.holder_free_in) {
             (LockError::Contended(_), Some(free_in)) => {
                 free_in.min(fallback) + jitter(TIE_BREAK_JITTER)
             }
             (LockError::Contended(_), None) => fallback + jitter(TIE_BREAK_JITTER),
+            (error, _) if is_split(error) => self
+                .settings
+                .retry
+                .delay(&mut rng, fallback)
+                .max(retry::after_split(&mut rng, round)),
             // Masters unreachable or too slow: back off like a library would.
-            _ => self.settings.retry.delay(&mut rand::rng(), fallback),
+            _ => self.settings.retry.delay(&mut rng, fallback),
         }
     }
+}
+
+/// Whether a failed attempt split the vote: no majority either way, and
+/// at least one master refused because someone else holds the resource
+/// there (without a refusal it is an outage, not contention).
+pub(crate) fn is_split(error: &LockError) -> bool {
+    matches!(error, LockError::NoQuorum(votes) if votes.no() > 0 && !votes.refused_by_majority())
+}
+
+/// What [`Redlock::resume`] found.
+enum Resumed {
+    /// The request id's lock, held on a majority and extended.
+    Held(Lock),
+    /// A majority said the request id holds nothing: attempt, waiting at
+    /// most this long.
+    NotHeld { wait_left: Duration },
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
@@ -223,6 +383,9 @@ fn jitter(max: Duration) -> Duration {
 pub struct DetachedAcquire {
     answered: tokio::sync::oneshot::Receiver<Result<Lock, LockError>>,
     engine: Arc<Redlock>,
+    /// Acquired with a request id: an unreceived grant is left to the
+    /// caller (see [`Redlock::acquire_detached_as`]).
+    idempotent: bool,
 }
 
 impl Future for DetachedAcquire {
@@ -248,6 +411,9 @@ impl Drop for DetachedAcquire {
         // or its answer is already here and is released now.
         self.answered.close();
         if let Ok(Ok(orphan)) = self.answered.try_recv() {
+            if self.idempotent {
+                return;
+            }
             self.engine.release_orphan(orphan);
         }
     }

@@ -375,9 +375,12 @@ impl Session {
     /// first (the detached acquisition then releases whatever it gets).
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
-        let acquisition = self
-            .engine
-            .acquire_detached(args.resource.clone(), args.ttl, args.wait);
+        let acquisition = self.engine.acquire_detached_as(
+            args.resource.clone(),
+            args.request_id.as_ref(),
+            args.ttl,
+            args.wait,
+        );
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,

@@ -130,7 +130,7 @@ impl LockService for LockApi {
             let lock = self
                 .sessions
                 .drain()
-                .unless_draining(self.acquire_until(args.resource, args.ttl, args.wait, deadline))
+                .unless_draining(self.acquire_until(args, deadline))
                 .await??;
             Ok(Response::new(pb::AcquireResponse {
                 lock: Some(lock.into()),
@@ -254,15 +254,27 @@ impl LockApi {
     /// held, or the cut-off passed. Any other failure (a limit, overload,
     /// masters unreachable) is told as it is, even when the caller's
     /// deadline is shorter than its wait.
+    ///
+    /// With a request id, a grant after the cut-off is not released but left
+    /// to the caller, who retries with it or releases with its derived token
+    /// (see [`Redlock::acquire_detached_as`]).
     async fn acquire_until(
         &self,
-        resource: String,
-        ttl: Duration,
-        wait: Duration,
+        args: request::AcquireArgs,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
+        let request::AcquireArgs {
+            resource,
+            ttl,
+            wait,
+            request_id,
+            ..
+        } = args;
         let Some(deadline) = deadline else {
-            return self.engine.acquire_detached(resource, ttl, wait).await;
+            return self
+                .engine
+                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait)
+                .await;
         };
         let now = Instant::now();
         let cutoff = deadline
@@ -281,7 +293,9 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt = self.engine.acquire_detached(resource, ttl, wait);
+        let attempt = self
+            .engine
+            .acquire_detached_as(resource, request_id.as_ref(), ttl, wait);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {

@@ -43,7 +43,9 @@ class LockServiceStub:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call, except with a request_id
+    (AcquireRequest): then a late grant is left for the
+    caller to retry or release
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """
@@ -99,7 +101,9 @@ class LockServiceServicer:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call, except with a request_id
+    (AcquireRequest): then a late grant is left for the
+    caller to retry or release
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """
@@ -222,7 +226,9 @@ class LockService:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call, except with a request_id
+    (AcquireRequest): then a late grant is left for the
+    caller to retry or release
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """

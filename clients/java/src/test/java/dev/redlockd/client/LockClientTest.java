@@ -63,6 +63,17 @@ class LockClientTest {
   }
 
   @Test
+  void aRetryWithTheSameRequestIdGetsTheSameLock() {
+    String id = LockClient.newRequestId();
+    Lock first = client.acquire("unary/idem", seconds(10), Duration.ZERO, id);
+    Lock again = client.acquire("unary/idem", seconds(10), Duration.ZERO, id);
+    assertEquals(first.token(), again.token());
+    assertEquals(first.fence(), again.fence());
+    assertThrows(LockHeldException.class, () -> client.acquire("unary/idem", seconds(10)));
+    assertTrue(client.release(again));
+  }
+
+  @Test
   void aResourceHeldElsewhereIsLockHeldException() {
     Lock held = client.acquire("unary/contended", seconds(10));
     LockHeldException once =
