@@ -71,7 +71,7 @@ impl Redlock {
 
     /// One attempt on `resource`, once admitted (see [`super::admission`]),
     /// with a token of its own; on success the lock. `stop` (the caller
-    /// left) is heeded only while the attempt waits for admission: once its
+    /// left) is heeded before and while the attempt waits for admission: once its
     /// commands are out, it runs to its end, which cleans up after itself.
     ///
     /// Why a token per attempt, not per acquisition: a failed attempt can
@@ -94,9 +94,11 @@ impl Redlock {
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
         let admitted = tokio::select! {
+            // A caller that has left gets no new attempt, even one that
+            // would be admitted at once: its grant would only be released.
             biased;
-            admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
+            admitted = self.admission.acquisition() => admitted?,
         };
         let token = match fixed {
             Some(token) => token.clone(),

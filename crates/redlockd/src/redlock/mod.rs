@@ -33,6 +33,7 @@ pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 pub(crate) mod token;
+pub(crate) mod turns;
 pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
@@ -135,6 +136,8 @@ pub struct Redlock {
     suspends: tokio::sync::watch::Sender<u32>,
     /// Re-creations of lost keys in progress, which a release cancels.
     recreations: Arc<recreate::Recreations>,
+    /// One acquisition at a time per request id (see [`turns`]).
+    turns: turns::Turns,
 }
 
 impl Redlock {
@@ -155,6 +158,7 @@ impl Redlock {
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
             recreations: Arc::default(),
+            turns: turns::Turns::default(),
         })
     }
 

@@ -22,6 +22,7 @@
 
 use super::attempt::{AttemptStats, Failure};
 use super::retry;
+use super::turns::Turn;
 use super::waiters::Wake;
 use super::{Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
@@ -76,12 +77,32 @@ impl Redlock {
     ///   (too few masters answered), the call fails with its error: an
     ///   attempt's clean-up would release the token everywhere, and with it
     ///   this lock if it were held;
-    /// - a grant the caller did not stay for is NOT released: the caller
-    ///   may be retrying with the same request id (a release racing with
-    ///   the retry's answer would delete the lock the retry just reported),
-    ///   and it can release it itself with the derived token. A caller that
-    ///   gives up for good releases with that token; otherwise the lock
-    ///   expires with its ttl.
+    /// - a grant the caller did not stay for (its deadline's cut-off
+    ///   passed, it cancelled, its connection dropped) is released, as
+    ///   without a request id: the contract promises that nothing is left
+    ///   locked after DEADLINE_EXCEEDED. What a request id covers is what
+    ///   the daemon cannot see: an answer sent but lost on its way (the
+    ///   connection broke after the daemon wrote it). The caller then
+    ///   retries with the same request id and gets that lock, or releases
+    ///   or validates it with the derived token.
+    ///
+    /// Each acquisition with a request id takes its turn first
+    /// ([`super::turns`]) and keeps it until its outcome is settled: its
+    /// answer delivered, or its late grant released. A retry through the
+    /// same replica therefore starts only after the previous call's
+    /// release, and finds the resource free. The residual window: a retry
+    /// through ANOTHER replica, sent right after an error that made this
+    /// replica release (DEADLINE_EXCEEDED, CANCELLED, a dropped
+    /// connection), can run while this replica's task still finishes its
+    /// attempt in flight and releases it: at most two rounds of
+    /// `node_timeout` for the attempt and one for the release, about
+    /// 3 × `node_timeout` after the caller's error. If its resuming Extend
+    /// lands between that grant and its release, the retry is answered the
+    /// lock that is then released under it: its holder's Extend or
+    /// Validate says not held, and a later holder gets a higher fence.
+    /// Clients therefore retry with the same request id through the same
+    /// channel, and after DEADLINE_EXCEEDED a fresh request id is as good
+    /// (the late grant was released).
     ///
     /// Why one token for all attempts stays sound, where the engine
     /// otherwise draws a token per attempt (see [`Redlock::attempt`]): a
@@ -99,9 +120,8 @@ impl Redlock {
     ///
     /// Two calls with one request id must not run at once: the clean-up of
     /// a failed attempt of one deletes the token, so it can delete the
-    /// other's grant. Clients retry only after the previous call ended;
-    /// the detached task of a call whose caller left can still finish its
-    /// attempt in flight (at most about two `node_timeout`s) after that.
+    /// other's grant. On one replica the turns ensure it; clients retry
+    /// only after the previous call ended.
     pub fn acquire_detached_as(
         self: &Arc<Self>,
         resource: String,
@@ -110,34 +130,41 @@ impl Redlock {
         wait: Duration,
     ) -> DetachedAcquire {
         let fixed = request_id.map(|id| Token::derive(id, &resource));
-        let idempotent = fixed.is_some();
         let engine = Arc::clone(self);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
+            let turn = match &fixed {
+                Some(token) => tokio::select! {
+                    turn = engine.turns.take(&resource, token) => Some(turn),
+                    () = answer.closed() => return,
+                },
+                None => None,
+            };
             let result = engine
                 .acquire_until_stopped(&resource, fixed.as_ref(), ttl, wait, answer.closed())
                 .await;
-            if let Err(Ok(orphan)) = answer.send(result) {
-                if !idempotent {
-                    engine.release_orphan(orphan);
-                }
+            // The turn goes with the answer: released by whoever settles
+            // the grant (the caller receiving it, or the orphan's release).
+            if let Err((Ok(orphan), turn)) = answer.send((result, turn)) {
+                engine.release_orphan(orphan, turn);
             }
         });
         DetachedAcquire {
             answered,
             engine: Arc::clone(self),
-            idempotent,
         }
     }
 
     /// Releases a grant nobody will receive, in the background. Best effort:
     /// if this fails too, the lock expires with its ttl.
-    fn release_orphan(self: &Arc<Self>, orphan: Lock) {
+    /// With a request id, its `turn` is held until the release has ended.
+    fn release_orphan(self: &Arc<Self>, orphan: Lock, turn: Option<Turn>) {
         tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = engine.release(&orphan.resource, &orphan.token).await;
+                drop(turn);
             });
         }
     }
@@ -381,11 +408,9 @@ fn jitter(max: Duration) -> Duration {
 /// completes releases whatever the acquisition still grants: a grant already
 /// handed over but not yet received included.
 pub struct DetachedAcquire {
-    answered: tokio::sync::oneshot::Receiver<Result<Lock, LockError>>,
+    /// The outcome, with the request id's turn (if any) until it is settled.
+    answered: tokio::sync::oneshot::Receiver<(Result<Lock, LockError>, Option<Turn>)>,
     engine: Arc<Redlock>,
-    /// Acquired with a request id: an unreceived grant is left to the
-    /// caller (see [`Redlock::acquire_detached_as`]).
-    idempotent: bool,
 }
 
 impl Future for DetachedAcquire {
@@ -397,10 +422,12 @@ impl Future for DetachedAcquire {
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.answered)
             .poll(cx)
-            .map(|answer| {
-                answer.unwrap_or(Err(LockError::Internal(
+            .map(|answer| match answer {
+                // Delivered: the turn passes on.
+                Ok((result, _turn)) => result,
+                Err(_) => Err(LockError::Internal(
                     "the acquisition task ended without an answer",
-                )))
+                )),
             })
     }
 }
@@ -410,11 +437,8 @@ impl Drop for DetachedAcquire {
         // After `close`, the task's send fails (and it releases by itself),
         // or its answer is already here and is released now.
         self.answered.close();
-        if let Ok(Ok(orphan)) = self.answered.try_recv() {
-            if self.idempotent {
-                return;
-            }
-            self.engine.release_orphan(orphan);
+        if let Ok((Ok(orphan), turn)) = self.answered.try_recv() {
+            self.engine.release_orphan(orphan, turn);
         }
     }
 }

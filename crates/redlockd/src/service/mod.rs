@@ -255,9 +255,9 @@ impl LockApi {
     /// masters unreachable) is told as it is, even when the caller's
     /// deadline is shorter than its wait.
     ///
-    /// With a request id, a grant after the cut-off is not released but left
-    /// to the caller, who retries with it or releases with its derived token
-    /// (see [`Redlock::acquire_detached_as`]).
+    /// With a request id too, a grant after the cut-off is released: the
+    /// request id is for answers lost where the daemon cannot see it (see
+    /// [`Redlock::acquire_detached_as`] for that and for a retry's window).
     async fn acquire_until(
         &self,
         args: request::AcquireArgs,
