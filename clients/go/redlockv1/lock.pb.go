@@ -153,12 +153,24 @@ type AcquireRequest struct {
 	//     daemon, answers the lock that request_id already holds (same token,
 	//     same fence, fresh validity) instead of ABORTED; the resource held by
 	//     another request_id answers ABORTED as usual;
-	//   - after DEADLINE_EXCEEDED, UNAVAILABLE, CANCELLED or a lost
-	//     connection, the lock may have been granted without your seeing it:
-	//     the daemon does not release such a grant (your retry could be
-	//     answered it). Retry with the same request_id, or compute the token as
-	//     above and Release (or Validate) with it; otherwise it expires with
-	//     its ttl;
+	//   - what it covers is what the daemon cannot see: an answer it sent but
+	//     that was lost on the way (the connection broke after the daemon
+	//     wrote it; the call then fails with UNAVAILABLE or CANCELLED on your
+	//     side). Retry with the same request_id and get that lock, or compute
+	//     the token as above and Release (or Validate) with it; otherwise it
+	//     expires with its ttl;
+	//   - a grant the daemon knows you did not receive (it completed after
+	//     your deadline's cut-off, or your call was cancelled or its
+	//     connection dropped while it waited) is released, as without a
+	//     request_id: after DEADLINE_EXCEEDED nothing is left locked, and a
+	//     retry, with this request_id or a new one, acquires anew;
+	//   - retry through the same channel: a daemon runs the calls of one
+	//     request_id one after the other, so a retry it receives waits until
+	//     the previous call's late grant is released. Through ANOTHER daemon,
+	//     a retry sent within about 3 x node_timeout of such an error can be
+	//     answered the late grant just before the first daemon releases it:
+	//     its Extend or Validate then says not held, and any later holder has
+	//     a higher fence;
 	//   - never run two calls with the same request_id at once: a failing
 	//     attempt of one cleans up the token and can delete the other's grant.
 	//     Retry only after the previous call has ended.

@@ -39,8 +39,10 @@ export interface AcquireOptions extends CallOptions {
   /**
    * Idempotency key, 22-64 chars of A-Z a-z 0-9 - _ with at least 128
    * random bits (default: a fresh one per call). Retried with the same
-   * value after an error, the call returns the lock that value holds
-   * instead of LockHeldError. A secret, like a token.
+   * value after an error that may have lost the answer (a lost connection,
+   * UNAVAILABLE), the call returns the lock that value holds instead of
+   * LockHeldError; after DeadlineExceededError the daemon has released any
+   * late grant, so a retry acquires anew. A secret, like a token.
    */
   requestId?: string;
   /**

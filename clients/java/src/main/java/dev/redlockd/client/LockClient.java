@@ -96,8 +96,10 @@ public final class LockClient implements AutoCloseable {
   /**
    * The 3-argument form under the caller's own idempotency key: 22 to 64 characters of {@code
    * A-Z a-z 0-9 - _} holding at least 128 random bits (see {@link #newRequestId()}). Retried with
-   * the same id after an error (a deadline, a lost connection), it returns the lock that id
-   * already holds instead of {@link LockHeldException}. Keep it secret, like a token.
+   * the same id after an error that may have lost the answer (a lost connection, UNAVAILABLE), it
+   * returns the lock that id already holds instead of {@link LockHeldException}; after a deadline
+   * the daemon has released any late grant, so a retry acquires anew. Keep it secret, like a
+   * token.
    */
   public Lock acquire(String resource, Duration ttl, Duration wait, String requestId) {
     AcquireRequest request =
