@@ -94,7 +94,7 @@ def test_extend_after_expiry_raises_lock_not_held(client: Client, resource: str)
     # rightly succeeds. A new holder proves the keys are gone; once it has
     # released, Extend finds nothing.
     nxt = client.acquire(resource, ttl=10, wait=5)
-    assert client.release(nxt) is True
+    assert client.release(nxt).was_held is True
     with pytest.raises(LockNotHeld) as refused:
         client.extend(lock, ttl=10)
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
