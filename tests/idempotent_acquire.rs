@@ -18,6 +18,7 @@ against_both_servers!(
     a_retry_answers_the_same_lock,
     another_request_id_is_aborted,
     a_malformed_request_id_is_invalid,
+    extend_after_expiry_on_the_masters_is_refused,
 );
 
 const REQUEST_ID: &str = "Zk3-q_7wLm2Pn9Rt4Vx8Ya";
@@ -90,6 +91,45 @@ async fn another_request_id_is_aborted(flavor: Flavor) {
     let status = acquire(&mut c, "idem", 1_000, 0).await.expect_err("held");
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert_eq!(h.holders("idem", &first.token).await, 5);
+}
+
+/// A lock acquired with a request id expires on every master (observed on
+/// the masters themselves, not through Validate): its Extend is refused
+/// (FAILED_PRECONDITION), Validate says not held, and a retry with the
+/// same request id acquires anew, the same derived token but a new,
+/// higher fence (a new grant, not the expired one brought back).
+async fn extend_after_expiry_on_the_masters_is_refused(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let first = c
+        .acquire(request("expiring", REQUEST_ID, 300))
+        .await
+        .expect("granted")
+        .into_inner()
+        .lock
+        .expect("a lock");
+    eventually(
+        Duration::from_secs(10),
+        "the keys expire on every master",
+        || async { h.holders("expiring", &first.token).await == 0 },
+    )
+    .await;
+    let status = extend(&mut c, &first, 10_000)
+        .await
+        .expect_err("expired on every master");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(!validate(&mut c, &first).await.expect("validate").held);
+    let again = acquire_as(&mut c, "expiring", REQUEST_ID)
+        .await
+        .expect("granted anew");
+    assert_eq!(again.token, first.token);
+    assert!(
+        again.fence > first.fence,
+        "{} <= {}",
+        again.fence,
+        first.fence
+    );
+    assert!(release(&mut c, &again).await.expect("release"));
 }
 
 /// A request id too short, too long or outside the alphabet:

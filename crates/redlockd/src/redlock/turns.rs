@@ -21,11 +21,14 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 /// next one with the same request id (and resource) start.
 pub(crate) type Turn = tokio::sync::OwnedMutexGuard<()>;
 
+/// One request id's turn: a fair (first come, first served) lock.
+type Slot = tokio::sync::Mutex<()>;
+
 /// The turn of each (resource, derived token) with an acquisition in
 /// progress. Entries live as long as someone holds or waits for the turn.
 #[derive(Default)]
 pub(crate) struct Turns {
-    slots: Mutex<HashMap<(String, Token), Weak<tokio::sync::Mutex<()>>>>,
+    slots: Mutex<HashMap<(String, Token), Weak<Slot>>>,
 }
 
 impl Turns {
@@ -35,7 +38,7 @@ impl Turns {
         self.slot(resource, token).lock_owned().await
     }
 
-    fn slot(&self, resource: &str, token: &Token) -> Arc<tokio::sync::Mutex<()>> {
+    fn slot(&self, resource: &str, token: &Token) -> Arc<Slot> {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         // Forget turns nobody holds or waits for any more: the map stays as
         // small as the acquisitions with a request id in progress.
@@ -44,7 +47,7 @@ impl Turns {
         if let Some(slot) = slots.get(&key).and_then(Weak::upgrade) {
             return slot;
         }
-        let slot = Arc::new(tokio::sync::Mutex::new(()));
+        let slot = Arc::new(Slot::new(()));
         slots.insert(key, Arc::downgrade(&slot));
         slot
     }
@@ -53,7 +56,10 @@ impl Turns {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        slots.values().filter(|slot| slot.strong_count() > 0).count()
+        slots
+            .values()
+            .filter(|slot| slot.strong_count() > 0)
+            .count()
     }
 }
 

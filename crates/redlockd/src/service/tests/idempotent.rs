@@ -114,7 +114,10 @@ fn late_request(d: &Daemon) -> Request<pb::AcquireRequest> {
 #[tokio::test(start_paused = true)]
 async fn a_late_grant_is_released_with_a_request_id_too() {
     let d = daemon_with(|c| c.server.deadline_reserve = MS(20));
-    refused(d.api.acquire(late_request(&d)).await, Code::DeadlineExceeded);
+    refused(
+        d.api.acquire(late_request(&d)).await,
+        Code::DeadlineExceeded,
+    );
     tokio::time::sleep(MS(300)).await;
     let holders: Vec<_> = d.fakes.iter().filter_map(|f| f.holder(&d.keys)).collect();
     assert!(holders.is_empty(), "left locked: {holders:?}");
@@ -146,7 +149,10 @@ async fn a_late_grant_is_released_with_a_request_id_too() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_right_after_deadline_exceeded_keeps_its_lock() {
     let d = daemon_with(|c| c.server.deadline_reserve = MS(20));
-    refused(d.api.acquire(late_request(&d)).await, Code::DeadlineExceeded);
+    refused(
+        d.api.acquire(late_request(&d)).await,
+        Code::DeadlineExceeded,
+    );
     let retry = lock_of(
         d.api
             .acquire(Request::new(with_id(REQUEST_ID, Duration::ZERO)))
