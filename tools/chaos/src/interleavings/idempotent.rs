@@ -24,8 +24,8 @@
 //! The replica runs with `server.deadline_reserve` = [`super::slow_link::RESERVE`].
 //!
 //! What it does not reach: with the daemon's turns disabled (the retry
-//! then overlapping the late grant's release), 4 runs of 10 s found no
-//! violation; the retry arrives after that release too often for the
+//! then overlapping the late grant's release), 2 runs of 10 s with these
+//! parameters (and 5 with earlier ones) found no violation; the retry arrives after that release too often for the
 //! race to show here. The turns are pinned by
 //! `service::tests::idempotent::a_retry_right_after_deadline_exceeded_keeps_its_lock`
 //! (fails without them) and by `tests/idempotent_acquire.rs`.
