@@ -39,6 +39,12 @@ if ! cmp -s proto/redlock/v1/lock.proto "$pkg/proto/redlock/v1/lock.proto"; then
   exit 1
 fi
 
+if ! cmp -s proto/redlock/v1/admin.proto "$pkg/proto/redlock/v1/admin.proto"; then
+  echo "check-node-client: clients/node/proto/redlock/v1/admin.proto differs from the contract; copy it:" >&2
+  echo "  cp proto/redlock/v1/admin.proto clients/node/proto/redlock/v1/admin.proto" >&2
+  exit 1
+fi
+
 echo "--- npm pack ships the sources, types and contract"
 packed="$(cd "$pkg" && timeout 120 npm pack --dry-run --json --loglevel=error)"
 for file in src/index.js src/index.d.ts proto/redlock/v1/lock.proto README.md package.json; do

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
-    let protos = [root.join("redlock/v1/lock.proto")];
+    let protos = [
+        root.join("redlock/v1/lock.proto"),
+        root.join("redlock/v1/admin.proto"),
+    ];
     println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(protos, [&root])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);

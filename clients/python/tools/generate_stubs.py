@@ -1,5 +1,5 @@
 """Regenerates the gRPC stubs checked into redlockd_client/_generated from
-the repository's proto/redlock/v1/lock.proto, so that users of the package
+the repository's proto/redlock/v1/lock.proto and admin.proto, so that users of the package
 need no protoc.
 
     python tools/generate_stubs.py          # rewrite the checked-in stubs
@@ -23,10 +23,9 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE = HERE.parent / "src" / "redlockd_client" / "_generated"
 PROTO_ROOT = HERE.parent.parent.parent / "proto"
-PROTO = "redlock/v1/lock.proto"
-FILES = ("lock_pb2.py", "lock_pb2.pyi", "lock_pb2_grpc.py")
-ABSOLUTE_IMPORT = "from redlock.v1 import lock_pb2 as"
-RELATIVE_IMPORT = "from . import lock_pb2 as"
+PROTOS = ("redlock/v1/lock.proto", "redlock/v1/admin.proto")
+MODULES = ("lock", "admin")
+FILES = tuple(f"{m}_pb2{ext}" for m in MODULES for ext in (".py", ".pyi", "_grpc.py"))
 
 
 def generate() -> dict[str, str]:
@@ -44,17 +43,21 @@ def generate() -> dict[str, str]:
                 f"--python_out={out}",
                 f"--pyi_out={out}",
                 f"--grpc_python_out={out}",
-                str(PROTO_ROOT / PROTO),
+                *(str(PROTO_ROOT / proto) for proto in PROTOS),
             ]
         )
         if status != 0:
-            raise SystemExit(f"protoc failed on {PROTO_ROOT / PROTO} ({status})")
+            raise SystemExit(f"protoc failed on {PROTOS} ({status})")
         generated = pathlib.Path(out) / "redlock" / "v1"
         stubs = {name: (generated / name).read_text() for name in FILES}
-    grpc_module = stubs["lock_pb2_grpc.py"]
-    if ABSOLUTE_IMPORT not in grpc_module:
-        raise SystemExit("protoc's service module no longer imports `redlock.v1.lock_pb2`")
-    stubs["lock_pb2_grpc.py"] = grpc_module.replace(ABSOLUTE_IMPORT, RELATIVE_IMPORT)
+    for module in MODULES:
+        absolute = f"from redlock.v1 import {module}_pb2 as"
+        grpc_module = stubs[f"{module}_pb2_grpc.py"]
+        if absolute not in grpc_module:
+            raise SystemExit(f"protoc's service module no longer imports `redlock.v1.{module}_pb2`")
+        stubs[f"{module}_pb2_grpc.py"] = grpc_module.replace(
+            absolute, f"from . import {module}_pb2 as"
+        )
     return stubs
 
 

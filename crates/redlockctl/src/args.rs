@@ -120,6 +120,36 @@ pub(crate) enum Cmd {
     /// trusted masters is up), 83 when NOT_SERVING, 89 when it cannot be
     /// reached. Made for container health checks and readiness scripts.
     Health(HealthArgs),
+    /// Who holds RESOURCE (owner, fence, when acquired, time left, unary or
+    /// Hold session and its replica), as a quorum of masters sees it.
+    /// Exits 0 if held, 82 if not. Needs the admin role (auth.admins).
+    Inspect(ResourceArg),
+    /// Every held lock whose resource starts with PREFIX (all without one),
+    /// one per line (tab-separated, with a header; --json: one object per
+    /// line). Needs the admin role.
+    List(ListArgs),
+    /// Release RESOURCE whoever holds it; a Hold session holding it is told
+    /// `lost`. Exits 0 if something was held, 82 if not. Needs the admin
+    /// role; the daemon logs who did it.
+    ForceRelease(ResourceArg),
+}
+
+/// The resource of an operator's call.
+#[derive(Debug, Args)]
+pub(crate) struct ResourceArg {
+    /// The resource.
+    pub resource: String,
+}
+
+/// `list`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only resources starting with this (glob characters match themselves).
+    #[arg(default_value = "")]
+    pub prefix: String,
+    /// Locks per call to the daemon (at most 1000; 0: the daemon's 100).
+    #[arg(long, default_value_t = 0)]
+    pub page_size: u32,
 }
 
 /// `health`'s arguments.

@@ -4,6 +4,7 @@
 use crate::args::SecurityArgs;
 use crate::error::{chain, CtlError};
 use crate::security::{self, Auth};
+use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use std::future::Future;
 use std::time::Duration;
@@ -17,6 +18,9 @@ pub(crate) type Connection = InterceptedService<Channel, Auth>;
 
 /// A gRPC client of the daemon.
 pub(crate) type Client = LockServiceClient<Connection>;
+
+/// A gRPC client of the daemon's `LockAdminService`.
+pub(crate) type AdminClient = LockAdminServiceClient<Connection>;
 
 /// Longest a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -80,6 +84,14 @@ impl Target {
     /// A new connection.
     pub(crate) async fn connect(&self) -> Result<Client, CtlError> {
         Ok(LockServiceClient::with_interceptor(
+            self.channel().await?,
+            self.auth.clone(),
+        ))
+    }
+
+    /// A new connection to the daemon's admin service.
+    pub(crate) async fn admin(&self) -> Result<AdminClient, CtlError> {
+        Ok(LockAdminServiceClient::with_interceptor(
             self.channel().await?,
             self.auth.clone(),
         ))

@@ -2,7 +2,8 @@
 //!
 //! `redlockctl run RESOURCE -- COMMAND...` holds a lock exactly as long as a
 //! command runs; `acquire`, `extend`, `release` and `validate` are the
-//! single calls. Every outcome has its own exit status (`exit.rs`).
+//! single calls; `inspect`, `list` and `force-release` the operator's
+//! (`admin`). Every outcome has its own exit status (`exit.rs`).
 //!
 //! Modules: `args` (the command line), `exit` (the exit-code table),
 //! `error` (what goes wrong, in words), `client` (reaching the daemon)
@@ -10,6 +11,7 @@
 //! `calls` (the single calls), `print` (their output), `run` with `lease`
 //! (keeping the lock), `child` (the command's process group) and `signals`.
 
+mod admin;
 mod args;
 mod calls;
 mod child;
@@ -63,5 +65,8 @@ async fn dispatch(cli: Cli) -> Result<Exit, CtlError> {
         Cmd::Release(args) => calls::release(&target, args, timeout, json).await,
         Cmd::Validate(args) => calls::validate(&target, args, timeout, json).await,
         Cmd::Health(args) => calls::health(&target, args, timeout, json).await,
+        Cmd::Inspect(args) => admin::inspect(&target, args, timeout, json).await,
+        Cmd::List(args) => admin::list(&target, args, timeout, json).await,
+        Cmd::ForceRelease(args) => admin::force_release(&target, args, timeout, json).await,
     }
 }

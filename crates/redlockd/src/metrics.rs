@@ -52,9 +52,12 @@ pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
+/// Locks released by an operator (`LockAdmin.ForceRelease`).
+pub(crate) const FORCE_RELEASES_TOTAL: &str = "redlock_force_releases_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
 /// reason (`unauthenticated`, `permission_denied`, `rate_limited`,
-/// `too_many_calls`): a misconfigured client or an attack shows here before
+/// `too_many_calls`, `unauthenticated_calls`: health or reflection calls past
+/// `limits.max_unauthenticated_calls`): a misconfigured client or an attack shows here before
 /// anyone reads the logs. Never labelled with a client, token or resource.
 pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 
@@ -76,7 +79,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 23] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 24] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -170,6 +173,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 23] = [
         "Session locks lost because an extension could not keep them.",
     ),
     (
+        FORCE_RELEASES_TOTAL,
+        Kind::Counter,
+        "Locks released by an operator through LockAdmin.ForceRelease (something was held).",
+    ),
+    (
         AUTH_DENIED_TOTAL,
         Kind::Counter,
         "Calls refused by authentication, namespaces or flood limits, by reason.",
@@ -236,6 +244,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     // Exported from the start at 0, so that an alert on its increase sees
     // the first loss (a counter that appears at 1 shows no increase).
     counter!(LOCKS_LOST_TOTAL).increment(0);
+    counter!(FORCE_RELEASES_TOTAL).increment(0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     process_collector().describe();
     *slot = Some(handle.clone());
@@ -333,6 +342,11 @@ pub(crate) fn session_delta(delta: f64) {
 /// A session's lock was lost.
 pub(crate) fn lock_lost() {
     counter!(LOCKS_LOST_TOTAL).increment(1);
+}
+
+/// An operator force-released a held lock.
+pub(crate) fn force_release() {
+    counter!(FORCE_RELEASES_TOTAL).increment(1);
 }
 
 /// The rate at which a master's clock drifts from ours.

@@ -11,6 +11,7 @@ use crate::node::quarantine::Peers;
 use crate::node::scripts::BatchScript;
 use crate::node::subscriber::Subscriptions;
 use crate::node::{FredNode, NodeSettings, NodeSetupError};
+use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
@@ -18,7 +19,7 @@ use crate::service::auth::Gatekeeper;
 use crate::service::drain;
 use crate::service::hold::Sessions;
 use crate::service::rate::ConnectionCalls;
-use crate::service::{request::Limits, LockApi};
+use crate::service::{request::Limits, AdminApi, LockApi};
 use crate::{health, metrics_endpoint};
 use futures::future::join_all;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -286,6 +287,19 @@ pub async fn run_draining(
     let sessions = Sessions::new(&config, phase);
     let mut open_sessions = sessions.open();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
+    let admin_service = LockAdminServiceServer::new(AdminApi::new(
+        engine.redlock.clone(),
+        Limits::from(&config.redlock),
+        gate.clone(),
+        sessions.registry(),
+    ))
+    .max_decoding_message_size(config.server.max_request_bytes);
+    let admin_service = {
+        let gate = gate.clone();
+        tonic::service::interceptor::InterceptedService::new(admin_service, move |request| {
+            gate.check(request)
+        })
+    };
     let api = Arc::new(LockApi::new(
         engine.redlock.clone(),
         Limits::from(&config.redlock),
@@ -357,11 +371,15 @@ pub async fn run_draining(
     let served = server
         // Streams of every service count toward their connection's
         // activity: the idle timeout never cuts an open stream.
-        .layer(StreamsLayer::new(gate.clone()))
+        .layer(StreamsLayer::new(
+            gate.clone(),
+            config.limits.max_unauthenticated_calls,
+        ))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(lock_service)
+        .add_service(admin_service)
         // Our own accept loop (`conn::accept`): the connection caps, a
         // paused accept on EMFILE instead of a spinning one, the idle
         // timeout, and TCP_NODELAY + keepalive on every accepted socket.

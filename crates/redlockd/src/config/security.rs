@@ -25,6 +25,11 @@ pub struct AuthConfig {
     /// or come over a connection whose verified client certificate names
     /// one of them (`certificate_san`).
     pub clients: Vec<ClientConfig>,
+    /// Names of clients (`auth.clients.name`) with the admin role: only
+    /// they may call `LockAdmin` (Inspect, List, ForceRelease) when
+    /// authentication is on. Empty (the default): nobody may. Without
+    /// authentication every caller may.
+    pub admins: Vec<String>,
 }
 
 /// One client identity: `[[auth.clients]]`. A client proves who it is in
@@ -53,6 +58,15 @@ pub struct ClientConfig {
     /// A call on any other resource gets PERMISSION_DENIED. `""` allows
     /// everything (an administrator).
     pub namespaces: Vec<String>,
+    /// This client's own `limits.max_sessions_per_identity`: a batch
+    /// service that holds many sessions can be given more than the
+    /// default share, a small one less. Unset: the default.
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+    /// This client's own `limits.max_waiters_per_identity`. Unset: the
+    /// default.
+    #[serde(default)]
+    pub max_waiters: Option<usize>,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -64,6 +78,8 @@ impl fmt::Debug for ClientConfig {
             .field("token_sha256", &self.token_sha256.as_ref().map(|_| "***"))
             .field("certificate_san", &self.certificate_san)
             .field("namespaces", &self.namespaces)
+            .field("max_sessions", &self.max_sessions)
+            .field("max_waiters", &self.max_waiters)
             .finish()
     }
 }
@@ -117,6 +133,16 @@ impl AuthConfig {
     /// Checks every client; `tls` is needed because certificate identities
     /// only exist under mutual TLS.
     pub(super) fn validate(&self, tls: &TlsConfig) -> Result<(), ConfigError> {
+        if let Some(unknown) = self
+            .admins
+            .iter()
+            .find(|name| !self.clients.iter().any(|c| &c.name == *name))
+        {
+            return Err(invalid(
+                "auth.admins",
+                format!("{unknown:?} is not the name of a client in auth.clients"),
+            ));
+        }
         for (i, client) in self.clients.iter().enumerate() {
             let name_ok = !client.name.is_empty()
                 && client.name.len() <= CLIENT_NAME_LIMIT
@@ -185,6 +211,20 @@ impl AuthConfig {
                     "auth.clients.namespaces",
                     format!("client {:?}: control characters", client.name),
                 ));
+            }
+            for (key, value) in [
+                ("auth.clients.max_sessions", client.max_sessions),
+                ("auth.clients.max_waiters", client.max_waiters),
+            ] {
+                if value == Some(0) {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "client {:?}: must be at least 1 (remove it for the default)",
+                            client.name
+                        ),
+                    ));
+                }
             }
         }
         Ok(())

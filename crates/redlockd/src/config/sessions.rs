@@ -54,6 +54,12 @@ pub struct LimitsConfig {
     /// Client connections open at once from one peer IP address. Keeps one
     /// host from taking every connection of `max_connections`.
     pub max_connections_per_peer: usize,
+    /// Calls open at once, all connections together, on the services that
+    /// sit outside authentication: health (its `Watch` streams stay open)
+    /// and reflection. Past it such a call gets RESOURCE_EXHAUSTED at once,
+    /// so that a flood of health watches cannot take the daemon's memory.
+    /// Lock calls never count here.
+    pub max_unauthenticated_calls: usize,
 }
 
 impl Default for LimitsConfig {
@@ -71,6 +77,7 @@ impl Default for LimitsConfig {
             max_queued_acquisitions: 20_000,
             max_connections: 10_000,
             max_connections_per_peer: 1_000,
+            max_unauthenticated_calls: 1_024,
         }
     }
 }
@@ -148,6 +155,10 @@ impl LimitsConfig {
             (
                 "limits.max_connections_per_peer",
                 self.max_connections_per_peer,
+            ),
+            (
+                "limits.max_unauthenticated_calls",
+                self.max_unauthenticated_calls,
             ),
         ] {
             if value == 0 {

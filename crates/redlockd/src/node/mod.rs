@@ -23,13 +23,15 @@ mod watch;
 pub use watch::mark_duplicates;
 
 use crate::redlock::fence::FenceRead;
-use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use crate::redlock::node::{Record, Seen};
+use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
 use batch::Batcher;
 use fred::clients::WithOptions;
 use fred::prelude::{
     Builder, Client, ClientLike, Config as FredConfig, ErrorKind, Options, ReconnectPolicy,
     TcpConfig, Value,
 };
+use fred::types::{ClusterHash, CustomCommand};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use quarantine::Peers;
@@ -271,6 +273,7 @@ impl Node for FredNode {
         fence: u64,
         fence_ttl: Duration,
         ttl: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         // A grant is being committed: no holder of it believes in it past
         // now + ttl (the attempt started earlier).
@@ -283,6 +286,8 @@ impl Node for FredNode {
                 Value::String(fence.to_string().into()),
                 millis(fence_ttl),
                 millis(ttl),
+                holder.owner.as_ref().into(),
+                holder.kind.as_ref().into(),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -367,6 +372,72 @@ impl Node for FredNode {
         }
         .boxed()
     }
+
+    fn inspect(&self, keys: &LockKeys) -> BoxFuture<'static, Result<Option<Seen>, NodeError>> {
+        let reply = self.run(
+            Op::Inspect,
+            vec![key(&keys.lock), key(&keys.fence)],
+            Vec::new(),
+        );
+        async move { seen(array(reply.await?)?) }.boxed()
+    }
+
+    fn scan(
+        &self,
+        pattern: &str,
+        cursor: u64,
+        count: usize,
+    ) -> BoxFuture<'static, Result<(u64, Vec<String>), NodeError>> {
+        // Not batched: SCAN names no key, and its work is bounded by COUNT.
+        let command = self.command.clone();
+        let down = self.state.is_down();
+        let args: Vec<Value> = vec![
+            cursor.to_string().into(),
+            "MATCH".into(),
+            pattern.into(),
+            "COUNT".into(),
+            Value::Integer(i64::try_from(count).unwrap_or(i64::MAX)),
+        ];
+        async move {
+            if down {
+                return Err(NodeError::Unavailable("master is down".into()));
+            }
+            let cmd = CustomCommand::new_static("SCAN", ClusterHash::FirstKey, false);
+            let reply: Value = command.custom(cmd, args).await.map_err(node_error)?;
+            match array(reply)?.as_slice() {
+                [next, Value::Array(found)] => Ok((
+                    unsigned(next)?,
+                    found.iter().filter_map(Value::as_string).collect(),
+                )),
+                other => Err(NodeError::Protocol(format!("scan: {other:?}"))),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// The inspect script's reply (see `scripts::INSPECT`) as a [`Seen`].
+fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
+    let text = |v: &Value| v.as_string().unwrap_or_default();
+    match fields.as_slice() {
+        [_] => Ok(None),
+        [token, pttl, holder, fence, owner, kind, at] => {
+            let token = text(token);
+            let record = (text(holder) == token && !text(fence).is_empty()).then(|| Record {
+                fence: text(fence).parse().unwrap_or(0),
+                owner: text(owner),
+                kind: text(kind),
+                at_micros: text(at).parse().unwrap_or(0),
+            });
+            Ok(Some(Seen {
+                token,
+                // -1 (no expiry: set by hand) reads as no time left.
+                pttl: Duration::from_millis(u64::try_from(integer(pttl)?).unwrap_or(0)),
+                record,
+            }))
+        }
+        _ => Err(NodeError::Protocol("inspect: unexpected reply".into())),
+    }
 }
 
 /// A master's name for logs and metrics: `host:port` from its URL, never the
@@ -422,6 +493,42 @@ fn unsigned(value: &Value) -> Result<u64, NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inspect script's replies: absent, held with this token's record,
+    /// held with another token's record (no record shown).
+    #[test]
+    fn inspect_replies() {
+        let s = |t: &str| Value::String(t.to_owned().into());
+        assert_eq!(seen(vec![s("")]).expect("absent"), None);
+        let held = seen(vec![
+            s("tok"),
+            Value::Integer(1500),
+            s("tok"),
+            s("42"),
+            s("cron"),
+            s("unary"),
+            s("1700000000000000"),
+        ])
+        .expect("held")
+        .expect("some");
+        assert_eq!(held.pttl, Duration::from_millis(1500));
+        let record = held.record.expect("this token's record");
+        assert_eq!((record.fence, record.owner.as_str()), (42, "cron"));
+        assert_eq!(record.at_micros, 1_700_000_000_000_000);
+        let other = seen(vec![
+            s("tok"),
+            Value::Integer(-1),
+            s("older"),
+            s("41"),
+            s(""),
+            s(""),
+            s(""),
+        ])
+        .expect("held")
+        .expect("some");
+        assert_eq!((other.record, other.pttl), (None, Duration::ZERO));
+        assert!(seen(vec![s("a"), s("b")]).is_err());
+    }
 
     /// Node names never carry credentials.
     #[test]

@@ -23,17 +23,20 @@ pub(crate) enum Op {
     Release = 5,
     /// [`CHECK`].
     Check = 6,
+    /// [`INSPECT`].
+    Inspect = 7,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 6] = [
+    pub(crate) const ALL: [Op; 7] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
         Op::Recreate,
         Op::Release,
         Op::Check,
+        Op::Inspect,
     ];
 
     /// A short fixed name for metrics.
@@ -45,6 +48,7 @@ impl Op {
             Op::Recreate => "recreate",
             Op::Release => "release",
             Op::Check => "check",
+            Op::Inspect => "inspect",
         }
     }
 
@@ -57,6 +61,7 @@ impl Op {
             Op::Recreate => RECREATE,
             Op::Release => RELEASE,
             Op::Check => CHECK,
+            Op::Inspect => INSPECT,
         }
     }
 }
@@ -159,19 +164,23 @@ end
 return {0, tostring(redis.call('PTTL', KEYS[1]))}
 "#;
 
-/// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms.
+/// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
+/// owner, kind.
 /// Only where the token still holds the lock: raise `max` to the fence,
-/// record the holder's fence, refresh the expiry, raise the horizon to the
+/// record the holder's fence, owner, session kind and the master's time of
+/// the commit (`at`, microseconds: when it was acquired, for `Inspect`),
+/// refresh the expiry, raise the horizon to the
 /// lock's ttl (a grant stands once a majority committed: see
-/// `super::horizon`). Returns 1 if done.
+/// `super::horizon`). Returns 1 if done. The owner rides on the commit
+/// that every grant sends anyway: no extra command, one HSET as before.
 pub(crate) const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 raise(ARGV[4])
 local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
 if tonumber(ARGV[2]) > max then
-  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2])
+  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros())
 else
-  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2])
+  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros())
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
@@ -226,6 +235,16 @@ return 0
 pub(crate) const CHECK: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
 return -3
+"#;
+
+/// KEYS: lock, fence. Read only: `{''}` when the lock key is absent, else
+/// `{token, pttl, holder, fence, owner, kind, at}` (the fence hash's fields,
+/// '' where absent), for `Inspect` and `List` (`crate::redlock::admin`).
+pub(crate) const INSPECT: &str = r#"
+local t = redis.call('GET', KEYS[1])
+if not t then return {''} end
+local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'owner', 'kind', 'at')
+return {t, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
 "#;
 
 /// The batch script, built and hashed once at start-up and shared by every

@@ -7,7 +7,9 @@ use super::fence::{self, FenceRead};
 use super::node::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
-use super::{validity, Deadline, Decision, Lock, LockError, Quorum, Redlock, Token, WakeWaiters};
+use super::{
+    validity, Deadline, Decision, Holder, Lock, LockError, Quorum, Redlock, Token, WakeWaiters,
+};
 use crate::metrics;
 use std::future::Future;
 use std::pin::Pin;
@@ -57,6 +59,16 @@ pub(crate) struct AttemptStats {
     pub contended: bool,
 }
 
+/// Whom an acquisition is for: the holder its grant records beside the
+/// token, and the token a request id fixes (none: a fresh one per attempt).
+#[derive(Clone, Copy)]
+pub(super) struct Claimant<'a> {
+    /// Owner and kind, recorded with the grant.
+    pub(super) holder: &'a Arc<Holder>,
+    /// The token derived from the request id, if any.
+    pub(super) fixed: Option<&'a Token>,
+}
+
 impl Redlock {
     /// How long a failed attempt waits for its cleanup release: until the
     /// attempt has used `node_timeout` in all, and at least a tenth of it.
@@ -81,13 +93,13 @@ impl Redlock {
     /// for that attempt's, so an Extend only ever reports the fence of the
     /// grant it extends.
     ///
-    /// With a request id (`fixed`, the token derived from it), every
+    /// With a request id (`who.fixed`, the token derived from it), every
     /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
     /// for why that stays sound.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
-        fixed: Option<&Token>,
+        who: Claimant<'_>,
         ttl: Duration,
         stats: &mut AttemptStats,
         front: bool,
@@ -100,7 +112,7 @@ impl Redlock {
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
             admitted = self.admission.acquisition() => admitted?,
         };
-        let token = match fixed {
+        let token = match who.fixed {
             Some(token) => token.clone(),
             None => Token::generate().map_err(LockError::from)?,
         };
@@ -111,7 +123,9 @@ impl Redlock {
             true => WakeWaiters::NotSelf,
             false => WakeWaiters::IfDeleted,
         };
-        let result = self.attempt_once(&subject, ttl, &admitted, cleanup).await;
+        let result = self
+            .attempt_once(&subject, ttl, who.holder, &admitted, cleanup)
+            .await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -129,6 +143,7 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
+        holder: &Arc<Holder>,
         admitted: &Admitted<'_>,
         cleanup: WakeWaiters,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
@@ -172,6 +187,7 @@ impl Redlock {
             fence,
             fence_ttl: self.settings.fence_ttl,
             ttl,
+            holder: Arc::clone(holder),
         };
         // To every master, not only those whose grant was counted: each
         // master has our SET before the commit (see `Node`), and commits only

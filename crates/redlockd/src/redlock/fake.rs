@@ -66,6 +66,9 @@ pub(crate) struct FenceHash {
     max: u64,
     holder: Option<String>,
     fence: Option<u64>,
+    /// The committed grant's owner and kind ([`super::Holder`]).
+    owner: String,
+    kind: String,
     expiry: Instant,
 }
 
@@ -255,7 +258,9 @@ impl Node for FakeNode {
         fence: u64,
         fence_ttl: Duration,
         _ttl: Duration,
+        holder: &super::Holder,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
+        let (owner, kind) = (holder.owner.to_string(), holder.kind.to_string());
         self.serve(Op::CommitFence, token, |state, now| {
             if !state.holds(keys, token) {
                 return (false, false);
@@ -264,8 +269,12 @@ impl Node for FakeNode {
                 max: 0,
                 holder: None,
                 fence: None,
+                owner: String::new(),
+                kind: String::new(),
                 expiry: now,
             });
+            hash.owner = owner;
+            hash.kind = kind;
             hash.max = hash.max.max(fence);
             hash.holder = Some(token.expose().to_owned());
             hash.fence = Some(fence);
@@ -346,6 +355,62 @@ impl Node for FakeNode {
                 .map(|(_, expiry)| whole_millis(*expiry - now));
             (pttl, pttl.is_some())
         })
+    }
+
+    /// Read only, answered at once (a `Slow` master's delay is not applied).
+    fn inspect(
+        &self,
+        keys: &LockKeys,
+    ) -> BoxFuture<'static, Result<Option<super::node::Seen>, NodeError>> {
+        if *self.behaviour.lock().expect("behaviour lock") == Behaviour::Down {
+            return future::ready(Err(NodeError::Unavailable(format!(
+                "{} is down",
+                self.name
+            ))))
+            .boxed();
+        }
+        let mut state = self.state();
+        let now = Instant::now();
+        state.purge(now);
+        let seen = state.locks.get(&keys.lock).map(|(token, expiry)| {
+            let record = state
+                .fences
+                .get(&keys.fence)
+                .filter(|hash| hash.holder.as_deref() == Some(token.as_str()))
+                .and_then(|hash| {
+                    Some(super::node::Record {
+                        fence: hash.fence?,
+                        owner: hash.owner.clone(),
+                        kind: hash.kind.clone(),
+                        at_micros: 0,
+                    })
+                });
+            super::node::Seen {
+                token: token.clone(),
+                pttl: whole_millis(*expiry - now),
+                record,
+            }
+        });
+        future::ready(Ok(seen)).boxed()
+    }
+
+    /// The whole keyspace in one step, filtered by a `prefix*` pattern only.
+    fn scan(
+        &self,
+        pattern: &str,
+        _cursor: u64,
+        _count: usize,
+    ) -> BoxFuture<'static, Result<(u64, Vec<String>), NodeError>> {
+        let prefix = pattern.trim_end_matches('*');
+        let mut state = self.state();
+        state.purge(Instant::now());
+        let keys = state
+            .locks
+            .keys()
+            .filter(|key| key.starts_with(prefix))
+            .cloned()
+            .collect();
+        future::ready(Ok((0, keys))).boxed()
     }
 }
 

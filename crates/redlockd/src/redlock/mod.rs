@@ -13,6 +13,7 @@
 //! resource, first come first served, woken by releases), [`session`]
 //! (keeping a lock alive), [`round`] (sending a command to the masters).
 
+pub(crate) mod admin;
 pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
@@ -38,6 +39,7 @@ pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
 
+pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
 pub use fence::FenceRead;
@@ -101,6 +103,55 @@ pub struct Lock {
     pub deadline: Deadline,
 }
 
+/// Who a grant is for: written beside its token by the fence commit
+/// ([`Node::commit_fence`]), shown by `Inspect` and `List`. Never a metric
+/// label, never logged with the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The caller's `owner` label (validated at the door: bounded, no
+    /// control characters; may be empty).
+    pub owner: Arc<str>,
+    /// `unary`, or `hold:<replica>` for a `Hold` session on that replica.
+    pub kind: Arc<str>,
+}
+
+impl Holder {
+    /// A unary Acquire's holder.
+    pub fn unary(owner: &str) -> Holder {
+        Holder {
+            owner: owner.into(),
+            kind: "unary".into(),
+        }
+    }
+
+    /// A `Hold` session's holder on replica `replica`.
+    pub fn session(owner: &str, replica: &str) -> Holder {
+        Holder {
+            owner: owner.into(),
+            kind: format!("hold:{replica}").into(),
+        }
+    }
+}
+
+impl Default for Holder {
+    fn default() -> Holder {
+        Holder::unary("")
+    }
+}
+
+/// This replica's name in session records: the host's name and the
+/// process id, enough for an operator to find the daemon that holds a
+/// session (the issue leaves the naming open).
+fn replica_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    format!("{host}/{}", std::process::id())
+}
+
 /// When a release wakes this replica's waiters of the resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WakeWaiters {
@@ -138,6 +189,8 @@ pub struct Redlock {
     recreations: Arc<recreate::Recreations>,
     /// One acquisition at a time per request id (see [`turns`]).
     turns: turns::Turns,
+    /// This replica's name in session records ([`Holder::session`]).
+    replica: String,
 }
 
 impl Redlock {
@@ -159,12 +212,18 @@ impl Redlock {
             suspends: tokio::sync::watch::channel(0).0,
             recreations: Arc::default(),
             turns: turns::Turns::default(),
+            replica: replica_name(),
         })
     }
 
     /// The quorum this engine needs.
     pub fn quorum(&self) -> Quorum {
         self.quorum
+    }
+
+    /// This replica's name, as session records carry it.
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// The engine's tunables.

@@ -16,6 +16,7 @@
 use super::fence::FenceRead;
 use super::keys::LockKeys;
 use super::token::Token;
+use super::Holder;
 use super::NodeError;
 use futures::future::BoxFuture;
 use std::time::Duration;
@@ -45,6 +46,43 @@ pub enum ExtendVote {
     NotHeld,
     /// The key is gone here (the master restarted and lost it, or it expired).
     Missing,
+}
+
+/// What one master keeps of a resource's lock, as the inspect script reads
+/// it (`crate::node::scripts::INSPECT`): for the operator's view only
+/// ([`super::admin`]); the token never leaves the daemon.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The token in the lock key.
+    pub token: String,
+    /// The lock key's remaining time to live.
+    pub pttl: Duration,
+    /// The fence hash's record of the latest commit, when it is this
+    /// token's (absent: the record is another token's, or gone).
+    pub record: Option<Record>,
+}
+
+/// The fence hash's record of a grant: what its commit wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The grant's fence.
+    pub fence: u64,
+    /// The caller's `owner` label.
+    pub owner: String,
+    /// `unary`, or `hold:<replica>` for a session.
+    pub kind: String,
+    /// The master's clock at the commit, microseconds since the Unix epoch.
+    pub at_micros: u64,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("token", &"<redacted>")
+            .field("pttl", &self.pttl)
+            .field("record", &self.record)
+            .finish()
+    }
 }
 
 /// A Valkey/Redis master as the Redlock algorithm sees it.
@@ -83,7 +121,8 @@ pub trait Node: Send + Sync {
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
     /// refreshes the fence hash's expiry, only if `token` holds the lock
-    /// here. Returns whether it did. `ttl` is the lock's: a grant stands
+    /// here, with the holder's `owner` and `kind` (see [`Record`]).
+    /// Returns whether it did. `ttl` is the lock's: a grant stands
     /// only once a majority committed, so this is where a master learns
     /// that a lock was granted and how long it can live (the restart
     /// quarantine's horizon, `crate::node::horizon`).
@@ -94,6 +133,7 @@ pub trait Node: Send + Sync {
         fence: u64,
         fence_ttl: Duration,
         ttl: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-PEXPIRE: resets the lock's expiry to `ttl` (and the fence
@@ -131,4 +171,17 @@ pub trait Node: Send + Sync {
         keys: &LockKeys,
         token: &Token,
     ) -> BoxFuture<'static, Result<Option<Duration>, NodeError>>;
+
+    /// What this master keeps of the resource's lock, whoever holds it
+    /// (`None`: no lock key). Read only.
+    fn inspect(&self, keys: &LockKeys) -> BoxFuture<'static, Result<Option<Seen>, NodeError>>;
+
+    /// One `SCAN cursor MATCH pattern COUNT count` step: the next cursor (0
+    /// when done) and the keys found. Never `KEYS`.
+    fn scan(
+        &self,
+        pattern: &str,
+        cursor: u64,
+        count: usize,
+    ) -> BoxFuture<'static, Result<(u64, Vec<String>), NodeError>>;
 }

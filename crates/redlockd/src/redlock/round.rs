@@ -70,6 +70,8 @@ pub(crate) enum Command {
         fence_ttl: Duration,
         /// The lock's ttl.
         ttl: Duration,
+        /// Who the grant is for.
+        holder: Arc<super::Holder>,
     },
     /// See [`Node::extend`].
     Extend {
@@ -125,9 +127,10 @@ impl Command {
                 fence,
                 fence_ttl,
                 ttl,
+                holder,
             } => tagged(
                 index,
-                node.commit_fence(keys, token, *fence, *fence_ttl, *ttl),
+                node.commit_fence(keys, token, *fence, *fence_ttl, *ttl, holder),
                 Reply::Committed,
             ),
             Command::Extend { ttl, fence_ttl } => tagged(

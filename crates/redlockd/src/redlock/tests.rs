@@ -751,9 +751,10 @@ impl Node for Far {
         fence: u64,
         fence_ttl: Duration,
         ttl: Duration,
+        holder: &Holder,
     ) -> futures::future::BoxFuture<'static, Result<bool, NodeError>> {
-        let (keys, token) = (keys.clone(), token.clone());
-        self.late(move |n| n.commit_fence(&keys, &token, fence, fence_ttl, ttl))
+        let (keys, token, holder) = (keys.clone(), token.clone(), holder.clone());
+        self.late(move |n| n.commit_fence(&keys, &token, fence, fence_ttl, ttl, &holder))
     }
     fn extend(
         &self,
@@ -790,6 +791,22 @@ impl Node for Far {
     ) -> futures::future::BoxFuture<'static, Result<Option<Duration>, NodeError>> {
         let (keys, token) = (keys.clone(), token.clone());
         self.late(move |n| n.check(&keys, &token))
+    }
+    fn inspect(
+        &self,
+        keys: &LockKeys,
+    ) -> futures::future::BoxFuture<'static, Result<Option<node::Seen>, NodeError>> {
+        let keys = keys.clone();
+        self.late(move |n| n.inspect(&keys))
+    }
+    fn scan(
+        &self,
+        pattern: &str,
+        cursor: u64,
+        count: usize,
+    ) -> futures::future::BoxFuture<'static, Result<(u64, Vec<String>), NodeError>> {
+        let pattern = pattern.to_owned();
+        self.late(move |n| n.scan(&pattern, cursor, count))
     }
 }
 

@@ -20,11 +20,11 @@
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
 
-use super::attempt::{AttemptStats, Failure};
+use super::attempt::{AttemptStats, Claimant, Failure};
 use super::retry;
 use super::turns::Turn;
 use super::waiters::Wake;
-use super::{Lock, LockError, Redlock, RequestId, Token};
+use super::{Holder, Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -45,7 +45,8 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock, LockError> {
-        self.acquire_until_stopped(resource, None, ttl, wait, std::future::pending())
+        let holder = Arc::new(Holder::default());
+        self.acquire_until_stopped(resource, None, ttl, wait, &holder, std::future::pending())
             .await
     }
 
@@ -59,11 +60,12 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> DetachedAcquire {
-        self.acquire_detached_as(resource, None, ttl, wait)
+        self.acquire_detached_as(resource, None, ttl, wait, Holder::default())
     }
 
-    /// [`Redlock::acquire_detached`], idempotent when `request_id` is given
-    /// (`AcquireRequest.request_id`, issue 22).
+    /// [`Redlock::acquire_detached`] for `holder`, whose owner and kind the
+    /// grant records beside its token; idempotent when `request_id` is
+    /// given (`AcquireRequest.request_id`, issue 22).
     ///
     /// The lock's token is then [`Token::derive`]d from the request id and
     /// the resource, and:
@@ -128,9 +130,11 @@ impl Redlock {
         request_id: Option<&RequestId>,
         ttl: Duration,
         wait: Duration,
+        holder: Holder,
     ) -> DetachedAcquire {
         let fixed = request_id.map(|id| Token::derive(id, &resource));
         let engine = Arc::clone(self);
+        let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let turn = match &fixed {
@@ -141,7 +145,14 @@ impl Redlock {
                 None => None,
             };
             let result = engine
-                .acquire_until_stopped(&resource, fixed.as_ref(), ttl, wait, answer.closed())
+                .acquire_until_stopped(
+                    &resource,
+                    fixed.as_ref(),
+                    ttl,
+                    wait,
+                    &holder,
+                    answer.closed(),
+                )
                 .await;
             // The turn goes with the answer: released by whoever settles
             // the grant (the caller receiving it, or the orphan's release).
@@ -178,9 +189,11 @@ impl Redlock {
         fixed: Option<&Token>,
         ttl: Duration,
         wait: Duration,
+        holder: &Arc<Holder>,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
+        let who = Claimant { holder, fixed };
         let wait = match fixed {
             Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
                 Resumed::Held(lock) => return Ok(lock),
@@ -190,17 +203,17 @@ impl Redlock {
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            self.attempt(resource, fixed, ttl, &mut stats, false, stop)
+            self.attempt(resource, who, ttl, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, fixed, ttl, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, who, ttl, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(resource, fixed, ttl, give_up_at, stop, &mut stats)
+                self.poll(resource, who, ttl, give_up_at, stop, &mut stats)
                     .await
             };
             metrics::waited(started.elapsed());
@@ -258,7 +271,7 @@ impl Redlock {
     async fn wait_in_queue(
         &self,
         resource: &str,
-        fixed: Option<&Token>,
+        who: Claimant<'_>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -276,7 +289,7 @@ impl Redlock {
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
                 match self
-                    .attempt(resource, fixed, ttl, stats, true, stop.as_mut())
+                    .attempt(resource, who, ttl, stats, true, stop.as_mut())
                     .await
                 {
                     Ok(granted) => {
@@ -321,7 +334,7 @@ impl Redlock {
     async fn poll(
         &self,
         resource: &str,
-        fixed: Option<&Token>,
+        who: Claimant<'_>,
         ttl: Duration,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
@@ -331,7 +344,7 @@ impl Redlock {
         loop {
             let started = Instant::now();
             let failure = match self
-                .attempt(resource, fixed, ttl, stats, false, stop.as_mut())
+                .attempt(resource, who, ttl, stats, false, stop.as_mut())
                 .await
             {
                 Ok(granted) => return Ok(granted),

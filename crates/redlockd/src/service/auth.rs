@@ -47,6 +47,12 @@ pub enum Denied {
         /// The identity's configured short name.
         client: String,
     },
+    /// The identity lacks the admin role `LockAdmin` needs.
+    #[error("client {client:?} has no admin role (auth.admins); LockAdmin needs one")]
+    NotAdmin {
+        /// The identity's configured short name.
+        client: String,
+    },
     /// The identity's token bucket is empty.
     #[error("rate limit of {client:?} exceeded (limits.rate_per_second = {rate}); retry later")]
     RateLimited {
@@ -82,7 +88,7 @@ impl Denied {
     pub fn reason(&self) -> &'static str {
         match self {
             Denied::NoCredentials | Denied::BadCredentials => "unauthenticated",
-            Denied::OutsideNamespaces { .. } => "permission_denied",
+            Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => "permission_denied",
             Denied::RateLimited { .. } => "rate_limited",
             Denied::TooManyCalls { .. } => "too_many_calls",
             Denied::IdentityQuota { .. } => "identity_quota",
@@ -111,6 +117,8 @@ pub struct Identity {
     pub name: Arc<str>,
     /// Resource prefixes it may use; `None`: every resource.
     namespaces: Option<Arc<[String]>>,
+    /// Whether it may call `LockAdmin` (`auth.admins`).
+    admin: bool,
 }
 
 impl Identity {
@@ -119,6 +127,7 @@ impl Identity {
         Identity {
             name: Arc::from("anonymous"),
             namespaces: None,
+            admin: true,
         }
     }
 
@@ -128,6 +137,27 @@ impl Identity {
         Identity {
             name: Arc::from(name),
             namespaces: Some(namespaces.into()),
+            admin: false,
+        }
+    }
+
+    /// This identity with the admin role (`auth.admins`).
+    pub fn as_admin(self) -> Identity {
+        Identity {
+            admin: true,
+            ..self
+        }
+    }
+
+    /// Whether this identity may call `LockAdmin`: an admin, or anyone
+    /// when authentication is off.
+    pub fn permit_admin(&self) -> Result<(), Denied> {
+        match self.admin {
+            true => Ok(()),
+            false => Err(Denied::NotAdmin {
+                client: self.name.to_string(),
+            }
+            .counted()),
         }
     }
 
@@ -193,9 +223,14 @@ impl Gatekeeper {
                     (None, Some(san)) => Credential::CertificateSan(san.clone()),
                     _ => return None,
                 };
+                let identity = Identity::with_namespaces(&c.name, c.namespaces.clone());
+                let identity = match auth.admins.contains(&c.name) {
+                    true => identity.as_admin(),
+                    false => identity,
+                };
                 Some(Client {
                     credential,
-                    identity: Identity::with_namespaces(&c.name, c.namespaces.clone()),
+                    identity,
                 })
             })
             .collect();
@@ -402,7 +437,10 @@ mod tests {
 
     fn keeper() -> Gatekeeper {
         let auth = AuthConfig {
+            admins: Vec::new(),
             clients: vec![ClientConfig {
+                max_sessions: None,
+                max_waiters: None,
                 name: "orders".into(),
                 token_sha256: Some(token_sha256("secret-orders")),
                 certificate_san: None,
@@ -463,16 +501,21 @@ mod tests {
     #[test]
     fn certificate_identities() {
         let client = |name: &str, san: &str| ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: name.into(),
             token_sha256: None,
             certificate_san: Some(san.into()),
             namespaces: vec![format!("{name}/")],
         };
         let auth = AuthConfig {
+            admins: Vec::new(),
             clients: vec![
                 client("jobs", "jobs.clients.test"),
                 client("batch", "spiffe://example.test/batch"),
                 ClientConfig {
+                    max_sessions: None,
+                    max_waiters: None,
                     name: "orders".into(),
                     token_sha256: Some(token_sha256("secret-orders")),
                     certificate_san: None,

@@ -20,14 +20,20 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Draining, Event, Lost, Released};
 use crate::pb::hold_request::Request as HoldRequest;
-use crate::redlock::{validity, HoldEnd, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Holder, Lock, Redlock, Token};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
+
+/// The `lost` reason of a session whose lock an operator force-released.
+pub(crate) const RELEASED_BY_OPERATOR: &str = "released by an operator";
 
 /// Events buffered per session when the client reads slowly.
 const EVENT_BUFFER: usize = 8;
@@ -48,10 +54,77 @@ pub struct Sessions {
     max: usize,
     open: Arc<watch::Sender<usize>>,
     drain: Drain,
+    registry: SessionRegistry,
     /// `limits.max_sessions_per_identity`.
     per_identity: Quota,
     /// `limits.max_waiters_per_identity`, for Acquire and Hold alike.
     waiters: Quota,
+}
+
+/// The clients of `[auth]` that set their own quota (`pick`), by name: the
+/// quota key of an authenticated caller (`auth::QuotaKey`).
+fn own_quotas(
+    config: &Config,
+    pick: impl Fn(&crate::config::ClientConfig) -> Option<usize>,
+) -> std::collections::HashMap<Arc<str>, usize> {
+    config
+        .auth
+        .clients
+        .iter()
+        .filter_map(|c| Some((Arc::from(c.name.as_str()), pick(c)?)))
+        .collect()
+}
+
+/// This replica's Hold sessions by their lock's token, so that
+/// `LockAdmin.ForceRelease` can end the one holding a lock at once.
+#[derive(Clone, Default)]
+pub struct SessionRegistry {
+    by_token: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+impl SessionRegistry {
+    /// Ends the session holding `token`, if it runs here: it tells its
+    /// client `lost` ("released by an operator"). Returns whether one did.
+    pub(crate) fn end(&self, token: &Token) -> bool {
+        let by_token = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
+        match by_token.get(token.expose()) {
+            Some(ending) => {
+                ending.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn register(&self, token: &Token) -> Registered {
+        let ending = Arc::new(Notify::new());
+        self.by_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token.expose().to_owned(), Arc::clone(&ending));
+        Registered {
+            registry: self.clone(),
+            token: token.expose().to_owned(),
+            ending,
+        }
+    }
+}
+
+/// A session's entry in the [`SessionRegistry`], removed when dropped.
+struct Registered {
+    registry: SessionRegistry,
+    token: String,
+    ending: Arc<Notify>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry
+            .by_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.token);
+    }
 }
 
 impl Sessions {
@@ -66,9 +139,21 @@ impl Sessions {
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
             drain,
-            per_identity: Quota::new(config.limits.max_sessions_per_identity),
-            waiters: Quota::new(config.limits.max_waiters_per_identity),
+            per_identity: Quota::with_own(
+                config.limits.max_sessions_per_identity,
+                own_quotas(config, |c| c.max_sessions),
+            ),
+            waiters: Quota::with_own(
+                config.limits.max_waiters_per_identity,
+                own_quotas(config, |c| c.max_waiters),
+            ),
+            registry: SessionRegistry::default(),
         }
+    }
+
+    /// The sessions of this replica, for `LockAdmin.ForceRelease`.
+    pub fn registry(&self) -> SessionRegistry {
+        self.registry.clone()
     }
 
     /// A place among `key`'s waiters when the acquisition may wait
@@ -247,6 +332,7 @@ impl LockApi {
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
         let session = Session {
             engine: Arc::clone(&self.engine),
+            registry: self.sessions.registry(),
             args,
             incoming,
             events,
@@ -266,6 +352,7 @@ impl LockApi {
 
 struct Session {
     engine: Arc<Redlock>,
+    registry: SessionRegistry,
     args: AcquireArgs,
     incoming: Streaming<pb::HoldRequest>,
     events: mpsc::Sender<Outgoing>,
@@ -318,16 +405,24 @@ impl Session {
             return;
         }
         let mut client_end = None;
+        let mut forced = false;
+        let registered = self.registry.register(&lock.token);
         let events = self.events.clone();
         let until = {
             let incoming = &mut self.incoming;
             let drain = &self.drain;
             let client_end = &mut client_end;
+            let forced = &mut forced;
+            let ending = &registered.ending;
             let events = &events;
             async move {
                 let mut told = false;
                 loop {
                     tokio::select! {
+                        () = ending.notified() => {
+                            *forced = true;
+                            return;
+                        }
                         end = next_end(incoming) => {
                             *client_end = Some(end);
                             return;
@@ -350,7 +445,18 @@ impl Session {
                 let _ = events.try_send(Box::new(Ok(event(Event::Extended(lock.clone().into())))));
             })
             .await;
+        drop(registered);
         match end {
+            HoldEnd::Stopped if forced => {
+                // Released already, by the operator's ForceRelease.
+                metrics::lock_lost();
+                tracing::warn!(rpc = "Hold", resource = %lock.resource, "session ended: released by an operator");
+                let _ = self
+                    .send(Event::Lost(Lost {
+                        reason: RELEASED_BY_OPERATOR.into(),
+                    }))
+                    .await;
+            }
             HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {
                 metrics::lock_lost();
@@ -375,11 +481,13 @@ impl Session {
     /// first (the detached acquisition then releases whatever it gets).
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
+        let holder = Holder::session(&args.owner, self.engine.replica());
         let acquisition = self.engine.acquire_detached_as(
             args.resource.clone(),
             args.request_id.as_ref(),
             args.ttl,
             args.wait,
+            holder,
         );
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),

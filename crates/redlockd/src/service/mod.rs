@@ -2,13 +2,16 @@
 //! ([`request`]), calls the engine, and maps the outcome ([`status`]).
 //! No lock logic lives here.
 
+pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
 pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
 
+pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
+pub use hold::SessionRegistry;
 pub use request::Limits;
 #[cfg(test)]
 mod props;
@@ -22,7 +25,7 @@ mod tests;
 use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
-use crate::redlock::{Lock, LockError, Redlock};
+use crate::redlock::{Holder, Lock, LockError, Redlock};
 use auth::{Denied, Gatekeeper};
 use rate::{CallSlot, ConnectionCalls};
 use std::future::Future;
@@ -263,6 +266,7 @@ impl LockApi {
         args: request::AcquireArgs,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
+        let holder = Holder::unary(&args.owner);
         let request::AcquireArgs {
             resource,
             ttl,
@@ -273,7 +277,7 @@ impl LockApi {
         let Some(deadline) = deadline else {
             return self
                 .engine
-                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait)
+                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder)
                 .await;
         };
         let now = Instant::now();
@@ -293,9 +297,9 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt = self
-            .engine
-            .acquire_detached_as(resource, request_id.as_ref(), ttl, wait);
+        let attempt =
+            self.engine
+                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {

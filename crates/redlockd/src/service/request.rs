@@ -19,7 +19,7 @@ pub struct InvalidRequest {
     pub reason: String,
 }
 
-fn invalid(field: &'static str, reason: impl Into<String>) -> InvalidRequest {
+pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> InvalidRequest {
     InvalidRequest {
         field,
         reason: reason.into(),
@@ -128,7 +128,7 @@ impl Limits {
         })
     }
 
-    fn resource(&self, resource: String) -> Result<String, InvalidRequest> {
+    pub(crate) fn resource(&self, resource: String) -> Result<String, InvalidRequest> {
         if resource.is_empty() {
             return Err(invalid("resource", "must not be empty"));
         }

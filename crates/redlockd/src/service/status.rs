@@ -40,7 +40,7 @@ impl From<LockError> for Status {
 pub(crate) fn denied_code(denied: &Denied) -> Code {
     match denied {
         Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
-        Denied::OutsideNamespaces { .. } => Code::PermissionDenied,
+        Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => Code::PermissionDenied,
         Denied::RateLimited { .. } | Denied::TooManyCalls { .. } | Denied::IdentityQuota { .. } => {
             Code::ResourceExhausted
         }

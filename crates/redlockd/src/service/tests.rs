@@ -93,7 +93,10 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
 /// `orders/`.
 fn with_auth(config: &mut Config) {
     config.auth = AuthConfig {
+        admins: Vec::new(),
         clients: vec![ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "orders".into(),
             token_sha256: Some(token_sha256(TOKEN)),
             certificate_san: None,

@@ -371,6 +371,8 @@ fn plaintext_shared_password_and_weak_token_warned() {
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 
     c.auth.clients = vec![crate::config::ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: "weak".into(),
         token_sha256: Some(hex::encode(Sha256::digest(b"password"))),
         certificate_san: None,
@@ -389,10 +391,13 @@ fn plaintext_shared_password_and_weak_token_warned() {
 #[test]
 fn connection_and_quota_bounds_name_their_key() {
     type Breaks = fn(&mut Config);
-    let cases: [(&str, Breaks); 7] = [
+    let cases: [(&str, Breaks); 8] = [
         ("limits.max_connections", |c| c.limits.max_connections = 0),
         ("limits.max_connections_per_peer", |c| {
             c.limits.max_connections_per_peer = 0
+        }),
+        ("limits.max_unauthenticated_calls", |c| {
+            c.limits.max_unauthenticated_calls = 0
         }),
         ("limits.max_sessions_per_identity", |c| {
             c.limits.max_sessions_per_identity = 0
