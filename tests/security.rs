@@ -71,6 +71,7 @@ fn acquire_req(resource: &str) -> pb::AcquireRequest {
         ttl: ms(5_000),
         wait: None,
         owner: "security-test".into(),
+        request_id: String::new(),
     }
 }
 

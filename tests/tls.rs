@@ -266,6 +266,7 @@ async fn certificate_identities() {
         ttl: ms(5_000),
         wait: None,
         owner: "tls-test".into(),
+        request_id: String::new(),
     });
     request.metadata_mut().insert(
         "authorization",

@@ -97,9 +97,10 @@ class AsyncClient:
         owner: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
+        request_id: Optional[str] = None,
     ) -> Lock:
         """As :meth:`Client.acquire`."""
-        request = acquire_request(resource, ttl, wait, owner)
+        request = acquire_request(resource, ttl, wait, owner, request_id)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(

@@ -34,6 +34,7 @@ pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 pub(crate) mod token;
+pub(crate) mod turns;
 pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
@@ -47,7 +48,7 @@ pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
-pub use token::{Token, TokenError};
+pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
@@ -159,6 +160,13 @@ enum WakeWaiters {
     /// The cleanup of a failed attempt: only if it deleted anything, with
     /// the tie-breaking jitter (another replica may be competing).
     IfDeleted,
+    /// The cleanup of the front waiter's own failed attempt: the only
+    /// local waiter it could wake is the attempter itself, which chooses
+    /// its own pause (see [`wait`]). Waking it made a waiter whose attempt
+    /// won a master or two retry every round, for the whole wait. The
+    /// notice is marked seen, so its echo from the masters' channel does
+    /// not wake it either; other replicas still hear it.
+    NotSelf,
 }
 
 /// The engine refuses to exist without masters.
@@ -179,6 +187,8 @@ pub struct Redlock {
     suspends: tokio::sync::watch::Sender<u32>,
     /// Re-creations of lost keys in progress, which a release cancels.
     recreations: Arc<recreate::Recreations>,
+    /// One acquisition at a time per request id (see [`turns`]).
+    turns: turns::Turns,
     /// This replica's name in session records ([`Holder::session`]).
     replica: String,
 }
@@ -201,6 +211,7 @@ impl Redlock {
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
             recreations: Arc::default(),
+            turns: turns::Turns::default(),
             replica: replica_name(),
         })
     }
@@ -449,6 +460,11 @@ impl Redlock {
         .await;
         if wake == WakeWaiters::IfDeleted && tally.yes() > 0 {
             self.wake_waiters(&notice, false);
+        }
+        if wake == WakeWaiters::NotSelf {
+            if let Ok(mut seen) = self.seen_notices.lock() {
+                seen.first_sighting(notice.id);
+            }
         }
         tally
     }

@@ -482,9 +482,13 @@ impl Session {
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
         let holder = Holder::session(&args.owner, self.engine.replica());
-        let acquisition =
-            self.engine
-                .acquire_detached_as(args.resource.clone(), args.ttl, args.wait, holder);
+        let acquisition = self.engine.acquire_detached_as(
+            args.resource.clone(),
+            args.request_id.as_ref(),
+            args.ttl,
+            args.wait,
+            holder,
+        );
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,

@@ -50,7 +50,7 @@ proptest! {
     fn acquire_validates_or_names_a_field(
         resource in text(), ttl in duration(), wait in duration(), owner in text(),
     ) {
-        let request = pb::AcquireRequest { resource, ttl, wait, owner };
+        let request = pb::AcquireRequest { resource, ttl, wait, owner, request_id: String::new() };
         match limits().acquire(request) {
             Ok(args) => {
                 prop_assert!(!args.resource.is_empty() && args.resource.len() <= 64);

@@ -3,7 +3,7 @@
 
 use crate::config::RedlockConfig;
 use crate::pb;
-use crate::redlock::{Token, TokenError};
+use crate::redlock::{RequestId, Token, TokenError};
 use std::time::Duration;
 
 /// Longest accepted `owner` (it is only a label for logs).
@@ -61,6 +61,9 @@ pub struct AcquireArgs {
     pub wait: Duration,
     /// The caller's free-form label (may be empty).
     pub owner: String,
+    /// The idempotency key, if the caller sent one (see
+    /// [`crate::redlock::Redlock::acquire_detached_as`]).
+    pub request_id: Option<RequestId>,
 }
 
 /// A valid Extend.
@@ -95,7 +98,12 @@ impl Limits {
         if request.owner.chars().any(char::is_control) {
             return Err(invalid("owner", "contains control characters"));
         }
+        let request_id = match request.request_id.as_str() {
+            "" => None,
+            text => Some(RequestId::parse(text).map_err(|e| invalid("request_id", e.to_string()))?),
+        };
         Ok(AcquireArgs {
+            request_id,
             ttl: self.ttl("ttl", request.ttl)?,
             wait: self.wait(request.wait)?,
             resource: self.resource(request.resource)?,
@@ -213,6 +221,7 @@ mod tests {
             ttl,
             wait,
             owner: String::new(),
+            request_id: String::new(),
         })
     }
 

@@ -39,6 +39,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
 
 mod draining;
+mod idempotent;
 mod lost;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -114,6 +115,7 @@ fn acquire(resource: &str, ttl: Duration, wait: Duration) -> pb::AcquireRequest 
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "handler-test".into(),
+        request_id: String::new(),
     }
 }
 
