@@ -18,7 +18,7 @@ fn ms(n: u64) -> Duration {
 /// `validity`, critical section until `released` where the Release (was_held
 /// = `held`) is sent; answered 1 ms later.
 fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released: u64) -> Grant {
-    let window = Window::of_call(ms(received), ms(validity));
+    let window = Window::of_call(ms(sent), ms(received), ms(validity));
     Grant {
         id,
         resource: RESOURCE.to_owned(),
@@ -87,6 +87,43 @@ fn overlapping_windows() {
     );
     assert_eq!(findings.count(Check::CriticalSections), 1);
     assert_eq!(findings.count(Check::FenceOrder), 0);
+}
+
+/// A client starved between the daemon's answer and its own reading of it
+/// (answered at about 0 ms, read at 450 ms): its window is counted from
+/// when it sent the Acquire, so it ends at 500 ms, before the next holder's
+/// grant at 515 ms. Counted from receipt it would run to 950 ms and the
+/// checker would report an overlap that never happened.
+#[test]
+fn starved_client_window_ends_at_send_plus_validity() {
+    let mut starved = grant(1, 10, 0, 450, 500, 600);
+    starved.release = None;
+    assert_eq!(
+        starved.windows[0],
+        Window {
+            start: ms(450),
+            end: ms(500)
+        }
+    );
+    let findings = run(vec![starved, grant(2, 11, 510, 515, 500, 520)]);
+    only(&findings, Check::Overlap, 0);
+}
+
+/// Counted from the send, a genuine overlap is still found: a waiter sent
+/// its Acquire early (1 ms), was granted at 250 ms with 480 ms left while
+/// the holder (window from 2 ms, Release at 300 ms) still held the lock.
+#[test]
+fn send_anchored_windows_still_overlap() {
+    let findings = run(vec![
+        grant(1, 10, 0, 2, 500, 300),
+        grant(2, 11, 1, 250, 480, 260),
+    ]);
+    assert_eq!(
+        findings.count(Check::Overlap),
+        1,
+        "{:?}",
+        findings.violations
+    );
 }
 
 /// A paused holder (slept past its validity) overlaps nobody's window once

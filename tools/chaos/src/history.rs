@@ -46,25 +46,31 @@ pub(crate) enum Workload {
 }
 
 /// An interval during which the daemon told its client the lock is held:
-/// from the moment the answer was received, for the validity it reported
-/// (the time the client may act on the lock). The daemon measures validity
-/// from the moment it answers, a little earlier; its drift allowance
-/// (`ttl x drift_factor + 2 ms`) is what covers the delivery of the answer.
-/// The window ends early when its holder sends a Release.
+/// from the moment the answer was received (the client cannot act on the
+/// lock before) until the reported validity runs out, counted from when the
+/// request was SENT, as the contract asks of clients (`Lock.validity` in
+/// lock.proto, issue 22 item 5). The daemon's deadline is its operation's
+/// start + ttl - drift, and the operation started no earlier than the send,
+/// so `sent + validity` never outlasts it: a client starved between the
+/// daemon's answer and its own reading of it gets a shorter (or empty)
+/// window, never one past the real validity, so the checker cannot flag a
+/// false overlap on a loaded machine. Counting from receipt would stretch
+/// the window by the answer's whole delay. The window ends early when its
+/// holder sends a Release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
     /// The answer was received.
     pub start: Time,
-    /// Received + validity.
+    /// Sent + validity.
     pub end: Time,
 }
 
 impl Window {
-    /// From a call answered at `received` with `validity`.
-    pub(crate) fn of_call(received: Time, validity: Duration) -> Window {
+    /// From a call sent at `sent`, answered at `received` with `validity`.
+    pub(crate) fn of_call(sent: Time, received: Time, validity: Duration) -> Window {
         Window {
             start: received,
-            end: received + validity,
+            end: sent + validity,
         }
     }
 
