@@ -294,3 +294,50 @@ fn paused_write_refused() {
     only(&findings, Check::StaleWrites, 0);
     assert_eq!(findings.paused_writes_refused, 1);
 }
+
+/// A grant whose validity, counted from its send, ran out before its answer
+/// arrived (sent 0, received 300, validity 250): its holder's fenced write,
+/// applied because nobody newer checked in, is not stale merely because an
+/// older holder (received at 280, released at 290) received its grant after
+/// the stale grant's empty window "ended". A holder received after the stale
+/// grant still supersedes it.
+#[test]
+fn stale_on_arrival_grant_is_not_superseded_by_an_older_holder() {
+    let older = grant(1, 10, 270, 280, 500, 290);
+    let mut stale = grant(2, 11, 0, 300, 250, 310);
+    assert!(stale.stale_on_arrival());
+    assert!(!stale.overran(), "it never entered a critical section");
+    stale.cs_end = ms(300);
+    let log = |newer_checked_in: bool| {
+        let mut fenced_ops = vec![
+            op(1, false, 10, 281, true, true),
+            op(2, false, 11, 301, true, false),
+        ];
+        if newer_checked_in {
+            fenced_ops.push(op(3, false, 12, 305, true, true));
+        }
+        fenced_ops.push(op(2, true, 11, 306, !newer_checked_in, false));
+        RegisterLog {
+            resource: RESOURCE.to_owned(),
+            fenced_final: 1,
+            fenced_ops,
+            ..RegisterLog::default()
+        }
+    };
+    let findings = with_register(vec![older.clone(), stale.clone()], log(false));
+    only(&findings, Check::StaleWrites, 0);
+    // A later write applied after a holder received at 304 checked in (as
+    // if its fence were out of order): stale.
+    let mut applied = log(true);
+    if let Some(last) = applied.fenced_ops.last_mut() {
+        last.accepted = true;
+    }
+    let newer = grant(3, 12, 302, 304, 500, 400);
+    let findings = with_register(vec![older, stale, newer], applied);
+    assert_eq!(
+        findings.count(Check::StaleWrites),
+        1,
+        "{:?}",
+        findings.violations
+    );
+}

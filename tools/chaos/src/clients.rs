@@ -247,6 +247,13 @@ pub(crate) async fn contended(
         let first = Window::of_call(sent, received, validity(&lock));
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
+        if grant.stale_on_arrival() {
+            // No guarantee left (counted from the send): hands the lock back.
+            grant.cs_end = received;
+            grant.release = Some(shared.release(home, &lock).await);
+            log.grants.push(grant);
+            continue;
+        }
         let registers = &shared.registers[hot];
         let fenced = registers.check_in(&clock, grant.id, lock.fence, grant.valid_until);
         let plain = registers.read_plain();

@@ -141,7 +141,16 @@ impl Grant {
     /// Whether the critical section ran past the guarantee without being a
     /// deliberate pause (a starved client): excluded like a pause.
     pub(crate) fn overran(&self) -> bool {
-        !self.paused && self.cs_end > self.valid_until
+        !self.paused && !self.stale_on_arrival() && self.cs_end > self.valid_until
+    }
+
+    /// Whether its validity, counted from the send, had run out by the time
+    /// the answer arrived (a long wait, a starved client): the client knows
+    /// it holds no guarantee, so it does not enter a critical section and
+    /// releases at once, as a client following the contract does. Its
+    /// window is empty; no critical section of it is checked.
+    pub(crate) fn stale_on_arrival(&self) -> bool {
+        self.valid_until <= self.received
     }
 }
 

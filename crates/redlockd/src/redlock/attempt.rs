@@ -141,6 +141,7 @@ impl Redlock {
                 subject,
                 WakeWaiters::IfDeleted,
                 self.cleanup_deadline(start.mono()),
+                Vote::Failed,
             )
             .await;
             return Err(if votes.refused_by_majority() {
@@ -149,7 +150,7 @@ impl Redlock {
                     error: LockError::Contended(votes),
                 }
             } else {
-                LockError::NoQuorum(votes).into()
+                LockError::no_quorum(votes).into()
             });
         }
 
@@ -177,11 +178,12 @@ impl Redlock {
                     subject,
                     WakeWaiters::IfDeleted,
                     self.cleanup_deadline(start.mono()),
+                    Vote::Failed,
                 )
                 .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
-                    _ => LockError::NoQuorum(commits),
+                    _ => LockError::no_quorum(commits),
                 }
                 .into())
             }

@@ -30,6 +30,15 @@ pub enum LockError {
     /// Too few masters answered in time to decide; nothing is left locked.
     #[error("no quorum of masters answered in time ({0})")]
     NoQuorum(Tally),
+    /// Too few masters answered in time because the daemon's own backlog
+    /// held the commands or their answers past the round's deadline
+    /// ([`Tally::backlogged`]): the daemon is overloaded, the masters are
+    /// not at fault. Nothing is left locked.
+    #[error(
+        "the daemon is overloaded: its own queue held the commands past the round's deadline \
+         ({0})"
+    )]
+    Backlogged(Tally),
     /// A quorum agreed, but the round took so long that no validity was left.
     #[error("a quorum agreed but the lease was used up by the round itself ({0})")]
     Expired(Tally),
@@ -54,12 +63,30 @@ pub enum LockError {
     Token(#[from] TokenError),
 }
 
+impl LockError {
+    /// The error of a round that reached no decision: [`LockError::Backlogged`]
+    /// when the daemon's own backlog decided it, else
+    /// [`LockError::NoQuorum`].
+    pub fn no_quorum(tally: Tally) -> LockError {
+        if tally.backlogged() {
+            LockError::Backlogged(tally)
+        } else {
+            LockError::NoQuorum(tally)
+        }
+    }
+}
+
 /// Why one master did not give an answer to one command.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NodeError {
     /// No answer within `node_timeout`.
     #[error("timed out")]
     Timeout,
+    /// Timed out while the daemon itself ran late (`crate::node::lag`):
+    /// its answer may have come in time and gone unread, so the silence is
+    /// the daemon's backlog, not the master's (counted as a late vote).
+    #[error("timed out while the daemon ran behind")]
+    Behind,
     /// Not connected (fail-fast while disconnected or reconnecting).
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -76,6 +103,7 @@ impl NodeError {
     pub fn kind(&self) -> &'static str {
         match self {
             NodeError::Timeout => "timeout",
+            NodeError::Behind => "behind",
             NodeError::Unavailable(_) => "unavailable",
             NodeError::Server(_) => "server",
             NodeError::Protocol(_) => "protocol",
