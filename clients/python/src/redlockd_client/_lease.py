@@ -13,6 +13,10 @@ from ._generated import lock_pb2
 from ._types import from_duration
 
 
+#: Why a lease whose validity ran out with no extension counts as lost.
+EXPIRED = "the lock's validity ran out before the daemon extended it"
+
+
 class LeaseState:
     """The state shared by :class:`Lease` and the asyncio ``AsyncLease``;
     subclasses provide the ``lost`` event of their concurrency model."""
@@ -51,11 +55,24 @@ class LeaseState:
         )
 
     def is_lost(self) -> bool:
-        """Whether the ``lost`` signal has fired."""
+        """Whether the lock is gone without a release from this side: the
+        ``lost`` signal fired, or the lock's validity ran out on this
+        process's monotonic clock with no extension (which fires ``lost``
+        now: a process resumed after a pause, SIGSTOP or a suspended VM,
+        learns it here before it acts, whatever the daemon says later)."""
+        if not self._lost_signalled() and self._expired(time.monotonic()):
+            self._lose(EXPIRED)
+        return self._lost_signalled()
+
+    def _lost_signalled(self) -> bool:
         raise NotImplementedError
 
     def _signal_lost(self) -> None:
         raise NotImplementedError
+
+    def _expired(self, now: float) -> bool:
+        """Granted, not released, and past ``valid_until``."""
+        return bool(self._token) and not self._release_requested and now >= self.valid_until
 
     def check(self) -> None:
         """Raises :class:`LockLost` once the lock is gone: the daemon said
@@ -67,7 +84,7 @@ class LeaseState:
         if self._release_requested:
             raise LockLost("the lease was released")
         if time.monotonic() >= self.valid_until:
-            raise LockLost("the lock's validity ran out before the daemon extended it")
+            raise LockLost(EXPIRED)
 
     def _lose(self, reason: str) -> None:
         """The lock is gone without the holder asking."""
@@ -94,7 +111,14 @@ class LeaseState:
         """
         now = time.monotonic()
         kind = event.WhichOneof("event")
-        if kind == "extended":
+        if kind == "extended" and self._expired(now):
+            # The guarantee lapsed before this extension was read: events
+            # that waited in the socket while the process was paused would
+            # otherwise each count as fresh (from the previous one's late
+            # reading) and revive a lock that may have passed on. A lapse
+            # is final.
+            self._lose(EXPIRED)
+        elif kind == "extended":
             self.extensions += 1
             self.validity = from_duration(event.extended.validity)
             self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
@@ -131,8 +155,7 @@ class Lease(LeaseState):
         #: Set as soon as the lock is gone without being released here.
         self.lost = threading.Event()
 
-    def is_lost(self) -> bool:
-        """Whether ``lost`` is set."""
+    def _lost_signalled(self) -> bool:
         return self.lost.is_set()
 
     def _signal_lost(self) -> None:
