@@ -125,9 +125,25 @@ def test_lease_extension_moves_valid_until() -> None:
     assert not lease.lost.is_set()
 
 
-def test_lapsed_validity_is_lost_and_no_extension_revives_it() -> None:
+def test_a_grant_that_arrives_lapsed_is_established_by_its_first_extension() -> None:
+    """A grant that waited longer than its ttl arrives with its validity
+    (counted from the send) already over: not usable, not lost either; the
+    daemon's first extension makes it a guarantee."""
     lease = granted(ttl=0.0)
-    assert lease.is_lost() and lease.lost.is_set()  # validity 0: already past
+    with pytest.raises(LockLost, match="validity ran out"):
+        lease.check()
+    assert not lease.is_lost()
+    lease._on_event(event(extended=lock_pb2.Lock(validity=duration(60))))
+    lease.check()
+    assert lease.extensions == 1 and not lease.lost.is_set()
+
+
+def test_lapsed_validity_is_lost_and_no_extension_revives_it(monkeypatch) -> None:
+    lease = granted(ttl=1.0)
+    assert not lease.is_lost()
+    later = time.monotonic() + 2.0
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert lease.is_lost() and lease.lost.is_set()
     with pytest.raises(LockLost, match="validity ran out"):
         lease.check()
     lease._on_event(event(extended=lock_pb2.Lock(validity=duration(60))))

@@ -120,21 +120,6 @@ pub(crate) async fn session(
         let mut last_heard = received;
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
-        if grant.stale_on_arrival() {
-            // No guarantee left (counted from the send): dropping the stream
-            // hands the lock back at once.
-            drop(events);
-            drop(requests);
-            grant.cs_end = received;
-            grant.release = Some(ReleaseRecord {
-                sent: received,
-                received,
-                outcome: Err(Failure::Status(tonic::Code::Cancelled)),
-                calls: 1,
-            });
-            log.grants.push(grant);
-            continue;
-        }
         let registers = &shared.registers[hot];
         let fenced = registers.check_in(&clock, grant.id, lock.fence, grant.valid_until);
         let plain = registers.read_plain();

@@ -42,6 +42,10 @@ class LeaseState:
         self._token: str = ""
         self._release_requested = False
         self._last_event_at = 0.0
+        # Whether the lease was ever within its validity when an event came
+        # (a grant that waited longer than its ttl arrives already lapsed,
+        # and its first extension establishes the guarantee).
+        self._guaranteed = False
 
     @property
     def token(self) -> str:
@@ -56,10 +60,11 @@ class LeaseState:
 
     def is_lost(self) -> bool:
         """Whether the lock is gone without a release from this side: the
-        ``lost`` signal fired, or the lock's validity ran out on this
-        process's monotonic clock with no extension (which fires ``lost``
-        now: a process resumed after a pause, SIGSTOP or a suspended VM,
-        learns it here before it acts, whatever the daemon says later)."""
+        ``lost`` signal fired, or the lock's established validity ran out on
+        this process's monotonic clock with no extension (which fires
+        ``lost`` now: a process resumed after a pause, SIGSTOP or a
+        suspended VM, learns it here before it acts, whatever the daemon
+        says later)."""
         if not self._lost_signalled() and self._expired(time.monotonic()):
             self._lose(EXPIRED)
         return self._lost_signalled()
@@ -71,8 +76,13 @@ class LeaseState:
         raise NotImplementedError
 
     def _expired(self, now: float) -> bool:
-        """Granted, not released, and past ``valid_until``."""
-        return bool(self._token) and not self._release_requested and now >= self.valid_until
+        """Granted, once within its validity, not released, and now past
+        ``valid_until``: the guarantee lapsed, for good."""
+        return (
+            self._guaranteed
+            and not self._release_requested
+            and now >= self.valid_until
+        )
 
     def check(self) -> None:
         """Raises :class:`LockLost` once the lock is gone: the daemon said
@@ -99,6 +109,7 @@ class LeaseState:
         self.validity = from_duration(lock.validity)
         self.valid_until = sent_at + self.validity
         self._last_event_at = time.monotonic()
+        self._guaranteed = self._last_event_at < self.valid_until
 
     def _on_event(self, event: lock_pb2.HoldEvent) -> None:
         """Any event after ``acquired``.
@@ -122,6 +133,7 @@ class LeaseState:
             self.extensions += 1
             self.validity = from_duration(event.extended.validity)
             self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
+            self._guaranteed = self._guaranteed or now < self.valid_until
         elif kind == "draining":
             # Not an end: the daemon keeps the lock until the drain ends.
             self.draining = True
