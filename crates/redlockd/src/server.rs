@@ -142,21 +142,12 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
     let peers = Peers::new(r.nodes.len(), &r.key_prefix, r.max_ttl, r.drift_factor);
-    // One lag monitor for all the masters (`node::lag`).
-    let lag = crate::node::lag::Lag::start(r.node_timeout);
     let nodes = r
         .nodes
         .iter()
         .map(|url| {
-            FredNode::connect(
-                url,
-                node_settings(config),
-                script.clone(),
-                &access,
-                &peers,
-                &lag,
-            )
-            .map(Arc::new)
+            FredNode::connect(url, node_settings(config), script.clone(), &access, &peers)
+                .map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;

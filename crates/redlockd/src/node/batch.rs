@@ -32,7 +32,6 @@
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
 
-use super::lag::Lag;
 use super::scripts::{BatchScript, Op, ERROR_MARKER};
 use super::state::NodeState;
 use crate::metrics;
@@ -82,7 +81,6 @@ impl Awaiting {
                 Ok(Value::Array(fields)) if fields.first() == Some(&Value::Integer(1)) => "granted",
                 Ok(_) => "refused",
                 Err(NodeError::Timeout) => "timeout",
-                Err(NodeError::Behind) => "behind",
                 Err(_) => "error",
             });
         }
@@ -104,11 +102,9 @@ impl Batcher {
         state: Arc<NodeState>,
         script: Arc<BatchScript>,
         horizon_key: Value,
-        lag: Arc<Lag>,
     ) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        let context = Context { name, state, lag };
-        tokio::spawn(run(context, queued, command, script, horizon_key));
+        tokio::spawn(run(name, queued, command, state, script, horizon_key));
         Batcher { queue }
     }
 
@@ -141,23 +137,14 @@ impl Batcher {
     }
 }
 
-/// What delivering a batch's reply needs: the master's name, its state and
-/// the daemon's lag monitor.
-#[derive(Clone)]
-struct Context {
-    name: Arc<str>,
-    state: Arc<NodeState>,
-    lag: Arc<Lag>,
-}
-
 async fn run(
-    context: Context,
+    name: Arc<str>,
     mut queued: mpsc::UnboundedReceiver<Queued>,
     command: WithOptions<Client>,
+    state: Arc<NodeState>,
     script: Arc<BatchScript>,
     horizon_key: Value,
 ) {
-    let (name, state) = (&context.name, &context.state);
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = queued.recv().await {
@@ -177,7 +164,7 @@ async fn run(
         if state.is_down() {
             for queued in batch.drain(..) {
                 let down = NodeError::Unavailable("connection lost; reconnecting".into());
-                queued.awaiting.answer(name, Err(down));
+                queued.awaiting.answer(&name, Err(down));
             }
             continue;
         }
@@ -187,7 +174,7 @@ async fn run(
         };
         let (args, replies) = encode(script, &horizon_key, &mut batch);
         let cmd = CustomCommand::new_static(eval, ClusterHash::FirstKey, false);
-        let (client, sent_on) = (command.clone(), Arc::clone(state));
+        let (client, sent_on) = (command.clone(), Arc::clone(&state));
         let mut call = Box::pin(async move {
             let reply = client.custom::<Value, Value>(cmd, args).await;
             if reply.is_err() {
@@ -201,19 +188,15 @@ async fn run(
         // The connection current now, before fred is handed the command:
         // it goes out on this one or a later one (`super::connection`).
         let sent_on = state.connection();
-        // fred queues the command on the connection at the first poll (and
-        // starts its timeout); do it here, before the next batch, to keep
-        // the order. The batch keeps its slot until it is answered or timed
-        // out.
-        let written = tokio::time::Instant::now();
+        // fred queues the command on the connection at the first poll; do it
+        // here, before the next batch, to keep the order.
+        // The batch keeps its slot until it is answered or timed out.
         match futures::poll!(call.as_mut()) {
-            std::task::Poll::Ready(result) => {
-                deliver(&context, sent_on, written, result, replies);
-            }
+            std::task::Poll::Ready(result) => deliver(&name, &state, sent_on, result, replies),
             std::task::Poll::Pending => {
-                let context = context.clone();
+                let (name, state) = (Arc::clone(&name), Arc::clone(&state));
                 tokio::spawn(async move {
-                    deliver(&context, sent_on, written, call.await, replies);
+                    deliver(&name, &state, sent_on, call.await, replies);
                     drop(slot);
                 });
             }
@@ -252,17 +235,14 @@ fn encode(
 /// the master answered (an error reply is an answer too; a timeout or a
 /// lost connection is not). A reply counts only if it came on the verified
 /// connection `sent_on` (see [`unverified`]); otherwise every operation
-/// gets an error, which the engine counts as a failed vote. A timeout of a
-/// batch `written` while the daemon ran behind is [`NodeError::Behind`]
-/// (see `super::lag`).
+/// gets an error, which the engine counts as a failed vote.
 fn deliver(
-    context: &Context,
+    node: &str,
+    state: &NodeState,
     sent_on: u64,
-    written: tokio::time::Instant,
     result: Result<Value, fred::error::Error>,
     replies: Vec<Awaiting>,
 ) {
-    let (node, state) = (&*context.name, &*context.state);
     let answered = match &result {
         Ok(_) => true,
         Err(error) => matches!(super::node_error(error.clone()), NodeError::Server(_)),
@@ -298,16 +278,7 @@ fn deliver(
             }
         }
         Err(error) => {
-            let error = match super::node_error(error) {
-                NodeError::Timeout
-                    if context
-                        .lag
-                        .behind_since(written, tokio::time::Instant::now()) =>
-                {
-                    NodeError::Behind
-                }
-                other => other,
-            };
+            let error = super::node_error(error);
             for reply in replies {
                 reply.answer(node, Err(error.clone()));
             }

@@ -12,7 +12,6 @@ pub(crate) mod batch;
 pub(crate) mod boot;
 pub(crate) mod connection;
 pub(crate) mod horizon;
-pub(crate) mod lag;
 pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
@@ -103,7 +102,6 @@ impl FredNode {
         script: Arc<BatchScript>,
         access: &auth::MasterAccess,
         peers: &Arc<Peers>,
-        lag: &Arc<lag::Lag>,
     ) -> Result<FredNode, NodeSetupError> {
         let node_timeout = settings.node_timeout;
         let name = node_name(url);
@@ -163,7 +161,6 @@ impl FredNode {
                 Arc::clone(&state),
                 script,
                 Value::from(peers.horizon_key()),
-                Arc::clone(lag),
             ),
             state,
             peers: Arc::clone(peers),

@@ -82,11 +82,6 @@ pub enum NodeError {
     /// No answer within `node_timeout`.
     #[error("timed out")]
     Timeout,
-    /// Timed out while the daemon itself ran late (`crate::node::lag`):
-    /// its answer may have come in time and gone unread, so the silence is
-    /// the daemon's backlog, not the master's (counted as a late vote).
-    #[error("timed out while the daemon ran behind")]
-    Behind,
     /// Not connected (fail-fast while disconnected or reconnecting).
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -103,7 +98,6 @@ impl NodeError {
     pub fn kind(&self) -> &'static str {
         match self {
             NodeError::Timeout => "timeout",
-            NodeError::Behind => "behind",
             NodeError::Unavailable(_) => "unavailable",
             NodeError::Server(_) => "server",
             NodeError::Protocol(_) => "protocol",

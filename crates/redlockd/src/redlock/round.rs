@@ -273,11 +273,7 @@ impl Redlock {
     }
 
     pub(super) fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {
-        tally.count(match error {
-            // The daemon's own lag, not the master's (`crate::node::lag`).
-            NodeError::Behind => Vote::Late,
-            _ => Vote::Failed,
-        });
+        tally.count(Vote::Failed);
         tracing::debug!(node = self.nodes[index].name(), %error, "master did not answer");
     }
 }
