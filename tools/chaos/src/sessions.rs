@@ -112,10 +112,12 @@ pub(crate) async fn session(
         };
         let received = clock.now();
         let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
-        // `acquired` as the Acquire clients count a grant; each `extended`
-        // is counted from when the previous event arrived (the daemon sent
-        // this one later), as the contract asks: one-way delay taken off.
-        let first = Window::of_call(received, validity(&lock));
+        // `acquired` as the Acquire clients count a grant: from when the
+        // `acquire` was sent (queued, before the stream even opened), as the
+        // contract asks; each `extended` is counted from when the previous
+        // event arrived (the daemon sent this one later): one-way delay
+        // taken off.
+        let first = Window::of_call(sent, received, validity(&lock));
         let mut last_heard = received;
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);

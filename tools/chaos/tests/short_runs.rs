@@ -73,6 +73,12 @@ fn full_schedule_finds_no_violation() {
         number(&json, &["frozen", "resumed_told_gone"]) > 0,
         "{json}"
     );
+    // Resumed past its validity, a frozen client stops by its own deadline
+    // (or the daemon's word) before it validates or writes.
+    assert!(
+        number(&json, &["frozen", "resumed_told_lost"]) > 0,
+        "{json}"
+    );
     assert!(number(&json, &["frozen", "writes"]) > 0, "{json}");
     assert_eq!(code, Some(0), "{json}");
 }

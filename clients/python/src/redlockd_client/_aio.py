@@ -42,8 +42,7 @@ class AsyncLease(LeaseState):
         #: Set as soon as the lock is gone without being released here.
         self.lost = asyncio.Event()
 
-    def is_lost(self) -> bool:
-        """Whether ``lost`` is set."""
+    def _lost_signalled(self) -> bool:
         return self.lost.is_set()
 
     def _signal_lost(self) -> None:

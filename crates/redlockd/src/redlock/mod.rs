@@ -319,7 +319,7 @@ impl Redlock {
                 Ok((fence, lock))
             }
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
-            _ => Err(LockError::NoQuorum(votes)),
+            _ => Err(LockError::no_quorum(votes)),
         }
     }
 
@@ -355,12 +355,12 @@ impl Redlock {
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());
         let tally = self
-            .release_everywhere(&subject, WakeWaiters::AtOnce, deadline)
+            .release_everywhere(&subject, WakeWaiters::AtOnce, deadline, self.silent_vote())
             .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
             _ if tally.refused_by_majority() => Ok(false),
-            _ => Err(LockError::NoQuorum(tally)),
+            _ => Err(LockError::no_quorum(tally)),
         }
     }
 
@@ -403,7 +403,7 @@ impl Redlock {
                 ))
             }
             _ if votes.refused_by_majority() => Ok(None),
-            _ => Err(LockError::NoQuorum(votes)),
+            _ => Err(LockError::no_quorum(votes)),
         }
     }
 
@@ -431,12 +431,14 @@ impl Redlock {
     /// until `deadline`, so that when it returns nothing of this token is
     /// left on a master that answered. Every master publishes
     /// the release where it deleted; this replica's waiters are woken as
-    /// `wake` says.
+    /// `wake` says. A master still silent at `deadline` counts as `silent`
+    /// (see [`Redlock::listen`]).
     async fn release_everywhere(
         &self,
         subject: &Arc<Subject>,
         wake: WakeWaiters,
         deadline: Instant,
+        silent: Vote,
     ) -> Tally {
         let notice = Notice::new(&subject.resource);
         let command = Command::Release(notice.encode().into());
@@ -450,6 +452,7 @@ impl Redlock {
         self.listen(
             &mut pending,
             deadline,
+            silent,
             &mut tally,
             round::Until::AllAnswered,
             |_, reply, tally| match reply {

@@ -645,7 +645,9 @@ async fn node_timeout_after_the_send_still_fails() {
 
 /// A queue that never drains is bounded by the round's backstop
 /// (`QUEUE_ALLOWANCE` more `node_timeout`s): commands still queued at
-/// 200 ms count as failed.
+/// 200 ms count as failed, and since the masters time their commands out
+/// themselves, the silence is the daemon's own backlog: the daemon is
+/// overloaded (RESOURCE_EXHAUSTED), the masters are not blamed.
 #[tokio::test(start_paused = true)]
 async fn queue_wait_is_bounded_by_the_backstop() {
     let c = cluster();
@@ -659,12 +661,68 @@ async fn queue_wait_is_bounded_by_the_backstop() {
             answer: MS(1),
         },
     );
+    let start = Instant::now();
     let error = c
         .engine
         .acquire(RESOURCE, TTL, NO_WAIT)
         .await
         .expect_err("nothing is sent before the backstop");
+    let LockError::Backlogged(tally) = &error else {
+        panic!("expected the daemon's backlog, got {error:?}");
+    };
+    assert_eq!((tally.failed(), tally.late()), (5, 5));
+    assert!(
+        error.to_string().starts_with("the daemon is overloaded"),
+        "{error}"
+    );
+    assert!(
+        start.elapsed() < MS(500),
+        "gave up after {:?}",
+        start.elapsed()
+    );
+}
+
+/// Three masters down (failing at once) and two stuck in the daemon's
+/// queue: the masters' own failures lost the round, so it is an outage
+/// (UNAVAILABLE), whatever the queue did. With two down, the three stuck in
+/// the queue decided it: the daemon's backlog.
+#[tokio::test(start_paused = true)]
+async fn masters_failures_stay_an_outage_beside_a_backlog() {
+    let c = cluster();
+    for fake in &c.fakes {
+        fake.bound_commands(MS(50));
+    }
+    c.set(&[0, 1, 2], Behaviour::Down);
+    c.set(
+        &[3, 4],
+        Behaviour::Queued {
+            queued: MS(500),
+            answer: MS(1),
+        },
+    );
+    let error = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect_err("three masters down");
     assert!(matches!(error, LockError::NoQuorum(_)), "{error:?}");
+
+    c.set(
+        &[2],
+        Behaviour::Queued {
+            queued: MS(500),
+            answer: MS(1),
+        },
+    );
+    let error = c
+        .engine
+        .acquire(RESOURCE, TTL, NO_WAIT)
+        .await
+        .expect_err("three masters stuck in the queue");
+    let LockError::Backlogged(tally) = &error else {
+        panic!("expected the daemon's backlog, got {error:?}");
+    };
+    assert_eq!((tally.failed(), tally.late()), (5, 3));
 }
 
 /// Issue 22 item 8: an attempt that splits the vote (two masters held by
