@@ -111,6 +111,8 @@ pub(crate) async fn session(
             }
         };
         let received = clock.now();
+        // Counted until the session ends, so a drain finds it.
+        let _holding = shared.routes.holding(replica);
         let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
         // `acquired` as the Acquire clients count a grant: from when the
         // `acquire` was sent (queued, before the stream even opened), as the
