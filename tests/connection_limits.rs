@@ -13,6 +13,7 @@ use common::process::{free_addr, DaemonCommand, DaemonProcess};
 use common::*;
 use redlockd::pb;
 use redlockd_testkit::masters::Flavor;
+use redlockd_testkit::metrics::counter;
 use redlockd_testkit::pki::Pki;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -79,23 +80,6 @@ async fn cpu_share(pid: u32, window: Duration) -> f64 {
     let before = cpu_time(pid);
     tokio::time::sleep(window).await;
     (cpu_time(pid) - before).as_secs_f64() / window.as_secs_f64()
-}
-
-/// The sum of `name`'s samples whose labels contain `label` on the
-/// metrics endpoint at `addr`.
-fn counter(addr: SocketAddr, name: &str, label: &str) -> f64 {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n")
-        .expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
-    response
-        .lines()
-        .filter(|line| line.starts_with(name) && line.contains(label))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// A new connection to `addr`, if the daemon admits it: an admitted one

@@ -13,8 +13,7 @@ use nix::sys::signal::Signal;
 use redlockd::pb;
 use redlockd::pb::hold_event::{Event, Released};
 use redlockd_testkit::masters::Flavor;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
@@ -44,14 +43,8 @@ async fn replica(h: &Harness, grace: &str) -> (DaemonProcess, SocketAddr) {
 
 /// The value of the unlabelled gauge `name` on the metrics endpoint.
 fn gauge(addr: SocketAddr, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .lines()
+    let text = redlockd_testkit::metrics::scrape(addr).ok()?;
+    text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|value| value.trim().parse().ok())
 }

@@ -9,8 +9,7 @@ mod common;
 use common::process::{free_addr, DaemonCommand};
 use common::*;
 use redlockd_testkit::masters::Flavor;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 against_both_servers!(hung_masters_turn_health_not_serving);
@@ -39,26 +38,10 @@ fn signal(which: &str, pid: u32) {
     assert!(status.success(), "kill {which} {pid}");
 }
 
-/// `GET /metrics`, the body (empty if the endpoint does not answer).
-fn scrape(addr: SocketAddr) -> String {
-    let Ok(mut stream) = TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ =
-        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
 /// `redlock_node_up` of each master, in the order of `ports` (`None`: not
 /// exported yet).
 fn node_up(metrics: SocketAddr, ports: &[u16]) -> Vec<Option<f64>> {
-    let text = scrape(metrics);
+    let text = redlockd_testkit::metrics::scrape(metrics).unwrap_or_default();
     ports
         .iter()
         .map(|port| {

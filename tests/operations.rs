@@ -11,8 +11,8 @@ use redlockd::config::Config;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd_testkit::masters::Flavor;
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -69,17 +69,7 @@ async fn start_binary_with_args(h: &Harness, env: &[(&str, String)], args: &[&st
 
 /// `GET /metrics`, the body.
 fn scrape(addr: SocketAddr) -> String {
-    let mut stream = TcpStream::connect(addr).expect("metrics endpoint");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n")
-        .expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
+    redlockd_testkit::metrics::scrape(addr).expect("the metrics endpoint answers 200")
 }
 
 /// The value of the sample `name` whose labels include all of `labels`.

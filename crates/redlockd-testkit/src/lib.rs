@@ -10,6 +10,7 @@
 //! - [`client`]: connect-with-retry and "wait until SERVING";
 //! - [`proxy`]: the one TCP fault proxy (slow, blackholed, frozen, closed);
 //! - [`pki`]: a private CA and certificates for TLS tests;
+//! - [`metrics`]: scraping a daemon's Prometheus endpoint;
 //! - [`harness`]: five masters plus daemons plus raw master connections,
 //!   the integration tests' fixture, and [`ctl`] for tests that run
 //!   programs (redlockctl, examples) against it.
@@ -21,6 +22,7 @@ pub mod client;
 pub mod ctl;
 pub mod daemon;
 pub mod harness;
+pub mod metrics;
 pub mod pki;
 pub mod process;
 pub mod proxy;
