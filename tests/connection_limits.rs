@@ -118,6 +118,7 @@ async fn works(c: &mut client::LockClient, resource: &str) {
             ttl: Some(client::proto_duration(Duration::from_secs(5))),
             wait: None,
             owner: String::new(),
+            ..Default::default()
         })
         .await
         .expect("Acquire on the existing connection")
@@ -164,6 +165,7 @@ async fn idle_connections_are_closed_but_not_silent_sessions() {
             ttl: Some(client::proto_duration(Duration::from_secs(1))),
             wait: None,
             owner: String::new(),
+            ..Default::default()
         })),
     })
     .await

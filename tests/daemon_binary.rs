@@ -169,6 +169,7 @@ async fn dev_mode_serves_and_stops_on_sigterm() {
             }),
             wait: None,
             owner: String::new(),
+            ..Default::default()
         })
         .await
         .expect("granted")
@@ -209,6 +210,7 @@ async fn sigterm_releases_every_session() {
                     }),
                     wait: None,
                     owner: String::new(),
+                    ..Default::default()
                 })),
             })
             .await

@@ -246,6 +246,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                             ttl: ms(500),
                             wait: None,
                             owner: String::new(),
+                            ..Default::default()
                         })),
                     })
                     .await;
@@ -277,6 +278,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                     ttl: ms(10),
                     wait: None,
                     owner: String::new(),
+                    ..Default::default()
                 })),
             });
             let mut c = pb::lock_service_client::LockServiceClient::new(channel.clone());

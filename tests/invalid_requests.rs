@@ -22,6 +22,7 @@ fn acquire_req(
         ttl,
         wait,
         owner: String::new(),
+        ..Default::default()
     }
 }
 

@@ -67,6 +67,7 @@ fn acquire_req(resource: &str) -> pb::AcquireRequest {
         ttl: ms(5_000),
         wait: None,
         owner: "security-test".into(),
+        ..Default::default()
     }
 }
 

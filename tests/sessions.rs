@@ -130,6 +130,7 @@ async fn session_limit(flavor: Flavor) {
             ttl: ms(1_000),
             wait: None,
             owner: String::new(),
+            ..Default::default()
         })),
     })
     .await
@@ -162,6 +163,7 @@ async fn hold_opens(c: &mut common::LockClient) -> bool {
                 ttl: ms(1_000),
                 wait: None,
                 owner: String::new(),
+                ..Default::default()
             })),
         })
         .await;

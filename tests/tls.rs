@@ -262,6 +262,7 @@ async fn certificate_identities() {
         ttl: ms(5_000),
         wait: None,
         owner: "tls-test".into(),
+        ..Default::default()
     });
     request.metadata_mut().insert(
         "authorization",

@@ -33,6 +33,7 @@ pub(crate) async fn acquire(
             ttl: Some(proto_duration(args.ttl)),
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
+            ..Default::default()
         };
         let what = what.as_str();
         async move {

@@ -33,6 +33,7 @@ pub(crate) async fn run(
             ttl: Some(proto_duration(args.ttl)),
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
+            ..Default::default()
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();

@@ -206,6 +206,7 @@ pub async fn hold(
                 ttl: ms(ttl_ms),
                 wait: ms(wait_ms),
                 owner: "test".into(),
+                ..Default::default()
             })),
         })
         .await
@@ -256,6 +257,7 @@ pub async fn acquire(
             ttl: ms(ttl_ms),
             wait: ms(wait_ms),
             owner: "test".into(),
+            ..Default::default()
         })
         .await?;
     Ok(response

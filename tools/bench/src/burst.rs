@@ -153,6 +153,7 @@ async fn acquire_burst(daemon: &DaemonProcess, calls: usize) -> Result<BurstRepo
                     ttl: Some(proto_duration(TTL)),
                     wait: None,
                     owner: "redlockd-bench".to_owned(),
+                    ..Default::default()
                 };
                 let answer = client.acquire(request).await;
                 let at = started.elapsed();
@@ -289,6 +290,7 @@ async fn session(
             ttl: Some(proto_duration(TTL)),
             wait: None,
             owner: "redlockd-bench".to_owned(),
+            ..Default::default()
         })),
     };
     if requests.send(first).await.is_err() {

@@ -227,6 +227,7 @@ async fn session(
         ttl: Some(proto_duration(TTL)),
         wait: None,
         owner: "redlockd-bench".to_owned(),
+        ..Default::default()
     };
     let first = HoldRequest {
         request: Some(Request::Acquire(acquire)),

@@ -221,6 +221,7 @@ pub(crate) fn burst_main(args: &[String]) -> Result<(), crate::cluster::BoxError
                         ttl: prost_types::Duration::try_from(TTL).ok(),
                         wait: None,
                         owner: "chaos-burst".to_owned(),
+                        ..Default::default()
                     };
                     let sent = now();
                     let answer = tokio::time::timeout(LIMIT, client.acquire(request)).await;

@@ -139,6 +139,7 @@ impl Shared {
             ttl: proto(ttl),
             wait: proto(wait),
             owner: "chaos".to_owned(),
+            ..Default::default()
         };
         let sent = self.clock.now();
         let mut client = LockServiceClient::new(channel);

@@ -141,6 +141,7 @@ async fn run(
                 ttl: to_proto(TTL),
                 wait: to_proto(WAIT),
                 owner: "chaos-frozen-client".to_owned(),
+                ..Default::default()
             })),
         };
         requests.send(first).await?;

@@ -74,6 +74,7 @@ pub(crate) async fn session(
                 ttl: prost_types::Duration::try_from(TTL).ok(),
                 wait: prost_types::Duration::try_from(wait).ok(),
                 owner: "chaos-session".to_owned(),
+                ..Default::default()
             })),
         };
         if requests.send(first).await.is_err() {

@@ -157,7 +157,7 @@ impl Redlock {
         let Some(held) = self.inspect(resource).await? else {
             return Ok(None);
         };
-        if !self.release(resource, &held.token).await? {
+        if !self.release_now(resource, &held.token).await? {
             return Ok(None);
         }
         metrics::force_release();

@@ -88,7 +88,7 @@ impl Redlock {
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = engine.release(&orphan.resource, &orphan.token).await;
+                let _ = engine.release_now(&orphan.resource, &orphan.token).await;
             });
         }
     }

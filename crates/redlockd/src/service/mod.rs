@@ -137,7 +137,7 @@ impl LockService for LockApi {
                     args.resource,
                     args.ttl,
                     args.wait,
-                    Holder::unary(&args.owner),
+                    Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least),
                     deadline,
                 ))
                 .await??;

@@ -112,6 +112,7 @@ fn acquire(resource: &str, ttl: Duration, wait: Duration) -> pb::AcquireRequest 
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "handler-test".into(),
+        ..Default::default()
     }
 }
 

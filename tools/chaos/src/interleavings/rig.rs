@@ -220,6 +220,7 @@ pub(crate) async fn acquire(
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "chaos-interleavings".to_owned(),
+        ..Default::default()
     });
     if let Some(deadline) = deadline {
         request.set_timeout(deadline);
