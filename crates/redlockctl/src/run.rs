@@ -33,6 +33,8 @@ pub(crate) async fn run(
             ttl: Some(proto_duration(args.ttl)),
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
+            lock_delay: Some(proto_duration(args.lock_delay)),
+            hold_at_least: Some(proto_duration(args.at_least)),
             ..Default::default()
         };
         let limit = wait.saturating_add(timeout);
