@@ -329,7 +329,7 @@ async fn open_hold(
         .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
         .await
     {
-        Ok(stream) => EventStream::Open(stream.into_inner()),
+        Ok(stream) => EventStream::Open(Box::new(stream.into_inner())),
         Err(status) => EventStream::Failed(Some(status)),
     };
     (requests, events)
@@ -337,7 +337,7 @@ async fn open_hold(
 
 /// A Hold's events, or the error its call ended with.
 enum EventStream {
-    Open(tonic::Streaming<pb::HoldEvent>),
+    Open(Box<tonic::Streaming<pb::HoldEvent>>),
     Failed(Option<tonic::Status>),
 }
 

@@ -35,7 +35,6 @@ pub(crate) async fn run(
             owner: args.owner.clone(),
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
-            ..Default::default()
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();
