@@ -260,12 +260,16 @@ const APP_TOKEN: &str = "app-2c4e6a8c0e2b4d6f8a0c2e4b6d8f0a2c";
 fn ops_and_app(config: &mut Config) {
     config.auth.clients = vec![
         ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "ops".into(),
             token_sha256: Some(token_sha256(OPS_TOKEN)),
             certificate_san: None,
             namespaces: vec!["".into()],
         },
         ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "app".into(),
             token_sha256: Some(token_sha256(APP_TOKEN)),
             certificate_san: None,

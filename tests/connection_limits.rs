@@ -118,6 +118,7 @@ async fn works(c: &mut client::LockClient, resource: &str) {
             ttl: Some(client::proto_duration(Duration::from_secs(5))),
             wait: None,
             owner: String::new(),
+            request_id: String::new(),
             ..Default::default()
         })
         .await
@@ -165,6 +166,7 @@ async fn idle_connections_are_closed_but_not_silent_sessions() {
             ttl: Some(client::proto_duration(Duration::from_secs(1))),
             wait: None,
             owner: String::new(),
+            request_id: String::new(),
             ..Default::default()
         })),
     })
@@ -208,11 +210,79 @@ async fn idle_tls_handshake_is_closed() {
     d.stop(LIMIT).await.expect("stop");
 }
 
+/// Failed TLS handshakes (a plaintext HTTP/2 client on the TLS port) are
+/// closed at once and counted as
+/// `redlock_connections_refused_total{reason="tls_handshake"}` (and logged
+/// at info, at most every 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_tls_handshakes_are_counted() {
+    const TRIES: usize = 20;
+    let h = Harness::start(Flavor::Valkey).await;
+    let dir = tempdir();
+    let files = Pki::new().write(&dir, "server");
+    let metrics = free_addr().expect("port");
+    let d = daemon_tls_with(
+        &h,
+        &files,
+        &[
+            ("metrics.enabled", "true".into()),
+            ("metrics.listen", metrics.to_string()),
+        ],
+    )
+    .await;
+    let before = counter(
+        metrics,
+        "redlock_connections_refused_total",
+        "tls_handshake",
+    );
+    for _ in 0..TRIES {
+        let mut stream = TcpStream::connect(d.addr).await.expect("connect");
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .expect("a plaintext preface");
+        let after = closed_after(stream).await;
+        assert!(
+            after < Duration::from_millis(300),
+            "a failed handshake is closed at once, not at the timeout ({after:?})"
+        );
+    }
+    let started = Instant::now();
+    loop {
+        let counted = counter(
+            metrics,
+            "redlock_connections_refused_total",
+            "tls_handshake",
+        ) - before;
+        if counted >= TRIES as f64 {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "{TRIES} failed handshakes counted, saw {counted}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.stop(LIMIT).await.expect("stop");
+}
+
 /// A TLS daemon; SERVING is not polled (the test client is plaintext), the
 /// port is polled for a TCP accept instead.
 async fn daemon_tls(h: &Harness, files: &redlockd_testkit::pki::PkiFiles) -> DaemonProcess {
-    let d = DaemonCommand::workspace(&h.masters.urls())
-        .expect("redlockd binary")
+    daemon_tls_with(h, files, &[]).await
+}
+
+/// [`daemon_tls`] with more `settings`.
+async fn daemon_tls_with(
+    h: &Harness,
+    files: &redlockd_testkit::pki::PkiFiles,
+    settings: &[(&str, String)],
+) -> DaemonProcess {
+    let mut command = DaemonCommand::workspace(&h.masters.urls()).expect("redlockd binary");
+    for (key, value) in settings {
+        command = command.set(key, value);
+    }
+    let d = command
         .set("server.tls.cert", files.cert.display())
         .set("server.tls.key", files.key.display())
         .set("server.tls_handshake_timeout", "300ms")

@@ -246,6 +246,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                             ttl: ms(500),
                             wait: None,
                             owner: String::new(),
+                            request_id: String::new(),
                             ..Default::default()
                         })),
                     })
@@ -278,6 +279,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                     ttl: ms(10),
                     wait: None,
                     owner: String::new(),
+                    request_id: String::new(),
                     ..Default::default()
                 })),
             });

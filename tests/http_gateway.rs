@@ -411,6 +411,70 @@ async fn unavailable_and_rate_limited() {
     assert_error(&limited, 429, 8, "past the rate limit");
 }
 
+/// Whether the gateway keeps a new connection (`Some`) or closes it at once
+/// (`None`, past `limits.max_connections`): HTTP/1.1 says nothing first,
+/// so a connection still open after a second counts as kept.
+async fn kept(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
+    use tokio::io::AsyncReadExt;
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("the kernel accepts");
+    let mut buf = [0u8; 16];
+    match tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf)).await {
+        Err(_) => Some(stream),
+        Ok(_) => None,
+    }
+}
+
+/// The gateway has the gRPC port's connection caps, with places of its
+/// own: past `limits.max_connections` a new connection is closed at once,
+/// and places come back when connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cap() {
+    const CAP: usize = 3;
+    let masters = start_masters();
+    let cap = CAP.to_string();
+    let g = start(
+        &masters.urls(),
+        "",
+        &[
+            ("limits.max_connections", &cap),
+            ("server.idle_timeout", "1h"),
+        ],
+    )
+    .await;
+    // The start-up probe's place may still be taken for a moment.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..CAP + 5 {
+        match kept(g.http).await {
+            Some(stream) => held.push(stream),
+            None => refused += 1,
+        }
+    }
+    assert!(held.len() <= CAP, "at most {CAP} kept, {} were", held.len());
+    assert!(
+        refused >= 5,
+        "past the cap connections are closed ({refused})"
+    );
+    drop(held);
+    eventually(LIMIT, "places come back once connections close", || async {
+        kept(g.http).await.is_some()
+    })
+    .await;
+    let (status, _, body) = call(
+        g.http,
+        "POST",
+        "/v1/locks:acquire",
+        &[],
+        json!({"resource": "cap/1", "ttl": "5s"})
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body:?}");
+}
+
 /// Under `[server.tls]` the gateway serves HTTPS with the gRPC port's
 /// certificate; `curl` with the CA acquires and releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

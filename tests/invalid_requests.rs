@@ -22,6 +22,7 @@ fn acquire_req(
         ttl,
         wait,
         owner: String::new(),
+        request_id: String::new(),
         ..Default::default()
     }
 }

@@ -288,6 +288,7 @@ async fn denied_calls_are_counted() {
             ttl: ms(5_000),
             wait: None,
             owner: "metrics-test".into(),
+            request_id: String::new(),
             ..Default::default()
         });
         if let Some(token) = token {

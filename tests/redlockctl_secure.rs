@@ -201,6 +201,8 @@ async fn bearer_tokens() {
     let server = Pki::new().write(&dir.path, "server");
     let mut config = tls_config(&h, &server);
     config.auth.clients = vec![ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: "ops".into(),
         token_sha256: Some(redlockd::service::token_sha256(TOKEN)),
         certificate_san: None,

@@ -23,12 +23,16 @@ const JOBS_TOKEN: &str = "jobs-1b3d5f7a9c2e4a6c8e0b2d4f6a8c0e2b";
 fn two_clients(config: &mut Config) {
     config.auth.clients = vec![
         ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "orders".into(),
             token_sha256: Some(token_sha256(ORDERS_TOKEN)),
             certificate_san: None,
             namespaces: vec!["orders/".into()],
         },
         ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "jobs".into(),
             token_sha256: Some(token_sha256(JOBS_TOKEN)),
             certificate_san: None,
@@ -67,6 +71,7 @@ fn acquire_req(resource: &str) -> pb::AcquireRequest {
         ttl: ms(5_000),
         wait: None,
         owner: "security-test".into(),
+        request_id: String::new(),
         ..Default::default()
     }
 }
@@ -398,6 +403,49 @@ async fn identity_quotas_protect_other_identities() {
     for task in parked {
         task.abort();
     }
+}
+
+fn jobs_with_its_own_quota(config: &mut Config) {
+    small_quotas(config);
+    config.limits.max_sessions = 8;
+    config.auth.clients[1].max_sessions = Some(3);
+}
+
+/// A client given its own session quota (`[[auth.clients]] max_sessions`)
+/// opens that many, while another keeps the default share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_can_have_its_own_quota() {
+    let h = Harness::start_with(Flavor::Valkey, jobs_with_its_own_quota).await;
+    let mut orders = client_with(&h, Some(&format!("Bearer {ORDERS_TOKEN}"))).await;
+    let mut jobs = client_with(&h, Some(&format!("Bearer {JOBS_TOKEN}"))).await;
+    let mut open = Vec::new();
+    for i in 0..3 {
+        open.push(
+            open_hold(&mut jobs, &format!("jobs/own{i}"))
+                .await
+                .expect("within jobs' own quota of 3"),
+        );
+    }
+    let fourth = open_hold(&mut jobs, "jobs/own3").await;
+    assert_eq!(
+        fourth.map(|_| ()).expect_err("over jobs' own quota").code(),
+        Code::ResourceExhausted
+    );
+    for i in 0..2 {
+        open.push(
+            open_hold(&mut orders, &format!("orders/own{i}"))
+                .await
+                .expect("within the default quota of 2"),
+        );
+    }
+    let third = open_hold(&mut orders, "orders/own2").await;
+    assert_eq!(
+        third
+            .map(|_| ())
+            .expect_err("over the default quota")
+            .code(),
+        Code::ResourceExhausted
+    );
 }
 
 /// Hold sessions cannot amplify past the `session.min_ttl` floor: a 10 ms

@@ -130,6 +130,7 @@ async fn session_limit(flavor: Flavor) {
             ttl: ms(1_000),
             wait: None,
             owner: String::new(),
+            request_id: String::new(),
             ..Default::default()
         })),
     })
@@ -163,6 +164,7 @@ async fn hold_opens(c: &mut common::LockClient) -> bool {
                 ttl: ms(1_000),
                 wait: None,
                 owner: String::new(),
+                request_id: String::new(),
                 ..Default::default()
             })),
         })

@@ -196,6 +196,8 @@ async fn certificate_identities() {
     config.server.tls.key = Some(write(&dir, "server.key", &server.key));
     config.server.tls.client_ca = Some(write(&dir, "clients-ca.crt", &ca.ca));
     let cert_client = |name: &str, san: &str| ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: name.into(),
         token_sha256: None,
         certificate_san: Some(san.into()),
@@ -206,6 +208,8 @@ async fn certificate_identities() {
         cert_client("orders", "orders.clients.test"),
         cert_client("jobs", "spiffe://example.test/jobs"),
         ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "admin".into(),
             token_sha256: Some(redlockd::service::token_sha256(ADMIN_TOKEN)),
             certificate_san: None,
@@ -262,6 +266,7 @@ async fn certificate_identities() {
         ttl: ms(5_000),
         wait: None,
         owner: "tls-test".into(),
+        request_id: String::new(),
         ..Default::default()
     });
     request.metadata_mut().insert(

@@ -129,11 +129,15 @@ func acquireRequest(op, resource string, ttl time.Duration, opts []AcquireOption
 	if cfg.wait < 0 {
 		return nil, cfg, invalidArgument(op, "wait", "must not be negative, got "+cfg.wait.String())
 	}
+	if cfg.requestID == "" {
+		cfg.requestID = NewRequestID()
+	}
 	return &pb.AcquireRequest{
-		Resource: resource,
-		Ttl:      durationpb.New(ttl),
-		Wait:     durationpb.New(cfg.wait),
-		Owner:    cfg.owner,
+		Resource:  resource,
+		Ttl:       durationpb.New(ttl),
+		Wait:      durationpb.New(cfg.wait),
+		Owner:     cfg.owner,
+		RequestId: cfg.requestID,
 	}, cfg, nil
 }
 

@@ -79,6 +79,26 @@ func TestAcquireGrantsWithAFenceThatGrows(t *testing.T) {
 	}
 }
 
+func TestRetryWithTheSameRequestIDGetsTheSameLock(t *testing.T) {
+	c := dial(t, shared.addr)
+	ctx := context.Background()
+	id := redlockd.NewRequestID()
+	first, err := c.Acquire(ctx, resource(t), 10*time.Second, redlockd.WithRequestID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = c.Release(ctx, first) }()
+	again, err := c.Acquire(ctx, resource(t), 10*time.Second, redlockd.WithRequestID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Token != first.Token || again.Fence != first.Fence {
+		t.Fatalf("retry got another lock: fence %d, first %d", again.Fence, first.Fence)
+	}
+	_, err = c.Acquire(ctx, resource(t), 10*time.Second)
+	wantKind(t, err, redlockd.ErrHeld, codes.Aborted)
+}
+
 func TestContentionIsHeldElsewhere(t *testing.T) {
 	c := dial(t, shared.addr)
 	ctx := context.Background()
@@ -160,6 +180,18 @@ func TestExtendAfterExpiryIsNotHeld(t *testing.T) {
 			t.Fatal("still held 10 s after a 300 ms ttl")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Validate says not held once no validity is left (the drift allowance
+	// and its own round counted), a few ms before the keys expire on the
+	// masters; an Extend in that gap still finds them on a majority and
+	// rightly succeeds. A new holder proves the keys are gone; once it has
+	// released, Extend finds nothing.
+	next, err := c.Acquire(ctx, lock.Resource, 10*time.Second, redlockd.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := c.Release(ctx, next); err != nil || !held {
+		t.Fatalf("release of the new holder: %v %v", held, err)
 	}
 	_, err = c.Extend(ctx, lock, time.Second)
 	wantKind(t, err, redlockd.ErrNotHeld, codes.FailedPrecondition)

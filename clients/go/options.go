@@ -1,7 +1,9 @@
 package redlockd
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,8 +70,9 @@ func WithGRPCOptions(opts ...grpc.DialOption) DialOption {
 
 // acquireConfig collects what the AcquireOptions ask for.
 type acquireConfig struct {
-	wait  time.Duration
-	owner string
+	wait      time.Duration
+	owner     string
+	requestID string
 }
 
 // AcquireOption configures Acquire and Hold.
@@ -87,4 +90,22 @@ func WithWait(d time.Duration) AcquireOption {
 // cardinality; never part of the lock's identity).
 func WithOwner(owner string) AcquireOption {
 	return func(c *acquireConfig) { c.owner = owner }
+}
+
+// WithRequestID makes the call idempotent under the caller's own key: 22 to
+// 64 characters of A-Z a-z 0-9 - _ holding at least 128 random bits (see
+// NewRequestID). Retried with the same id after an error that may have lost
+// the answer (a lost connection, Unavailable), Acquire returns the lock that
+// id already holds instead of ErrHeld; after a deadline the daemon has
+// released any late grant, so a retry acquires anew. Without it, each call
+// draws a fresh one. Keep it secret, like a token.
+func WithRequestID(id string) AcquireOption {
+	return func(c *acquireConfig) { c.requestID = id }
+}
+
+// NewRequestID draws a request id: 128 random bits, URL-safe base64.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails since Go 1.24 (it would crash instead)
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -135,6 +135,46 @@ type AcquireRequest struct {
 	// Optional free-form identity of the caller, for logs and metrics labels
 	// of low cardinality; never part of the lock's identity.
 	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Optional idempotency key: 22 to 64 characters of A-Z a-z 0-9 - _
+	// holding at least 128 random bits (e.g. 16 random bytes as URL-safe
+	// base64 without padding, or as 32 hex characters); otherwise
+	// INVALID_ARGUMENT naming `request_id`. Draw a new one per logical
+	// acquisition and reuse it on that acquisition's retries; in a Hold, it
+	// goes in the first message. It is a secret like a token: keep it to
+	// yourself.
+	//
+	// With it, the lock's token is derived from it: the first 32 characters
+	// of the lowercase hex SHA-256 of
+	//
+	//	"redlockd/v1/token" 0x00 resource 0x00 request_id
+	//
+	// and:
+	//   - a retried Acquire with the same request_id and resource, through any
+	//     daemon, answers the lock that request_id already holds (same token,
+	//     same fence, fresh validity) instead of ABORTED; the resource held by
+	//     another request_id answers ABORTED as usual;
+	//   - what it covers is what the daemon cannot see: an answer it sent but
+	//     that was lost on the way (the connection broke after the daemon
+	//     wrote it; the call then fails with UNAVAILABLE or CANCELLED on your
+	//     side). Retry with the same request_id and get that lock, or compute
+	//     the token as above and Release (or Validate) with it; otherwise it
+	//     expires with its ttl;
+	//   - a grant the daemon knows you did not receive (it completed after
+	//     your deadline's cut-off, or your call was cancelled or its
+	//     connection dropped while it waited) is released, as without a
+	//     request_id: after DEADLINE_EXCEEDED nothing is left locked, and a
+	//     retry, with this request_id or a new one, acquires anew;
+	//   - retry through the same channel: a daemon runs the calls of one
+	//     request_id one after the other, so a retry it receives waits until
+	//     the previous call's late grant is released. Through ANOTHER daemon,
+	//     a retry sent within about 3 x node_timeout of such an error can be
+	//     answered the late grant just before the first daemon releases it:
+	//     its Extend or Validate then says not held, and any later holder has
+	//     a higher fence;
+	//   - never run two calls with the same request_id at once: a failing
+	//     attempt of one cleans up the token and can delete the other's grant.
+	//     Retry only after the previous call has ended.
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Lock-delay (Chubby, Consul): if this lock ends by expiry (its holder
 	// vanished: never released, or its Hold session's connection was lost)
 	// rather than by Release or a session's orderly end, nobody can acquire
@@ -211,6 +251,13 @@ func (x *AcquireRequest) GetWait() *durationpb.Duration {
 func (x *AcquireRequest) GetOwner() string {
 	if x != nil {
 		return x.Owner
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -981,12 +1028,14 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x125\n" +
-	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\x97\x02\n" +
+	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\xb6\x02\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\x128\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
 	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\"7\n" +

@@ -67,7 +67,9 @@ const (
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
 //	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-//	                    left locked by this call
+//	                    left locked by this call (a grant completing after
+//	                    the daemon's cut-off is released, request_id or not;
+//	                    the residual window is under server.deadline_reserve)
 //	RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
 //	UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
 type LockServiceClient interface {
@@ -195,7 +197,9 @@ type LockService_HoldClient = grpc.BidiStreamingClient[HoldRequest, HoldEvent]
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
 //	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-//	                    left locked by this call
+//	                    left locked by this call (a grant completing after
+//	                    the daemon's cut-off is released, request_id or not;
+//	                    the residual window is under server.deadline_reserve)
 //	RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
 //	UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
 type LockServiceServer interface {

@@ -1,6 +1,7 @@
 // The client: one gRPC channel to a daemon, the four unary calls, and Hold
 // sessions (`hold` for a lease, `using` for a callback).
 
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
@@ -8,6 +9,11 @@ import protoLoader from '@grpc/proto-loader';
 import { DeadlineExceededError, LockLostError, fromStatus, invalidArgument } from './errors.js';
 import { Lease } from './lease.js';
 import { Lock, fromDuration, now, optionalString, requireString, toDuration } from './wire.js';
+
+/** A fresh request_id: 128 random bits, URL-safe base64 (22 characters). */
+export function newRequestId() {
+  return randomBytes(16).toString('base64url');
+}
 
 /** The contract, shipped inside the package (a copy of proto/redlock/v1/lock.proto). */
 const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'proto');
@@ -199,6 +205,9 @@ export class Client {
       ttl: toDuration(options.ttlMs, 'ttlMs'),
       wait: toDuration(options.waitMs ?? 0, 'waitMs'),
       owner: optionalString(options.owner, 'owner'),
+      // Every acquisition is idempotent: a caller that retries after an
+      // error passes the same requestId again and gets the lock it holds.
+      request_id: options.requestId === undefined ? newRequestId() : requireString(options.requestId, 'requestId'),
     };
   }
 

@@ -37,6 +37,15 @@ export interface AcquireOptions extends CallOptions {
   /** Free-form, low-cardinality identity of the caller, for the daemon's logs. */
   owner?: string;
   /**
+   * Idempotency key, 22-64 chars of A-Z a-z 0-9 - _ with at least 128
+   * random bits (default: a fresh one per call). Retried with the same
+   * value after an error that may have lost the answer (a lost connection,
+   * UNAVAILABLE), the call returns the lock that value holds instead of
+   * LockHeldError; after DeadlineExceededError the daemon has released any
+   * late grant, so a retry acquires anew. A secret, like a token.
+   */
+  requestId?: string;
+  /**
    * This call's whole deadline in ms, wait included (default: `waitMs` plus
    * the client's `deadlineMs`). Shorter than the wait: DeadlineExceededError.
    */

@@ -1,6 +1,7 @@
 // The unary calls against a real daemon over five real valkey-server masters.
 
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -43,6 +44,16 @@ test('a grant carries a BigInt fence, larger for each new holder, and a validity
   await client.release(second);
 });
 
+test('a retry with the same requestId gets the same lock', async () => {
+  const requestId = randomBytes(16).toString('base64url');
+  const first = await client.acquire('node/idem', { ttlMs: 10_000, requestId });
+  const again = await client.acquire('node/idem', { ttlMs: 10_000, requestId });
+  assert.equal(again.token, first.token);
+  assert.equal(again.fence, first.fence);
+  await assert.rejects(client.acquire('node/idem', { ttlMs: 10_000 }), LockHeldError);
+  assert.equal(await client.release(again), true);
+});
+
 test('a resource held elsewhere is LockHeldError (ABORTED)', async () => {
   const held = await client.acquire('unary/contended', { ttlMs: 10_000 });
   await assert.rejects(client.acquire('unary/contended', { ttlMs: 10_000 }), (error) => {
@@ -77,6 +88,13 @@ test('extend keeps the fence and renews the validity while held; after expiry it
   assert.ok(extended.validityMs > 300);
   const short = await client.extend(lock, { ttlMs: 200 });
   await until(async () => !(await client.validate(short)).held, 'the lock expires');
+  // Validate says not held once no validity is left (the drift allowance
+  // and its own round counted), a few ms before the keys expire on the
+  // masters; an Extend in that gap still finds them on a majority and
+  // rightly succeeds (nobody else can hold the lock yet). A new holder
+  // proves the keys are gone; once it has released, Extend finds nothing.
+  const next = await client.acquire('unary/extend', { ttlMs: 10_000, waitMs: 5_000 });
+  assert.equal(await client.release(next), true);
   await assert.rejects(client.extend(short, { ttlMs: 10_000 }), (error) => {
     assert.ok(error instanceof LockNotHeldError, String(error));
     assert.equal(error.kind, 'not_held');

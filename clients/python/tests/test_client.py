@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import secrets
 import threading
 import time
 
@@ -33,6 +34,17 @@ def test_grant_carries_a_fence_and_validity_from_the_send(client: Client, resour
     second = client.acquire(resource, ttl=datetime.timedelta(seconds=10))
     assert second.fence > first.fence
     assert client.release(second.resource, second.token).was_held
+
+
+def test_retry_with_the_same_request_id_gets_the_same_lock(client: Client, resource: str) -> None:
+    request_id = secrets.token_urlsafe(16)
+    first = client.acquire(resource, ttl=10, request_id=request_id)
+    again = client.acquire(resource, ttl=10, request_id=request_id)
+    assert (again.token, again.fence) == (first.token, first.fence)
+    # Without it (a fresh request id each call), the resource is held.
+    with pytest.raises(LockHeld):
+        client.acquire(resource, ttl=10)
+    client.release(again)
 
 
 def test_contention_raises_lock_held(client: Client, resource: str) -> None:
@@ -76,6 +88,13 @@ def test_extend_after_expiry_raises_lock_not_held(client: Client, resource: str)
     while client.validate(lock).held:  # expiry, polled for
         assert time.monotonic() < deadline, "the lock never expired"
         time.sleep(0.05)
+    # Validate says not held once no validity is left (the drift allowance
+    # and its own round counted), a few ms before the keys expire on the
+    # masters; an Extend in that gap still finds them on a majority and
+    # rightly succeeds. A new holder proves the keys are gone; once it has
+    # released, Extend finds nothing.
+    nxt = client.acquire(resource, ttl=10, wait=5)
+    assert client.release(nxt).was_held is True
     with pytest.raises(LockNotHeld) as refused:
         client.extend(lock, ttl=10)
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION

@@ -116,13 +116,57 @@ def event(**kind) -> lock_pb2.HoldEvent:
 
 
 def test_lease_extension_moves_valid_until() -> None:
-    lease = granted(ttl=0.0)
-    with pytest.raises(LockLost):
-        lease.check()  # validity 0: already past
+    lease = granted(ttl=10.0)
+    before = lease.valid_until
     lease._on_event(event(extended=lock_pb2.Lock(validity=duration(60))))
     lease.check()
     assert lease.extensions == 1 and lease.validity == 60
+    assert lease.valid_until >= before + 49
     assert not lease.lost.is_set()
+
+
+def test_a_grant_that_arrives_lapsed_is_established_by_its_first_extension() -> None:
+    """A grant that waited longer than its ttl arrives with its validity
+    (counted from the send) already over: not usable, not lost either; the
+    daemon's first extension makes it a guarantee."""
+    lease = granted(ttl=0.0)
+    with pytest.raises(LockLost, match="validity ran out"):
+        lease.check()
+    assert not lease.is_lost()
+    lease._on_event(event(extended=lock_pb2.Lock(validity=duration(60))))
+    lease.check()
+    assert lease.extensions == 1 and not lease.lost.is_set()
+
+
+def test_lapsed_validity_is_lost_and_no_extension_revives_it(monkeypatch) -> None:
+    lease = granted(ttl=1.0)
+    assert not lease.is_lost()
+    later = time.monotonic() + 2.0
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert lease.is_lost() and lease.lost.is_set()
+    with pytest.raises(LockLost, match="validity ran out"):
+        lease.check()
+    lease._on_event(event(extended=lock_pb2.Lock(validity=duration(60))))
+    assert lease.extensions == 0
+    with pytest.raises(LockLost, match="validity ran out"):
+        lease.check()
+
+
+def test_extensions_read_after_a_pause_do_not_revive_the_lease(monkeypatch) -> None:
+    """A process paused (SIGSTOP) past its validity reads, on resuming, the
+    extensions that waited in its socket: each would count from the
+    previous one's late reading and look fresh. The lapse comes first."""
+    lease = granted(ttl=1.0)
+    lease._on_event(event(extended=lock_pb2.Lock(validity=duration(1))))
+    assert not lease.is_lost()
+    resumed = time.monotonic() + 5.0
+    monkeypatch.setattr(time, "monotonic", lambda: resumed)
+    for _ in range(3):
+        lease._on_event(event(extended=lock_pb2.Lock(validity=duration(1))))
+    assert lease.lost.is_set() and lease.extensions == 1
+    assert lease.valid_until < resumed
+    with pytest.raises(LockLost, match="validity ran out"):
+        lease.check()
 
 
 def test_lease_lost_event() -> None:

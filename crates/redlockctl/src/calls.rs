@@ -33,6 +33,7 @@ pub(crate) async fn acquire(
             ttl: Some(proto_duration(args.ttl)),
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
+            request_id: String::new(),
             ..Default::default()
         };
         let what = what.as_str();

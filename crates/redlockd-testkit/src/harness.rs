@@ -206,6 +206,7 @@ pub async fn hold(
                 ttl: ms(ttl_ms),
                 wait: ms(wait_ms),
                 owner: "test".into(),
+                request_id: String::new(),
                 ..Default::default()
             })),
         })
@@ -257,6 +258,7 @@ pub async fn acquire(
             ttl: ms(ttl_ms),
             wait: ms(wait_ms),
             owner: "test".into(),
+            request_id: String::new(),
             ..Default::default()
         })
         .await?;

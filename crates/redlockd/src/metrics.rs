@@ -64,8 +64,9 @@ pub(crate) const LOCK_DELAY_REFUSALS_TOTAL: &str = "redlock_lock_delay_refusals_
 pub(crate) const AUTH_DENIED_TOTAL: &str = "redlock_auth_denied_total";
 
 /// Client connections closed as soon as they were accepted, by reason
-/// (`max_connections`, `max_connections_per_peer`), and failed accepts
-/// (`accept_error`: out of file descriptors). Never labelled with a peer.
+/// (`max_connections`, `max_connections_per_peer`), failed accepts
+/// (`accept_error`: out of file descriptors) and failed or timed-out TLS
+/// handshakes (`tls_handshake`). Never labelled with a peer.
 pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "redlock_connections_refused_total";
 
 /// Always 1, labelled with the daemon's version: which build runs where.

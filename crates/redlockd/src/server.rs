@@ -234,10 +234,8 @@ pub async fn run_draining(
 ) -> Result<(), ServeError> {
     // TLS material first: an unusable file is a configuration error, told
     // before anything else starts.
-    // A client that never completes its handshake is dropped after
-    // `server.tls_handshake_timeout`.
-    let tls = crate::tls::server_config(&config.server.tls)?
-        .map(|tls| tls.timeout(config.server.tls_handshake_timeout));
+    // rustls refuses a key that does not match the certificate here too.
+    let tls = crate::tls::server_config(&config.server.tls, b"h2")?;
     crate::fd_limit::raise(config.limits.max_connections);
     let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
@@ -352,23 +350,14 @@ pub async fn run_draining(
         config.limits.max_connections,
         config.limits.max_connections_per_peer,
     );
-    let mut server = tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
         .http2_keepalive_timeout(Some(config.server.keepalive_timeout));
-    match tls {
-        Some(tls) => {
-            // rustls refuses a key that does not match or parse only here.
-            server = server
-                .tls_config(tls)
-                .map_err(|e| crate::tls::TlsError::Rustls {
-                    key: "server.tls.key",
-                    reason: e.to_string(),
-                })?
-        }
-        None => warn_if_exposed(&listener),
+    if tls.is_none() {
+        warn_if_exposed(&listener);
     }
-    let served = server
+    let router = server
         // Streams of every service count toward their connection's
         // activity: the idle timeout never cuts an open stream.
         .layer(StreamsLayer::new(
@@ -379,26 +368,41 @@ pub async fn run_draining(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(lock_service)
-        .add_service(admin_service)
-        // Our own accept loop (`conn::accept`): the connection caps, a
-        // paused accept on EMFILE instead of a spinning one, the idle
-        // timeout, and TCP_NODELAY + keepalive on every accepted socket.
-        // Its connections report the socket's own `TcpConnectInfo`: under
-        // TLS, tonic then puts `TlsConnectInfo<TcpConnectInfo>` in each
-        // request's extensions, which `Request::peer_certs` (certificate
-        // identities, see `service::auth`) reads.
-        .serve_with_incoming_shutdown(
-            incoming(
-                listener,
-                gate,
-                AcceptSettings {
-                    keepalive: config.server.keepalive_interval,
-                    idle_timeout: config.server.idle_timeout,
-                },
-            ),
-            shutdown,
-        )
-        .await;
+        .add_service(admin_service);
+    // Our own accept loop (`conn::accept`): the connection caps, a paused
+    // accept on EMFILE instead of a spinning one, the idle timeout, and
+    // TCP_NODELAY + keepalive on every accepted socket. Under TLS our own
+    // handshakes (`conn::handshake`): a deadline, and failures logged and
+    // counted. Connections report the socket's own `TcpConnectInfo`, and
+    // under TLS tonic puts `TlsConnectInfo<TcpConnectInfo>` in each
+    // request's extensions, which `Request::peer_certs` (certificate
+    // identities, see `service::auth`) reads.
+    let incoming = incoming(
+        listener,
+        gate,
+        AcceptSettings {
+            keepalive: config.server.keepalive_interval,
+            idle_timeout: config.server.idle_timeout,
+        },
+    );
+    let served = match tls {
+        Some(tls) => {
+            let incoming = crate::conn::handshake::tls(
+                incoming,
+                tls,
+                config.server.tls_handshake_timeout,
+                "grpc",
+            );
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+        None => {
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+    };
     engine.close().await;
     Ok(served?)
 }

@@ -4,9 +4,10 @@
 //! stops the daemon with the key and path named, never a key's contents.
 
 use crate::config::TlsConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::PrivateKeyDer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -47,23 +48,60 @@ pub(crate) fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> 
     })
 }
 
-/// The gRPC server's TLS settings, or `None` when TLS is off.
-pub(crate) fn server_config(tls: &TlsConfig) -> Result<Option<ServerTlsConfig>, TlsError> {
+/// The server side of `[server.tls]` (certificate, key and, for mutual
+/// TLS, the client CA whose certificates are then required) as a rustls
+/// configuration offering `alpn` (`h2` on the gRPC port, `http/1.1` on the
+/// gateway), or `None` when TLS is off. Both ports do their handshakes
+/// themselves (`conn::handshake`), so that a failed one is logged and
+/// counted and a slow one times out.
+pub(crate) fn server_config(
+    tls: &TlsConfig,
+    alpn: &[u8],
+) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
     let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
         return Ok(None);
     };
-    let cert_pem = read("server.tls.cert", cert)?;
-    certificates("server.tls.cert", cert, &cert_pem)?;
-    let identity = Identity::from_pem(cert_pem, read("server.tls.key", key)?);
-    let mut config = ServerTlsConfig::new().identity(identity);
-    if let Some(ca) = &tls.client_ca {
-        let pem = read("server.tls.client_ca", ca)?;
-        certificates("server.tls.client_ca", ca, &pem)?;
-        // Client certificates are then required: tonic does not make them
-        // optional unless asked to.
-        config = config.client_ca_root(Certificate::from_pem(pem));
-    }
-    Ok(Some(config))
+    let rustls_error = |key: &'static str| {
+        move |e: &dyn std::fmt::Display| TlsError::Rustls {
+            key,
+            reason: e.to_string(),
+        }
+    };
+    let chain = certificates("server.tls.cert", cert, &read("server.tls.cert", cert)?)?;
+    let private = PrivateKeyDer::from_pem_slice(&read("server.tls.key", key)?)
+        .map_err(|e| rustls_error("server.tls.key")(&e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| rustls_error("server.tls")(&e))?;
+    let builder = match &tls.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for root in certificates(
+                "server.tls.client_ca",
+                ca,
+                &read("server.tls.client_ca", ca)?,
+            )? {
+                roots
+                    .add(root)
+                    .map_err(|e| rustls_error("server.tls.client_ca")(&e))?;
+            }
+            // Client certificates are then required.
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| rustls_error("server.tls.client_ca")(&e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, private)
+        .map_err(|e| rustls_error("server.tls.key")(&e))?;
+    config.alpn_protocols = vec![alpn.to_vec()];
+    Ok(Some(Arc::new(config)))
 }
 
 /// The DER certificates in a PEM bundle; at least one.
@@ -72,7 +110,6 @@ pub(crate) fn certificates(
     path: &Path,
     pem: &[u8],
 ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
-    use rustls::pki_types::pem::PemObject;
     let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::Rustls {

@@ -153,6 +153,7 @@ async fn acquire_burst(daemon: &DaemonProcess, calls: usize) -> Result<BurstRepo
                     ttl: Some(proto_duration(TTL)),
                     wait: None,
                     owner: "redlockd-bench".to_owned(),
+                    request_id: String::new(),
                     ..Default::default()
                 };
                 let answer = client.acquire(request).await;
@@ -290,6 +291,7 @@ async fn session(
             ttl: Some(proto_duration(TTL)),
             wait: None,
             owner: "redlockd-bench".to_owned(),
+            request_id: String::new(),
             ..Default::default()
         })),
     };

@@ -137,6 +137,7 @@ async fn one(addr: SocketAddr, resource: &str, ttl: Duration) -> Result<FrozenRe
         ttl: Some(proto_duration(Duration::from_secs(5))),
         wait: Some(proto_duration(WAIT)),
         owner: "redlockd-bench".to_owned(),
+        request_id: String::new(),
         ..Default::default()
     };
     let answer = tokio::time::timeout(WAIT + HOLD_LIMIT, client.acquire(request)).await;
@@ -190,6 +191,7 @@ pub(crate) fn holder_main(args: &[String]) -> Result<(), BoxError> {
                     ttl: Some(proto_duration(ttl)),
                     wait: Some(proto_duration(HOLD_LIMIT)),
                     owner: "redlockd-bench-frozen".to_owned(),
+                    request_id: String::new(),
                     ..Default::default()
                 })),
             })

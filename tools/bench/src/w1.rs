@@ -157,6 +157,7 @@ impl Worker {
                     ttl: Some(setup::proto_duration(TTL)),
                     wait: None,
                     owner: String::new(),
+                    request_id: String::new(),
                     ..Default::default()
                 };
                 let lock = client.acquire(request).await?.into_inner().lock;

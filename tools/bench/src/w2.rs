@@ -145,6 +145,7 @@ fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
         ttl: Some(proto_duration(W2_TTL)),
         wait: Some(proto_duration(W2_WAIT)),
         owner: owner.to_owned(),
+        request_id: String::new(),
         ..Default::default()
     }
 }

@@ -227,6 +227,7 @@ async fn session(
         ttl: Some(proto_duration(TTL)),
         wait: None,
         owner: "redlockd-bench".to_owned(),
+        request_id: String::new(),
         ..Default::default()
     };
     let first = HoldRequest {

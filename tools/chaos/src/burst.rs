@@ -221,6 +221,7 @@ pub(crate) fn burst_main(args: &[String]) -> Result<(), crate::cluster::BoxError
                         ttl: prost_types::Duration::try_from(TTL).ok(),
                         wait: None,
                         owner: "chaos-burst".to_owned(),
+                        request_id: String::new(),
                         ..Default::default()
                     };
                     let sent = now();

@@ -264,7 +264,9 @@ fn critical_sections(grants: &[&Grant], findings: &mut Findings) {
     let mut sections: Vec<&Grant> = grants
         .iter()
         .copied()
-        .filter(|g| g.workload == Workload::Contended && !g.paused && !g.overran())
+        .filter(|g| {
+            g.workload == Workload::Contended && !g.paused && !g.overran() && !g.stale_on_arrival()
+        })
         .collect();
     sections.sort_by_key(|g| g.received);
     let mut latest: Option<&Grant> = None;

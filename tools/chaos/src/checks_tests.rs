@@ -18,7 +18,7 @@ fn ms(n: u64) -> Duration {
 /// `validity`, critical section until `released` where the Release (was_held
 /// = `held`) is sent; answered 1 ms later.
 fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released: u64) -> Grant {
-    let window = Window::of_call(ms(received), ms(validity));
+    let window = Window::of_call(ms(sent), ms(received), ms(validity));
     Grant {
         id,
         resource: RESOURCE.to_owned(),
@@ -87,6 +87,43 @@ fn overlapping_windows() {
     );
     assert_eq!(findings.count(Check::CriticalSections), 1);
     assert_eq!(findings.count(Check::FenceOrder), 0);
+}
+
+/// A client starved between the daemon's answer and its own reading of it
+/// (answered at about 0 ms, read at 450 ms): its window is counted from
+/// when it sent the Acquire, so it ends at 500 ms, before the next holder's
+/// grant at 515 ms. Counted from receipt it would run to 950 ms and the
+/// checker would report an overlap that never happened.
+#[test]
+fn starved_client_window_ends_at_send_plus_validity() {
+    let mut starved = grant(1, 10, 0, 450, 500, 600);
+    starved.release = None;
+    assert_eq!(
+        starved.windows[0],
+        Window {
+            start: ms(450),
+            end: ms(500)
+        }
+    );
+    let findings = run(vec![starved, grant(2, 11, 510, 515, 500, 520)]);
+    only(&findings, Check::Overlap, 0);
+}
+
+/// Counted from the send, a genuine overlap is still found: a waiter sent
+/// its Acquire early (1 ms), was granted at 250 ms with 480 ms left while
+/// the holder (window from 2 ms, Release at 300 ms) still held the lock.
+#[test]
+fn send_anchored_windows_still_overlap() {
+    let findings = run(vec![
+        grant(1, 10, 0, 2, 500, 300),
+        grant(2, 11, 1, 250, 480, 260),
+    ]);
+    assert_eq!(
+        findings.count(Check::Overlap),
+        1,
+        "{:?}",
+        findings.violations
+    );
 }
 
 /// A paused holder (slept past its validity) overlaps nobody's window once
@@ -256,4 +293,51 @@ fn paused_write_refused() {
     let findings = with_register(vec![old, newer], log);
     only(&findings, Check::StaleWrites, 0);
     assert_eq!(findings.paused_writes_refused, 1);
+}
+
+/// A grant whose validity, counted from its send, ran out before its answer
+/// arrived (sent 0, received 300, validity 250): its holder's fenced write,
+/// applied because nobody newer checked in, is not stale merely because an
+/// older holder (received at 280, released at 290) received its grant after
+/// the stale grant's empty window "ended". A holder received after the stale
+/// grant still supersedes it.
+#[test]
+fn stale_on_arrival_grant_is_not_superseded_by_an_older_holder() {
+    let older = grant(1, 10, 270, 280, 500, 290);
+    let mut stale = grant(2, 11, 0, 300, 250, 310);
+    assert!(stale.stale_on_arrival());
+    assert!(!stale.overran(), "it never entered a critical section");
+    stale.cs_end = ms(300);
+    let log = |newer_checked_in: bool| {
+        let mut fenced_ops = vec![
+            op(1, false, 10, 281, true, true),
+            op(2, false, 11, 301, true, false),
+        ];
+        if newer_checked_in {
+            fenced_ops.push(op(3, false, 12, 305, true, true));
+        }
+        fenced_ops.push(op(2, true, 11, 306, !newer_checked_in, false));
+        RegisterLog {
+            resource: RESOURCE.to_owned(),
+            fenced_final: 1,
+            fenced_ops,
+            ..RegisterLog::default()
+        }
+    };
+    let findings = with_register(vec![older.clone(), stale.clone()], log(false));
+    only(&findings, Check::StaleWrites, 0);
+    // A later write applied after a holder received at 304 checked in (as
+    // if its fence were out of order): stale.
+    let mut applied = log(true);
+    if let Some(last) = applied.fenced_ops.last_mut() {
+        last.accepted = true;
+    }
+    let newer = grant(3, 12, 302, 304, 500, 400);
+    let findings = with_register(vec![older, stale, newer], applied);
+    assert_eq!(
+        findings.count(Check::StaleWrites),
+        1,
+        "{:?}",
+        findings.violations
+    );
 }

@@ -139,6 +139,7 @@ impl Shared {
             ttl: proto(ttl),
             wait: proto(wait),
             owner: "chaos".to_owned(),
+            request_id: String::new(),
             ..Default::default()
         };
         let sent = self.clock.now();
@@ -158,10 +159,11 @@ impl Shared {
             token: lock.token.clone(),
             ttl: proto(ttl),
         };
+        let sent = self.clock.now();
         let answer = call(CALL_SLACK, LockServiceClient::new(channel).extend(request)).await;
         let received = self.clock.now();
         let extended = answer.ok()?.lock?;
-        Some(Window::of_call(received, validity(&extended)))
+        Some(Window::of_call(sent, received, validity(&extended)))
     }
 
     /// Releases `lock`, once more through another replica if the first
@@ -244,9 +246,16 @@ pub(crate) async fn contended(
             }
         };
         let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
-        let first = Window::of_call(received, validity(&lock));
+        let first = Window::of_call(sent, received, validity(&lock));
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
+        if grant.stale_on_arrival() {
+            // No guarantee left (counted from the send): hands the lock back.
+            grant.cs_end = received;
+            grant.release = Some(shared.release(home, &lock).await);
+            log.grants.push(grant);
+            continue;
+        }
         let registers = &shared.registers[hot];
         let fenced = registers.check_in(&clock, grant.id, lock.fence, grant.valid_until);
         let plain = registers.read_plain();
@@ -315,7 +324,7 @@ pub(crate) async fn uncontended(
         });
         if let Ok(lock) = answer {
             let mut grant = shared.grant(Workload::Uncontended, id, replica, &lock);
-            let window = Window::of_call(received, validity(&lock));
+            let window = Window::of_call(sent, received, validity(&lock));
             (grant.sent, grant.received, grant.valid_until) = (sent, received, window.end);
             grant.windows.push(window);
             grant.cs_end = received;

@@ -98,8 +98,9 @@ pub(crate) struct FrozenFigures {
     /// Of those, the ones after which the child found its lock gone
     /// (told `lost`, the stream ended, or Validate said not held).
     pub resumed_told_gone: usize,
-    /// Of those, the ones told by the daemon (`lost`, the stream ended)
-    /// rather than by Validate.
+    /// Of those, the ones that learnt it before validating: from the
+    /// daemon (`lost`, the stream ended) or from their own deadline
+    /// (`expired`), rather than by Validate.
     pub resumed_told_lost: usize,
     /// Writes made by the children.
     pub writes: usize,
@@ -349,7 +350,7 @@ pub(crate) fn check(
         figures.resumed_told_lost += usize::from(gone.is_some_and(|e| {
             matches!(
                 e.reason.as_str(),
-                "lost" | "ended" | "stream_error" | "released"
+                "lost" | "ended" | "stream_error" | "released" | "expired"
             )
         }));
         if freeze.end - freeze.start < BOUND {

@@ -9,7 +9,13 @@
 //! CLOCK_MONOTONIC from when the Validate was *sent*. A client frozen
 //! anywhere before that round trip therefore learns after SIGCONT that its
 //! lock is gone (`lost`, the stream ending, or `held = false`) before it
-//! writes. The write itself goes to the checker, which owns the registers.
+//! writes. It keeps its own deadline as a client library does (the grant's
+//! validity from the send, moved by each `extended` counted from the
+//! previous event's arrival, if that came before the deadline): resumed
+//! past it, it stops at once (`expired`), before reading further events
+//! or validating; an extension read after the deadline (one that waited in
+//! the socket while it was frozen) never revives it. The write itself goes
+//! to the checker, which owns the registers.
 //!
 //! Lines to the checker (stdout), times in ns on the run's clock:
 //! - `G <hot> <fence> <sent> <received> <valid_until>`: granted; the
@@ -17,7 +23,10 @@
 //! - `W <id> <checked> <validate_received> <valid_until>`: the write,
 //!   decided at `checked`; the checker answers `A`;
 //! - `D <id> <at>`: the stream was dropped (the lock released) at `at`;
-//! - `L <id> <at> <reason>`: the lock was found gone; no write.
+//! - `L <id> <at> <reason>`: the lock was found gone (`lost`, `released`,
+//!   `ended`, `stream_error`, `expired` by its own deadline, or by
+//!   Validate: `not_held`, `expired_at_validate`, `validate_failed`); no
+//!   write.
 
 use crate::cluster::BoxError;
 use rand::rngs::StdRng;
@@ -141,6 +150,7 @@ async fn run(
                 ttl: to_proto(TTL),
                 wait: to_proto(WAIT),
                 owner: "chaos-frozen-client".to_owned(),
+                request_id: String::new(),
                 ..Default::default()
             })),
         };
@@ -183,19 +193,34 @@ async fn run(
         let id: u64 = reply.strip_prefix("R ").ok_or("expected R <id>")?.parse()?;
         let work = Duration::from_millis(rng.random_range(WORK_MS.0..=WORK_MS.1));
         let work_until = tokio::time::Instant::now() + work;
-        // Work while the daemon extends; `lost` or the end of the stream
-        // ends it without a write.
+        // The local deadline (run-clock ns) and when the last event came.
+        let (mut deadline_ns, mut last_heard) = (valid_until, received);
+        // Work while the daemon extends; `lost`, the end of the stream or
+        // the local deadline ends it without a write.
         let gone = loop {
-            // Events first: what arrived while frozen is read before the
-            // expired work timer ends the work.
+            let expiry = tokio::time::Instant::now()
+                + Duration::from_nanos(deadline_ns.saturating_sub(link.now()));
+            // The deadline first: resumed past it, the client stops before
+            // anything else; then events (what arrived while frozen is read
+            // before the expired work timer ends the work).
             tokio::select! {
                 biased;
+                _ = tokio::time::sleep_until(expiry) => break Some("expired"),
                 event = events.message() => match event {
                     Ok(Some(event)) => match event.event {
+                        Some(Event::Extended(extended)) => {
+                            let now = link.now();
+                            if now >= deadline_ns {
+                                break Some("expired");
+                            }
+                            let validity = from_proto(extended.validity).as_nanos() as u64;
+                            deadline_ns = deadline_ns.max(last_heard + validity);
+                            last_heard = now;
+                        }
                         Some(Event::Lost(_)) => break Some("lost"),
                         Some(Event::Released(_)) => break Some("released"),
                         Some(Event::Draining(_)) => break None,
-                        _ => {}
+                        _ => last_heard = link.now(),
                     },
                     Ok(None) => break Some("ended"),
                     Err(_) => break Some("stream_error"),
@@ -229,7 +254,7 @@ async fn run(
                             .await?;
                         None
                     }
-                    (true, false) => Some("expired"),
+                    (true, false) => Some("expired_at_validate"),
                     (false, _) => Some("not_held"),
                 }
             }

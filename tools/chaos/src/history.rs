@@ -46,25 +46,31 @@ pub(crate) enum Workload {
 }
 
 /// An interval during which the daemon told its client the lock is held:
-/// from the moment the answer was received, for the validity it reported
-/// (the time the client may act on the lock). The daemon measures validity
-/// from the moment it answers, a little earlier; its drift allowance
-/// (`ttl x drift_factor + 2 ms`) is what covers the delivery of the answer.
-/// The window ends early when its holder sends a Release.
+/// from the moment the answer was received (the client cannot act on the
+/// lock before) until the reported validity runs out, counted from when the
+/// request was SENT, as the contract asks of clients (`Lock.validity` in
+/// lock.proto, issue 22 item 5). The daemon's deadline is its operation's
+/// start + ttl - drift, and the operation started no earlier than the send,
+/// so `sent + validity` never outlasts it: a client starved between the
+/// daemon's answer and its own reading of it gets a shorter (or empty)
+/// window, never one past the real validity, so the checker cannot flag a
+/// false overlap on a loaded machine. Counting from receipt would stretch
+/// the window by the answer's whole delay. The window ends early when its
+/// holder sends a Release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
     /// The answer was received.
     pub start: Time,
-    /// Received + validity.
+    /// Sent + validity.
     pub end: Time,
 }
 
 impl Window {
-    /// From a call answered at `received` with `validity`.
-    pub(crate) fn of_call(received: Time, validity: Duration) -> Window {
+    /// From a call sent at `sent`, answered at `received` with `validity`.
+    pub(crate) fn of_call(sent: Time, received: Time, validity: Duration) -> Window {
         Window {
             start: received,
-            end: received + validity,
+            end: sent + validity,
         }
     }
 
@@ -135,7 +141,16 @@ impl Grant {
     /// Whether the critical section ran past the guarantee without being a
     /// deliberate pause (a starved client): excluded like a pause.
     pub(crate) fn overran(&self) -> bool {
-        !self.paused && self.cs_end > self.valid_until
+        !self.paused && !self.stale_on_arrival() && self.cs_end > self.valid_until
+    }
+
+    /// Whether its validity, counted from the send, had run out by the time
+    /// the answer arrived (a long wait, a starved client): the client knows
+    /// it holds no guarantee, so it does not enter a critical section and
+    /// releases at once, as a client following the contract does. Its
+    /// window is empty; no critical section of it is checked.
+    pub(crate) fn stale_on_arrival(&self) -> bool {
+        self.valid_until <= self.received
     }
 }
 

@@ -83,8 +83,13 @@ pub(crate) fn fenced(log: &RegisterLog, grants: &HashMap<u64, &Grant>, findings:
         }
         if op.accepted && op.write {
             applied.push((op.read, op.grant));
-            let superseded =
-                |g: &&&Grant| latest_sent > g.received || latest_live_received >= g.valid_until;
+            // `max(valid_until, received)`: a grant whose validity, counted
+            // from its send, had run out on arrival (an empty window) ends
+            // before it was received; a holder received before it may be
+            // an older one.
+            let superseded = |g: &&&Grant| {
+                latest_sent > g.received || latest_live_received >= g.valid_until.max(g.received)
+            };
             if let Some(g) = holder.filter(superseded) {
                 findings.violations.push(Violation {
                     check: Check::StaleWrites,

@@ -24,6 +24,9 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Longest a drained replica may take to exit after SIGTERM: its grace, the
 /// final release and the exit (the daemon's own hard stop is 5 s later).
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+/// Longest a drain waits for a session holding a lock on its replica
+/// before it sends SIGTERM anyway.
+const DRAIN_WAITS_FOR_SESSION: Duration = Duration::from_secs(3);
 
 /// How the replicas are configured.
 #[derive(Debug, Clone)]
@@ -67,6 +70,22 @@ pub(crate) struct Routes {
     channels: Vec<Channel>,
     /// Whether the replica is up (set by the fault injector).
     up: Vec<AtomicBool>,
+    /// `Hold` sessions holding a lock through each replica now (kept by the
+    /// session clients): a drain waits for one, so that draining a replica
+    /// always has sessions to tell, however the load shifts the timing.
+    holding: Vec<std::sync::atomic::AtomicUsize>,
+}
+
+/// A session holding a lock through a replica; counted until dropped.
+pub(crate) struct Holding<'a> {
+    routes: &'a Routes,
+    replica: usize,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.routes.holding[self.replica].fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Routes {
@@ -79,6 +98,16 @@ impl Routes {
             .find(|&i| self.up[i].load(Ordering::SeqCst))
             .unwrap_or(home % n);
         (index, self.channels[index].clone())
+    }
+
+    /// Counts a session holding a lock through `replica` while the guard
+    /// lives.
+    pub(crate) fn holding(&self, replica: usize) -> Holding<'_> {
+        self.holding[replica].fetch_add(1, Ordering::SeqCst);
+        Holding {
+            routes: self,
+            replica,
+        }
     }
 }
 
@@ -97,7 +126,14 @@ impl Replicas {
             });
         }
         let up = (0..count).map(|_| AtomicBool::new(false)).collect();
-        let routes = std::sync::Arc::new(Routes { channels, up });
+        let holding = (0..count)
+            .map(|_| std::sync::atomic::AtomicUsize::new(0))
+            .collect();
+        let routes = std::sync::Arc::new(Routes {
+            channels,
+            up,
+            holding,
+        });
         let this = Replicas {
             config,
             replicas,
@@ -147,6 +183,15 @@ impl Replicas {
     /// Stops routing to replica `i`, SIGKILLs it and reaps it.
     pub(crate) async fn kill(&self, i: usize) -> Result<(), BoxError> {
         let replica = self.replicas.get(i).ok_or("no such replica")?;
+        // A drain is meant to meet sessions holding locks: wait (bounded)
+        // for one on this replica, so the check that they were told does
+        // not depend on the timing of a loaded machine.
+        let waited = tokio::time::Instant::now();
+        while self.routes.holding[i].load(Ordering::SeqCst) == 0
+            && waited.elapsed() < DRAIN_WAITS_FOR_SESSION
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         self.routes.up[i].store(false, Ordering::SeqCst);
         if let Some(mut child) = replica.child.lock().await.take() {
             child.kill().await?;

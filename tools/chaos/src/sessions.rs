@@ -74,6 +74,7 @@ pub(crate) async fn session(
                 ttl: prost_types::Duration::try_from(TTL).ok(),
                 wait: prost_types::Duration::try_from(wait).ok(),
                 owner: "chaos-session".to_owned(),
+                request_id: String::new(),
                 ..Default::default()
             })),
         };
@@ -111,11 +112,15 @@ pub(crate) async fn session(
             }
         };
         let received = clock.now();
+        // Counted until the session ends, so a drain finds it.
+        let _holding = shared.routes.holding(replica);
         let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
-        // `acquired` as the Acquire clients count a grant; each `extended`
-        // is counted from when the previous event arrived (the daemon sent
-        // this one later), as the contract asks: one-way delay taken off.
-        let first = Window::of_call(received, validity(&lock));
+        // `acquired` as the Acquire clients count a grant: from when the
+        // `acquire` was sent (queued, before the stream even opened), as the
+        // contract asks; each `extended` is counted from when the previous
+        // event arrived (the daemon sent this one later): one-way delay
+        // taken off.
+        let first = Window::of_call(sent, received, validity(&lock));
         let mut last_heard = received;
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);

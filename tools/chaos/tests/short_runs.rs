@@ -73,6 +73,12 @@ fn full_schedule_finds_no_violation() {
         number(&json, &["frozen", "resumed_told_gone"]) > 0,
         "{json}"
     );
+    // Resumed past its validity, a frozen client stops by its own deadline
+    // (or the daemon's word) before it validates or writes.
+    assert!(
+        number(&json, &["frozen", "resumed_told_lost"]) > 0,
+        "{json}"
+    );
     assert!(number(&json, &["frozen", "writes"]) > 0, "{json}");
     assert_eq!(code, Some(0), "{json}");
 }
@@ -113,7 +119,8 @@ fn fresh_cluster_mid_run_finds_no_violation() {
 
 /// The review's interleavings (issue 22 items 1, 4 and 6), each forced
 /// again and again on its own rig: a late client over a 20 ms link with
-/// deadlines just above its wait; a flapping master that then restarts
+/// deadlines just above its wait, without and with a request id it retries
+/// with at once; a flapping master that then restarts
 /// empty under a lock held on three masters; a master 60 s ahead under
 /// libfaketime while majorities restart empty. No violation, and each
 /// interleaving happened (else the scenario reports "proves_nothing").
@@ -124,6 +131,14 @@ fn review_interleavings_find_no_violation() {
     let scenarios = &json["scenarios"];
     assert!(
         number(scenarios, &["slow_link", "late_deadline_exceeded"]) > 0,
+        "{json}"
+    );
+    assert!(
+        number(scenarios, &["idempotent", "retries_after_deadline"]) > 0,
+        "{json}"
+    );
+    assert!(
+        number(scenarios, &["idempotent", "lost_answer_retries"]) > 0,
         "{json}"
     );
     assert!(

@@ -42,8 +42,7 @@ class AsyncLease(LeaseState):
         #: Set as soon as the lock is gone without being released here.
         self.lost = asyncio.Event()
 
-    def is_lost(self) -> bool:
-        """Whether ``lost`` is set."""
+    def _lost_signalled(self) -> bool:
         return self.lost.is_set()
 
     def _signal_lost(self) -> None:
@@ -97,9 +96,10 @@ class AsyncClient:
         owner: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
+        request_id: Optional[str] = None,
     ) -> Lock:
         """As :meth:`Client.acquire`."""
-        request = acquire_request(resource, ttl, wait, owner)
+        request = acquire_request(resource, ttl, wait, owner, request_id)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(

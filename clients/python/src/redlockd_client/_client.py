@@ -91,11 +91,19 @@ class Client:
         owner: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
+        request_id: Optional[str] = None,
     ) -> Lock:
         """Takes the lock on ``resource`` for ``ttl``, waiting up to
         ``wait`` for the current holder to release it (none: try once).
-        Raises :class:`LockHeld` if it stayed held for the whole wait."""
-        request = acquire_request(resource, ttl, wait, owner)
+        Raises :class:`LockHeld` if it stayed held for the whole wait.
+
+        ``request_id`` (default: a fresh random one) makes the call
+        idempotent: retried with the same value after an error that may
+        have lost the answer (a lost connection, UNAVAILABLE), it returns
+        the lock that value already holds instead of :class:`LockHeld`.
+        After :class:`DeadlineExceeded` the daemon has released any late
+        grant, so a retry acquires anew. Keep it secret, like a token."""
+        request = acquire_request(resource, ttl, wait, owner, request_id)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(

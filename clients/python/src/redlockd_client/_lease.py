@@ -13,6 +13,10 @@ from ._generated import lock_pb2
 from ._types import from_duration
 
 
+#: Why a lease whose validity ran out with no extension counts as lost.
+EXPIRED = "the lock's validity ran out before the daemon extended it"
+
+
 class LeaseState:
     """The state shared by :class:`Lease` and the asyncio ``AsyncLease``;
     subclasses provide the ``lost`` event of their concurrency model."""
@@ -38,6 +42,10 @@ class LeaseState:
         self._token: str = ""
         self._release_requested = False
         self._last_event_at = 0.0
+        # Whether the lease was ever within its validity when an event came
+        # (a grant that waited longer than its ttl arrives already lapsed,
+        # and its first extension establishes the guarantee).
+        self._guaranteed = False
 
     @property
     def token(self) -> str:
@@ -51,11 +59,30 @@ class LeaseState:
         )
 
     def is_lost(self) -> bool:
-        """Whether the ``lost`` signal has fired."""
+        """Whether the lock is gone without a release from this side: the
+        ``lost`` signal fired, or the lock's established validity ran out on
+        this process's monotonic clock with no extension (which fires
+        ``lost`` now: a process resumed after a pause, SIGSTOP or a
+        suspended VM, learns it here before it acts, whatever the daemon
+        says later)."""
+        if not self._lost_signalled() and self._expired(time.monotonic()):
+            self._lose(EXPIRED)
+        return self._lost_signalled()
+
+    def _lost_signalled(self) -> bool:
         raise NotImplementedError
 
     def _signal_lost(self) -> None:
         raise NotImplementedError
+
+    def _expired(self, now: float) -> bool:
+        """Granted, once within its validity, not released, and now past
+        ``valid_until``: the guarantee lapsed, for good."""
+        return (
+            self._guaranteed
+            and not self._release_requested
+            and now >= self.valid_until
+        )
 
     def check(self) -> None:
         """Raises :class:`LockLost` once the lock is gone: the daemon said
@@ -67,7 +94,7 @@ class LeaseState:
         if self._release_requested:
             raise LockLost("the lease was released")
         if time.monotonic() >= self.valid_until:
-            raise LockLost("the lock's validity ran out before the daemon extended it")
+            raise LockLost(EXPIRED)
 
     def _lose(self, reason: str) -> None:
         """The lock is gone without the holder asking."""
@@ -82,6 +109,7 @@ class LeaseState:
         self.validity = from_duration(lock.validity)
         self.valid_until = sent_at + self.validity
         self._last_event_at = time.monotonic()
+        self._guaranteed = self._last_event_at < self.valid_until
 
     def _on_event(self, event: lock_pb2.HoldEvent) -> None:
         """Any event after ``acquired``.
@@ -94,10 +122,18 @@ class LeaseState:
         """
         now = time.monotonic()
         kind = event.WhichOneof("event")
-        if kind == "extended":
+        if kind == "extended" and self._expired(now):
+            # The guarantee lapsed before this extension was read: events
+            # that waited in the socket while the process was paused would
+            # otherwise each count as fresh (from the previous one's late
+            # reading) and revive a lock that may have passed on. A lapse
+            # is final.
+            self._lose(EXPIRED)
+        elif kind == "extended":
             self.extensions += 1
             self.validity = from_duration(event.extended.validity)
             self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
+            self._guaranteed = self._guaranteed or now < self.valid_until
         elif kind == "draining":
             # Not an end: the daemon keeps the lock until the drain ends.
             self.draining = True
@@ -131,8 +167,7 @@ class Lease(LeaseState):
         #: Set as soon as the lock is gone without being released here.
         self.lost = threading.Event()
 
-    def is_lost(self) -> bool:
-        """Whether ``lost`` is set."""
+    def _lost_signalled(self) -> bool:
         return self.lost.is_set()
 
     def _signal_lost(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import secrets
 from typing import Optional, Sequence, Tuple, Union
 
 import grpc
@@ -129,11 +130,27 @@ def auth_metadata(token: Optional[str]) -> Optional[Metadata]:
     return (("authorization", f"Bearer {token}"),)
 
 
+def new_request_id() -> str:
+    """A fresh ``request_id``: 128 random bits, URL-safe base64 (22 chars)."""
+    return secrets.token_urlsafe(16)
+
+
 def acquire_request(
-    resource: str, ttl: Seconds, wait: Optional[Seconds], owner: Optional[str]
+    resource: str,
+    ttl: Seconds,
+    wait: Optional[Seconds],
+    owner: Optional[str],
+    request_id: Optional[str] = None,
 ) -> lock_pb2.AcquireRequest:
-    """An AcquireRequest; ``wait`` None means try once."""
-    request = lock_pb2.AcquireRequest(resource=resource, ttl=duration(ttl), owner=owner or "")
+    """An AcquireRequest; ``wait`` None means try once. ``request_id`` None
+    draws a fresh one: every acquisition is idempotent, and a caller that
+    retries passes the same one again."""
+    request = lock_pb2.AcquireRequest(
+        resource=resource,
+        ttl=duration(ttl),
+        owner=owner or "",
+        request_id=request_id or new_request_id(),
+    )
     if wait is not None:
         request.wait.CopyFrom(duration(wait))
     return request

@@ -58,6 +58,15 @@ pub struct ClientConfig {
     /// A call on any other resource gets PERMISSION_DENIED. `""` allows
     /// everything (an administrator).
     pub namespaces: Vec<String>,
+    /// This client's own `limits.max_sessions_per_identity`: a batch
+    /// service that holds many sessions can be given more than the
+    /// default share, a small one less. Unset: the default.
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+    /// This client's own `limits.max_waiters_per_identity`. Unset: the
+    /// default.
+    #[serde(default)]
+    pub max_waiters: Option<usize>,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -69,6 +78,8 @@ impl fmt::Debug for ClientConfig {
             .field("token_sha256", &self.token_sha256.as_ref().map(|_| "***"))
             .field("certificate_san", &self.certificate_san)
             .field("namespaces", &self.namespaces)
+            .field("max_sessions", &self.max_sessions)
+            .field("max_waiters", &self.max_waiters)
             .finish()
     }
 }
@@ -200,6 +211,20 @@ impl AuthConfig {
                     "auth.clients.namespaces",
                     format!("client {:?}: control characters", client.name),
                 ));
+            }
+            for (key, value) in [
+                ("auth.clients.max_sessions", client.max_sessions),
+                ("auth.clients.max_waiters", client.max_waiters),
+            ] {
+                if value == Some(0) {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "client {:?}: must be at least 1 (remove it for the default)",
+                            client.name
+                        ),
+                    ));
+                }
             }
         }
         Ok(())

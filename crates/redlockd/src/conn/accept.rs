@@ -41,12 +41,29 @@ pub(crate) struct AcceptSettings {
 #[derive(Debug)]
 pub(crate) struct Conn {
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     admitted: Admitted,
     idle_timeout: Duration,
     timer: Pin<Box<Sleep>>,
 }
 
 impl Conn {
+    /// The peer's address and port.
+    pub(crate) fn peer(&self) -> std::net::SocketAddr {
+        self.peer
+    }
+
+    /// The local address the connection came in on.
+    pub(crate) fn local(&self) -> Option<std::net::SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
+    /// The connection's open streams, for a server that counts its calls
+    /// itself (the HTTP gateway) rather than through `conn::idle`.
+    pub(crate) fn activity(&self) -> std::sync::Arc<super::gate::Activity> {
+        std::sync::Arc::clone(&self.admitted.activity)
+    }
+
     /// `Ready` once the connection has had no open stream for the idle
     /// timeout; otherwise registers for a wake-up at the next deadline.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -178,6 +195,7 @@ impl Loop {
                             let idle_timeout = self.settings.idle_timeout;
                             return Conn {
                                 stream,
+                                peer,
                                 admitted,
                                 idle_timeout,
                                 timer: Box::pin(tokio::time::sleep(idle_timeout)),

@@ -1,9 +1,11 @@
-//! Client connections on the gRPC port: how many may be open
-//! ([`gate`]), how they are accepted ([`accept`]), and how idle ones are
-//! told apart from ones with open streams ([`idle`]).
+//! Client connections on the gRPC port and the HTTP gateway: how many may
+//! be open ([`gate`]), how they are accepted ([`accept`]), their TLS
+//! handshake ([`handshake`]), and how idle ones are told apart from ones
+//! with open streams ([`idle`]).
 
 pub(crate) mod accept;
 pub(crate) mod gate;
+pub(crate) mod handshake;
 pub(crate) mod idle;
 
 use std::sync::Mutex;

@@ -111,6 +111,20 @@ mod tests {
         Codec::new().expect("descriptors")
     }
 
+    /// `requestId` (proto3 JSON) and `request_id` both reach field 5.
+    #[test]
+    fn request_id_in_json() {
+        for body in [
+            br#"{"resource": "r", "requestId": "q1Y2x9Vb0Ff3kL8mN4pR7s"}"#.as_slice(),
+            br#"{"resource": "r", "request_id": "q1Y2x9Vb0Ff3kL8mN4pR7s"}"#.as_slice(),
+        ] {
+            let request: pb::AcquireRequest = codec()
+                .decode("redlock.v1.AcquireRequest", body)
+                .expect("decodes");
+            assert_eq!(request.request_id, "q1Y2x9Vb0Ff3kL8mN4pR7s");
+        }
+    }
+
     /// The issue's example body, durations and original field names.
     #[test]
     fn acquire_request() {

@@ -15,16 +15,16 @@
 
 mod errors;
 mod json;
-mod tls;
-
-pub(crate) use tls::server_config;
 
 use crate::config::Config;
+use crate::conn::accept::{incoming, AcceptSettings};
+use crate::conn::gate::{Activity, Gate};
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::service::auth::Gatekeeper;
 use crate::service::LockApi;
 use errors::GatewayError;
+use futures::{Stream, StreamExt};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{header, Method, Request, Response};
@@ -234,7 +234,7 @@ pub(crate) async fn start(
     let Some(addr) = config.http.listen else {
         return Ok(());
     };
-    let tls = server_config(&config.server.tls)?;
+    let tls = crate::tls::server_config(&config.server.tls, b"http/1.1")?;
     let gateway = Arc::new(Gateway::new(api, gate, config.server.max_request_bytes)?);
     let listener = TcpListener::bind(addr)
         .await
@@ -248,79 +248,123 @@ pub(crate) async fn start(
         );
     }
     tracing::info!(listen = %bound, tls = tls.is_some(), "serving the HTTP/JSON gateway");
-    tokio::spawn(serve(listener, gateway, tls, shutdown));
+    // The gRPC port's connection limits, idle timeout and handshake
+    // deadline apply here too, with places of their own: a flood on one
+    // port does not take the other's.
+    let incoming = incoming(
+        listener,
+        Gate::new(
+            config.limits.max_connections,
+            config.limits.max_connections_per_peer,
+        ),
+        AcceptSettings {
+            keepalive: config.server.keepalive_interval,
+            idle_timeout: config.server.idle_timeout,
+        },
+    );
+    match tls {
+        None => {
+            let plain = incoming.map(|conn| {
+                conn.map(|conn| {
+                    let info = Connection {
+                        local: conn.local(),
+                        remote: conn.peer(),
+                        certs: None,
+                    };
+                    let activity = conn.activity();
+                    (conn, info, activity)
+                })
+            });
+            tokio::spawn(serve(plain, gateway, shutdown));
+        }
+        Some(tls) => {
+            let secure = crate::conn::handshake::tls(
+                incoming,
+                tls,
+                config.server.tls_handshake_timeout,
+                "http",
+            )
+            .map(|stream| {
+                stream.map(|stream| {
+                    let (conn, session) = stream.get_ref();
+                    let info = Connection {
+                        local: conn.local(),
+                        remote: conn.peer(),
+                        certs: session
+                            .peer_certificates()
+                            .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect()),
+                    };
+                    let activity = conn.activity();
+                    (stream, info, activity)
+                })
+            });
+            tokio::spawn(serve(secure, gateway, shutdown));
+        }
+    }
     Ok(())
 }
 
-/// Serves `gateway` on `listener` (under TLS when `tls` is set) until
-/// `shutdown` completes; connections then open finish their call in
-/// progress.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    gateway: Arc<Gateway>,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+/// Serves `gateway` on the admitted (and, under TLS, handshaken)
+/// connections of `incoming` until `shutdown` completes; connections then
+/// open finish their call in progress.
+async fn serve<S, IO>(incoming: S, gateway: Arc<Gateway>, shutdown: impl Future<Output = ()>)
+where
+    S: Stream<Item = Result<(IO, Connection, Arc<Activity>), std::io::Error>>,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     tokio::pin!(shutdown);
+    tokio::pin!(incoming);
     loop {
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "HTTP gateway: accept failed");
-                    continue;
-                }
+        let (stream, conn, activity) = tokio::select! {
+            next = incoming.next() => match next {
+                Some(Ok(next)) => next,
+                // The accept loop pauses and logs failed accepts itself.
+                Some(Err(_)) => continue,
+                None => return,
             },
             () = &mut shutdown => return,
         };
-        // As on the gRPC port: no Nagle delay on answers.
-        let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().ok();
-        let gateway = gateway.clone();
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            match acceptor {
-                None => {
-                    let conn = Connection {
-                        local,
-                        remote,
-                        certs: None,
-                    };
-                    serve_connection(stream, conn, gateway).await;
-                }
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(stream) => {
-                        let certs =
-                            stream.get_ref().1.peer_certificates().map(|certs| {
-                                certs.iter().map(|c| c.clone().into_owned()).collect()
-                            });
-                        let conn = Connection {
-                            local,
-                            remote,
-                            certs,
-                        };
-                        serve_connection(stream, conn, gateway).await;
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, %remote, "HTTP gateway: TLS handshake failed");
-                    }
-                },
-            }
-        });
+        tokio::spawn(serve_connection(stream, conn, activity, gateway.clone()));
+    }
+}
+
+/// One request in progress on a gateway connection: it keeps the
+/// connection from counting as idle (`server.idle_timeout`) until answered,
+/// however long its `wait`.
+struct InProgress(Arc<Activity>);
+
+impl InProgress {
+    fn new(activity: &Arc<Activity>) -> InProgress {
+        activity.stream_opened();
+        InProgress(Arc::clone(activity))
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.stream_closed();
     }
 }
 
 /// HTTP/1.1 on one connection.
-async fn serve_connection<S>(stream: S, conn: Connection, gateway: Arc<Gateway>)
-where
+async fn serve_connection<S>(
+    stream: S,
+    conn: Connection,
+    activity: Arc<Activity>,
+    gateway: Arc<Gateway>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
     let service = hyper::service::service_fn(move |request| {
         let gateway = gateway.clone();
         let conn = conn.clone();
-        async move { Ok::<_, Infallible>(gateway.answer(&conn, request).await) }
+        let in_progress = InProgress::new(&activity);
+        async move {
+            let answer = gateway.answer(&conn, request).await;
+            drop(in_progress);
+            Ok::<_, Infallible>(answer)
+        }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(stream), service)

@@ -59,6 +59,16 @@ pub(crate) struct AttemptStats {
     pub contended: bool,
 }
 
+/// Whom an acquisition is for: the holder its grant records beside the
+/// token, and the token a request id fixes (none: a fresh one per attempt).
+#[derive(Clone, Copy)]
+pub(super) struct Claimant<'a> {
+    /// Owner and kind, recorded with the grant.
+    pub(super) holder: &'a Arc<Holder>,
+    /// The token derived from the request id, if any.
+    pub(super) fixed: Option<&'a Token>,
+}
+
 impl Redlock {
     /// How long a failed attempt waits for its cleanup release: until the
     /// attempt has used `node_timeout` in all, and at least a tenth of it.
@@ -73,7 +83,7 @@ impl Redlock {
 
     /// One attempt on `resource`, once admitted (see [`super::admission`]),
     /// with a token of its own; on success the lock. `stop` (the caller
-    /// left) is heeded only while the attempt waits for admission: once its
+    /// left) is heeded before and while the attempt waits for admission: once its
     /// commands are out, it runs to its end, which cleans up after itself.
     ///
     /// Why a token per attempt, not per acquisition: a failed attempt can
@@ -82,22 +92,43 @@ impl Redlock {
     /// own, no later attempt's lock, and no Extend of it, can ever be taken
     /// for that attempt's, so an Extend only ever reports the fence of the
     /// grant it extends.
+    ///
+    /// With a request id (`who.fixed`, the token derived from it), every
+    /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
+    /// for why that stays sound.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
+        who: Claimant<'_>,
         ttl: Duration,
-        holder: &Arc<Holder>,
         stats: &mut AttemptStats,
+        front: bool,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
         let admitted = tokio::select! {
+            // A caller that has left gets no new attempt, even one that
+            // would be admitted at once: its grant would only be released.
             biased;
-            admitted = self.admission.acquisition() => admitted?,
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
+            admitted = self.admission.acquisition() => admitted?,
         };
-        let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
+        let token = match who.fixed {
+            Some(token) => token.clone(),
+            None => Token::generate().map_err(LockError::from)?,
+        };
+        let subject = self.subject(resource, token);
         stats.attempts += 1;
-        let result = self.attempt_once(&subject, ttl, holder, &admitted).await;
+        // The queue's front waiter's clean-up must not wake itself.
+        let cleanup = match front {
+            true => WakeWaiters::NotSelf,
+            false => WakeWaiters::IfDeleted,
+        };
+        // Boxed: the round's state (its futures, tallies, replies) is then
+        // allocated only once admitted, not carried inline by every caller's
+        // future while it waits in the admission queue. With 10,000 `Hold`
+        // sessions opened at once, ~9,900 wait there at the peak.
+        let result =
+            Box::pin(self.attempt_once(&subject, ttl, who.holder, &admitted, cleanup)).await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -117,6 +148,7 @@ impl Redlock {
         ttl: Duration,
         holder: &Arc<Holder>,
         admitted: &Admitted<'_>,
+        cleanup: WakeWaiters,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
@@ -148,9 +180,10 @@ impl Redlock {
         if votes.decision() != Decision::Reached {
             self.release_everywhere(
                 subject,
-                WakeWaiters::IfDeleted,
+                cleanup,
                 false,
                 self.cleanup_deadline(start.mono()),
+                Vote::Failed,
             )
             .await;
             if delayed && votes.refused_by_majority() {
@@ -164,7 +197,7 @@ impl Redlock {
                     error: LockError::Contended(votes),
                 }
             } else {
-                LockError::NoQuorum(votes).into()
+                LockError::no_quorum(votes).into()
             });
         }
 
@@ -191,14 +224,15 @@ impl Redlock {
             (decision, _) => {
                 self.release_everywhere(
                     subject,
-                    WakeWaiters::IfDeleted,
+                    cleanup,
                     false,
                     self.cleanup_deadline(start.mono()),
+                    Vote::Failed,
                 )
                 .await;
                 Err(match decision {
                     Decision::Reached => LockError::Expired(commits),
-                    _ => LockError::NoQuorum(commits),
+                    _ => LockError::no_quorum(commits),
                 }
                 .into())
             }

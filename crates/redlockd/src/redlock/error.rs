@@ -30,6 +30,15 @@ pub enum LockError {
     /// Too few masters answered in time to decide; nothing is left locked.
     #[error("no quorum of masters answered in time ({0})")]
     NoQuorum(Tally),
+    /// Too few masters answered in time because the daemon's own backlog
+    /// held the commands or their answers past the round's deadline
+    /// ([`Tally::backlogged`]): the daemon is overloaded, the masters are
+    /// not at fault. Nothing is left locked.
+    #[error(
+        "the daemon is overloaded: its own queue held the commands past the round's deadline \
+         ({0})"
+    )]
+    Backlogged(Tally),
     /// A quorum agreed, but the round took so long that no validity was left.
     #[error("a quorum agreed but the lease was used up by the round itself ({0})")]
     Expired(Tally),
@@ -52,6 +61,19 @@ pub enum LockError {
     /// A token could not be generated.
     #[error("token: {0}")]
     Token(#[from] TokenError),
+}
+
+impl LockError {
+    /// The error of a round that reached no decision: [`LockError::Backlogged`]
+    /// when the daemon's own backlog decided it, else
+    /// [`LockError::NoQuorum`].
+    pub fn no_quorum(tally: Tally) -> LockError {
+        if tally.backlogged() {
+            LockError::Backlogged(tally)
+        } else {
+            LockError::NoQuorum(tally)
+        }
+    }
 }
 
 /// Why one master did not give an answer to one command.

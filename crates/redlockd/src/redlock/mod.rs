@@ -34,6 +34,7 @@ pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 pub(crate) mod token;
+pub(crate) mod turns;
 pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
@@ -47,7 +48,7 @@ pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
-pub use token::{Token, TokenError};
+pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
@@ -179,6 +180,13 @@ enum WakeWaiters {
     /// The cleanup of a failed attempt: only if it deleted anything, with
     /// the tie-breaking jitter (another replica may be competing).
     IfDeleted,
+    /// The cleanup of the front waiter's own failed attempt: the only
+    /// local waiter it could wake is the attempter itself, which chooses
+    /// its own pause (see [`wait`]). Waking it made a waiter whose attempt
+    /// won a master or two retry every round, for the whole wait. The
+    /// notice is marked seen, so its echo from the masters' channel does
+    /// not wake it either; other replicas still hear it.
+    NotSelf,
 }
 
 /// The engine refuses to exist without masters.
@@ -199,6 +207,8 @@ pub struct Redlock {
     suspends: tokio::sync::watch::Sender<u32>,
     /// Re-creations of lost keys in progress, which a release cancels.
     recreations: Arc<recreate::Recreations>,
+    /// One acquisition at a time per request id (see [`turns`]).
+    turns: turns::Turns,
     /// This replica's name in session records ([`Holder::session`]).
     replica: String,
 }
@@ -221,6 +231,7 @@ impl Redlock {
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
             recreations: Arc::default(),
+            turns: turns::Turns::default(),
             replica: replica_name(),
         })
     }
@@ -328,7 +339,7 @@ impl Redlock {
                 Ok((fence, lock))
             }
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
-            _ => Err(LockError::NoQuorum(votes)),
+            _ => Err(LockError::no_quorum(votes)),
         }
     }
 
@@ -384,12 +395,18 @@ impl Redlock {
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());
         let tally = self
-            .release_everywhere(&subject, WakeWaiters::AtOnce, honour_minimum, deadline)
+            .release_everywhere(
+                &subject,
+                WakeWaiters::AtOnce,
+                honour_minimum,
+                deadline,
+                self.silent_vote(),
+            )
             .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
             _ if tally.refused_by_majority() => Ok(false),
-            _ => Err(LockError::NoQuorum(tally)),
+            _ => Err(LockError::no_quorum(tally)),
         }
     }
 
@@ -432,7 +449,7 @@ impl Redlock {
                 ))
             }
             _ if votes.refused_by_majority() => Ok(None),
-            _ => Err(LockError::NoQuorum(votes)),
+            _ => Err(LockError::no_quorum(votes)),
         }
     }
 
@@ -460,13 +477,15 @@ impl Redlock {
     /// until `deadline`, so that when it returns nothing of this token is
     /// left on a master that answered. Every master publishes
     /// the release where it deleted; this replica's waiters are woken as
-    /// `wake` says.
+    /// `wake` says. A master still silent at `deadline` counts as `silent`
+    /// (see [`Redlock::listen`]).
     async fn release_everywhere(
         &self,
         subject: &Arc<Subject>,
         wake: WakeWaiters,
         honour_minimum: bool,
         deadline: Instant,
+        silent: Vote,
     ) -> Tally {
         let notice = Notice::new(&subject.resource);
         let command = Command::Release {
@@ -483,6 +502,7 @@ impl Redlock {
         self.listen(
             &mut pending,
             deadline,
+            silent,
             &mut tally,
             round::Until::AllAnswered,
             |_, reply, tally| match reply {
@@ -493,6 +513,11 @@ impl Redlock {
         .await;
         if wake == WakeWaiters::IfDeleted && tally.yes() > 0 {
             self.wake_waiters(&notice, false);
+        }
+        if wake == WakeWaiters::NotSelf {
+            if let Ok(mut seen) = self.seen_notices.lock() {
+                seen.first_sighting(notice.id);
+            }
         }
         tally
     }

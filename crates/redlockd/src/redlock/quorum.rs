@@ -62,6 +62,10 @@ pub struct Tally {
     no: usize,
     /// Masters that did not answer in time or answered with an error.
     failed: usize,
+    /// Of `failed`, those silent at the round's deadline although they
+    /// time their commands out themselves ([`Vote::Late`]): the daemon's
+    /// own backlog, not the masters'.
+    late: usize,
 }
 
 /// One master's answer in a round, as a [`Tally`] counts it.
@@ -74,6 +78,14 @@ pub enum Vote {
     /// No answer in time, an error, or an answer that does not count
     /// (a master not trusted now).
     Failed,
+    /// Still silent at the round's deadline although the master times its
+    /// commands out itself, `node_timeout` after they are written
+    /// (`Node::bounds_own_commands`): a written command always ends by
+    /// then with an answer or a timeout error, so a silence at the deadline
+    /// means the command, or its answer, was still waiting in the daemon's
+    /// own queue. Counts as failed; kept apart so that the outcome blames
+    /// the daemon's backlog, not the masters ([`Tally::backlogged`]).
+    Late,
 }
 
 impl Tally {
@@ -84,6 +96,7 @@ impl Tally {
             yes: 0,
             no: 0,
             failed: 0,
+            late: 0,
         }
     }
 
@@ -94,6 +107,10 @@ impl Tally {
             Vote::Yes => self.yes += 1,
             Vote::No => self.no += 1,
             Vote::Failed => self.failed += 1,
+            Vote::Late => {
+                self.failed += 1;
+                self.late += 1;
+            }
         }
     }
 
@@ -110,6 +127,21 @@ impl Tally {
     /// Masters that failed to answer so far.
     pub fn failed(&self) -> usize {
         self.failed
+    }
+
+    /// Of the failed masters, those silent at the round's deadline because
+    /// of the daemon's own backlog ([`Vote::Late`]).
+    pub fn late(&self) -> usize {
+        self.late
+    }
+
+    /// True when a round without a quorum failed because of the daemon's
+    /// own backlog: some masters were [`Vote::Late`], and the masters' own
+    /// failures alone would have left a majority possible. Such a round is
+    /// the daemon's overload (RESOURCE_EXHAUSTED), never the masters'
+    /// outage (UNAVAILABLE), which would tell callers to retry at once.
+    pub fn backlogged(&self) -> bool {
+        self.late > 0 && self.failed - self.late <= self.quorum.tolerated()
     }
 
     /// The quorum this tally counts against.
@@ -166,8 +198,16 @@ impl fmt::Display for Tally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} yes, {} no, {} failed of {} masters (quorum {})",
-            self.yes, self.no, self.failed, self.quorum.masters, self.quorum.needed
+            "{} yes, {} no, {} failed",
+            self.yes, self.no, self.failed
+        )?;
+        if self.late > 0 {
+            write!(f, " ({} still queued in the daemon)", self.late)?;
+        }
+        write!(
+            f,
+            " of {} masters (quorum {})",
+            self.quorum.masters, self.quorum.needed
         )
     }
 }
@@ -203,6 +243,42 @@ mod tests {
         t.failed = 3;
         assert_eq!(t.decision(), Decision::Impossible);
         assert!(!t.refused_by_majority());
+    }
+
+    /// Silences at the round's deadline are the daemon's backlog: a round
+    /// lost to them, with the masters' own failures within what a quorum
+    /// tolerates, is backlogged; one the masters' failures alone lost is not.
+    #[test]
+    fn late_answers_blame_the_daemon_only_when_they_decided() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        t.count(Vote::Yes);
+        t.count(Vote::Failed);
+        for _ in 0..3 {
+            t.count(Vote::Late);
+        }
+        assert_eq!((t.failed(), t.late()), (4, 3));
+        assert_eq!(t.decision(), Decision::Impossible);
+        assert!(t.backlogged());
+        assert_eq!(
+            t.to_string(),
+            "1 yes, 0 no, 4 failed (3 still queued in the daemon) of 5 masters (quorum 3)"
+        );
+        let mut t = Tally::new(q);
+        for _ in 0..3 {
+            t.count(Vote::Failed);
+        }
+        t.count(Vote::Late);
+        assert!(!t.backlogged(), "three masters failed by themselves");
+        let mut t = Tally::new(q);
+        for _ in 0..3 {
+            t.count(Vote::Failed);
+        }
+        assert!(!t.backlogged(), "no silence at the deadline");
+        assert_eq!(
+            t.to_string(),
+            "0 yes, 0 no, 3 failed of 5 masters (quorum 3)"
+        );
     }
 
     /// Refusals alone decide "held by someone else"; mixed losses do not.
@@ -280,7 +356,7 @@ mod tests {
             let q = Quorum::majority(n).expect("n > 0");
             prop_assert!(2 * q.needed() > n);
             prop_assert!(q.needed() <= n);
-            let t = Tally { quorum: q, yes: yes.min(n), no: no.min(n - yes.min(n)), failed: 0 };
+            let t = Tally { quorum: q, yes: yes.min(n), no: no.min(n - yes.min(n)), failed: 0, late: 0 };
             let t = Tally { failed: failed.min(n - t.yes - t.no), ..t };
             if t.complete() {
                 prop_assert_ne!(t.decision(), Decision::Pending);

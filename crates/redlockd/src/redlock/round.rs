@@ -195,6 +195,7 @@ impl Redlock {
         self.listen(
             &mut pending,
             deadline,
+            self.silent_vote(),
             &mut tally,
             Until::Decided,
             &mut on_answer,
@@ -220,6 +221,18 @@ impl Redlock {
         }
     }
 
+    /// How a master still silent at a [`Redlock::round_deadline`] counts:
+    /// [`Vote::Late`] (the daemon's backlog) when every master times its
+    /// commands out itself from their send, since a command written to the
+    /// master has then ended by itself well before that deadline; else
+    /// [`Vote::Failed`] (test fakes, which only the round times out).
+    pub(super) fn silent_vote(&self) -> Vote {
+        match self.nodes.iter().all(|node| node.bounds_own_commands()) {
+            true => Vote::Late,
+            false => Vote::Failed,
+        }
+    }
+
     /// Queues `command` for every master of `targets`; their answers, to come.
     pub(super) fn send_to(
         &self,
@@ -235,11 +248,13 @@ impl Redlock {
     /// Counts the answers of `pending` into `tally` (an untrusted master's
     /// answer as a failure, see `Node::trusted`) until `until` says to stop,
     /// every master answered, or `deadline` passed; masters still silent at
-    /// the deadline count as failed (timed out).
+    /// the deadline count as `silent` ([`Redlock::silent_vote`] after a
+    /// round's deadline, [`Vote::Failed`] after a shorter one).
     pub(super) async fn listen(
         &self,
         pending: &mut Pending,
         deadline: Instant,
+        silent: Vote,
         tally: &mut Tally,
         until: Until,
         mut on_answer: impl FnMut(usize, Reply, &mut Tally),
@@ -252,7 +267,7 @@ impl Redlock {
                 answer = pending.next() => answer,
                 () = &mut expiry => {
                     for _ in 0..pending.len() {
-                        tally.count(Vote::Failed);
+                        tally.count(silent);
                     }
                     tracing::debug!(silent = pending.len(), "masters did not answer in time");
                     return;

@@ -61,6 +61,74 @@ impl Token {
     }
 }
 
+/// Shortest and longest request id accepted (see [`RequestId`]).
+const REQUEST_ID_LEN: std::ops::RangeInclusive<usize> = 22..=64;
+
+/// A client-chosen idempotency key of an Acquire (`AcquireRequest.request_id`):
+/// 22 to 64 characters of the URL-safe base64 or hex alphabets
+/// (`A-Z a-z 0-9 - _`). The client must put at least 128 random bits in it
+/// (22 base64 or 32 hex characters); the daemon cannot check that, only the
+/// shape. It is a secret like a token: whoever knows it (and the resource)
+/// can release the lock, so `Debug` does not print it and nothing logs it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RequestId(String);
+
+/// Why a string is not a request id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must be 22 to 64 characters of A-Z, a-z, 0-9, '-' and '_' (at least 128 random bits)")]
+pub struct RequestIdError;
+
+impl RequestId {
+    /// Accepts a client's request id if it has the required shape.
+    pub fn parse(text: &str) -> Result<RequestId, RequestIdError> {
+        let well_formed = REQUEST_ID_LEN.contains(&text.len())
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if well_formed {
+            Ok(RequestId(text.to_owned()))
+        } else {
+            Err(RequestIdError)
+        }
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RequestId(<redacted>)")
+    }
+}
+
+impl Token {
+    /// The token of every acquisition made with `request_id` on `resource`:
+    /// the first 128 bits, in hex, of
+    /// `SHA-256("redlockd/v1/token" 0x00 resource 0x00 request_id)`.
+    ///
+    /// Why derived and not stored: every daemon replica computes the same
+    /// token with no shared state, so a retried Acquire (through any
+    /// replica) finds the lock its request id already holds, and a caller
+    /// that never saw the answer computes the token and Releases or
+    /// Validates with it. The derivation is public (clients implement it);
+    /// the token stays unguessable because the request id carries at least
+    /// 128 secret random bits. The resource is in the hash so that one
+    /// request id reused on two resources never names one lock twice.
+    pub fn derive(request_id: &RequestId, resource: &str) -> Token {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(b"redlockd/v1/token\0");
+        hash.update(resource.as_bytes());
+        hash.update(b"\0");
+        hash.update(request_id.0.as_bytes());
+        let digest = hash.finalize();
+        let mut text = String::with_capacity(TOKEN_BYTES * 2);
+        for &b in digest.iter().take(TOKEN_BYTES) {
+            text.push(hex_digit(b >> 4));
+            text.push(hex_digit(b & 0x0f));
+        }
+        Token(text)
+    }
+}
+
 fn hex_digit(nibble: u8) -> char {
     char::from(b"0123456789abcdef"[usize::from(nibble & 0x0f)])
 }
@@ -83,6 +151,37 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(Token::parse(a.expose()), Ok(a.clone()));
         assert!(!format!("{a:?}").contains(a.expose()));
+    }
+
+    const DERIVED_VECTOR: &str = "df346cfde84a8078cf125d1c05366bf4";
+
+    /// A derived token is a well-formed token, the same for the same
+    /// request id and resource, different otherwise; it matches the
+    /// documented derivation (the value the client packages compute).
+    #[test]
+    fn derived_tokens() {
+        let id = RequestId::parse("AAAAAAAAAAAAAAAAAAAAAA").expect("22 base64 chars");
+        let other = RequestId::parse(&"0f".repeat(16)).expect("32 hex chars");
+        let token = Token::derive(&id, "orders/42");
+        assert_eq!(Token::parse(token.expose()), Ok(token.clone()));
+        assert_eq!(token, Token::derive(&id, "orders/42"));
+        assert_ne!(token, Token::derive(&id, "orders/43"));
+        assert_ne!(token, Token::derive(&other, "orders/42"));
+        // printf 'redlockd/v1/token\0orders/42\0AAAAAAAAAAAAAAAAAAAAAA' | sha256sum | cut -c1-32
+        assert_eq!(token.expose(), DERIVED_VECTOR);
+        assert!(!format!("{id:?}").contains("AAAA"));
+    }
+
+    /// Request ids: length 22 to 64, URL-safe base64 or hex alphabet.
+    #[test]
+    fn request_id_shape() {
+        assert!(RequestId::parse(&"a".repeat(21)).is_err());
+        assert!(RequestId::parse(&"a".repeat(22)).is_ok());
+        assert!(RequestId::parse(&"Z-_9".repeat(16)).is_ok());
+        assert!(RequestId::parse(&"a".repeat(65)).is_err());
+        assert!(RequestId::parse(&format!("{}=", "a".repeat(22))).is_err());
+        assert!(RequestId::parse(&format!("{}/", "a".repeat(22))).is_err());
+        assert!(RequestId::parse("").is_err());
     }
 
     /// Wrong length, case or alphabet is rejected.

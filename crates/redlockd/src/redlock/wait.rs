@@ -9,14 +9,22 @@
 //!   masters report their remaining PTTL);
 //! - `wait_fallback`, in case a notice was lost;
 //!
-//! plus a small random jitter that breaks ties between replicas. When the
+//! plus a small random jitter that breaks ties between replicas. An
+//! attempt that split the vote (someone else holds part of the masters, but
+//! no majority: [`is_split`]) backs off for longer than a round
+//! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
+//! the release notice of the other contender's failed attempt would
+//! otherwise wake both again within the same millisecond, and they could
+//! split again and again (issue 22 item 8). When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
 
-use super::attempt::{AttemptStats, Failure};
+use super::attempt::{AttemptStats, Claimant, Failure};
+use super::retry;
+use super::turns::Turn;
 use super::waiters::Wake;
-use super::{Holder, Lock, LockError, Redlock};
+use super::{Holder, Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -38,7 +46,7 @@ impl Redlock {
         wait: Duration,
     ) -> Result<Lock, LockError> {
         let holder = Arc::new(Holder::default());
-        self.acquire_until_stopped(resource, ttl, wait, &holder, std::future::pending())
+        self.acquire_until_stopped(resource, None, ttl, wait, &holder, std::future::pending())
             .await
     }
 
@@ -52,27 +60,104 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> DetachedAcquire {
-        self.acquire_detached_as(resource, ttl, wait, Holder::default())
+        self.acquire_detached_as(resource, None, ttl, wait, Holder::default())
     }
 
     /// [`Redlock::acquire_detached`] for `holder`, whose owner and kind the
-    /// grant records beside its token.
+    /// grant records beside its token; idempotent when `request_id` is
+    /// given (`AcquireRequest.request_id`, issue 22).
+    ///
+    /// The lock's token is then [`Token::derive`]d from the request id and
+    /// the resource, and:
+    /// - the acquisition first tries to extend that token's lock: if it is
+    ///   held on a majority (an earlier call with this request id got it,
+    ///   through any replica), the answer is that lock, with its own fence
+    ///   as granted and a fresh validity, not ABORTED. If the masters no
+    ///   longer know its fence, the answer is the Extend's error;
+    /// - when a majority answers that the token does not hold the lock,
+    ///   every attempt uses the derived token; when the Extend cannot tell
+    ///   (too few masters answered), the call fails with its error: an
+    ///   attempt's clean-up would release the token everywhere, and with it
+    ///   this lock if it were held;
+    /// - a grant the caller did not stay for (its deadline's cut-off
+    ///   passed, it cancelled, its connection dropped) is released, as
+    ///   without a request id: the contract promises that nothing is left
+    ///   locked after DEADLINE_EXCEEDED. What a request id covers is what
+    ///   the daemon cannot see: an answer sent but lost on its way (the
+    ///   connection broke after the daemon wrote it). The caller then
+    ///   retries with the same request id and gets that lock, or releases
+    ///   or validates it with the derived token.
+    ///
+    /// Each acquisition with a request id takes its turn first
+    /// ([`super::turns`]) and keeps it until its outcome is settled: its
+    /// answer delivered, or its late grant released. A retry through the
+    /// same replica therefore starts only after the previous call's
+    /// release, and finds the resource free. The residual window: a retry
+    /// through ANOTHER replica, sent right after an error that made this
+    /// replica release (DEADLINE_EXCEEDED, CANCELLED, a dropped
+    /// connection), can run while this replica's task still finishes its
+    /// attempt in flight and releases it: at most two rounds of
+    /// `node_timeout` for the attempt and one for the release, about
+    /// 3 × `node_timeout` after the caller's error. If its resuming Extend
+    /// lands between that grant and its release, the retry is answered the
+    /// lock that is then released under it: its holder's Extend or
+    /// Validate says not held, and a later holder gets a higher fence.
+    /// Clients therefore retry with the same request id through the same
+    /// channel, and after DEADLINE_EXCEEDED a fresh request id is as good
+    /// (the late grant was released).
+    ///
+    /// Why one token for all attempts stays sound, where the engine
+    /// otherwise draws a token per attempt (see [`Redlock::attempt`]): a
+    /// failed attempt releases its token everywhere, and its release is
+    /// queued on each master's connection before any later attempt's
+    /// commands, so a later attempt of this replica finds nothing of it.
+    /// Where it did not land (the connection dropped in between), the later
+    /// attempt's fence commit, sent to every master, overwrites the record
+    /// beside the token. Left over: a master that missed both the clean-up
+    /// and the commit may keep the failed attempt's fence beside the token,
+    /// and an Extend reaching it reports the larger of the two fences. Both
+    /// belong to the same holder; a later holder's fence is above the one
+    /// committed on a majority, so a fence-checking resource can at worst
+    /// refuse that later holder (a liveness loss, never two writers).
+    ///
+    /// Two calls with one request id must not run at once: the clean-up of
+    /// a failed attempt of one deletes the token, so it can delete the
+    /// other's grant. On one replica the turns ensure it; clients retry
+    /// only after the previous call ended.
     pub fn acquire_detached_as(
         self: &Arc<Self>,
         resource: String,
+        request_id: Option<&RequestId>,
         ttl: Duration,
         wait: Duration,
         holder: Holder,
     ) -> DetachedAcquire {
+        let fixed = request_id.map(|id| Token::derive(id, &resource));
         let engine = Arc::clone(self);
         let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
+            let turn = match &fixed {
+                Some(token) => tokio::select! {
+                    turn = engine.turns.take(&resource, token) => Some(turn),
+                    () = answer.closed() => return,
+                },
+                None => None,
+            };
             let result = engine
-                .acquire_until_stopped(&resource, ttl, wait, &holder, answer.closed())
+                .acquire_until_stopped(
+                    &resource,
+                    fixed.as_ref(),
+                    ttl,
+                    wait,
+                    &holder,
+                    answer.closed(),
+                )
                 .await;
-            if let Err(Ok(orphan)) = answer.send(result) {
-                engine.release_orphan(orphan);
+            // The turn goes with the answer: released by whoever settles
+            // the grant (the caller receiving it, or the orphan's release).
+            if let Err((Ok(orphan), turn)) = answer.send((result, turn)) {
+                engine.release_orphan(orphan, turn);
             }
         });
         DetachedAcquire {
@@ -83,12 +168,14 @@ impl Redlock {
 
     /// Releases a grant nobody will receive, in the background. Best effort:
     /// if this fails too, the lock expires with its ttl.
-    fn release_orphan(self: &Arc<Self>, orphan: Lock) {
+    /// With a request id, its `turn` is held until the release has ended.
+    fn release_orphan(self: &Arc<Self>, orphan: Lock, turn: Option<Turn>) {
         tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = engine.release_now(&orphan.resource, &orphan.token).await;
+                drop(turn);
             });
         }
     }
@@ -99,25 +186,34 @@ impl Redlock {
     async fn acquire_until_stopped(
         &self,
         resource: &str,
+        fixed: Option<&Token>,
         ttl: Duration,
         wait: Duration,
         holder: &Arc<Holder>,
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
+        tokio::pin!(stop);
+        let who = Claimant { holder, fixed };
+        let wait = match fixed {
+            Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
+                Resumed::Held(lock) => return Ok(lock),
+                Resumed::NotHeld { wait_left } => wait_left,
+            },
+            None => wait,
+        };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            tokio::pin!(stop);
-            self.attempt(resource, ttl, holder, &mut stats, stop)
+            self.attempt(resource, who, ttl, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, ttl, holder, give_up_at, stop, &mut stats)
+                self.wait_in_queue(resource, who, ttl, give_up_at, stop, &mut stats)
                     .await
             } else {
-                self.poll(resource, ttl, holder, give_up_at, stop, &mut stats)
+                self.poll(resource, who, ttl, give_up_at, stop, &mut stats)
                     .await
             };
             metrics::waited(started.elapsed());
@@ -127,12 +223,56 @@ impl Redlock {
         result
     }
 
+    /// The first step of an acquisition with a request id: extend the
+    /// derived token's lock. Held on a majority: that lock is the answer.
+    /// A majority says "not ours": the attempts may start, with what is
+    /// left of the wait. Too few answers to tell: try again after a
+    /// jittered pause while the wait lasts, else fail with the Extend's
+    /// error (UNAVAILABLE). Never an attempt while it cannot tell: a failed
+    /// attempt releases its token everywhere, and with it this lock if it
+    /// were held.
+    ///
+    /// The cost: one Extend round before the first attempt of every
+    /// acquisition with a request id (the masters answer "not here" at
+    /// once for a new one).
+    async fn resume<S: Future<Output = ()>>(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+        wait: Duration,
+        stop: &mut std::pin::Pin<&mut S>,
+    ) -> Result<Resumed, LockError> {
+        let give_up_at = Instant::now() + wait;
+        loop {
+            match self.extend(resource, token, ttl).await {
+                Ok(lock) => return Ok(Resumed::Held(lock)),
+                Err(LockError::NotHeld(_)) => {
+                    let wait_left = give_up_at.saturating_duration_since(Instant::now());
+                    return Ok(Resumed::NotHeld { wait_left });
+                }
+                Err(LockError::NoQuorum(votes)) => {
+                    let remaining = give_up_at.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Err(LockError::NoQuorum(votes));
+                    }
+                    let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = stop.as_mut() => return Err(LockError::Cancelled),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// The queue: first come first served, woken by releases and expiries.
     async fn wait_in_queue(
         &self,
         resource: &str,
+        who: Claimant<'_>,
         ttl: Duration,
-        holder: &Arc<Holder>,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
@@ -141,12 +281,15 @@ impl Redlock {
         tokio::pin!(stop);
         let mut try_at = place.is_front().then(Instant::now);
         let mut last_error = None;
+        // After a split vote: no attempt before this, whatever wakes us.
+        let mut backing_off_until: Option<Instant> = None;
         loop {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
+                let started = Instant::now();
                 match self
-                    .attempt(resource, ttl, holder, stats, stop.as_mut())
+                    .attempt(resource, who, ttl, stats, true, stop.as_mut())
                     .await
                 {
                     Ok(granted) => {
@@ -158,7 +301,9 @@ impl Redlock {
                         if now >= give_up_at {
                             return Err(failure.error);
                         }
-                        try_at = Some(now + self.pause_after(&failure));
+                        let pause = self.pause_after(&failure, now - started);
+                        try_at = Some(now + pause);
+                        backing_off_until = is_split(&failure.error).then_some(now + pause);
                         last_error = Some(failure.error);
                     }
                 }
@@ -168,13 +313,14 @@ impl Redlock {
                 () = sleep_until_some(due) => {}
                 wake = place.woken() => {
                     let now = Instant::now();
-                    try_at = Some(match wake {
+                    let woken_at = match wake {
                         Wake::Released { at_once: true } | Wake::Front { holder_expires: None } => now,
                         Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
                         Wake::Front { holder_expires: Some(expires) } => {
                             expires.min(now + self.settings.wait_fallback) + jitter(TIE_BREAK_JITTER)
                         }
-                    });
+                    };
+                    try_at = Some(backing_off_until.map_or(woken_at, |until| until.max(woken_at)));
                 }
                 () = tokio::time::sleep_until(give_up_at) => {
                     return Err(last_error.unwrap_or(LockError::StillHeld));
@@ -188,16 +334,17 @@ impl Redlock {
     async fn poll(
         &self,
         resource: &str,
+        who: Claimant<'_>,
         ttl: Duration,
-        holder: &Arc<Holder>,
         give_up_at: Instant,
         stop: impl Future<Output = ()>,
         stats: &mut AttemptStats,
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
+            let started = Instant::now();
             let failure = match self
-                .attempt(resource, ttl, holder, stats, stop.as_mut())
+                .attempt(resource, who, ttl, stats, false, stop.as_mut())
                 .await
             {
                 Ok(granted) => return Ok(granted),
@@ -207,7 +354,13 @@ impl Redlock {
             if remaining.is_zero() {
                 return Err(failure.error);
             }
-            let pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            let mut pause = self.settings.retry.delay(&mut rand::rng(), remaining);
+            if is_split(&failure.error) {
+                let round = Instant::now() - started;
+                pause = pause
+                    .max(retry::after_split(&mut rand::rng(), round))
+                    .min(remaining);
+            }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = &mut stop => return Err(LockError::Cancelled),
@@ -215,18 +368,41 @@ impl Redlock {
         }
     }
 
-    /// How long the front waiter sleeps after a failed attempt, unless woken.
-    fn pause_after(&self, failure: &Failure) -> Duration {
+    /// How long the front waiter sleeps after a failed attempt that took
+    /// `round`, unless woken (a split vote's back-off: not even then).
+    fn pause_after(&self, failure: &Failure, round: Duration) -> Duration {
         let fallback = self.settings.wait_fallback;
+        let mut rng = rand::rng();
         match (&failure.error, failure.holder_free_in) {
             (LockError::Contended(_), Some(free_in)) => {
                 free_in.min(fallback) + jitter(TIE_BREAK_JITTER)
             }
             (LockError::Contended(_), None) => fallback + jitter(TIE_BREAK_JITTER),
+            (error, _) if is_split(error) => self
+                .settings
+                .retry
+                .delay(&mut rng, fallback)
+                .max(retry::after_split(&mut rng, round)),
             // Masters unreachable or too slow: back off like a library would.
-            _ => self.settings.retry.delay(&mut rand::rng(), fallback),
+            _ => self.settings.retry.delay(&mut rng, fallback),
         }
     }
+}
+
+/// Whether a failed attempt split the vote: no majority either way, and
+/// at least one master refused because someone else holds the resource
+/// there (without a refusal it is an outage, not contention).
+pub(crate) fn is_split(error: &LockError) -> bool {
+    matches!(error, LockError::NoQuorum(votes) if votes.no() > 0 && !votes.refused_by_majority())
+}
+
+/// What [`Redlock::resume`] found.
+enum Resumed {
+    /// The request id's lock, held on a majority and extended.
+    Held(Lock),
+    /// A majority said the request id holds nothing: attempt, waiting at
+    /// most this long.
+    NotHeld { wait_left: Duration },
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
@@ -245,7 +421,8 @@ fn jitter(max: Duration) -> Duration {
 /// completes releases whatever the acquisition still grants: a grant already
 /// handed over but not yet received included.
 pub struct DetachedAcquire {
-    answered: tokio::sync::oneshot::Receiver<Result<Lock, LockError>>,
+    /// The outcome, with the request id's turn (if any) until it is settled.
+    answered: tokio::sync::oneshot::Receiver<(Result<Lock, LockError>, Option<Turn>)>,
     engine: Arc<Redlock>,
 }
 
@@ -258,10 +435,12 @@ impl Future for DetachedAcquire {
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.answered)
             .poll(cx)
-            .map(|answer| {
-                answer.unwrap_or(Err(LockError::Internal(
+            .map(|answer| match answer {
+                // Delivered: the turn passes on.
+                Ok((result, _turn)) => result,
+                Err(_) => Err(LockError::Internal(
                     "the acquisition task ended without an answer",
-                )))
+                )),
             })
     }
 }
@@ -271,8 +450,8 @@ impl Drop for DetachedAcquire {
         // After `close`, the task's send fails (and it releases by itself),
         // or its answer is already here and is released now.
         self.answered.close();
-        if let Ok(Ok(orphan)) = self.answered.try_recv() {
-            self.engine.release_orphan(orphan);
+        if let Ok((Ok(orphan), turn)) = self.answered.try_recv() {
+            self.engine.release_orphan(orphan, turn);
         }
     }
 }

@@ -439,6 +439,8 @@ mod tests {
         let auth = AuthConfig {
             admins: Vec::new(),
             clients: vec![ClientConfig {
+                max_sessions: None,
+                max_waiters: None,
                 name: "orders".into(),
                 token_sha256: Some(token_sha256("secret-orders")),
                 certificate_san: None,
@@ -499,6 +501,8 @@ mod tests {
     #[test]
     fn certificate_identities() {
         let client = |name: &str, san: &str| ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: name.into(),
             token_sha256: None,
             certificate_san: Some(san.into()),
@@ -510,6 +514,8 @@ mod tests {
                 client("jobs", "jobs.clients.test"),
                 client("batch", "spiffe://example.test/batch"),
                 ClientConfig {
+                    max_sessions: None,
+                    max_waiters: None,
                     name: "orders".into(),
                     token_sha256: Some(token_sha256("secret-orders")),
                     certificate_san: None,

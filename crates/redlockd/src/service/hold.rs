@@ -61,6 +61,20 @@ pub struct Sessions {
     waiters: Quota,
 }
 
+/// The clients of `[auth]` that set their own quota (`pick`), by name: the
+/// quota key of an authenticated caller (`auth::QuotaKey`).
+fn own_quotas(
+    config: &Config,
+    pick: impl Fn(&crate::config::ClientConfig) -> Option<usize>,
+) -> std::collections::HashMap<Arc<str>, usize> {
+    config
+        .auth
+        .clients
+        .iter()
+        .filter_map(|c| Some((Arc::from(c.name.as_str()), pick(c)?)))
+        .collect()
+}
+
 /// This replica's Hold sessions by their lock's token, so that
 /// `LockAdmin.ForceRelease` can end the one holding a lock at once.
 #[derive(Clone, Default)]
@@ -125,8 +139,14 @@ impl Sessions {
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),
             drain,
-            per_identity: Quota::new(config.limits.max_sessions_per_identity),
-            waiters: Quota::new(config.limits.max_waiters_per_identity),
+            per_identity: Quota::with_own(
+                config.limits.max_sessions_per_identity,
+                own_quotas(config, |c| c.max_sessions),
+            ),
+            waiters: Quota::with_own(
+                config.limits.max_waiters_per_identity,
+                own_quotas(config, |c| c.max_waiters),
+            ),
             registry: SessionRegistry::default(),
         }
     }
@@ -473,9 +493,13 @@ impl Session {
         let args = &self.args;
         let holder = Holder::session(&args.owner, self.engine.replica())
             .with_terms(args.lock_delay, args.hold_at_least);
-        let acquisition =
-            self.engine
-                .acquire_detached_as(args.resource.clone(), args.ttl, args.wait, holder);
+        let acquisition = self.engine.acquire_detached_as(
+            args.resource.clone(),
+            args.request_id.as_ref(),
+            args.ttl,
+            args.wait,
+            holder,
+        );
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,

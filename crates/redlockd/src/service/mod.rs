@@ -133,13 +133,7 @@ impl LockService for LockApi {
             let lock = self
                 .sessions
                 .drain()
-                .unless_draining(self.acquire_until(
-                    args.resource,
-                    args.ttl,
-                    args.wait,
-                    Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least),
-                    deadline,
-                ))
+                .unless_draining(self.acquire_until(args, deadline))
                 .await??;
             Ok(Response::new(pb::AcquireResponse {
                 lock: Some(lock.into()),
@@ -263,18 +257,27 @@ impl LockApi {
     /// held, or the cut-off passed. Any other failure (a limit, overload,
     /// masters unreachable) is told as it is, even when the caller's
     /// deadline is shorter than its wait.
+    ///
+    /// With a request id too, a grant after the cut-off is released: the
+    /// request id is for answers lost where the daemon cannot see it (see
+    /// [`Redlock::acquire_detached_as`] for that and for a retry's window).
     async fn acquire_until(
         &self,
-        resource: String,
-        ttl: Duration,
-        wait: Duration,
-        holder: Holder,
+        args: request::AcquireArgs,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
+        let holder = Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least);
+        let request::AcquireArgs {
+            resource,
+            ttl,
+            wait,
+            request_id,
+            ..
+        } = args;
         let Some(deadline) = deadline else {
             return self
                 .engine
-                .acquire_detached_as(resource, ttl, wait, holder)
+                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder)
                 .await;
         };
         let now = Instant::now();
@@ -294,7 +297,9 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt = self.engine.acquire_detached_as(resource, ttl, wait, holder);
+        let attempt =
+            self.engine
+                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {

@@ -6,15 +6,17 @@
 //! whole of them and making every other identity's calls
 //! RESOURCE_EXHAUSTED. The identity is the `[auth]` client, or the peer IP
 //! address when authentication is off (the rate limit's key, see
-//! `auth::QuotaKey`).
+//! `auth::QuotaKey`). A configured client can have its own quota
+//! (`[[auth.clients]] max_sessions`, `max_waiters`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Counts per identity, each at most `max`.
+/// Counts per identity, each at most its own quota or `max`.
 #[derive(Debug)]
 pub(crate) struct Quota {
     max: usize,
+    own: HashMap<Arc<str>, usize>,
     counts: Arc<Mutex<HashMap<Arc<str>, usize>>>,
 }
 
@@ -26,20 +28,23 @@ pub(crate) struct QuotaSlot {
 }
 
 impl Quota {
-    /// At most `max` places per identity.
-    pub(crate) fn new(max: usize) -> Quota {
+    /// At most `max` places per identity, except the identities of `own`,
+    /// which have their own quota.
+    pub(crate) fn with_own(max: usize, own: HashMap<Arc<str>, usize>) -> Quota {
         Quota {
             max,
+            own,
             counts: Arc::default(),
         }
     }
 
-    /// Takes a place for `key`; `Err(max)` when it has `max` already.
+    /// Takes a place for `key`; `Err(quota)` when it has its quota already.
     pub(crate) fn take(&self, key: &Arc<str>) -> Result<QuotaSlot, usize> {
+        let max = self.own.get(key).copied().unwrap_or(self.max);
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         let count = counts.entry(Arc::clone(key)).or_insert(0);
-        if *count >= self.max {
-            return Err(self.max);
+        if *count >= max {
+            return Err(max);
         }
         *count += 1;
         Ok(QuotaSlot {
@@ -69,7 +74,7 @@ mod tests {
     /// back on drop and empty entries are forgotten.
     #[test]
     fn per_identity() {
-        let quota = Quota::new(2);
+        let quota = Quota::with_own(2, HashMap::new());
         let a: Arc<str> = Arc::from("a");
         let b: Arc<str> = Arc::from("b");
         let a1 = quota.take(&a).unwrap();
@@ -80,5 +85,19 @@ mod tests {
         assert!(quota.take(&a).is_ok());
         drop(b1);
         assert!(!quota.counts.lock().unwrap().contains_key(&b));
+    }
+
+    /// An identity with its own quota gets that one; the others the
+    /// default.
+    #[test]
+    fn own_quota() {
+        let big: Arc<str> = Arc::from("batch");
+        let other: Arc<str> = Arc::from("web");
+        let quota = Quota::with_own(1, HashMap::from([(Arc::clone(&big), 3)]));
+        let held: Vec<_> = (0..3).map(|_| quota.take(&big).unwrap()).collect();
+        assert_eq!(quota.take(&big).unwrap_err(), 3);
+        let _w = quota.take(&other).unwrap();
+        assert_eq!(quota.take(&other).unwrap_err(), 1);
+        drop(held);
     }
 }

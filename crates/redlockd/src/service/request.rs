@@ -3,7 +3,7 @@
 
 use crate::config::RedlockConfig;
 use crate::pb;
-use crate::redlock::{Token, TokenError};
+use crate::redlock::{RequestId, Token, TokenError};
 use std::time::Duration;
 
 /// Longest accepted `owner` (it is only a label for logs).
@@ -71,6 +71,9 @@ pub struct AcquireArgs {
     pub lock_delay: Duration,
     /// Within [0, max_hold_at_least]; zero: none.
     pub hold_at_least: Duration,
+    /// The idempotency key, if the caller sent one (see
+    /// [`crate::redlock::Redlock::acquire_detached_as`]).
+    pub request_id: Option<RequestId>,
 }
 
 /// A valid Extend.
@@ -105,7 +108,12 @@ impl Limits {
         if request.owner.chars().any(char::is_control) {
             return Err(invalid("owner", "contains control characters"));
         }
+        let request_id = match request.request_id.as_str() {
+            "" => None,
+            text => Some(RequestId::parse(text).map_err(|e| invalid("request_id", e.to_string()))?),
+        };
         Ok(AcquireArgs {
+            request_id,
             ttl: self.ttl("ttl", request.ttl)?,
             wait: self.wait(request.wait)?,
             resource: self.resource(request.resource)?,
@@ -255,6 +263,7 @@ mod tests {
             ttl,
             wait,
             owner: String::new(),
+            request_id: String::new(),
             lock_delay: None,
             hold_at_least: None,
         })

@@ -19,7 +19,9 @@ use tonic::{Code, Status};
 pub(crate) fn code(error: &LockError) -> Code {
     match error {
         LockError::Contended(_) | LockError::StillHeld => Code::Aborted,
-        LockError::Limit(_) | LockError::Overloaded { .. } => Code::ResourceExhausted,
+        LockError::Limit(_) | LockError::Overloaded { .. } | LockError::Backlogged(_) => {
+            Code::ResourceExhausted
+        }
         LockError::NotHeld(_) | LockError::FenceUnknown => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,
@@ -110,6 +112,7 @@ mod tests {
         assert_eq!(code(&LockError::Contended(tally)), Code::Aborted);
         assert_eq!(code(&LockError::NotHeld(tally)), Code::FailedPrecondition);
         assert_eq!(code(&LockError::NoQuorum(tally)), Code::Unavailable);
+        assert_eq!(code(&LockError::Backlogged(tally)), Code::ResourceExhausted);
         assert_eq!(code(&LockError::Expired(tally)), Code::Unavailable);
         assert_eq!(code(&LockError::DeadlineExceeded), Code::DeadlineExceeded);
         let invalid = InvalidRequest {

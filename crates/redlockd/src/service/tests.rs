@@ -39,6 +39,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
 
 mod draining;
+mod idempotent;
 mod lost;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -94,6 +95,8 @@ fn with_auth(config: &mut Config) {
     config.auth = AuthConfig {
         admins: Vec::new(),
         clients: vec![ClientConfig {
+            max_sessions: None,
+            max_waiters: None,
             name: "orders".into(),
             token_sha256: Some(token_sha256(TOKEN)),
             certificate_san: None,
@@ -112,6 +115,7 @@ fn acquire(resource: &str, ttl: Duration, wait: Duration) -> pb::AcquireRequest 
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "handler-test".into(),
+        request_id: String::new(),
         ..Default::default()
     }
 }

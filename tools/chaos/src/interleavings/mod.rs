@@ -1,7 +1,7 @@
-//! The review's interleavings (issue 22 items 1, 4 and 6) as scripted
-//! scenarios, each on its own fresh rig (five masters behind fault
-//! proxies, one replica): `chaos --interleaving slow-link|flapping|
-//! clock-offset|all`. Items 2 and 3 are in the random schedules already
+//! The review's interleavings (issue 22 items 1, 4 and 6, and idempotent
+//! retries) as scripted scenarios, each on its own fresh rig (five masters
+//! behind fault proxies, one replica): `chaos --interleaving slow-link|
+//! idempotent|flapping|clock-offset|all`. Items 2 and 3 are in the random schedules already
 //! (restarts without data, the `fresh` cluster) and in tests/.
 //!
 //! Unlike the random schedules, each scenario forces one precise
@@ -12,6 +12,7 @@
 
 mod clock_offset;
 mod flapping;
+mod idempotent;
 mod rig;
 mod skewed;
 mod slow_link;
@@ -27,11 +28,14 @@ use std::time::Duration;
 pub enum Which {
     /// Item 1: a late client over a slow link, deadlines just above waits.
     SlowLink,
+    /// Item 1 with `request_id`: the late client retries at once with the
+    /// same request id, after DEADLINE_EXCEEDED or a (simulated) lost answer.
+    Idempotent,
     /// Item 4: a flapping master, then a restart without data.
     Flapping,
     /// Item 6: a master's clock far ahead, majorities restarted empty.
     ClockOffset,
-    /// All three, one after the other.
+    /// All four, one after the other.
     All,
 }
 
@@ -77,7 +81,12 @@ pub(crate) async fn run(
     server: PathBuf,
 ) -> Result<Vec<Outcome>, BoxError> {
     let scenarios = match which {
-        Which::All => vec![Which::SlowLink, Which::Flapping, Which::ClockOffset],
+        Which::All => vec![
+            Which::SlowLink,
+            Which::Idempotent,
+            Which::Flapping,
+            Which::ClockOffset,
+        ],
         one => vec![one],
     };
     let mut outcomes = Vec::new();
@@ -92,7 +101,7 @@ pub(crate) async fn run(
             _ => None,
         };
         let extra = match scenario {
-            Which::SlowLink => vec![(
+            Which::SlowLink | Which::Idempotent => vec![(
                 "server.deadline_reserve".to_owned(),
                 std::env::var("CHAOS_DEADLINE_RESERVE")
                     .unwrap_or_else(|_| slow_link::RESERVE.to_owned()),
@@ -111,6 +120,7 @@ pub(crate) async fn run(
         .await?;
         let done = match scenario {
             Which::SlowLink => slow_link::run(&rig, seed, duration, max_ttl).await,
+            Which::Idempotent => idempotent::run(&rig, seed, duration, max_ttl).await,
             Which::Flapping => flapping::run(&rig, seed, duration, max_ttl).await,
             _ => clock_offset::run(&rig, seed, duration, max_ttl).await,
         };

@@ -8,7 +8,7 @@ use super::skewed::Skewed;
 use crate::cluster::BoxError;
 use crate::replicas::{ReplicaConfig, Replicas};
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
-use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest};
+use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest, ValidateRequest};
 use redlockd_testkit::masters::LocalMasters;
 use redlockd_testkit::proxy::{Mode, Proxy};
 use std::net::SocketAddr;
@@ -215,11 +215,24 @@ pub(crate) async fn acquire(
     wait: Duration,
     deadline: Option<Duration>,
 ) -> Result<Lock, tonic::Status> {
+    acquire_as(channel, resource, ttl, wait, deadline, "").await
+}
+
+/// [`acquire`] with `AcquireRequest.request_id` (empty: none).
+pub(crate) async fn acquire_as(
+    channel: Channel,
+    resource: &str,
+    ttl: Duration,
+    wait: Duration,
+    deadline: Option<Duration>,
+    request_id: &str,
+) -> Result<Lock, tonic::Status> {
     let mut request = tonic::Request::new(AcquireRequest {
         resource: resource.to_owned(),
         ttl: proto(ttl),
         wait: proto(wait),
         owner: "chaos-interleavings".to_owned(),
+        request_id: request_id.to_owned(),
         ..Default::default()
     });
     if let Some(deadline) = deadline {
@@ -232,6 +245,20 @@ pub(crate) async fn acquire(
             .into_inner()
             .lock
             .ok_or_else(|| tonic::Status::internal("granted without a lock")),
+        Ok(Err(status)) => Err(status),
+        Err(_) => Err(tonic::Status::deadline_exceeded("the client's guard")),
+    }
+}
+
+/// Validate on `channel`; whether the lock is held.
+pub(crate) async fn held(channel: Channel, lock: &Lock) -> Result<bool, tonic::Status> {
+    let request = ValidateRequest {
+        resource: lock.resource.clone(),
+        token: lock.token.clone(),
+    };
+    let mut client = LockServiceClient::new(channel);
+    match tokio::time::timeout(CALL_SLACK, client.validate(request)).await {
+        Ok(Ok(answer)) => Ok(answer.into_inner().held),
         Ok(Err(status)) => Err(status),
         Err(_) => Err(tonic::Status::deadline_exceeded("the client's guard")),
     }

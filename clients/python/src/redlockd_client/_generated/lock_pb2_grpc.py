@@ -43,7 +43,9 @@ class LockServiceStub:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call (a grant completing after
+    the daemon's cut-off is released, request_id or not;
+    the residual window is under server.deadline_reserve)
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """
@@ -99,7 +101,9 @@ class LockServiceServicer:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call (a grant completing after
+    the daemon's cut-off is released, request_id or not;
+    the residual window is under server.deadline_reserve)
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """
@@ -222,7 +226,9 @@ class LockService:
     UNAVAILABLE         fewer than a majority of masters answered in time;
     nothing is left locked by this call; safe to retry
     DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-    left locked by this call
+    left locked by this call (a grant completing after
+    the daemon's cut-off is released, request_id or not;
+    the residual window is under server.deadline_reserve)
     RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
     UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
     """

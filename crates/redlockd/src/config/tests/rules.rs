@@ -386,6 +386,8 @@ fn plaintext_shared_password_and_weak_token_warned() {
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 
     c.auth.clients = vec![crate::config::ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: "weak".into(),
         token_sha256: Some(hex::encode(Sha256::digest(b"password"))),
         certificate_san: None,

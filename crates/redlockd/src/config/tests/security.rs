@@ -13,6 +13,8 @@ const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f0
 
 fn client(name: &str, hash: &str, namespaces: &[&str]) -> ClientConfig {
     ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: name.into(),
         token_sha256: Some(hash.into()),
         certificate_san: None,
@@ -23,6 +25,8 @@ fn client(name: &str, hash: &str, namespaces: &[&str]) -> ClientConfig {
 /// A client identified by its certificate's subjectAltName.
 fn cert_client(name: &str, san: &str, namespaces: &[&str]) -> ClientConfig {
     ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
         name: name.into(),
         token_sha256: None,
         certificate_san: Some(san.into()),

@@ -132,17 +132,44 @@ public final class Lease implements AutoCloseable {
   public boolean release() {
     CompletableFuture<Boolean> answer;
     synchronized (guard) {
-      if (released == null) {
-        if (gone != null) {
-          released = CompletableFuture.completedFuture(false);
-        } else {
-          releasing = new CompletableFuture<>();
-          released = releasing;
-          send(HoldRequest.newBuilder().setRelease(HoldRequest.Release.getDefaultInstance()).build());
-        }
-      }
-      answer = released;
+      answer = released != null ? released : startRelease();
     }
+    return awaitRelease(answer);
+  }
+
+  /**
+   * Releases the lock (see {@link #release()}) unless a release was already attempted, by {@link
+   * #release()} or an earlier close; the answer is dropped. It is idempotent and never rethrows a
+   * failure that {@link #release()} already threw: in try-with-resources around a body whose
+   * {@code release()} failed, Java would otherwise add that exception to itself as suppressed
+   * ("Self-suppression not permitted") and hide it. A first release that fails here throws.
+   */
+  @Override
+  public void close() {
+    CompletableFuture<Boolean> answer;
+    synchronized (guard) {
+      if (released != null) {
+        return;
+      }
+      answer = startRelease();
+    }
+    awaitRelease(answer);
+  }
+
+  /** Records the release attempt and sends {@code release} if the lock is held (holds guard). */
+  private CompletableFuture<Boolean> startRelease() {
+    if (gone != null) {
+      released = CompletableFuture.completedFuture(false);
+    } else {
+      releasing = new CompletableFuture<>();
+      released = releasing;
+      send(HoldRequest.newBuilder().setRelease(HoldRequest.Release.getDefaultInstance()).build());
+    }
+    return released;
+  }
+
+  /** Waits for the answer to the release attempt {@code answer}, up to the release timeout. */
+  private boolean awaitRelease(CompletableFuture<Boolean> answer) {
     try {
       return answer.get(releaseTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (TimeoutException late) {
@@ -166,12 +193,6 @@ public final class Lease implements AutoCloseable {
           "interrupted",
           interrupted);
     }
-  }
-
-  /** Releases the lock (see {@link #release()}); the answer is dropped. */
-  @Override
-  public void close() {
-    release();
   }
 
   @Override

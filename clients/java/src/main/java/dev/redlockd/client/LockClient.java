@@ -11,7 +11,9 @@ import io.grpc.TlsChannelCredentials;
 import io.grpc.stub.MetadataUtils;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.Base64;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -88,7 +90,22 @@ public final class LockClient implements AutoCloseable {
    * @throws UnavailableException when too few masters answered; nothing is locked; retry
    */
   public Lock acquire(String resource, Duration ttl, Duration wait) {
-    AcquireRequest request = acquireRequest(resource, ttl, wait);
+    return acquire(resource, ttl, wait, newRequestId());
+  }
+
+  /**
+   * The 3-argument form under the caller's own idempotency key: 22 to 64 characters of {@code
+   * A-Z a-z 0-9 - _} holding at least 128 random bits (see {@link #newRequestId()}). Retried with
+   * the same id after an error that may have lost the answer (a lost connection, UNAVAILABLE), it
+   * returns the lock that id already holds instead of {@link LockHeldException}; after a deadline
+   * the daemon has released any late grant, so a retry acquires anew. Keep it secret, like a
+   * token.
+   */
+  public Lock acquire(String resource, Duration ttl, Duration wait, String requestId) {
+    AcquireRequest request =
+        acquireRequest(resource, ttl, wait).toBuilder()
+            .setRequestId(Wire.requireString(requestId, "requestId"))
+            .build();
     long sent = Wire.now();
     AcquireResponse answer = call("Acquire", wait, stub -> stub.acquire(request));
     return Lock.fromWire(answer.getLock(), sent);
@@ -195,12 +212,23 @@ public final class LockClient implements AutoCloseable {
     shared.scheduler.shutdownNow();
   }
 
+  /** A fresh request id: 128 random bits, URL-safe base64 without padding (22 characters). */
+  public static String newRequestId() {
+    byte[] bits = new byte[16];
+    RANDOM.nextBytes(bits);
+    return Base64.getUrlEncoder().withoutPadding().encodeToString(bits);
+  }
+
+  private static final SecureRandom RANDOM = new SecureRandom();
+
+  /** Every acquisition carries a request id: a fresh one unless the caller gives its own. */
   private AcquireRequest acquireRequest(String resource, Duration ttl, Duration wait) {
     return AcquireRequest.newBuilder()
         .setResource(Wire.requireString(resource, "resource"))
         .setTtl(Wire.toProto(ttl, "ttl"))
         .setWait(Wire.toProto(wait, "wait"))
         .setOwner(shared.owner)
+        .setRequestId(newRequestId())
         .build();
   }
 
