@@ -3,7 +3,8 @@
 //! that vanished (a unary lock left to expire, a `redlockctl run` killed)
 //! while an orderly release frees it at once, on every replica alike;
 //! `hold_at_least` turns an early release into an expiry at the minimum
-//! and lets a late one delete; bad durations are refused naming the field.
+//! and lets a late one delete; an idempotent retry resumes its own lock
+//! despite its delay; bad durations are refused naming the field.
 //!
 //! Timing: every assertion on time is a lower bound (the masters' clock
 //! decides, and a starved host only makes things later), and every wait is
@@ -241,6 +242,72 @@ async fn hold_at_least_early_and_late(flavor: Flavor) {
     b.acquire(terms("least/late", 10_000, 0, 0))
         .await
         .expect("deleted by a release after the minimum");
+}
+
+/// A lock_delay meets an idempotent retry (issue 22's `request_id`, so the
+/// same derived token): while the earlier grant is held, the retry, through
+/// the other replica, resumes it by its Extend path (same token, same
+/// fence), which the not-before time of its own grant does not block;
+/// another request id is refused as usual, and an orderly release still
+/// frees the resource at once. Once a grant has expired (its holder
+/// vanished), its own request id is refused for the delay like anyone
+/// else: an expired lock is gone, and a retry would be a new holder while
+/// the old one's requests may still be in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_retry_meets_its_own_delay() {
+    const HELD: &str = "delay/idem-held";
+    const EXPIRED: &str = "delay/idem-expired";
+    const FIRST: &str = "Lt7-q_2wKm9Pn4Rt8Vx3Ya";
+    const OTHER: &str = "Qa5-w_3eRt6Yu8Io1Pz4Xc";
+    let with_id = |resource: &str, id: &str, ttl_ms: u64| pb::AcquireRequest {
+        request_id: id.into(),
+        ..terms(resource, ttl_ms, 60_000, 0)
+    };
+    let h = two_replicas(Flavor::Valkey).await;
+    let (mut a, mut b) = (h.client_of(0).await, h.client_of(1).await);
+
+    let first = a
+        .acquire(with_id(HELD, FIRST, 10_000))
+        .await
+        .expect("Acquire with a request_id and a lock_delay")
+        .into_inner()
+        .lock
+        .expect("lock");
+    let retried = b
+        .acquire(with_id(HELD, FIRST, 10_000))
+        .await
+        .expect("the retry resumes its own lock despite its lock_delay")
+        .into_inner()
+        .lock
+        .expect("lock");
+    assert_eq!(retried.token, first.token, "same derived token");
+    assert_eq!(retried.fence, first.fence, "the same grant, not a new one");
+    let refused = b
+        .acquire(with_id(HELD, OTHER, 10_000))
+        .await
+        .expect_err("another request id while it is held");
+    assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    assert!(release(&mut b, &retried).await.expect("Release"));
+    let next = a
+        .acquire(terms(HELD, 10_000, 0, 0))
+        .await
+        .expect("free at once after the orderly release")
+        .into_inner()
+        .lock
+        .expect("lock");
+    assert!(release(&mut a, &next).await.expect("Release"));
+
+    a.acquire(with_id(EXPIRED, FIRST, 300))
+        .await
+        .expect("Acquire with a request_id and a lock_delay");
+    keys_gone(&h, EXPIRED, Duration::from_secs(10)).await;
+    for (i, c) in [&mut a, &mut b].into_iter().enumerate() {
+        let refused = c
+            .acquire(with_id(EXPIRED, FIRST, 10_000))
+            .await
+            .expect_err("expired within its lock_delay, even for its own request id");
+        assert_eq!(refused.code(), Code::Aborted, "replica {i}: {refused:?}");
+    }
 }
 
 /// Negative or oversized durations are INVALID_ARGUMENT naming the field,
