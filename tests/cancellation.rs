@@ -57,6 +57,7 @@ async fn deadline_exceeded_leaves_nothing(flavor: Flavor) {
         wait: ms(60_000),
         owner: String::new(),
         request_id: String::new(),
+        ..Default::default()
     });
     request.set_timeout(Duration::from_millis(300));
     let status = c

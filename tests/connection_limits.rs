@@ -103,6 +103,7 @@ async fn works(c: &mut client::LockClient, resource: &str) {
             wait: None,
             owner: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await
         .expect("Acquire on the existing connection")
@@ -150,6 +151,7 @@ async fn idle_connections_are_closed_but_not_silent_sessions() {
             wait: None,
             owner: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })),
     })
     .await

@@ -170,6 +170,7 @@ async fn dev_mode_serves_and_stops_on_sigterm() {
             wait: None,
             owner: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await
         .expect("granted")
@@ -211,6 +212,7 @@ async fn sigterm_releases_every_session() {
                     wait: None,
                     owner: String::new(),
                     request_id: String::new(),
+                    ..Default::default()
                 })),
             })
             .await

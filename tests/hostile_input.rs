@@ -247,6 +247,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                             wait: None,
                             owner: String::new(),
                             request_id: String::new(),
+                            ..Default::default()
                         })),
                     })
                     .await;
@@ -279,6 +280,7 @@ async fn hostile_input_does_not_disturb_a_good_client() {
                     wait: None,
                     owner: String::new(),
                     request_id: String::new(),
+                    ..Default::default()
                 })),
             });
             let mut c = pb::lock_service_client::LockServiceClient::new(channel.clone());

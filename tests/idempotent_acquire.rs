@@ -40,6 +40,7 @@ fn request(resource: &str, request_id: &str, ttl_ms: u64) -> pb::AcquireRequest 
         wait: ms(0),
         owner: "test".into(),
         request_id: request_id.into(),
+        ..Default::default()
     }
 }
 

@@ -23,6 +23,7 @@ fn acquire_req(
         wait,
         owner: String::new(),
         request_id: String::new(),
+        ..Default::default()
     }
 }
 

@@ -279,6 +279,7 @@ async fn denied_calls_are_counted() {
             wait: None,
             owner: "metrics-test".into(),
             request_id: String::new(),
+            ..Default::default()
         });
         if let Some(token) = token {
             request.metadata_mut().insert(

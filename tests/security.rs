@@ -72,6 +72,7 @@ fn acquire_req(resource: &str) -> pb::AcquireRequest {
         wait: None,
         owner: "security-test".into(),
         request_id: String::new(),
+        ..Default::default()
     }
 }
 

@@ -131,6 +131,7 @@ async fn session_limit(flavor: Flavor) {
             wait: None,
             owner: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })),
     })
     .await
@@ -164,6 +165,7 @@ async fn hold_opens(c: &mut common::LockClient) -> bool {
                 wait: None,
                 owner: String::new(),
                 request_id: String::new(),
+                ..Default::default()
             })),
         })
         .await;

@@ -267,6 +267,7 @@ async fn certificate_identities() {
         wait: None,
         owner: "tls-test".into(),
         request_id: String::new(),
+        ..Default::default()
     });
     request.metadata_mut().insert(
         "authorization",

@@ -174,7 +174,25 @@ type AcquireRequest struct {
 	//   - never run two calls with the same request_id at once: a failing
 	//     attempt of one cleans up the token and can delete the other's grant.
 	//     Retry only after the previous call has ended.
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Lock-delay (Chubby, Consul): if this lock ends by expiry (its holder
+	// vanished: never released, or its Hold session's connection was lost)
+	// rather than by Release or a session's orderly end, nobody can acquire
+	// the resource until lock_delay after the expiry, so requests still in
+	// flight from the old holder can drain. Enforced by the masters (each
+	// records the time the delay ends, by its own clock), so every replica
+	// honours it. An availability feature, not a safety one: fences still
+	// order writers. Absent or zero: none. At most the daemon's
+	// redlock.max_lock_delay; negative or larger is INVALID_ARGUMENT.
+	LockDelay *durationpb.Duration `protobuf:"bytes,6,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// Hold at least (ShedLock's lockAtLeastFor): a Release (or a Hold
+	// session's orderly end) before acquisition + hold_at_least shortens the
+	// lock to end then instead of deleting it, so a scheduled job that
+	// finished early is not run again by a node whose clock or schedule is a
+	// little off. was_held is as before. Absent or zero: none. At most the
+	// daemon's redlock.max_hold_at_least; negative or larger is
+	// INVALID_ARGUMENT.
+	HoldAtLeast   *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_at_least,json=holdAtLeast,proto3" json:"hold_at_least,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +260,20 @@ func (x *AcquireRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetHoldAtLeast() *durationpb.Duration {
+	if x != nil {
+		return x.HoldAtLeast
+	}
+	return nil
 }
 
 type AcquireResponse struct {
@@ -996,14 +1028,17 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x125\n" +
-	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\xbd\x01\n" +
+	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\xb6\x02\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"7\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
+	"\n" +
+	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
+	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\"7\n" +
 	"\x0fAcquireResponse\x12$\n" +
 	"\x04lock\x18\x01 \x01(\v2\x10.redlock.v1.LockR\x04lock\"n\n" +
 	"\rExtendRequest\x12\x1a\n" +
@@ -1087,33 +1122,35 @@ var file_redlock_v1_lock_proto_depIdxs = []int32{
 	15, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
 	15, // 1: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
 	15, // 2: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	0,  // 3: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
-	15, // 4: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 5: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
-	15, // 6: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
-	1,  // 7: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
-	11, // 8: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
-	0,  // 9: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
-	0,  // 10: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
-	12, // 11: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
-	13, // 12: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
-	14, // 13: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
-	15, // 14: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
-	1,  // 15: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
-	3,  // 16: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
-	5,  // 17: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
-	7,  // 18: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
-	9,  // 19: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
-	2,  // 20: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
-	4,  // 21: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
-	6,  // 22: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
-	8,  // 23: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
-	10, // 24: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 3: redlock.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	15, // 4: redlock.v1.AcquireRequest.hold_at_least:type_name -> google.protobuf.Duration
+	0,  // 5: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
+	15, // 6: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	0,  // 7: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
+	15, // 8: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
+	1,  // 9: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
+	11, // 10: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
+	0,  // 11: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
+	0,  // 12: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
+	12, // 13: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
+	13, // 14: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
+	14, // 15: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
+	15, // 16: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
+	1,  // 17: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
+	3,  // 18: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
+	5,  // 19: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
+	7,  // 20: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
+	9,  // 21: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
+	2,  // 22: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
+	4,  // 23: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
+	6,  // 24: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
+	8,  // 25: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
+	10, // 26: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_redlock_v1_lock_proto_init() }

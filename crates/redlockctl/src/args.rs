@@ -180,6 +180,16 @@ pub(crate) struct RunArgs {
     /// unreachable).
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
     pub kill_after: Duration,
+    /// Lock-delay: if redlockctl vanishes (killed, its host or connection
+    /// lost) and the lock expires, nobody gets it until this long after the
+    /// expiry (0: none). A normal exit releases at once.
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub lock_delay: Duration,
+    /// Hold the lock at least this long from its acquisition, even if the
+    /// command exits sooner (0: no minimum): the cron case, so that nodes
+    /// whose clocks or schedules differ a little do not run a job twice.
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub at_least: Duration,
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,
@@ -338,6 +348,24 @@ mod tests {
             panic!("run")
         };
         assert_eq!(run.command, ["sh", "-c", "x", "--ttl", "1"]);
+        let cli = Cli::try_parse_from([
+            "redlockctl",
+            "run",
+            "jobs/nightly",
+            "--at-least",
+            "5m",
+            "--lock-delay",
+            "15s",
+            "--",
+            "./nightly.sh",
+        ])
+        .expect("parses");
+        let Cmd::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(run.at_least, Duration::from_secs(300));
+        assert_eq!(run.lock_delay, Duration::from_secs(15));
+        assert_eq!(run.command, ["./nightly.sh"]);
         assert_eq!(run.ttl, Duration::from_secs(10));
     }
 

@@ -34,6 +34,7 @@ pub(crate) async fn acquire(
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
             request_id: String::new(),
+            ..Default::default()
         };
         let what = what.as_str();
         async move {

@@ -34,6 +34,8 @@ pub(crate) async fn run(
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
             request_id: String::new(),
+            lock_delay: Some(proto_duration(args.lock_delay)),
+            hold_at_least: Some(proto_duration(args.at_least)),
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();

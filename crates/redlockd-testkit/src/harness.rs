@@ -207,6 +207,7 @@ pub async fn hold(
                 wait: ms(wait_ms),
                 owner: "test".into(),
                 request_id: String::new(),
+                ..Default::default()
             })),
         })
         .await
@@ -258,6 +259,7 @@ pub async fn acquire(
             wait: ms(wait_ms),
             owner: "test".into(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await?;
     Ok(response

@@ -54,6 +54,8 @@ pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Locks released by an operator (`LockAdmin.ForceRelease`).
 pub(crate) const FORCE_RELEASES_TOTAL: &str = "redlock_force_releases_total";
+/// Acquire attempts refused while a vanished holder's lock-delay ran.
+pub(crate) const LOCK_DELAY_REFUSALS_TOTAL: &str = "redlock_lock_delay_refusals_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
 /// reason (`unauthenticated`, `permission_denied`, `rate_limited`,
 /// `too_many_calls`, `unauthenticated_calls`: health or reflection calls past
@@ -80,7 +82,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 24] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 25] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -179,6 +181,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 24] = [
         "Locks released by an operator through LockAdmin.ForceRelease (something was held).",
     ),
     (
+        LOCK_DELAY_REFUSALS_TOTAL,
+        Kind::Counter,
+        "Acquire attempts refused while the lock-delay of a holder whose lock expired still ran.",
+    ),
+    (
         AUTH_DENIED_TOTAL,
         Kind::Counter,
         "Calls refused by authentication, namespaces or flood limits, by reason.",
@@ -246,6 +253,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     // the first loss (a counter that appears at 1 shows no increase).
     counter!(LOCKS_LOST_TOTAL).increment(0);
     counter!(FORCE_RELEASES_TOTAL).increment(0);
+    counter!(LOCK_DELAY_REFUSALS_TOTAL).increment(0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     process_collector().describe();
     *slot = Some(handle.clone());
@@ -348,6 +356,11 @@ pub(crate) fn lock_lost() {
 /// An operator force-released a held lock.
 pub(crate) fn force_release() {
     counter!(FORCE_RELEASES_TOTAL).increment(1);
+}
+
+/// An acquire attempt was refused while a lock-delay ran (issue 18).
+pub(crate) fn lock_delay_refusal() {
+    counter!(LOCK_DELAY_REFUSALS_TOTAL).increment(1);
 }
 
 /// The rate at which a master's clock drifts from ours.

@@ -154,6 +154,7 @@ async fn acquire_burst(daemon: &DaemonProcess, calls: usize) -> Result<BurstRepo
                     wait: None,
                     owner: "redlockd-bench".to_owned(),
                     request_id: String::new(),
+                    ..Default::default()
                 };
                 let answer = client.acquire(request).await;
                 let at = started.elapsed();
@@ -291,6 +292,7 @@ async fn session(
             wait: None,
             owner: "redlockd-bench".to_owned(),
             request_id: String::new(),
+            ..Default::default()
         })),
     };
     if requests.send(first).await.is_err() {

@@ -138,6 +138,7 @@ async fn one(addr: SocketAddr, resource: &str, ttl: Duration) -> Result<FrozenRe
         wait: Some(proto_duration(WAIT)),
         owner: "redlockd-bench".to_owned(),
         request_id: String::new(),
+        ..Default::default()
     };
     let answer = tokio::time::timeout(WAIT + HOLD_LIMIT, client.acquire(request)).await;
     let passed_on = frozen.elapsed();
@@ -191,6 +192,7 @@ pub(crate) fn holder_main(args: &[String]) -> Result<(), BoxError> {
                     wait: Some(proto_duration(HOLD_LIMIT)),
                     owner: "redlockd-bench-frozen".to_owned(),
                     request_id: String::new(),
+                    ..Default::default()
                 })),
             })
             .await?;

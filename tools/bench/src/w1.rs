@@ -158,6 +158,7 @@ impl Worker {
                     wait: None,
                     owner: String::new(),
                     request_id: String::new(),
+                    ..Default::default()
                 };
                 let lock = client.acquire(request).await?.into_inner().lock;
                 let acquired = start.elapsed();

@@ -146,6 +146,7 @@ fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
         wait: Some(proto_duration(W2_WAIT)),
         owner: owner.to_owned(),
         request_id: String::new(),
+        ..Default::default()
     }
 }
 

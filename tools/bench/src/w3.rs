@@ -228,6 +228,7 @@ async fn session(
         wait: None,
         owner: "redlockd-bench".to_owned(),
         request_id: String::new(),
+        ..Default::default()
     };
     let first = HoldRequest {
         request: Some(Request::Acquire(acquire)),

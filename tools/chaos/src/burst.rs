@@ -222,6 +222,7 @@ pub(crate) fn burst_main(args: &[String]) -> Result<(), crate::cluster::BoxError
                         wait: None,
                         owner: "chaos-burst".to_owned(),
                         request_id: String::new(),
+                        ..Default::default()
                     };
                     let sent = now();
                     let answer = tokio::time::timeout(LIMIT, client.acquire(request)).await;

@@ -140,6 +140,7 @@ impl Shared {
             wait: proto(wait),
             owner: "chaos".to_owned(),
             request_id: String::new(),
+            ..Default::default()
         };
         let sent = self.clock.now();
         let mut client = LockServiceClient::new(channel);

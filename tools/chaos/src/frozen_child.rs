@@ -151,6 +151,7 @@ async fn run(
                 wait: to_proto(WAIT),
                 owner: "chaos-frozen-client".to_owned(),
                 request_id: String::new(),
+                ..Default::default()
             })),
         };
         requests.send(first).await?;

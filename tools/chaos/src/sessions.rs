@@ -75,6 +75,7 @@ pub(crate) async fn session(
                 wait: prost_types::Duration::try_from(wait).ok(),
                 owner: "chaos-session".to_owned(),
                 request_id: String::new(),
+                ..Default::default()
             })),
         };
         if requests.send(first).await.is_err() {

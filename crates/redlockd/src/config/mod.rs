@@ -210,6 +210,15 @@ pub struct RedlockConfig {
     /// resource is held, so one call cannot tie up the server indefinitely.
     #[serde(with = "humantime_serde")]
     pub max_wait: Duration,
+    /// Longest `AcquireRequest.lock_delay` accepted: how long at most a
+    /// holder that vanished keeps its resource from everyone after its
+    /// lock expired (issue 18).
+    #[serde(with = "humantime_serde")]
+    pub max_lock_delay: Duration,
+    /// Longest `AcquireRequest.hold_at_least` accepted: how long at most an
+    /// early Release leaves the lock standing (issue 18).
+    #[serde(with = "humantime_serde")]
+    pub max_hold_at_least: Duration,
     /// Longest resource name accepted, in bytes. It bounds the size of keys
     /// written to the masters and the memory one request can use.
     pub max_resource_len: usize,
@@ -275,6 +284,8 @@ impl Default for RedlockConfig {
             min_ttl: Duration::from_millis(10),
             max_ttl: Duration::from_secs(60 * 60),
             max_wait: Duration::from_secs(5 * 60),
+            max_lock_delay: Duration::from_secs(60),
+            max_hold_at_least: Duration::from_secs(60 * 60),
             max_resource_len: 512,
             retry_delay_min: Duration::from_millis(5),
             retry_delay_max: Duration::from_millis(50),
@@ -298,6 +309,8 @@ impl fmt::Debug for RedlockConfig {
             .field("min_ttl", &self.min_ttl)
             .field("max_ttl", &self.max_ttl)
             .field("max_wait", &self.max_wait)
+            .field("max_lock_delay", &self.max_lock_delay)
+            .field("max_hold_at_least", &self.max_hold_at_least)
             .field("max_resource_len", &self.max_resource_len)
             .field("retry_delay_min", &self.retry_delay_min)
             .field("retry_delay_max", &self.retry_delay_max)

@@ -293,6 +293,19 @@ impl RedlockConfig {
                 ),
             ));
         }
+        let outlived = self.max_ttl.max(self.max_hold_at_least) + self.max_lock_delay;
+        if self.fence_ttl <= outlived {
+            return Err(invalid(
+                "redlock.fence_ttl",
+                format!(
+                    "{} is not greater than max(redlock.max_ttl, redlock.max_hold_at_least) + \
+                     redlock.max_lock_delay ({}): the fence hash keeps the time a lock-delay \
+                     or a hold-at-least ends, and must outlive it",
+                    human(self.fence_ttl),
+                    human(outlived)
+                ),
+            ));
+        }
         Ok(())
     }
 

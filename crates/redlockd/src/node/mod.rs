@@ -259,6 +259,11 @@ impl Node for FredNode {
                     holder_ttl: u64::try_from(integer(pttl)?)
                         .ok()
                         .map(Duration::from_millis),
+                    delayed: false,
+                }),
+                [_, left, _delay] => Ok(AcquireVote::Refused {
+                    holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
+                    delayed: true,
                 }),
                 other => Err(NodeError::Protocol(format!("acquire: {other:?}"))),
             }
@@ -288,6 +293,8 @@ impl Node for FredNode {
                 millis(ttl),
                 holder.owner.as_ref().into(),
                 holder.kind.as_ref().into(),
+                millis(holder.lock_delay),
+                millis(holder.hold_at_least),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -339,16 +346,19 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
         notice: &str,
+        honour_minimum: bool,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         let delifeq = if self.state.has_delifeq() { "1" } else { "0" };
+        let minimum = if honour_minimum { "1" } else { "0" };
         let reply = self.run(
             Op::Release,
-            vec![key(&keys.lock)],
+            vec![key(&keys.lock), key(&keys.fence)],
             vec![
                 token.expose().into(),
                 key(&keys.channel),
                 notice.into(),
                 delifeq.into(),
+                minimum.into(),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()

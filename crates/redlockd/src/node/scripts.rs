@@ -98,6 +98,9 @@ local function now_micros()
   end
   return now
 end
+local function now_ms()
+  return math.floor(tonumber(now_micros()) / 1000)
+end
 local horizon = 0
 local function raise(ttl)
   ttl = tonumber(ttl)
@@ -138,7 +141,7 @@ return out
 /// build (allocation was a good part of the masters' time).
 fn at_offsets(body: &str) -> String {
     let mut out = body.to_owned();
-    for n in 1..=6 {
+    for n in 1..=8 {
         out = out
             .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
             .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
@@ -147,7 +150,10 @@ fn at_offsets(body: &str) -> String {
 }
 
 /// KEYS: lock, fence. ARGV: token, ttl ms.
-/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`.
+/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
+/// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
+/// (`left` ms until the master's clock reaches the fence hash's `nb`, see
+/// [`COMMIT_FENCE`]).
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -157,7 +163,12 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local max = redis.call('HGET', KEYS[2], 'max') or '0'
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
+local max = f[1] or '0'
+if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
+  local left = tonumber(f[2]) - now_ms()
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, max, now_micros()}
 end
@@ -165,7 +176,7 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
-/// owner, kind.
+/// owner, kind, lock_delay ms, hold_at_least ms.
 /// Only where the token still holds the lock: raise `max` to the fence,
 /// record the holder's fence, owner, session kind and the master's time of
 /// the commit (`at`, microseconds: when it was acquired, for `Inspect`),
@@ -173,6 +184,28 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 /// lock's ttl (a grant stands once a majority committed: see
 /// `super::horizon`). Returns 1 if done. The owner rides on the commit
 /// that every grant sends anyway: no extra command, one HSET as before.
+///
+/// The lock's terms (issue 18), by the master's own clock (`TIME`, read
+/// once per batch; scripts replicate their effects, the default since
+/// Redis 5, so replicas get the values, not the call):
+/// - a lock-delay records `delay` and `nb` (not before) = now + ttl +
+///   delay, at or after the key's own expiry + delay (the key was set
+///   earlier, by the acquire). [`EXTEND`] moves `nb` with the expiry, a
+///   release clears it ([`RELEASE`]), and [`ACQUIRE`] refuses a free key
+///   until the clock passes `nb`. So only a lock that ends by expiry keeps
+///   the resource for the delay;
+/// - a hold-at-least records `lu` (least until) = now + hold_at_least,
+///   which a holder's release honours.
+///
+/// Clock jumps: a master whose clock jumps ahead ends a delay early, one
+/// that jumps back keeps it longer (at most until the fence hash expires,
+/// `fence_ttl`, which config validation keeps above every delay). Either
+/// way only availability is at stake, never mutual exclusion: the delay
+/// only ever *refuses* grants, and fences still order writers. One master
+/// alone cannot hold a resource back: a grant needs a majority, and each
+/// master judges by its own clock, so the delay a quorum enforces is the
+/// quorum-th earliest. A record a failed attempt left on a minority is
+/// cleared by its clean-up release.
 pub(crate) const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 raise(ARGV[4])
@@ -182,6 +215,17 @@ if tonumber(ARGV[2]) > max then
 else
   redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros())
 end
+local nowm = now_ms()
+if tonumber(ARGV[7]) > 0 then
+  redis.call('HSET', KEYS[2], 'delay', ARGV[7], 'nb', string.format('%d', nowm + tonumber(ARGV[4]) + tonumber(ARGV[7])))
+else
+  redis.call('HDEL', KEYS[2], 'delay', 'nb')
+end
+if tonumber(ARGV[8]) > 0 then
+  redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[8])))
+else
+  redis.call('HDEL', KEYS[2], 'lu')
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 "#;
@@ -190,7 +234,8 @@ return 1
 /// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. Returns `{0}` when someone else holds the key, `{2}`
 /// when the key is gone (this master restarted and lost it, or it expired),
 /// else `{1, fence}` where fence is '0' if this master did not take part in
-/// the grant's commit.
+/// the grant's commit. Where the grant has a lock-delay, its end (`nb`)
+/// moves with the new expiry (see [`COMMIT_FENCE`]).
 pub(crate) const EXTEND: &str = r#"
 local holder = redis.call('GET', KEYS[1])
 if holder ~= ARGV[1] then
@@ -200,15 +245,40 @@ end
 raise(ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-local h = redis.call('HMGET', KEYS[2], 'holder', 'fence')
-if h[1] == ARGV[1] and h[2] then return {1, h[2]} end
+local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'delay')
+if h[1] ~= ARGV[1] then return {1, '0'} end
+if h[3] then
+  redis.call('HSET', KEYS[2], 'nb', string.format('%d', now_ms() + tonumber(ARGV[2]) + tonumber(h[3])))
+end
+if h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock. ARGV: token, release channel, release notice, '1' if the
-/// master has DELIFEQ (Valkey 9). Compare-and-delete; announces the release
-/// on the channel when it deleted. Returns 1 if it deleted.
+/// KEYS: lock, fence. ARGV: token, release channel, release notice, '1' if
+/// the master has DELIFEQ (Valkey 9), '1' if the grant's hold-at-least is
+/// honoured (a holder's release; not a failed attempt's clean-up nor an
+/// operator's force-release). Compare-and-delete; announces the release
+/// on the channel when it deleted. Returns 1 if it deleted, or if it
+/// honoured a hold-at-least: then, where the token holds the key and the
+/// master's clock is before `lu` ([`COMMIT_FENCE`]), the key is set to
+/// expire at `lu` instead (a compare-and-PEXPIRE; longer than the key's
+/// remaining time, too, if the holder asked for a minimum beyond its ttl),
+/// and nothing is announced: nobody can take it before then. A release,
+/// deleting or shortening, ends the lock-delay (`nb` cleared): an orderly
+/// end is not a vanished holder. `lu` stays, so a repeated release
+/// answers the same.
 pub(crate) const RELEASE: &str = r#"
+local h = redis.call('HMGET', KEYS[2], 'holder', 'lu')
+local mine = h[1] == ARGV[1]
+if mine and ARGV[5] == '1' and h[2] then
+  local left = tonumber(h[2]) - now_ms()
+  if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', left))
+    raise(left)
+    redis.call('HDEL', KEYS[2], 'nb')
+    return 1
+  end
+end
 if ARGV[4] == '1' then
   if redis.call('DELIFEQ', KEYS[1], ARGV[1]) == 0 then return 0 end
 elseif redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -216,6 +286,7 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return 0
 end
+if mine then redis.call('HDEL', KEYS[2], 'nb') end
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 "#;

@@ -157,7 +157,7 @@ impl Redlock {
         let Some(held) = self.inspect(resource).await? else {
             return Ok(None);
         };
-        if !self.release(resource, &held.token).await? {
+        if !self.release_now(resource, &held.token).await? {
             return Ok(None);
         }
         metrics::force_release();
@@ -221,10 +221,18 @@ impl Redlock {
             .map(|(master, resource)| async move {
                 // One slow batch on a busy master should not fail a page
                 // of hundreds of reads: a read that could not decide is
-                // asked again, a few times.
+                // asked again, a few times; so is one where the master
+                // whose SCAN found the key was not among those answering
+                // with the holder's token (it may only have been slow:
+                // then the lock would be reported by no page at all).
                 let mut holding = self.holding(&resource).await;
                 for _ in 1..LIST_READ_TRIES {
-                    if !matches!(holding, Err(LockError::NoQuorum(_))) {
+                    let unsure = match &holding {
+                        Err(LockError::NoQuorum(_)) => true,
+                        Ok(Some(held)) => !held.masters.contains(&master),
+                        _ => false,
+                    };
+                    if !unsure {
                         break;
                     }
                     holding = self.holding(&resource).await;

@@ -153,6 +153,7 @@ impl Redlock {
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
+        let mut delayed = false;
         let votes = self
             .round(
                 subject,
@@ -163,9 +164,13 @@ impl Redlock {
                         tally.count(Vote::Yes);
                         granted.push((index, read));
                     }
-                    Reply::Acquire(AcquireVote::Refused { holder_ttl }) => {
+                    Reply::Acquire(AcquireVote::Refused {
+                        holder_ttl,
+                        delayed: by_delay,
+                    }) => {
                         tally.count(Vote::No);
                         refusals.extend(holder_ttl);
+                        delayed |= by_delay;
                     }
                     _ => tally.count(Vote::No),
                 },
@@ -176,10 +181,16 @@ impl Redlock {
             self.release_everywhere(
                 subject,
                 cleanup,
+                false,
                 self.cleanup_deadline(start.mono()),
                 Vote::Failed,
             )
             .await;
+            if delayed && votes.refused_by_majority() {
+                // Refused (also) because a vanished holder's lock-delay
+                // still runs on some master: counted once per attempt.
+                metrics::lock_delay_refusal();
+            }
             return Err(if votes.refused_by_majority() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
@@ -214,6 +225,7 @@ impl Redlock {
                 self.release_everywhere(
                     subject,
                     cleanup,
+                    false,
                     self.cleanup_deadline(start.mono()),
                     Vote::Failed,
                 )

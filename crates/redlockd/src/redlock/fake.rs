@@ -240,7 +240,13 @@ impl Node for FakeNode {
         self.serve(Op::Acquire, token, |state, now| {
             if let Some((_, expiry)) = state.locks.get(&keys.lock) {
                 let holder_ttl = Some(whole_millis(*expiry - now));
-                return (AcquireVote::Refused { holder_ttl }, false);
+                return (
+                    AcquireVote::Refused {
+                        holder_ttl,
+                        delayed: false,
+                    },
+                    false,
+                );
             }
             let expiry = now + whole_millis(ttl);
             state
@@ -332,6 +338,9 @@ impl Node for FakeNode {
         keys: &LockKeys,
         token: &Token,
         _notice: &str,
+        // The fakes model neither lock-delay nor hold-at-least (both live in
+        // the masters' scripts; tests/lock_terms.rs runs them on real ones).
+        _honour_minimum: bool,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::Release, token, |state, _| {
             let deleted = state.holds(keys, token);

@@ -113,6 +113,13 @@ pub struct Holder {
     pub owner: Arc<str>,
     /// `unary`, or `hold:<replica>` for a `Hold` session on that replica.
     pub kind: Arc<str>,
+    /// `AcquireRequest.lock_delay`: after an expiry, nobody acquires the
+    /// resource for this long (zero: none). The commit records it on the
+    /// masters (`crate::node::scripts`).
+    pub lock_delay: Duration,
+    /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
+    /// commit + this shortens the lock instead of deleting it (zero: none).
+    pub hold_at_least: Duration,
 }
 
 impl Holder {
@@ -121,6 +128,8 @@ impl Holder {
         Holder {
             owner: owner.into(),
             kind: "unary".into(),
+            lock_delay: Duration::ZERO,
+            hold_at_least: Duration::ZERO,
         }
     }
 
@@ -129,6 +138,17 @@ impl Holder {
         Holder {
             owner: owner.into(),
             kind: format!("hold:{replica}").into(),
+            lock_delay: Duration::ZERO,
+            hold_at_least: Duration::ZERO,
+        }
+    }
+
+    /// This holder, with the lock's terms (issue 18).
+    pub fn with_terms(self, lock_delay: Duration, hold_at_least: Duration) -> Holder {
+        Holder {
+            lock_delay,
+            hold_at_least,
+            ..self
         }
     }
 }
@@ -350,12 +370,38 @@ impl Redlock {
     /// majority; an error when too few masters answered to tell (the release
     /// was still sent to all of them). Pending re-creations of the lock are
     /// cancelled first, so none can put it back afterwards.
+    ///
+    /// This is the holder's release (Release, a Hold session's orderly
+    /// end): before the grant's `hold_at_least` has run, the masters shorten
+    /// the lock to end then instead of deleting it ([`Node::release`]).
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        self.release_as(resource, token, true).await
+    }
+
+    /// [`Redlock::release`] that deletes whatever the grant's
+    /// `hold_at_least`: for an operator's force-release, a grant nobody
+    /// received, or what is left of a lost lock.
+    pub async fn release_now(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
+        self.release_as(resource, token, false).await
+    }
+
+    async fn release_as(
+        &self,
+        resource: &str,
+        token: &Token,
+        honour_minimum: bool,
+    ) -> Result<bool, LockError> {
         self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());
         let tally = self
-            .release_everywhere(&subject, WakeWaiters::AtOnce, deadline, self.silent_vote())
+            .release_everywhere(
+                &subject,
+                WakeWaiters::AtOnce,
+                honour_minimum,
+                deadline,
+                self.silent_vote(),
+            )
             .await;
         match tally.decision() {
             Decision::Reached => Ok(true),
@@ -437,11 +483,15 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         wake: WakeWaiters,
+        honour_minimum: bool,
         deadline: Instant,
         silent: Vote,
     ) -> Tally {
         let notice = Notice::new(&subject.resource);
-        let command = Command::Release(notice.encode().into());
+        let command = Command::Release {
+            notice: notice.encode().into(),
+            honour_minimum,
+        };
         let mut pending = self.send_to(subject, self.all(), &command);
         if wake == WakeWaiters::AtOnce {
             // Every delete is queued for its master ahead of anything the

@@ -28,8 +28,11 @@ pub enum AcquireVote {
     Granted(FenceRead),
     /// Someone else holds the key; its remaining time to live, when known.
     Refused {
-        /// The holder's remaining PTTL on this master.
+        /// The holder's remaining PTTL on this master (or, when `delayed`,
+        /// the time until its lock-delay ends).
         holder_ttl: Option<Duration>,
+        /// The key was free, but a lock-delay still ran (issue 18).
+        delayed: bool,
     },
 }
 
@@ -157,12 +160,16 @@ pub trait Node: Send + Sync {
 
     /// Compare-and-delete; returns whether the token's key was deleted.
     /// Where it deleted, it also publishes `notice` on the release channel
-    /// ([`LockKeys::channel`]), so waiters on every replica wake up.
+    /// ([`LockKeys::channel`]), so waiters on every replica wake up. It ends
+    /// the grant's lock-delay. With `honour_minimum` (a holder's release),
+    /// before the grant's hold-at-least has run it shortens the key to end
+    /// then instead (and answers true).
     fn release(
         &self,
         keys: &LockKeys,
         token: &Token,
         notice: &str,
+        honour_minimum: bool,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.

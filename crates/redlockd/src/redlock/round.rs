@@ -80,8 +80,13 @@ pub(crate) enum Command {
         /// Fence hash expiry.
         fence_ttl: Duration,
     },
-    /// See [`Node::release`]; the encoded release notice to publish.
-    Release(std::sync::Arc<str>),
+    /// See [`Node::release`].
+    Release {
+        /// The encoded release notice to publish.
+        notice: std::sync::Arc<str>,
+        /// A holder's release: the grant's hold-at-least is honoured.
+        honour_minimum: bool,
+    },
     /// See [`Node::check`].
     Check,
 }
@@ -138,9 +143,14 @@ impl Command {
                 node.extend(keys, token, *ttl, *fence_ttl),
                 Reply::Extend,
             ),
-            Command::Release(notice) => {
-                tagged(index, node.release(keys, token, notice), Reply::Released)
-            }
+            Command::Release {
+                notice,
+                honour_minimum,
+            } => tagged(
+                index,
+                node.release(keys, token, notice, *honour_minimum),
+                Reply::Released,
+            ),
             Command::Check => tagged(index, node.check(keys, token), Reply::Held),
         }
     }

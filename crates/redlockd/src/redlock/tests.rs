@@ -838,9 +838,10 @@ impl Node for Far {
         keys: &LockKeys,
         token: &Token,
         notice: &str,
+        honour_minimum: bool,
     ) -> futures::future::BoxFuture<'static, Result<bool, NodeError>> {
         let (keys, token, notice) = (keys.clone(), token.clone(), notice.to_owned());
-        self.late(move |n| n.release(&keys, &token, &notice))
+        self.late(move |n| n.release(&keys, &token, &notice, honour_minimum))
     }
     fn check(
         &self,

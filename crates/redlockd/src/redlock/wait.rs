@@ -74,6 +74,12 @@ impl Redlock {
     ///   through any replica), the answer is that lock, with its own fence
     ///   as granted and a fresh validity, not ABORTED. If the masters no
     ///   longer know its fence, the answer is the Extend's error;
+    ///   the lock keeps the terms of the grant (issue 18: `lock_delay`,
+    ///   `hold_at_least`), whatever the retry asked, and its own
+    ///   lock-delay does not stand in the way (the masters honour the
+    ///   not-before time only for a free key, and the Extend moves it);
+    ///   once that grant has expired, though, the delay refuses its own
+    ///   request id too: the retry would be a new holder;
     /// - when a majority answers that the token does not hold the lock,
     ///   every attempt uses the derived token; when the Extend cannot tell
     ///   (too few masters answered), the call fails with its error: an
@@ -174,7 +180,7 @@ impl Redlock {
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = engine.release(&orphan.resource, &orphan.token).await;
+                let _ = engine.release_now(&orphan.resource, &orphan.token).await;
                 drop(turn);
             });
         }

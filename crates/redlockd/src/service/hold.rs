@@ -271,8 +271,12 @@ pub(crate) enum SessionError {
 
 /// Why a held session ends on the client's side.
 enum ClientEnd {
-    /// A `release` message, a half-close, or the client gone: release.
+    /// A `release` message or a half-close: the orderly end, release.
     Done,
+    /// The stream broke (connection lost, cancelled): the client vanished.
+    /// Released as at an orderly end, unless the lock has a lock-delay:
+    /// then it is left to expire, so that the delay applies (issue 18).
+    Gone,
     /// A message that makes no sense mid-session.
     Invalid(SessionError),
 }
@@ -401,7 +405,7 @@ impl Session {
             .await
             .is_err()
         {
-            let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
+            let _ = Box::pin(self.engine.release_now(&lock.resource, &lock.token)).await;
             return;
         }
         let mut client_end = None;
@@ -457,6 +461,12 @@ impl Session {
                     }))
                     .await;
             }
+            HoldEnd::Stopped
+                if matches!(client_end, Some(ClientEnd::Gone))
+                    && !self.args.lock_delay.is_zero() =>
+            {
+                tracing::debug!(rpc = "Hold", resource = %lock.resource, "client vanished; lock left to expire (lock_delay)");
+            }
             HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {
                 metrics::lock_lost();
@@ -472,7 +482,7 @@ impl Session {
                 // key on a minority.
                 let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
                 tokio::time::sleep_until(lock.deadline.mono + drift).await;
-                let _ = Box::pin(self.engine.release(&lock.resource, &lock.token)).await;
+                let _ = Box::pin(self.engine.release_now(&lock.resource, &lock.token)).await;
             }
         }
     }
@@ -481,7 +491,8 @@ impl Session {
     /// first (the detached acquisition then releases whatever it gets).
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
-        let holder = Holder::session(&args.owner, self.engine.replica());
+        let holder = Holder::session(&args.owner, self.engine.replica())
+            .with_terms(args.lock_delay, args.hold_at_least);
         let acquisition = self.engine.acquire_detached_as(
             args.resource.clone(),
             args.request_id.as_ref(),
@@ -554,6 +565,7 @@ async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
             request: Some(HoldRequest::Release(_)),
         })) => ClientEnd::Done,
         Ok(Some(_)) => ClientEnd::Invalid(SessionError::OnlyRelease),
-        Ok(None) | Err(_) => ClientEnd::Done,
+        Ok(None) => ClientEnd::Done,
+        Err(_) => ClientEnd::Gone,
     }
 }

@@ -17,6 +17,8 @@ fn limits() -> Limits {
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),
         max_resource_len: 64,
+        max_lock_delay: Duration::from_secs(60),
+        max_hold_at_least: Duration::from_secs(3600),
     }
 }
 
@@ -50,7 +52,13 @@ proptest! {
     fn acquire_validates_or_names_a_field(
         resource in text(), ttl in duration(), wait in duration(), owner in text(),
     ) {
-        let request = pb::AcquireRequest { resource, ttl, wait, owner, request_id: String::new() };
+        let request = pb::AcquireRequest {
+            resource,
+            ttl,
+            wait,
+            owner,
+            ..Default::default()
+        };
         match limits().acquire(request) {
             Ok(args) => {
                 prop_assert!(!args.resource.is_empty() && args.resource.len() <= 64);

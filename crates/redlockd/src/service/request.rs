@@ -37,6 +37,10 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Longest resource name, in bytes.
     pub max_resource_len: usize,
+    /// Longest `lock_delay` accepted.
+    pub max_lock_delay: Duration,
+    /// Longest `hold_at_least` accepted.
+    pub max_hold_at_least: Duration,
 }
 
 impl From<&RedlockConfig> for Limits {
@@ -46,6 +50,8 @@ impl From<&RedlockConfig> for Limits {
             max_ttl: config.max_ttl,
             max_wait: config.max_wait,
             max_resource_len: config.max_resource_len,
+            max_lock_delay: config.max_lock_delay,
+            max_hold_at_least: config.max_hold_at_least,
         }
     }
 }
@@ -61,6 +67,10 @@ pub struct AcquireArgs {
     pub wait: Duration,
     /// The caller's free-form label (may be empty).
     pub owner: String,
+    /// Within [0, max_lock_delay]; zero: none.
+    pub lock_delay: Duration,
+    /// Within [0, max_hold_at_least]; zero: none.
+    pub hold_at_least: Duration,
     /// The idempotency key, if the caller sent one (see
     /// [`crate::redlock::Redlock::acquire_detached_as`]).
     pub request_id: Option<RequestId>,
@@ -108,6 +118,12 @@ impl Limits {
             wait: self.wait(request.wait)?,
             resource: self.resource(request.resource)?,
             owner: request.owner,
+            lock_delay: at_most("lock_delay", request.lock_delay, self.max_lock_delay)?,
+            hold_at_least: at_most(
+                "hold_at_least",
+                request.hold_at_least,
+                self.max_hold_at_least,
+            )?,
         })
     }
 
@@ -183,6 +199,30 @@ impl Limits {
     }
 }
 
+/// An optional, non-negative duration no longer than `max`, named `field`
+/// (absent: zero). For the lock's terms `lock_delay` and `hold_at_least`.
+fn at_most(
+    field: &'static str,
+    value: Option<prost_types::Duration>,
+    max: Duration,
+) -> Result<Duration, InvalidRequest> {
+    let value = value
+        .map(|v| duration(field, v))
+        .transpose()?
+        .unwrap_or_default();
+    if value > max {
+        return Err(invalid(
+            field,
+            format!(
+                "{} is over the maximum {}",
+                humantime::format_duration(value),
+                humantime::format_duration(max)
+            ),
+        ));
+    }
+    Ok(value)
+}
+
 fn duration(field: &'static str, value: prost_types::Duration) -> Result<Duration, InvalidRequest> {
     if value.seconds < 0 || value.nanos < 0 {
         return Err(invalid(field, "must not be negative"));
@@ -204,6 +244,8 @@ mod tests {
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(300),
             max_resource_len: 8,
+            max_lock_delay: Duration::from_secs(60),
+            max_hold_at_least: Duration::from_secs(3600),
         }
     }
 
@@ -222,7 +264,41 @@ mod tests {
             wait,
             owner: String::new(),
             request_id: String::new(),
+            lock_delay: None,
+            hold_at_least: None,
         })
+    }
+
+    fn with_terms(
+        lock_delay: Option<prost_types::Duration>,
+        hold_at_least: Option<prost_types::Duration>,
+    ) -> Result<AcquireArgs, InvalidRequest> {
+        limits().acquire(pb::AcquireRequest {
+            resource: "r".into(),
+            ttl: secs(1, 0),
+            lock_delay,
+            hold_at_least,
+            ..Default::default()
+        })
+    }
+
+    /// lock_delay and hold_at_least: absent is zero, bounds are inclusive,
+    /// negative or over the maximum is refused naming the field.
+    #[test]
+    fn lock_terms() {
+        let ok = with_terms(None, None).expect("absent is fine");
+        assert_eq!(
+            (ok.lock_delay, ok.hold_at_least),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        let ok = with_terms(secs(60, 0), secs(3600, 0)).expect("at the maxima");
+        assert_eq!(ok.lock_delay, Duration::from_secs(60));
+        assert_eq!(ok.hold_at_least, Duration::from_secs(3600));
+        assert_eq!(field_of(with_terms(secs(-1, 0), None)), "lock_delay");
+        assert_eq!(field_of(with_terms(secs(0, -1), None)), "lock_delay");
+        assert_eq!(field_of(with_terms(secs(60, 1), None)), "lock_delay");
+        assert_eq!(field_of(with_terms(None, secs(-5, 0))), "hold_at_least");
+        assert_eq!(field_of(with_terms(None, secs(3601, 0))), "hold_at_least");
     }
 
     fn field_of<T: std::fmt::Debug>(result: Result<T, InvalidRequest>) -> &'static str {

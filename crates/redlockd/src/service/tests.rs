@@ -116,6 +116,7 @@ fn acquire(resource: &str, ttl: Duration, wait: Duration) -> pb::AcquireRequest 
         wait: proto(wait),
         owner: "handler-test".into(),
         request_id: String::new(),
+        ..Default::default()
     }
 }
 

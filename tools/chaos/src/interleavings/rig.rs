@@ -233,6 +233,7 @@ pub(crate) async fn acquire_as(
         wait: proto(wait),
         owner: "chaos-interleavings".to_owned(),
         request_id: request_id.to_owned(),
+        ..Default::default()
     });
     if let Some(deadline) = deadline {
         request.set_timeout(deadline);

@@ -88,6 +88,12 @@ fn every_rule_names_its_key() {
         ("redlock.fence_ttl", |c| {
             c.redlock.fence_ttl = Duration::from_secs(60)
         }),
+        ("redlock.fence_ttl", |c| {
+            // Outlives every lock, but not a lock-delay after the longest.
+            c.redlock.fence_ttl = c.redlock.max_ttl + Duration::from_secs(1);
+            c.redlock.max_hold_at_least = Duration::ZERO;
+            c.redlock.max_lock_delay = Duration::from_secs(2);
+        }),
         ("server.shutdown_grace", |c| {
             c.server.shutdown_grace = SHUTDOWN_GRACE_LIMIT + Duration::from_secs(1);
         }),
@@ -116,7 +122,16 @@ fn limits_themselves_are_accepted() {
         },
         |c| c.redlock.retry_delay_min = c.redlock.retry_delay_max,
         |c| c.redlock.retry_delay_min = Duration::ZERO,
-        |c| c.redlock.fence_ttl = c.redlock.max_ttl + Duration::from_millis(1),
+        |c| {
+            c.redlock.max_lock_delay = Duration::ZERO;
+            c.redlock.max_hold_at_least = Duration::ZERO;
+            c.redlock.fence_ttl = c.redlock.max_ttl + Duration::from_millis(1);
+        },
+        |c| {
+            c.redlock.fence_ttl = c.redlock.max_ttl.max(c.redlock.max_hold_at_least)
+                + c.redlock.max_lock_delay
+                + Duration::from_millis(1);
+        },
         |c| c.redlock.key_prefix = String::new(),
         |c| c.redlock.key_prefix = "app:locks/é:".into(),
         |c| c.server.shutdown_grace = SHUTDOWN_GRACE_LIMIT,
