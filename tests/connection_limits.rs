@@ -214,6 +214,16 @@ async fn failed_tls_handshakes_are_counted() {
         ],
     )
     .await;
+    // The gRPC port accepts (the kernel's backlog) before the daemon has
+    // bound its metrics endpoint: wait for that too.
+    let started = Instant::now();
+    while redlockd_testkit::metrics::scrape(metrics).is_err() {
+        assert!(
+            started.elapsed() < LIMIT,
+            "the metrics endpoint answers within {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = counter(
         metrics,
         "redlock_connections_refused_total",
