@@ -117,6 +117,24 @@ class Master {
 }
 
 /**
+ * One master on a free port. A port that was free a moment ago can be
+ * taken by another test file running in parallel before the master binds
+ * it: then it is started again on another port (a few times at most).
+ */
+async function startMaster(valkey, dir) {
+  for (let attempt = 1; ; attempt += 1) {
+    const master = new Master(valkey, dir, await freePort());
+    try {
+      await listening(master.port, master.child, master.log);
+      return master;
+    } catch (error) {
+      await master.stop();
+      if (attempt >= 5 || !/Address already in use/.test(error.message)) throw error;
+    }
+  }
+}
+
+/**
  * Starts five masters and a daemon. `settings`: extra configuration keys
  * as in config/redlockd.toml (`'server.keepalive_interval': '1s'`);
  * `toml`: text of a configuration file; `credentials`: the channel
@@ -127,8 +145,7 @@ export async function startDaemon({ settings = {}, toml = null, credentials = nu
   const valkey = process.env.REDLOCKD_VALKEY_BIN || 'valkey-server';
   const masters = [];
   try {
-    for (let i = 0; i < 5; i += 1) masters.push(new Master(valkey, dir, await freePort()));
-    await Promise.all(masters.map((m) => listening(m.port, m.child, m.log)));
+    for (let i = 0; i < 5; i += 1) masters.push(await startMaster(valkey, dir));
   } catch (error) {
     await Promise.all(masters.map((m) => m.stop()));
     throw new Error(`masters (${valkey}; source .venv/redlockd-env first): ${error.message}`);
