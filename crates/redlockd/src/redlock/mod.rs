@@ -11,7 +11,8 @@
 //!
 //! Files: [`attempt`] (one acquisition attempt), [`wait`] (waiting for a held
 //! resource, first come first served, woken by releases), [`session`]
-//! (keeping a lock alive), [`round`] (sending a command to the masters).
+//! (keeping a lock alive), [`round`] (sending a command to the masters),
+//! [`held`] (counting the locks handed out, for the dashboard).
 
 pub(crate) mod admin;
 pub(crate) mod admission;
@@ -23,6 +24,7 @@ pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
+pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod node;
 pub(crate) mod notices;
@@ -211,6 +213,8 @@ pub struct Redlock {
     turns: turns::Turns,
     /// This replica's name in session records ([`Holder::session`]).
     replica: String,
+    /// The locks handed out and not yet ended, for the held-locks gauge.
+    held: held::HeldLocks,
 }
 
 impl Redlock {
@@ -233,6 +237,7 @@ impl Redlock {
             recreations: Arc::default(),
             turns: turns::Turns::default(),
             replica: replica_name(),
+            held: held::HeldLocks::default(),
         })
     }
 
@@ -259,6 +264,12 @@ impl Redlock {
     /// Acquisitions currently queued for admission (see [`admission`]).
     pub fn queued(&self) -> usize {
         self.admission.queued()
+    }
+
+    /// Locks handed out through this replica that are still within their
+    /// validity and not released through it (see [`held`]).
+    pub fn held_locks(&self) -> usize {
+        self.held.count()
     }
 
     /// The adaptive bound on acquisitions in flight now (see [`admission`]).
@@ -326,6 +337,7 @@ impl Redlock {
                     .validity(ttl, self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
+                self.held.hold(token, deadline);
                 // Any two majorities intersect, so a master of this round
                 // took part in the grant's commit and reports its fence,
                 // unless it lost the record since (a restart).
@@ -391,6 +403,7 @@ impl Redlock {
         token: &Token,
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
+        self.held.forget(token);
         self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());

@@ -443,7 +443,12 @@ impl Future for DetachedAcquire {
             .poll(cx)
             .map(|answer| match answer {
                 // Delivered: the turn passes on.
-                Ok((result, _turn)) => result,
+                Ok((result, _turn)) => {
+                    if let Ok(lock) = &result {
+                        self.engine.held.hold(&lock.token, lock.deadline);
+                    }
+                    result
+                }
                 Err(_) => Err(LockError::Internal(
                     "the acquisition task ended without an answer",
                 )),
