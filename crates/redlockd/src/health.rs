@@ -92,7 +92,7 @@ pub(crate) async fn watch(
             serving = Some(quorum);
         }
         ticks = ticks.wrapping_add(1);
-        if ticks % HELD_LOCKS_EVERY == 0 {
+        if ticks.is_multiple_of(HELD_LOCKS_EVERY) {
             metrics::locks_held(engine.held_locks());
         }
         if let (Some(handle), 0) = (&metrics, ticks % UPKEEP_EVERY) {
