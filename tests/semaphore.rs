@@ -40,7 +40,10 @@ async fn take(
     let response = c
         .acquire(permit_request(resource, limit, ttl_ms, wait_ms))
         .await?;
-    Ok(response.into_inner().lock.expect("a grant carries the lock"))
+    Ok(response
+        .into_inner()
+        .lock
+        .expect("a grant carries the lock"))
 }
 
 async fn two_replicas(flavor: Flavor) -> Harness {
@@ -82,7 +85,11 @@ async fn many_contenders_never_exceed_the_limit() {
                     r.holders += 1;
                     r.grants += 1;
                     r.most = r.most.max(r.holders);
-                    assert!(r.holders <= 3, "{} holders of a limit-3 semaphore", r.holders);
+                    assert!(
+                        r.holders <= 3,
+                        "{} holders of a limit-3 semaphore",
+                        r.holders
+                    );
                     let last = r.last_fence.insert(lock.permit, lock.fence);
                     assert!(
                         last.is_none_or(|last| last < lock.fence),
@@ -262,12 +269,17 @@ async fn a_permit_s_lifecycle(flavor: Flavor) {
         let mut c = h.client_of(1).await;
         tokio::spawn(async move { take(&mut c, "sem/life", 2, 30_000, 20_000).await })
     };
-    eventually(Duration::from_secs(10), "the waiter tried both permits", || async {
-        h.lock_commands(0).await >= before + 4
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the waiter tried both permits",
+        || async { h.lock_commands(0).await >= before + 4 },
+    )
     .await;
     assert!(release(&mut a, &first).await.expect("release"));
-    let got = waiter.await.expect("waiter").expect("a permit after the release");
+    let got = waiter
+        .await
+        .expect("waiter")
+        .expect("a permit after the release");
     assert_eq!(got.permit, first.permit);
     assert!(got.fence > first.fence, "per-permit fences increase");
     assert!(!validate(&mut a, &first).await.expect("validate").held);
@@ -303,9 +315,13 @@ async fn a_hold_session_holds_a_permit() {
         other => panic!("expected `acquired`, got {other:?}"),
     };
     assert!(lock.permit < 2 && lock.token.ends_with(&format!(".{}", lock.permit)));
-    let other = take(&mut c, "sem/hold", 2, 3_000, 0).await.expect("2nd permit");
+    let other = take(&mut c, "sem/hold", 2, 3_000, 0)
+        .await
+        .expect("2nd permit");
     assert_ne!(other.permit, lock.permit);
-    let status = take(&mut c, "sem/hold", 2, 3_000, 0).await.expect_err("full");
+    let status = take(&mut c, "sem/hold", 2, 3_000, 0)
+        .await
+        .expect_err("full");
     assert_eq!(status.code(), Code::Aborted);
     requests.send(release_message()).await.expect("release");
     let again = take(&mut c, "sem/hold", 2, 3_000, 5_000)
@@ -324,7 +340,9 @@ async fn bad_input_names_the_field() {
     let status = take(&mut c, "sem/bad", 65, 1_000, 0).await.expect_err("65");
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().starts_with("limit: "), "{status:?}");
-    take(&mut c, "sem/bad", 64, 1_000, 0).await.expect("64 is allowed");
+    take(&mut c, "sem/bad", 64, 1_000, 0)
+        .await
+        .expect("64 is allowed");
     let status = c
         .acquire(pb::AcquireRequest {
             request_id: "A".repeat(22),
