@@ -368,3 +368,41 @@ async fn bad_input_names_the_field() {
         assert!(status.message().starts_with("token: "), "{status:?}");
     }
 }
+
+/// `redlockctl run --limit 2`: runs beside one other permit holder with
+/// $REDLOCK_PERMIT set to the other permit; with both permits held it
+/// exits 81 (ABORTED) without running the command; a plain `run` on the
+/// semaphore is refused (FAILED_PRECONDITION).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlockctl_run_with_a_limit() {
+    use common::ctl::{output_within, redlockctl};
+    let h = Harness::start(Flavor::Valkey).await;
+    let addr = h.daemons[0].addr;
+    let mut c = h.client().await;
+    let held = take(&mut c, "sem/ctl", 2, 30_000, 0).await.expect("1st");
+    let script = "echo permit=$REDLOCK_PERMIT fence=$REDLOCK_FENCE";
+    let args = ["run", "--limit", "2", "sem/ctl", "--", "sh", "-c", script];
+    let out = output_within(redlockctl(addr, &args), Duration::from_secs(20)).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        stdout.contains(&format!("permit={}", 1 - held.permit)),
+        "{stdout}"
+    );
+    let other = take(&mut c, "sem/ctl", 2, 30_000, 0).await.expect("2nd");
+    let out = output_within(redlockctl(addr, &args), Duration::from_secs(20)).await;
+    assert_eq!(out.status.code(), Some(81), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ABORTED"),
+        "{out:?}"
+    );
+    let plain = ["run", "sem/ctl", "--", "true"];
+    let out = output_within(redlockctl(addr, &plain), Duration::from_secs(20)).await;
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("FAILED_PRECONDITION"),
+        "{out:?}"
+    );
+    assert!(release(&mut c, &held).await.expect("release"));
+    assert!(release(&mut c, &other).await.expect("release"));
+}

@@ -37,7 +37,6 @@ pub(crate) async fn run(
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
             limit: args.limit,
-            ..Default::default()
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();
