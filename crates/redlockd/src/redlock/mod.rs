@@ -32,6 +32,8 @@ pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
 pub(crate) mod semaphore;
+#[cfg(test)]
+mod semaphore_tests;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
