@@ -241,8 +241,16 @@ async fn limit_is_part_of_the_identity(flavor: Flavor) {
 /// A permit is validated, extended and released like a lock, through
 /// either replica; a full semaphore answers ABORTED; the released permit
 /// is the one the next caller gets; a waiter is served by a release.
+///
+/// `wait_fallback` is a minute and the permits' ttls 30 s and more, so
+/// within its 20 s wait only the release's notice (the release goes
+/// through the other replica) can wake the waiter.
 async fn a_permit_s_lifecycle(flavor: Flavor) {
-    let h = two_replicas(flavor).await;
+    let mut h = Harness::start_with(flavor, |c| {
+        c.redlock.wait_fallback = Duration::from_secs(60);
+    })
+    .await;
+    h.start_daemon().await;
     let mut a = h.client_of(0).await;
     let mut b = h.client_of(1).await;
     let first = take(&mut a, "sem/life", 2, 30_000, 0).await.expect("1st");
