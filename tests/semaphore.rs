@@ -14,7 +14,7 @@ use redlockd::pb;
 use redlockd_testkit::masters::Flavor;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tonic::Code;
 
 against_both_servers!(limit_is_part_of_the_identity, a_permit_s_lifecycle);
@@ -59,12 +59,32 @@ struct Record {
     most: usize,
     grants: usize,
     last_fence: HashMap<u32, u64>,
+    /// Validity windows: from the grant's arrival to the earlier of its
+    /// send + validity and its Release's send.
+    windows: Vec<(Instant, Instant)>,
+}
+
+/// The most windows open at one instant (half-open: an end before a start
+/// at the same instant).
+fn most_overlapping(windows: &[(Instant, Instant)]) -> usize {
+    let mut edges: Vec<(Instant, i32)> = windows
+        .iter()
+        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .collect();
+    edges.sort();
+    let (mut open, mut most) = (0, 0);
+    for (_, delta) in edges {
+        open += delta;
+        most = most.max(open);
+    }
+    usize::try_from(most).unwrap_or(0)
 }
 
 /// 12 contenders over two replicas, 8 grants each of a limit-3 semaphore:
 /// never more than 3 hold at once (a holder counts itself in when its grant
 /// arrives and out before it sends its release, well within the validity),
-/// and per permit every grant's fence is above the previous one's.
+/// never more than 3 validity windows overlap, and per permit every
+/// grant's fence is above the previous one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_contenders_never_exceed_the_limit() {
     let h = two_replicas(Flavor::Valkey).await;
@@ -75,9 +95,12 @@ async fn many_contenders_never_exceed_the_limit() {
         let record = Arc::clone(&record);
         tasks.push(tokio::spawn(async move {
             for _ in 0..8 {
+                let sent = Instant::now();
                 let lock = take(&mut c, "sem/load", 3, 5_000, 30_000)
                     .await
                     .expect("a permit within the wait");
+                let received = Instant::now();
+                let valid_until = sent + std_duration(lock.validity);
                 assert!(lock.permit < 3, "permit {}", lock.permit);
                 assert!(lock.token.ends_with(&format!(".{}", lock.permit)));
                 {
@@ -99,7 +122,11 @@ async fn many_contenders_never_exceed_the_limit() {
                     );
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
-                record.lock().expect("record").holders -= 1;
+                {
+                    let mut r = record.lock().expect("record");
+                    r.holders -= 1;
+                    r.windows.push((received, valid_until.min(Instant::now())));
+                }
                 assert!(release(&mut c, &lock).await.expect("release"));
             }
         }));
@@ -110,6 +137,8 @@ async fn many_contenders_never_exceed_the_limit() {
     let r = record.lock().expect("record");
     assert_eq!(r.grants, 96);
     assert_eq!(r.holders, 0);
+    let overlapping = most_overlapping(&r.windows);
+    assert!(overlapping <= 3, "{overlapping} validity windows at once");
     // A semaphore, not a mutex: with 12 contenders, permits were shared.
     assert!(r.most >= 2, "at most {} at once", r.most);
     eprintln!("most holders at once: {}", r.most);
@@ -413,4 +442,20 @@ async fn redlockctl_run_with_a_limit() {
     );
     assert!(release(&mut c, &held).await.expect("release"));
     assert!(release(&mut c, &other).await.expect("release"));
+}
+
+/// The shared record's window check counts what overlaps, and touching
+/// windows (one ends as the next starts) do not.
+#[test]
+fn the_window_check_counts_overlaps() {
+    let t = Instant::now();
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    let windows = [
+        (at(0), at(10)),
+        (at(5), at(15)),
+        (at(6), at(7)),
+        (at(10), at(20)),
+    ];
+    assert_eq!(most_overlapping(&windows), 3);
+    assert_eq!(most_overlapping(&[(at(0), at(10)), (at(10), at(20))]), 1);
 }
