@@ -62,7 +62,13 @@ type Lock struct {
 	// `acquire`; the daemon reports `lost` by the deadline on its own, and a
 	// client acting on an `extended` validity should take a one-way network
 	// delay off it.
-	Validity      *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
+	Validity *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
+	// A semaphore's permit (AcquireRequest.limit above 1): which of its
+	// `limit` permits this grant holds, 0 to limit - 1; 0 for a plain lock.
+	// Fences are ordered per permit: a grant's fence is greater than every
+	// earlier grant's of the same resource and permit (permits are held at
+	// once by design; their fences are not ordered among themselves).
+	Permit        uint32 `protobuf:"varint,6,opt,name=permit,proto3" json:"permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -123,6 +129,13 @@ func (x *Lock) GetValidity() *durationpb.Duration {
 		return x.Validity
 	}
 	return nil
+}
+
+func (x *Lock) GetPermit() uint32 {
+	if x != nil {
+		return x.Permit
+	}
+	return 0
 }
 
 type AcquireRequest struct {
@@ -192,7 +205,17 @@ type AcquireRequest struct {
 	// little off. was_held is as before. Absent or zero: none. At most the
 	// daemon's redlock.max_hold_at_least; negative or larger is
 	// INVALID_ARGUMENT.
-	HoldAtLeast   *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_at_least,json=holdAtLeast,proto3" json:"hold_at_least,omitempty"`
+	HoldAtLeast *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_at_least,json=holdAtLeast,proto3" json:"hold_at_least,omitempty"`
+	// Semaphore: at most `limit` holders of `resource` at once, each with its
+	// own token and fence (Lock.permit says which permit). 0 or 1: a plain
+	// lock (mutex). Above the daemon's redlock.max_semaphore_limit:
+	// INVALID_ARGUMENT naming `limit`; with a request_id and a limit above
+	// 1: INVALID_ARGUMENT naming `request_id` (not supported). The limit is
+	// part of the resource's identity: while the resource is held under
+	// another limit (a plain lock, or a semaphore of another limit), the
+	// call fails at once with FAILED_PRECONDITION. Extend, Release and
+	// Validate take the permit's resource and token as for a plain lock.
+	Limit         uint32 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -274,6 +297,13 @@ func (x *AcquireRequest) GetHoldAtLeast() *durationpb.Duration {
 		return x.HoldAtLeast
 	}
 	return nil
+}
+
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type AcquireResponse struct {
@@ -1023,12 +1053,13 @@ var File_redlock_v1_lock_proto protoreflect.FileDescriptor
 const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"\x15redlock/v1/lock.proto\x12\n" +
-	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\x85\x01\n" +
+	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x01\n" +
 	"\x04Lock\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x125\n" +
-	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\xb6\x02\n" +
+	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\x12\x16\n" +
+	"\x06permit\x18\x06 \x01(\rR\x06permit\"\xcc\x02\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -1038,7 +1069,9 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
-	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\"7\n" +
+	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\rR\x05limit\"7\n" +
 	"\x0fAcquireResponse\x12$\n" +
 	"\x04lock\x18\x01 \x01(\v2\x10.redlock.v1.LockR\x04lock\"n\n" +
 	"\rExtendRequest\x12\x1a\n" +

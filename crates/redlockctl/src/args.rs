@@ -190,6 +190,11 @@ pub(crate) struct RunArgs {
     /// whose clocks or schedules differ a little do not run a job twice.
     #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
     pub at_least: Duration,
+    /// Take one of N permits of a semaphore on RESOURCE: at most N such
+    /// commands run at once (0 or 1: a plain lock). The permit's index is
+    /// in $REDLOCK_PERMIT.
+    #[arg(long, default_value = "0", value_name = "N")]
+    pub limit: u32,
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,
@@ -348,6 +353,13 @@ mod tests {
             panic!("run")
         };
         assert_eq!(run.command, ["sh", "-c", "x", "--ttl", "1"]);
+        assert_eq!(run.limit, 0);
+        let cli = Cli::try_parse_from(["redlockctl", "run", "--limit", "3", "r", "--", "x"])
+            .expect("parses");
+        let Cmd::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!((run.limit, run.command), (3, vec!["x".into()]));
         let cli = Cli::try_parse_from([
             "redlockctl",
             "run",

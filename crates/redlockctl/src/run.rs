@@ -36,6 +36,7 @@ pub(crate) async fn run(
             request_id: String::new(),
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
+            limit: args.limit,
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();
@@ -54,6 +55,7 @@ pub(crate) async fn run(
         ("REDLOCK_RESOURCE", lease.lock.resource.clone()),
         ("REDLOCK_FENCE", lease.lock.fence.to_string()),
         ("REDLOCK_TOKEN", lease.lock.token.clone()),
+        ("REDLOCK_PERMIT", lease.lock.permit.to_string()),
         ("REDLOCK_ADDR", target.url.clone()),
     ];
     env.extend(target.env.iter().cloned());

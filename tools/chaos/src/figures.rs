@@ -74,6 +74,8 @@ pub(crate) struct Figures {
     pub frozen: crate::frozen::FrozenFigures,
     /// Bursts of Acquire calls (`crate::burst`).
     pub bursts: crate::burst::BurstFigures,
+    /// The semaphore's clients (`crate::semaphore`).
+    pub semaphore: crate::semaphore::SemaphoreFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {

@@ -27,6 +27,9 @@
 //!
 //! `--interleaving` replaces the random schedule with the review's scripted
 //! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
+//!
+//! The `full` schedule also runs semaphore clients (issue 19), checked on
+//! their own: never more holders than the limit (see `semaphore`).
 
 mod burst;
 mod checks;
@@ -47,6 +50,7 @@ mod registers;
 mod replicas;
 mod report;
 mod run;
+mod semaphore;
 mod sessions;
 
 use clap::Parser;

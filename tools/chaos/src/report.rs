@@ -120,6 +120,14 @@ impl Figures {
             b.unavailable_healthy,
             b.unavailable_faulted
         );
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"semaphore\":{{\"limit\":{},\"grants\":{},\"most_at_once\":{}}}}}",
+            crate::semaphore::LIMIT,
+            self.semaphore.grants,
+            self.semaphore.most_at_once
+        );
         out
     }
 
@@ -201,6 +209,13 @@ impl Figures {
             "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
              client found it gone {} (told lost {}); {} writes by those clients",
             fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
+        let _ = writeln!(
+            s,
+            "  semaphore         limit {}: {} permits granted, at most {} held at once",
+            crate::semaphore::LIMIT,
+            self.semaphore.grants,
+            self.semaphore.most_at_once
         );
         let b = &self.bursts;
         let _ = writeln!(

@@ -92,6 +92,7 @@ class Client:
         *,
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
+        limit: int = 0,
     ) -> Lock:
         """Takes the lock on ``resource`` for ``ttl``, waiting up to
         ``wait`` for the current holder to release it (none: try once).
@@ -103,7 +104,7 @@ class Client:
         the lock that value already holds instead of :class:`LockHeld`.
         After :class:`DeadlineExceeded` the daemon has released any late
         grant, so a retry acquires anew. Keep it secret, like a token."""
-        request = acquire_request(resource, ttl, wait, owner, request_id)
+        request = acquire_request(resource, ttl, wait, owner, request_id, limit)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(
@@ -185,6 +186,7 @@ class Client:
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
+        limit: int = 0,
     ) -> Hold:
         """A lock session, for ``with client.hold(...) as lease:``. The
         daemon extends the lock while the block runs; leaving the block
@@ -192,7 +194,7 @@ class Client:
         return Hold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner),
+            acquire_request(resource, ttl, wait, owner, limit=limit),
             self._deadline(timeout),
         )
 

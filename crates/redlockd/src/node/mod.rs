@@ -15,6 +15,7 @@ pub(crate) mod horizon;
 pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
+pub(crate) mod scripts_semaphore;
 pub(crate) mod server_info;
 pub(crate) mod state;
 pub(crate) mod subscriber;
@@ -243,11 +244,29 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
-        let reply = self.run(
-            Op::Acquire,
-            vec![key(&keys.lock), key(&keys.fence)],
-            vec![token.expose().into(), millis(ttl)],
-        );
+        let reply = if keys.limit > 1 {
+            self.run(
+                Op::AcquirePermit,
+                vec![
+                    key(&keys.lock),
+                    key(&keys.fence),
+                    key(&keys.base),
+                    key(&keys.limit_record),
+                ],
+                vec![
+                    token.expose().into(),
+                    millis(ttl),
+                    keys.limit.to_string().into(),
+                    millis(keys.limit_ttl),
+                ],
+            )
+        } else {
+            self.run(
+                Op::Acquire,
+                vec![key(&keys.lock), key(&keys.fence), key(&keys.limit_record)],
+                vec![token.expose().into(), millis(ttl)],
+            )
+        };
         async move {
             let fields = array(reply.await?)?;
             match fields.as_slice() {
@@ -265,6 +284,7 @@ impl Node for FredNode {
                     holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
                     delayed: true,
                 }),
+                [_, _, _, _limit] => Ok(AcquireVote::Conflict),
                 other => Err(NodeError::Protocol(format!("acquire: {other:?}"))),
             }
         }

@@ -25,11 +25,13 @@ pub(crate) enum Op {
     Check = 6,
     /// [`INSPECT`].
     Inspect = 7,
+    /// [`super::scripts_semaphore::ACQUIRE_PERMIT`].
+    AcquirePermit = 8,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 7] = [
+    pub(crate) const ALL: [Op; 8] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -37,6 +39,7 @@ impl Op {
         Op::Release,
         Op::Check,
         Op::Inspect,
+        Op::AcquirePermit,
     ];
 
     /// A short fixed name for metrics.
@@ -49,6 +52,7 @@ impl Op {
             Op::Release => "release",
             Op::Check => "check",
             Op::Inspect => "inspect",
+            Op::AcquirePermit => "acquire_permit",
         }
     }
 
@@ -62,6 +66,7 @@ impl Op {
             Op::Release => RELEASE,
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
+            Op::AcquirePermit => super::scripts_semaphore::ACQUIRE_PERMIT,
         }
     }
 }
@@ -149,8 +154,11 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms.
-/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
+/// KEYS: lock, fence, limit record. ARGV: token, ttl ms.
+/// Returns `{0, '0', 'limit', limit}` when a semaphore's permit of the
+/// resource is held here (the limit record names its limit, and one of its
+/// permit keys exists: `crate::redlock::semaphore`),
+/// `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
 /// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
 /// (`left` ms until the master's clock reaches the fence hash's `nb`, see
 /// [`COMMIT_FENCE`]).
@@ -163,6 +171,12 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
+local lim = redis.call('GET', KEYS[3])
+if lim then
+  local ks = {}
+  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
 local max = f[1] or '0'
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then

@@ -10,9 +10,10 @@
 //! out (a timed-out SET may still have landed).
 //!
 //! Files: [`attempt`] (one acquisition attempt), [`wait`] (waiting for a held
-//! resource, first come first served, woken by releases), [`session`]
-//! (keeping a lock alive), [`round`] (sending a command to the masters),
-//! [`held`] (counting the locks handed out, for the dashboard).
+//! resource, first come first served, woken by releases), [`semaphore`]
+//! (a permit of a semaphore), [`session`] (keeping a lock alive), [`round`]
+//! (sending a command to the masters), [`held`] (counting the locks handed
+//! out, for the dashboard).
 
 pub(crate) mod admin;
 pub(crate) mod admission;
@@ -32,6 +33,9 @@ pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
+pub(crate) mod semaphore;
+#[cfg(test)]
+mod semaphore_tests;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
@@ -122,6 +126,9 @@ pub struct Holder {
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
     /// commit + this shortens the lock instead of deleting it (zero: none).
     pub hold_at_least: Duration,
+    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
+    /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
+    pub limit: u32,
 }
 
 impl Holder {
@@ -132,6 +139,7 @@ impl Holder {
             kind: "unary".into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            limit: 0,
         }
     }
 
@@ -142,7 +150,13 @@ impl Holder {
             kind: format!("hold:{replica}").into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            limit: 0,
         }
+    }
+
+    /// This holder, taking a permit of a semaphore of `limit` (issue 19).
+    pub fn with_limit(self, limit: u32) -> Holder {
+        Holder { limit, ..self }
     }
 
     /// This holder, with the lock's terms (issue 18).
@@ -535,9 +549,15 @@ impl Redlock {
         tally
     }
 
+    /// The keys `token` acts on: a permit's own (its index is in the
+    /// token, see [`semaphore`]) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
+        let prefix = &self.settings.key_prefix;
         Arc::new(Subject {
-            keys: LockKeys::new(&self.settings.key_prefix, resource),
+            keys: match token.permit() {
+                Some(index) => LockKeys::permit(prefix, resource, index, (0, Duration::ZERO)),
+                None => LockKeys::new(prefix, resource),
+            },
             resource: resource.to_owned(),
             token,
         })

@@ -9,6 +9,10 @@ const TOKEN_BYTES: usize = 16;
 /// lowercase hex characters. The same value is stored on every master, and
 /// any daemon replica accepts it. `Debug` does not print it, so a token never
 /// reaches a log by accident.
+///
+/// A semaphore permit's token carries its permit's index after a dot
+/// (`<32 hex>.<index>`, see `super::semaphore`): the index is public, the
+/// 128 random bits stay the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Token(String);
 
@@ -39,13 +43,32 @@ impl Token {
         Ok(Token(text))
     }
 
+    /// A fresh token for permit `index` of a semaphore (see
+    /// `super::semaphore`): a generated token, a dot, the index in decimal.
+    pub fn generate_permit(index: u32) -> Result<Token, TokenError> {
+        let Token(random) = Token::generate()?;
+        Ok(Token(format!("{random}.{index}")))
+    }
+
+    /// The permit index a semaphore permit's token carries; `None` for a
+    /// plain lock's token.
+    pub fn permit(&self) -> Option<u32> {
+        let (_, index) = self.0.split_once('.')?;
+        index.parse().ok()
+    }
+
     /// Accepts a token a client sent back, if it has the shape of one we issue.
     pub fn parse(text: &str) -> Result<Token, TokenError> {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }
-        let well_formed = text.len() == TOKEN_BYTES * 2
-            && text
+        let random = match text.split_once('.') {
+            Some((random, index)) if is_permit_index(index) => random,
+            Some(_) => return Err(TokenError::Malformed),
+            None => text,
+        };
+        let well_formed = random.len() == TOKEN_BYTES * 2
+            && random
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if well_formed {
@@ -129,6 +152,14 @@ impl Token {
     }
 }
 
+/// A permit index as issued: decimal, no leading zero, at most 5 digits
+/// (far above any configurable limit).
+fn is_permit_index(text: &str) -> bool {
+    (1..=5).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'))
+}
+
 fn hex_digit(nibble: u8) -> char {
     char::from(b"0123456789abcdef"[usize::from(nibble & 0x0f)])
 }
@@ -193,5 +224,28 @@ mod tests {
         assert_eq!(Token::parse(&"g".repeat(32)), Err(TokenError::Malformed));
         assert_eq!(Token::parse(&"a".repeat(33)), Err(TokenError::Malformed));
         assert!(Token::parse(&"0f".repeat(16)).is_ok());
+    }
+
+    /// Permit tokens: a token, a dot and a decimal index; the index is read
+    /// back, and malformed suffixes are refused.
+    #[test]
+    fn permit_tokens() {
+        let t = Token::generate_permit(7).expect("OS RNG");
+        assert_eq!(t.permit(), Some(7));
+        assert_eq!(Token::parse(t.expose()), Ok(t.clone()));
+        assert_eq!(Token::generate().expect("OS RNG").permit(), None);
+        let hex = "0f".repeat(16);
+        assert_eq!(
+            Token::parse(&format!("{hex}.0")).map(|t| t.permit()),
+            Ok(Some(0))
+        );
+        for bad in [".", ".01", ".x", ".123456", ".-1", ".1.2"] {
+            assert_eq!(
+                Token::parse(&format!("{hex}{bad}")),
+                Err(TokenError::Malformed),
+                "{bad}"
+            );
+        }
+        assert_eq!(Token::parse("ab.1"), Err(TokenError::Malformed));
     }
 }

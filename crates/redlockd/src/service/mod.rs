@@ -95,6 +95,7 @@ impl From<Lock> for pb::Lock {
             resource: lock.resource,
             token: lock.token.expose().to_owned(),
             fence: lock.fence,
+            permit: lock.token.permit().unwrap_or(0),
             // Counted down from the engine's deadline to this moment.
             validity: Some(proto_duration(lock.deadline.left())),
         }
@@ -266,7 +267,9 @@ impl LockApi {
         args: request::AcquireArgs,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
-        let holder = Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least);
+        let holder = Holder::unary(&args.owner)
+            .with_terms(args.lock_delay, args.hold_at_least)
+            .with_limit(args.limit);
         let request::AcquireArgs {
             resource,
             ttl,
