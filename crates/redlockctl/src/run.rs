@@ -36,6 +36,7 @@ pub(crate) async fn run(
             request_id: String::new(),
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
+            resources: Vec::new(),
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();

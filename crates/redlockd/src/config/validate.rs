@@ -20,6 +20,10 @@ pub const DRIFT_FACTOR_LIMIT: f64 = 0.5;
 /// for up to one lease; a day is already a very long outage.
 pub const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Largest accepted `redlock.max_resources_per_lock`: every key of a
+/// lock goes to each master in one script call, and its token names them
+/// all (`crate::redlock::multi`).
+const MAX_RESOURCES_PER_LOCK_LIMIT: usize = 64;
 /// Largest accepted `redlock.max_resource_len`, in bytes.
 pub const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
 
@@ -240,6 +244,15 @@ impl RedlockConfig {
                 format!(
                     "{} is not in 1..={MAX_RESOURCE_LEN_LIMIT} bytes",
                     self.max_resource_len
+                ),
+            ));
+        }
+        if !(1..=MAX_RESOURCES_PER_LOCK_LIMIT).contains(&self.max_resources_per_lock) {
+            return Err(invalid(
+                "redlock.max_resources_per_lock",
+                format!(
+                    "{} is not in 1..={MAX_RESOURCES_PER_LOCK_LIMIT}",
+                    self.max_resources_per_lock
                 ),
             ));
         }

@@ -25,11 +25,13 @@ pub(crate) enum Op {
     Check = 6,
     /// [`INSPECT`].
     Inspect = 7,
+    /// `super::scripts_multi::ACQUIRE_ALL` (a lock on several resources).
+    AcquireAll = 8,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 7] = [
+    pub(crate) const ALL: [Op; 8] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -37,6 +39,7 @@ impl Op {
         Op::Release,
         Op::Check,
         Op::Inspect,
+        Op::AcquireAll,
     ];
 
     /// A short fixed name for metrics.
@@ -49,6 +52,7 @@ impl Op {
             Op::Release => "release",
             Op::Check => "check",
             Op::Inspect => "inspect",
+            Op::AcquireAll => "acquire_all",
         }
     }
 
@@ -62,6 +66,7 @@ impl Op {
             Op::Release => RELEASE,
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
+            Op::AcquireAll => super::scripts_multi::ACQUIRE_ALL,
         }
     }
 }

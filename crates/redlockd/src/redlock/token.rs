@@ -10,7 +10,7 @@ const TOKEN_BYTES: usize = 16;
 /// any daemon replica accepts it. `Debug` does not print it, so a token never
 /// reaches a log by accident.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(String);
+pub struct Token(pub(super) String);
 
 /// Why a string is not a token; checked before any master is asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,10 +44,8 @@ impl Token {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }
-        let well_formed = text.len() == TOKEN_BYTES * 2
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let well_formed = (text.len() == TOKEN_BYTES * 2 && is_lower_hex(text))
+            || super::multi::well_formed(text);
         if well_formed {
             Ok(Token(text.to_owned()))
         } else {
@@ -127,6 +125,12 @@ impl Token {
         }
         Token(text)
     }
+}
+
+/// Whether `text` is all lowercase hex digits.
+pub(super) fn is_lower_hex(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn hex_digit(nibble: u8) -> char {

@@ -18,6 +18,7 @@ mod props;
 pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;
+mod request_multi;
 pub(crate) mod status;
 #[cfg(test)]
 mod tests;
@@ -97,6 +98,14 @@ impl From<Lock> for pb::Lock {
             fence: lock.fence,
             // Counted down from the engine's deadline to this moment.
             validity: Some(proto_duration(lock.deadline.left())),
+            resources: lock
+                .members
+                .into_iter()
+                .map(|m| pb::LockedResource {
+                    resource: m.resource,
+                    fence: m.fence,
+                })
+                .collect(),
         }
     }
 }
@@ -124,6 +133,9 @@ impl LockService for LockApi {
             let key = Gatekeeper::quota_key_of(&request, &identity);
             let args = self.limits.acquire(request.into_inner())?;
             identity.permit(&args.resource)?;
+            for resource in &args.resources {
+                identity.permit(resource)?;
+            }
             // A waiting acquisition counts against its identity's quota of
             // waiters while the call lasts.
             let _waiting = self.sessions.waiter_slot(&key, &identity, args.wait)?;
@@ -269,16 +281,27 @@ impl LockApi {
         let holder = Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least);
         let request::AcquireArgs {
             resource,
+            resources,
             ttl,
             wait,
             request_id,
             ..
         } = args;
+        let acquire = |wait| match resources.is_empty() {
+            true => self.engine.acquire_detached_as(
+                resource.clone(),
+                request_id.as_ref(),
+                ttl,
+                wait,
+                holder.clone(),
+            ),
+            false => {
+                self.engine
+                    .acquire_detached_multi(resources.clone(), ttl, wait, holder.clone())
+            }
+        };
         let Some(deadline) = deadline else {
-            return self
-                .engine
-                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder)
-                .await;
+            return acquire(wait).await;
         };
         let now = Instant::now();
         let cutoff = deadline
@@ -297,9 +320,7 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt =
-            self.engine
-                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder);
+        let attempt = acquire(wait);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {
