@@ -69,11 +69,7 @@ impl FredNode {
         let reply = self.run(
             Op::AcquireAll,
             names,
-            vec![
-                token.expose().into(),
-                millis(ttl),
-                count.to_string().into(),
-            ],
+            vec![token.expose().into(), millis(ttl), count.to_string().into()],
         );
         async move {
             let fields = array(reply.await?)?;

@@ -81,11 +81,9 @@ use super::node::AcquireAllVote;
 use super::quorum::Vote;
 use super::round::{Command, Pending, Reply, Until};
 use super::validity;
-use super::waiters::Wake;
 use super::wait::{jitter, DetachedAcquire, TIE_BREAK_JITTER};
-use super::{
-    Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
-};
+use super::waiters::Wake;
+use super::{Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters};
 use crate::metrics;
 use futures::future::{join_all, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -119,7 +117,11 @@ pub struct Member {
 /// the resources joined by [`BETWEEN`], in lowercase hex (module doc).
 pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
     let list = resources.join(&BETWEEN.to_string());
-    Token(format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list)))
+    Token(format!(
+        "{}{SEPARATOR}{}",
+        random.expose(),
+        hex::encode(list)
+    ))
 }
 
 /// The resources a multi-resource token names, in the order asked; `None`
@@ -136,7 +138,9 @@ pub(super) fn well_formed(text: &str) -> bool {
 
 fn decode(text: &str) -> Option<Vec<String>> {
     let (random, list) = text.split_once(SEPARATOR)?;
-    if random.len() != 32 || !super::token::is_lower_hex(random) || !super::token::is_lower_hex(list)
+    if random.len() != 32
+        || !super::token::is_lower_hex(random)
+        || !super::token::is_lower_hex(list)
     {
         return None;
     }
@@ -457,7 +461,9 @@ impl Redlock {
             .iter()
             .map(|(_, lock)| lock.clone())
             .min_by_key(|lock| lock.validity)
-            .ok_or(LockError::Internal("a multi-resource token names no resource"))?;
+            .ok_or(LockError::Internal(
+                "a multi-resource token names no resource",
+            ))?;
         let members = members
             .iter()
             .zip(&extended)
