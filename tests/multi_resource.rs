@@ -60,16 +60,20 @@ async fn two_replicas(flavor: Flavor) -> Harness {
 
 /// Until no master keeps a lock key of any of `resources`.
 async fn keys_gone(h: &Harness, resources: &[&str]) {
-    eventually(Duration::from_secs(10), "the lock keys are gone", || async {
-        for resource in resources {
-            for i in 0..5 {
-                if h.lock_value(i, resource).await.is_some() {
-                    return false;
+    eventually(
+        Duration::from_secs(10),
+        "the lock keys are gone",
+        || async {
+            for resource in resources {
+                for i in 0..5 {
+                    if h.lock_value(i, resource).await.is_some() {
+                        return false;
+                    }
                 }
             }
-        }
-        true
-    })
+            true
+        },
+    )
     .await;
 }
 
@@ -90,7 +94,9 @@ fn check_shape(lock: &pb::Lock, resources: &[&str]) {
 async fn all_or_nothing_when_one_is_held(flavor: Flavor) {
     let h = two_replicas(flavor).await;
     let (mut a, mut b) = (h.client_of(0).await, h.client_of(1).await);
-    let held = acquire(&mut a, "aon/b", 30_000, 0).await.expect("plain lock");
+    let held = acquire(&mut a, "aon/b", 30_000, 0)
+        .await
+        .expect("plain lock");
     let refused = acquire_multi(&mut b, multi(&["aon/a", "aon/b", "aon/c"], 30_000, 0))
         .await
         .expect_err("one resource is held");
@@ -99,12 +105,23 @@ async fn all_or_nothing_when_one_is_held(flavor: Flavor) {
     // answer; a master that granted all keys had them deleted).
     for i in 0..5 {
         for resource in ["aon/a", "aon/c"] {
-            assert_eq!(h.lock_value(i, resource).await, None, "{resource} on master {i}");
+            assert_eq!(
+                h.lock_value(i, resource).await,
+                None,
+                "{resource} on master {i}"
+            );
         }
-        assert_eq!(h.lock_value(i, "aon/b").await.as_deref(), Some(held.token.as_str()));
+        assert_eq!(
+            h.lock_value(i, "aon/b").await.as_deref(),
+            Some(held.token.as_str())
+        );
     }
-    let la = acquire(&mut b, "aon/a", 30_000, 0).await.expect("a is free");
-    let lc = acquire(&mut a, "aon/c", 30_000, 0).await.expect("c is free");
+    let la = acquire(&mut b, "aon/a", 30_000, 0)
+        .await
+        .expect("a is free");
+    let lc = acquire(&mut a, "aon/c", 30_000, 0)
+        .await
+        .expect("c is free");
     for lock in [&la, &lc, &held] {
         assert!(release(&mut a, lock).await.expect("Release"));
     }
@@ -112,14 +129,28 @@ async fn all_or_nothing_when_one_is_held(flavor: Flavor) {
         .await
         .expect("all free now");
     check_shape(&lock, &["aon/a", "aon/b", "aon/c"]);
-    for (resource, before) in [("aon/a", la.fence), ("aon/b", held.fence), ("aon/c", lc.fence)] {
+    for (resource, before) in [
+        ("aon/a", la.fence),
+        ("aon/b", held.fence),
+        ("aon/c", lc.fence),
+    ] {
         assert!(h.holders(resource, &lock.token).await >= 3, "{resource}");
-        let fence = lock.resources.iter().find(|r| r.resource == resource).expect("named");
-        assert!(fence.fence > before, "{resource}: {} after {before}", fence.fence);
+        let fence = lock
+            .resources
+            .iter()
+            .find(|r| r.resource == resource)
+            .expect("named");
+        assert!(
+            fence.fence > before,
+            "{resource}: {} after {before}",
+            fence.fence
+        );
     }
     // A plain lock on any of them conflicts, through either replica.
     for (client, resource) in [(&mut a, "aon/c"), (&mut b, "aon/b")] {
-        let refused = acquire(client, resource, 30_000, 0).await.expect_err("held");
+        let refused = acquire(client, resource, 30_000, 0)
+            .await
+            .expect_err("held");
         assert_eq!(refused.code(), Code::Aborted, "{resource}: {refused:?}");
     }
     assert!(release(&mut a, &lock).await.expect("Release"));
@@ -136,17 +167,25 @@ async fn release_through_any_name(flavor: Flavor) {
             .await
             .expect("free");
         check_shape(&lock, &names);
-        assert!(release(&mut b, &through(&lock, name)).await.expect("Release"));
+        assert!(release(&mut b, &through(&lock, name))
+            .await
+            .expect("Release"));
         keys_gone(&h, &names).await;
         assert!(!release(&mut b, &through(&lock, name)).await.expect("again"));
         for resource in names {
-            let plain = acquire(&mut b, resource, 30_000, 0).await.expect("free again");
+            let plain = acquire(&mut b, resource, 30_000, 0)
+                .await
+                .expect("free again");
             assert!(release(&mut b, &plain).await.expect("Release"));
         }
     }
     // A name the token does not carry is not this lock.
-    let lock = acquire_multi(&mut a, multi(&names, 30_000, 0)).await.expect("free");
-    assert!(!release(&mut b, &through(&lock, "rel/other")).await.expect("not its name"));
+    let lock = acquire_multi(&mut a, multi(&names, 30_000, 0))
+        .await
+        .expect("free");
+    assert!(!release(&mut b, &through(&lock, "rel/other"))
+        .await
+        .expect("not its name"));
     assert_eq!(h.holders("rel/y", &lock.token).await, 5);
     assert!(release(&mut a, &lock).await.expect("Release"));
 }
@@ -159,8 +198,12 @@ async fn extend_and_validate_through_any_name() {
     let h = two_replicas(Flavor::Valkey).await;
     let (mut a, mut b) = (h.client_of(0).await, h.client_of(1).await);
     let names = ["ext/p", "ext/q", "ext/r"];
-    let lock = acquire_multi(&mut a, multi(&names, 2_000, 0)).await.expect("free");
-    let extended = extend(&mut b, &through(&lock, "ext/r"), 60_000).await.expect("Extend");
+    let lock = acquire_multi(&mut a, multi(&names, 2_000, 0))
+        .await
+        .expect("free");
+    let extended = extend(&mut b, &through(&lock, "ext/r"), 60_000)
+        .await
+        .expect("Extend");
     assert_eq!(extended.resources, lock.resources);
     assert_eq!(extended.fence, lock.fence);
     assert_eq!(extended.token, lock.token);
@@ -168,23 +211,35 @@ async fn extend_and_validate_through_any_name() {
     for resource in names {
         for i in 0..5 {
             let key = format!("redlock:lock:{resource}");
-            let pttl = h.raw(i, "PTTL", vec![key.into()]).await.as_i64().unwrap_or(-2);
+            let pttl = h
+                .raw(i, "PTTL", vec![key.into()])
+                .await
+                .as_i64()
+                .unwrap_or(-2);
             assert!(pttl > 30_000, "{resource} on master {i}: pttl {pttl}");
         }
-        let v = validate(&mut b, &through(&lock, resource)).await.expect("Validate");
+        let v = validate(&mut b, &through(&lock, resource))
+            .await
+            .expect("Validate");
         assert!(v.held, "{resource}");
         assert!(std_duration(v.validity) > Duration::from_secs(30));
     }
-    let foreign = validate(&mut a, &through(&lock, "ext/other")).await.expect("Validate");
+    let foreign = validate(&mut a, &through(&lock, "ext/other"))
+        .await
+        .expect("Validate");
     assert!(!foreign.held);
     // One resource lost (an operator deleted its key everywhere): the lock
     // as a whole is not held any more.
     for i in 0..5 {
         h.raw(i, "DEL", vec!["redlock:lock:ext/q".into()]).await;
     }
-    let v = validate(&mut a, &through(&lock, "ext/p")).await.expect("Validate");
+    let v = validate(&mut a, &through(&lock, "ext/p"))
+        .await
+        .expect("Validate");
     assert!(!v.held, "one of its resources is gone");
-    let refused = extend(&mut a, &lock, 10_000).await.expect_err("not all held");
+    let refused = extend(&mut a, &lock, 10_000)
+        .await
+        .expect_err("not all held");
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     release(&mut a, &lock).await.expect("Release");
     keys_gone(&h, &names).await;
@@ -207,9 +262,15 @@ async fn waiting_woken_by_release() {
         h.lock_commands(0).await >= before + 2
     })
     .await;
-    assert!(!waiter.is_finished(), "granted while the holder held wait/2");
+    assert!(
+        !waiter.is_finished(),
+        "granted while the holder held wait/2"
+    );
     assert!(release(&mut a, &holder).await.expect("Release"));
-    let lock = waiter.await.expect("task").expect("granted after the release");
+    let lock = waiter
+        .await
+        .expect("task")
+        .expect("granted after the release");
     check_shape(&lock, &["wait/1", "wait/2"]);
     assert!(lock.resources[1].fence > holder.fence);
     assert!(release(&mut a, &lock).await.expect("Release"));
@@ -255,7 +316,10 @@ async fn hold_session_on_several_resources() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    requests.send(release_message()).await.expect("send release");
+    requests
+        .send(release_message())
+        .await
+        .expect("send release");
     keys_gone(&h, &["hold/1", "hold/2"]).await;
     for resource in ["hold/1", "hold/2"] {
         let plain = acquire(&mut b, resource, 1_000, 0).await.expect("free");
@@ -293,14 +357,20 @@ async fn bad_input() {
         let status = acquire_multi(&mut c, request.clone())
             .await
             .expect_err("invalid");
-        assert_eq!(status.code(), Code::InvalidArgument, "{request:?}: {status:?}");
+        assert_eq!(
+            status.code(),
+            Code::InvalidArgument,
+            "{request:?}: {status:?}"
+        );
         assert!(
             status.message().starts_with(&format!("{field}:")),
             "{request:?}: {status:?}"
         );
     }
     // Sixteen (the default maximum) is fine, and nothing was left behind.
-    let lock = acquire_multi(&mut c, multi(&many[..16], 1_000, 0)).await.expect("16");
+    let lock = acquire_multi(&mut c, multi(&many[..16], 1_000, 0))
+        .await
+        .expect("16");
     assert_eq!(lock.resources.len(), 16);
     assert!(release(&mut c, &lock).await.expect("Release"));
     assert!(h.keys("redlock:lock:a").await.is_empty());
@@ -387,7 +457,10 @@ async fn concurrent_contenders_over_overlapping_sets() {
                         });
                     }
                 }
-                assert!(release(&mut client, &lock).await.expect("Release"), "contender {n}");
+                assert!(
+                    release(&mut client, &lock).await.expect("Release"),
+                    "contender {n}"
+                );
             }
             granted
         }));
@@ -406,7 +479,12 @@ async fn concurrent_contenders_over_overlapping_sets() {
         for pair in holds.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             assert!(a.until < b.from, "{resource}: {a:?} overlaps {b:?}");
-            assert!(a.fence < b.fence, "{resource}: fence {} then {}", a.fence, b.fence);
+            assert!(
+                a.fence < b.fence,
+                "{resource}: fence {} then {}",
+                a.fence,
+                b.fence
+            );
         }
     }
     println!("{granted} grants, {} resource holds checked", record.len());
