@@ -21,6 +21,14 @@ Metadata = Sequence[Tuple[str, str]]
 
 
 @dataclasses.dataclass(frozen=True)
+class LockedResource:
+    """One resource of a lock on several resources, with its own fence."""
+
+    resource: str
+    fence: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Lock:
     """A granted lock.
 
@@ -30,6 +38,11 @@ class Lock:
     never overstates the guarantee by the network's delay. Pass ``fence``
     with every write to the protected resource. The token is left out of
     ``repr`` so that it does not end up in logs.
+
+    A lock on several resources at once (``acquire([...])``) lists them in
+    ``resources``, each with its fence, in the order asked; ``resource``
+    and ``fence`` are the first one's. Extend, release or validate it
+    through any of them. Empty for a lock on one resource.
     """
 
     resource: str
@@ -37,6 +50,7 @@ class Lock:
     fence: int
     validity: float
     valid_until: float
+    resources: Tuple[LockedResource, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +102,7 @@ def lock_of(message: lock_pb2.Lock, sent_at: float) -> Lock:
         fence=message.fence,
         validity=validity,
         valid_until=sent_at + validity,
+        resources=tuple(LockedResource(r.resource, r.fence) for r in message.resources),
     )
 
 
@@ -136,7 +151,7 @@ def new_request_id() -> str:
 
 
 def acquire_request(
-    resource: str,
+    resource: Union[str, Sequence[str]],
     ttl: Seconds,
     wait: Optional[Seconds],
     owner: Optional[str],
@@ -144,13 +159,25 @@ def acquire_request(
 ) -> lock_pb2.AcquireRequest:
     """An AcquireRequest; ``wait`` None means try once. ``request_id`` None
     draws a fresh one: every acquisition is idempotent, and a caller that
-    retries passes the same one again."""
-    request = lock_pb2.AcquireRequest(
-        resource=resource,
-        ttl=duration(ttl),
-        owner=owner or "",
-        request_id=request_id or new_request_id(),
-    )
+    retries passes the same one again.
+
+    A list of names asks for all of them at once (``resources``): all or
+    none. The daemon offers no ``request_id`` for those, so none is drawn
+    (one given explicitly is passed on, and refused)."""
+    if isinstance(resource, str):
+        request = lock_pb2.AcquireRequest(
+            resource=resource,
+            ttl=duration(ttl),
+            owner=owner or "",
+            request_id=request_id or new_request_id(),
+        )
+    else:
+        request = lock_pb2.AcquireRequest(
+            resources=list(resource),
+            ttl=duration(ttl),
+            owner=owner or "",
+            request_id=request_id or "",
+        )
     if wait is not None:
         request.wait.CopyFrom(duration(wait))
     return request
