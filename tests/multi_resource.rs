@@ -490,3 +490,54 @@ async fn concurrent_contenders_over_overlapping_sets() {
     println!("{granted} grants, {} resource holds checked", record.len());
     assert!(granted >= CONTENDERS * ROUNDS / 2, "only {granted} grants");
 }
+
+/// `redlockctl run a b -- cmd` holds both resources while the command
+/// runs (a plain lock on either is refused then), gives the command every
+/// name and fence, and releases both when it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlockctl_run_on_several_resources() {
+    use common::ctl::{assert_exit, describe, output_within, redlockctl};
+    let h = Harness::start(Flavor::Valkey).await;
+    let mut c = h.client().await;
+    // The command tries a plain lock on the second resource while it runs:
+    // refused (exit 81, busy), which it reports on stdout.
+    let script = "printf '%s|%s\\n' \"$REDLOCK_RESOURCES\" \"$REDLOCK_FENCES\"; \
+                  redlockctl acquire ctl/b --ttl 1s; echo \"plain:$?\"";
+    let mut command = redlockctl(
+        h.daemons[0].addr,
+        &["run", "ctl/a", "ctl/b", "--", "sh", "-c", script],
+    );
+    let ctl = redlockd_testkit::bin::require("redlockctl");
+    let dir = ctl.parent().expect("bin dir").to_owned();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    command.env("PATH", path);
+    let out = output_within(command, Duration::from_secs(60)).await;
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (names, rest) = stdout.split_once('|').expect(&describe(&out));
+    assert_eq!(names, "ctl/a\nctl/b", "{}", describe(&out));
+    let fences: Vec<u64> = rest
+        .lines()
+        .take(2)
+        .map(|f| f.parse().expect("a fence"))
+        .collect();
+    assert!(
+        fences.len() == 2 && fences.iter().all(|f| *f > 0),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stdout.contains("plain:81"),
+        "a plain lock was not refused: {}",
+        describe(&out)
+    );
+    keys_gone(&h, &["ctl/a", "ctl/b"]).await;
+    let plain = acquire(&mut c, "ctl/b", 1_000, 0)
+        .await
+        .expect("free after run");
+    assert!(plain.fence > fences[1]);
+}
