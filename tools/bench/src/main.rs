@@ -20,6 +20,10 @@
 //!   connection and `--burst-sessions` Hold sessions at once over four,
 //!   against a `redlockd` process: grants, failures by code, latency and the
 //!   daemon's peak RSS.
+//! - **Several resources at once** ([`multi`], not in the default list):
+//!   cycles/s of locks on 1 (plain), 2 and 3 resources (`--multi-sizes`)
+//!   at each `--concurrency`, through a daemon, with the masters' CPU per
+//!   cycle (`--dev`).
 //! - **Frozen client** ([`frozen`], not in the default list): a client
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
@@ -45,6 +49,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod burst;
 mod frozen;
+mod multi;
 mod proc;
 mod report;
 mod setup;
@@ -78,6 +83,10 @@ pub struct Args {
     /// W1: numbers of concurrent workers, one run each.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
     concurrency: Vec<usize>,
+    /// Several resources at once (`multi`): resources per lock, one run
+    /// each per concurrency (1: the plain lock, beside).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    multi_sizes: Vec<usize>,
     /// W1: modes, one run each per concurrency.
     #[arg(long, value_delimiter = ',', default_value = "grpc,engine,raw,library")]
     modes: Vec<w1::Mode>,
@@ -140,6 +149,8 @@ pub enum Workload {
     Burst,
     /// A Hold client process frozen with SIGSTOP.
     Frozen,
+    /// Locks on several resources at once beside the plain lock.
+    Multi,
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -240,6 +251,7 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
                 let settings = &args.daemon_settings;
                 reports.frozen = frozen::run_all(&args.frozen_ttls, &nodes, settings).await?;
             }
+            Workload::Multi => reports.multi = multi::run_all(args, masters, &nodes).await?,
         }
     }
     Ok(reports)

@@ -19,6 +19,8 @@ pub(crate) struct Reports {
     pub burst: Vec<BurstReport>,
     /// Frozen clients.
     pub frozen: Vec<crate::frozen::FrozenReport>,
+    /// Several resources at once.
+    pub multi: Vec<crate::multi::MultiReport>,
 }
 
 impl Reports {
@@ -35,6 +37,9 @@ impl Reports {
         }
         if !self.burst.is_empty() {
             burst::print_table(&self.burst);
+        }
+        if !self.multi.is_empty() {
+            crate::multi::print_table(&self.multi);
         }
         if !self.frozen.is_empty() {
             crate::frozen::print_table(&self.frozen);
