@@ -518,7 +518,9 @@ async fn redlockctl_run_on_several_resources() {
     let out = output_within(command, Duration::from_secs(60)).await;
     assert_exit(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let (names, rest) = stdout.split_once('|').expect(&describe(&out));
+    let (names, rest) = stdout
+        .split_once('|')
+        .unwrap_or_else(|| panic!("{}", describe(&out)));
     assert_eq!(names, "ctl/a\nctl/b", "{}", describe(&out));
     let fences: Vec<u64> = rest
         .lines()
