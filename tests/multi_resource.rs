@@ -22,6 +22,82 @@ use tonic::Code;
 
 against_both_servers!(all_or_nothing_when_one_is_held, release_through_any_name,);
 
+/// Calls answered UNAVAILABLE (too few masters answered within
+/// `node_timeout`: a starved host) are tried again, a few times: the
+/// contract makes them retryable, and nothing here is about availability.
+async fn retrying<T, F, Fut>(mut call: F) -> (Result<T, tonic::Status>, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut retried = false;
+    for _ in 0..5 {
+        match call().await {
+            Err(status) if status.code() == Code::Unavailable => {
+                retried = true;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return (other, retried),
+        }
+    }
+    (call().await, retried)
+}
+
+/// `common::release`, retried on UNAVAILABLE. After one, the first call's
+/// deletes may have landed all the same, so a retry's `was_held = false`
+/// says nothing: it answers true then.
+async fn release(client: &mut LockClient, lock: &pb::Lock) -> Result<bool, tonic::Status> {
+    let (answer, retried) = retrying(|| {
+        let (mut client, lock) = (client.clone(), lock.clone());
+        async move { common::release(&mut client, &lock).await }
+    })
+    .await;
+    answer.map(|held| held || retried)
+}
+
+/// `common::validate`, retried on UNAVAILABLE.
+async fn validate(
+    client: &mut LockClient,
+    lock: &pb::Lock,
+) -> Result<pb::ValidateResponse, tonic::Status> {
+    retrying(|| {
+        let (mut client, lock) = (client.clone(), lock.clone());
+        async move { common::validate(&mut client, &lock).await }
+    })
+    .await
+    .0
+}
+
+/// `common::extend`, retried on UNAVAILABLE.
+async fn extend(
+    client: &mut LockClient,
+    lock: &pb::Lock,
+    ttl_ms: u64,
+) -> Result<pb::Lock, tonic::Status> {
+    retrying(|| {
+        let (mut client, lock) = (client.clone(), lock.clone());
+        async move { common::extend(&mut client, &lock, ttl_ms).await }
+    })
+    .await
+    .0
+}
+
+/// `common::acquire`, retried on UNAVAILABLE (a failed attempt leaves
+/// nothing behind).
+async fn acquire(
+    client: &mut LockClient,
+    resource: &str,
+    ttl_ms: u64,
+    wait_ms: u64,
+) -> Result<pb::Lock, tonic::Status> {
+    retrying(|| {
+        let (mut client, resource) = (client.clone(), resource.to_owned());
+        async move { common::acquire(&mut client, &resource, ttl_ms, wait_ms).await }
+    })
+    .await
+    .0
+}
+
 fn multi(resources: &[&str], ttl_ms: u64, wait_ms: u64) -> pb::AcquireRequest {
     pb::AcquireRequest {
         resources: resources.iter().map(|r| (*r).to_owned()).collect(),
@@ -36,9 +112,14 @@ async fn acquire_multi(
     client: &mut LockClient,
     request: pb::AcquireRequest,
 ) -> Result<pb::Lock, tonic::Status> {
-    Ok(client
-        .acquire(request)
-        .await?
+    let answer = retrying(|| {
+        let mut client = client.clone();
+        let request = request.clone();
+        async move { client.acquire(request).await }
+    })
+    .await
+    .0?;
+    Ok(answer
         .into_inner()
         .lock
         .expect("a granted Acquire carries the lock"))

@@ -245,6 +245,13 @@ impl Redlock {
                         if now >= give_up_at {
                             return Err(failure.error);
                         }
+                        // The attempt's own clean-up woke the front waiters
+                        // of its resources, us included: not a release by a
+                        // holder, so it must not cut the pause short (else a
+                        // refused waiter would retry every round).
+                        for place in &mut places {
+                            while place.woken().now_or_never().is_some() {}
+                        }
                         let pause = self.pause_after(&failure, now - started);
                         try_at = now + pause;
                         backing_off_until =

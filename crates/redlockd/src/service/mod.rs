@@ -162,6 +162,7 @@ impl LockService for LockApi {
             let (identity, _slot) = self.admit(&request)?;
             let args = self.limits.extend(request.into_inner())?;
             identity.permit(&args.resource)?;
+            permit_members(&identity, &args.token)?;
             record_resource(&args.resource);
             let lock = self
                 .engine
@@ -183,6 +184,7 @@ impl LockService for LockApi {
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
             identity.permit(&lock.resource)?;
+            permit_members(&identity, &lock.token)?;
             record_resource(&lock.resource);
             let was_held = self.engine.release(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ReleaseResponse { was_held }))
@@ -199,6 +201,7 @@ impl LockService for LockApi {
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
             identity.permit(&lock.resource)?;
+            permit_members(&identity, &lock.token)?;
             record_resource(&lock.resource);
             let validity = self.engine.validate(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ValidateResponse {
@@ -244,6 +247,15 @@ async fn observed<T>(
     span.in_scope(|| tracing::debug!("answered"));
     metrics::request(rpc, outcome, elapsed);
     result
+}
+
+/// A lock on several resources acts on all of them: the caller must be
+/// permitted every one (its namespaces), not only the one it named.
+fn permit_members(identity: &Identity, token: &crate::redlock::Token) -> Result<(), Denied> {
+    for member in crate::redlock::multi::members(token).unwrap_or_default() {
+        identity.permit(&member)?;
+    }
+    Ok(())
 }
 
 /// Names the resource in the current request span.
