@@ -624,3 +624,41 @@ async fn redlockctl_run_on_several_resources() {
         .expect("free after run");
     assert!(plain.fence > fences[1]);
 }
+
+/// The lock's terms hold per resource: a multi lock with a lock_delay
+/// left to expire keeps each of its resources for the delay (a plain lock
+/// on one, and a multi lock naming one with a free resource, are refused,
+/// and the free resource is left untouched); `owner` is each resource's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_holds_per_resource() {
+    let h = two_replicas(Flavor::Valkey).await;
+    let (mut a, mut b) = (h.client_of(0).await, h.client_of(1).await);
+    let request = pb::AcquireRequest {
+        lock_delay: ms(20_000),
+        ..multi(&["delay/1", "delay/2"], 300, 0)
+    };
+    let lock = acquire_multi(&mut a, request).await.expect("free");
+    check_shape(&lock, &["delay/1", "delay/2"]);
+    let owner = h
+        .raw(
+            0,
+            "HGET",
+            vec!["redlock:fence:delay/2".into(), "owner".into()],
+        )
+        .await
+        .as_string();
+    assert_eq!(owner.as_deref(), Some("multi-test"));
+    // Its holder vanishes: the keys expire, the delay keeps both.
+    keys_gone(&h, &["delay/1", "delay/2"]).await;
+    let refused = acquire(&mut b, "delay/2", 1_000, 0)
+        .await
+        .expect_err("delayed");
+    assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    let refused = acquire_multi(&mut b, multi(&["delay/3", "delay/1"], 1_000, 0))
+        .await
+        .expect_err("delay/1 is delayed");
+    assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    for i in 0..5 {
+        assert_eq!(h.lock_value(i, "delay/3").await, None, "master {i}");
+    }
+}
