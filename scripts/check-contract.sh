@@ -52,7 +52,7 @@ fi
 
 echo "--- self-test: a renumbered field must be reported"
 mkdir -p "$scratch/broken/redlock/v1"
-sed 's/uint64 fence = 3;/uint64 fence = 5;/' proto/redlock/v1/lock.proto >"$scratch/broken/redlock/v1/lock.proto"
+sed 's/uint64 fence = 3;/uint64 fence = 15;/' proto/redlock/v1/lock.proto >"$scratch/broken/redlock/v1/lock.proto"
 if cmp -s proto/redlock/v1/lock.proto "$scratch/broken/redlock/v1/lock.proto"; then
   echo "check-contract: the self-test's edit did not apply (Lock.fence moved?); update it" >&2
   exit 1

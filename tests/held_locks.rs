@@ -47,9 +47,11 @@ async fn replica(h: &Harness) -> (DaemonProcess, SocketAddr, LockClient) {
 
 /// Waits until the gauge of `metrics` reads `expected`.
 async fn gauge_reaches(metrics: SocketAddr, expected: f64, what: &str) {
-    eventually(LIMIT, &format!("{what}: redlock_locks_held = {expected}"), || async {
-        locks_held(metrics) == Some(expected)
-    })
+    eventually(
+        LIMIT,
+        &format!("{what}: redlock_locks_held = {expected}"),
+        || async { locks_held(metrics) == Some(expected) },
+    )
     .await;
 }
 
@@ -59,8 +61,12 @@ async fn gauge_follows_grants_releases_and_expiry(flavor: Flavor) {
     let (b_daemon, b_metrics, mut b) = replica(&h).await;
     gauge_reaches(a_metrics, 0.0, "nothing held yet").await;
 
-    let long = acquire(&mut a, "held/long", 60_000, 0).await.expect("Acquire");
-    let other = acquire(&mut a, "held/other", 60_000, 0).await.expect("Acquire");
+    let long = acquire(&mut a, "held/long", 60_000, 0)
+        .await
+        .expect("Acquire");
+    let other = acquire(&mut a, "held/other", 60_000, 0)
+        .await
+        .expect("Acquire");
     let (session, mut events, _) = hold(&mut a, "held/session", 60_000, 0).await;
     gauge_reaches(a_metrics, 3.0, "two unary grants and a session").await;
 
@@ -71,7 +77,9 @@ async fn gauge_follows_grants_releases_and_expiry(flavor: Flavor) {
     release(&mut a, &long).await.expect("Release");
     gauge_reaches(a_metrics, 2.0, "a release ends the count at once").await;
 
-    let _short = acquire(&mut a, "held/short", 5_000, 0).await.expect("Acquire");
+    let _short = acquire(&mut a, "held/short", 5_000, 0)
+        .await
+        .expect("Acquire");
     gauge_reaches(a_metrics, 3.0, "a short grant").await;
     gauge_reaches(a_metrics, 2.0, "an expired lock is no longer counted").await;
 

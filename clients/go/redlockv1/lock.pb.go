@@ -68,7 +68,12 @@ type Lock struct {
 	// Fences are ordered per permit: a grant's fence is greater than every
 	// earlier grant's of the same resource and permit (permits are held at
 	// once by design; their fences are not ordered among themselves).
-	Permit        uint32 `protobuf:"varint,6,opt,name=permit,proto3" json:"permit,omitempty"`
+	Permit uint32 `protobuf:"varint,6,opt,name=permit,proto3" json:"permit,omitempty"`
+	// A lock on several resources at once (AcquireRequest.resources): every
+	// resource with its own fence, in the order they were asked for. The
+	// first one is also in `resource` and `fence`. Empty for a lock on one
+	// `resource`.
+	Resources     []*LockedResource `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,6 +139,67 @@ func (x *Lock) GetValidity() *durationpb.Duration {
 func (x *Lock) GetPermit() uint32 {
 	if x != nil {
 		return x.Permit
+	}
+	return 0
+}
+
+func (x *Lock) GetResources() []*LockedResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// One resource of a lock on several resources, with its fence (strictly
+// greater than the fence of every earlier holder of that resource).
+type LockedResource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	Fence         uint64                 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockedResource) Reset() {
+	*x = LockedResource{}
+	mi := &file_redlock_v1_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockedResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockedResource) ProtoMessage() {}
+
+func (x *LockedResource) ProtoReflect() protoreflect.Message {
+	mi := &file_redlock_v1_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockedResource.ProtoReflect.Descriptor instead.
+func (*LockedResource) Descriptor() ([]byte, []int) {
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LockedResource) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *LockedResource) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
 	}
 	return 0
 }
@@ -215,14 +281,23 @@ type AcquireRequest struct {
 	// another limit (a plain lock, or a semaphore of another limit), the
 	// call fails at once with FAILED_PRECONDITION. Extend, Release and
 	// Validate take the permit's resource and token as for a plain lock.
-	Limit         uint32 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Several resources at once, set INSTEAD of `resource`: all or none, one
+	// grant, one token, one fence per resource (Lock.resources). Extend,
+	// Release and Validate name the lock by ANY one of them plus the token
+	// and act on all of them. Deadlock-free: each attempt asks every master
+	// for all the keys at once, and a master grants all or none. With both
+	// set, duplicates, an empty name, or more than the daemon's
+	// redlock.max_resources_per_lock: INVALID_ARGUMENT naming `resources`.
+	// Not combinable with request_id (INVALID_ARGUMENT naming `request_id`).
+	Resources     []string `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[1]
+	mi := &file_redlock_v1_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +309,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[1]
+	mi := &file_redlock_v1_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +322,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireRequest) GetResource() string {
@@ -306,6 +381,13 @@ func (x *AcquireRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *AcquireRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 type AcquireResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lock          *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
@@ -315,7 +397,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[2]
+	mi := &file_redlock_v1_lock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +409,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[2]
+	mi := &file_redlock_v1_lock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +422,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireResponse) GetLock() *Lock {
@@ -361,7 +443,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[3]
+	mi := &file_redlock_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +455,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[3]
+	mi := &file_redlock_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +468,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExtendRequest) GetResource() string {
@@ -419,7 +501,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[4]
+	mi := &file_redlock_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +513,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[4]
+	mi := &file_redlock_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +526,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExtendResponse) GetLock() *Lock {
@@ -464,7 +546,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[5]
+	mi := &file_redlock_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +558,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[5]
+	mi := &file_redlock_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +571,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseRequest) GetResource() string {
@@ -518,7 +600,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[6]
+	mi := &file_redlock_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +612,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[6]
+	mi := &file_redlock_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +625,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReleaseResponse) GetWasHeld() bool {
@@ -563,7 +645,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[7]
+	mi := &file_redlock_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +657,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[7]
+	mi := &file_redlock_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +670,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidateRequest) GetResource() string {
@@ -616,7 +698,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[8]
+	mi := &file_redlock_v1_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +710,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[8]
+	mi := &file_redlock_v1_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +723,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidateResponse) GetHeld() bool {
@@ -671,7 +753,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[9]
+	mi := &file_redlock_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +765,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[9]
+	mi := &file_redlock_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +778,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HoldRequest) GetRequest() isHoldRequest_Request {
@@ -756,7 +838,7 @@ type HoldEvent struct {
 
 func (x *HoldEvent) Reset() {
 	*x = HoldEvent{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[10]
+	mi := &file_redlock_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +850,7 @@ func (x *HoldEvent) String() string {
 func (*HoldEvent) ProtoMessage() {}
 
 func (x *HoldEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[10]
+	mi := &file_redlock_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +863,7 @@ func (x *HoldEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEvent.ProtoReflect.Descriptor instead.
 func (*HoldEvent) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HoldEvent) GetEvent() isHoldEvent_Event {
@@ -886,7 +968,7 @@ type HoldRequest_Release struct {
 
 func (x *HoldRequest_Release) Reset() {
 	*x = HoldRequest_Release{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[11]
+	mi := &file_redlock_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +980,7 @@ func (x *HoldRequest_Release) String() string {
 func (*HoldRequest_Release) ProtoMessage() {}
 
 func (x *HoldRequest_Release) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[11]
+	mi := &file_redlock_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +993,7 @@ func (x *HoldRequest_Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest_Release.ProtoReflect.Descriptor instead.
 func (*HoldRequest_Release) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{9, 0}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type HoldEvent_Released struct {
@@ -923,7 +1005,7 @@ type HoldEvent_Released struct {
 
 func (x *HoldEvent_Released) Reset() {
 	*x = HoldEvent_Released{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[12]
+	mi := &file_redlock_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1017,7 @@ func (x *HoldEvent_Released) String() string {
 func (*HoldEvent_Released) ProtoMessage() {}
 
 func (x *HoldEvent_Released) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[12]
+	mi := &file_redlock_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1030,7 @@ func (x *HoldEvent_Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEvent_Released.ProtoReflect.Descriptor instead.
 func (*HoldEvent_Released) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10, 0}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{11, 0}
 }
 
 func (x *HoldEvent_Released) GetWasHeld() bool {
@@ -967,7 +1049,7 @@ type HoldEvent_Lost struct {
 
 func (x *HoldEvent_Lost) Reset() {
 	*x = HoldEvent_Lost{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[13]
+	mi := &file_redlock_v1_lock_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1061,7 @@ func (x *HoldEvent_Lost) String() string {
 func (*HoldEvent_Lost) ProtoMessage() {}
 
 func (x *HoldEvent_Lost) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[13]
+	mi := &file_redlock_v1_lock_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1074,7 @@ func (x *HoldEvent_Lost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEvent_Lost.ProtoReflect.Descriptor instead.
 func (*HoldEvent_Lost) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10, 1}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{11, 1}
 }
 
 func (x *HoldEvent_Lost) GetReason() string {
@@ -1013,7 +1095,7 @@ type HoldEvent_Draining struct {
 
 func (x *HoldEvent_Draining) Reset() {
 	*x = HoldEvent_Draining{}
-	mi := &file_redlock_v1_lock_proto_msgTypes[14]
+	mi := &file_redlock_v1_lock_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1107,7 @@ func (x *HoldEvent_Draining) String() string {
 func (*HoldEvent_Draining) ProtoMessage() {}
 
 func (x *HoldEvent_Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_lock_proto_msgTypes[14]
+	mi := &file_redlock_v1_lock_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1120,7 @@ func (x *HoldEvent_Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEvent_Draining.ProtoReflect.Descriptor instead.
 func (*HoldEvent_Draining) Descriptor() ([]byte, []int) {
-	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{10, 2}
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{11, 2}
 }
 
 func (x *HoldEvent_Draining) GetReleaseIn() *durationpb.Duration {
@@ -1053,13 +1135,17 @@ var File_redlock_v1_lock_proto protoreflect.FileDescriptor
 const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"\x15redlock/v1/lock.proto\x12\n" +
-	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x01\n" +
+	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd7\x01\n" +
 	"\x04Lock\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x125\n" +
 	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\x12\x16\n" +
-	"\x06permit\x18\x06 \x01(\rR\x06permit\"\xcc\x02\n" +
+	"\x06permit\x18\x06 \x01(\rR\x06permit\x128\n" +
+	"\tresources\x18\x05 \x03(\v2\x1a.redlock.v1.LockedResourceR\tresources\"B\n" +
+	"\x0eLockedResource\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\"\xea\x02\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -1071,7 +1157,8 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
 	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\x12\x14\n" +
 	"\x05limit\x18\n" +
-	" \x01(\rR\x05limit\"7\n" +
+	" \x01(\rR\x05limit\x12\x1c\n" +
+	"\tresources\x18\b \x03(\tR\tresources\"7\n" +
 	"\x0fAcquireResponse\x12$\n" +
 	"\x04lock\x18\x01 \x01(\v2\x10.redlock.v1.LockR\x04lock\"n\n" +
 	"\rExtendRequest\x12\x1a\n" +
@@ -1132,58 +1219,60 @@ func file_redlock_v1_lock_proto_rawDescGZIP() []byte {
 	return file_redlock_v1_lock_proto_rawDescData
 }
 
-var file_redlock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_redlock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_redlock_v1_lock_proto_goTypes = []any{
 	(*Lock)(nil),                // 0: redlock.v1.Lock
-	(*AcquireRequest)(nil),      // 1: redlock.v1.AcquireRequest
-	(*AcquireResponse)(nil),     // 2: redlock.v1.AcquireResponse
-	(*ExtendRequest)(nil),       // 3: redlock.v1.ExtendRequest
-	(*ExtendResponse)(nil),      // 4: redlock.v1.ExtendResponse
-	(*ReleaseRequest)(nil),      // 5: redlock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 6: redlock.v1.ReleaseResponse
-	(*ValidateRequest)(nil),     // 7: redlock.v1.ValidateRequest
-	(*ValidateResponse)(nil),    // 8: redlock.v1.ValidateResponse
-	(*HoldRequest)(nil),         // 9: redlock.v1.HoldRequest
-	(*HoldEvent)(nil),           // 10: redlock.v1.HoldEvent
-	(*HoldRequest_Release)(nil), // 11: redlock.v1.HoldRequest.Release
-	(*HoldEvent_Released)(nil),  // 12: redlock.v1.HoldEvent.Released
-	(*HoldEvent_Lost)(nil),      // 13: redlock.v1.HoldEvent.Lost
-	(*HoldEvent_Draining)(nil),  // 14: redlock.v1.HoldEvent.Draining
-	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
+	(*LockedResource)(nil),      // 1: redlock.v1.LockedResource
+	(*AcquireRequest)(nil),      // 2: redlock.v1.AcquireRequest
+	(*AcquireResponse)(nil),     // 3: redlock.v1.AcquireResponse
+	(*ExtendRequest)(nil),       // 4: redlock.v1.ExtendRequest
+	(*ExtendResponse)(nil),      // 5: redlock.v1.ExtendResponse
+	(*ReleaseRequest)(nil),      // 6: redlock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 7: redlock.v1.ReleaseResponse
+	(*ValidateRequest)(nil),     // 8: redlock.v1.ValidateRequest
+	(*ValidateResponse)(nil),    // 9: redlock.v1.ValidateResponse
+	(*HoldRequest)(nil),         // 10: redlock.v1.HoldRequest
+	(*HoldEvent)(nil),           // 11: redlock.v1.HoldEvent
+	(*HoldRequest_Release)(nil), // 12: redlock.v1.HoldRequest.Release
+	(*HoldEvent_Released)(nil),  // 13: redlock.v1.HoldEvent.Released
+	(*HoldEvent_Lost)(nil),      // 14: redlock.v1.HoldEvent.Lost
+	(*HoldEvent_Draining)(nil),  // 15: redlock.v1.HoldEvent.Draining
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_redlock_v1_lock_proto_depIdxs = []int32{
-	15, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
-	15, // 1: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	15, // 2: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	15, // 3: redlock.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	15, // 4: redlock.v1.AcquireRequest.hold_at_least:type_name -> google.protobuf.Duration
-	0,  // 5: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
-	15, // 6: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 7: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
-	15, // 8: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
-	1,  // 9: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
-	11, // 10: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
-	0,  // 11: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
-	0,  // 12: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
-	12, // 13: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
-	13, // 14: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
-	14, // 15: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
-	15, // 16: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
-	1,  // 17: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
-	3,  // 18: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
-	5,  // 19: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
-	7,  // 20: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
-	9,  // 21: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
-	2,  // 22: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
-	4,  // 23: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
-	6,  // 24: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
-	8,  // 25: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
-	10, // 26: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
+	1,  // 1: redlock.v1.Lock.resources:type_name -> redlock.v1.LockedResource
+	16, // 2: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 3: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	16, // 4: redlock.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	16, // 5: redlock.v1.AcquireRequest.hold_at_least:type_name -> google.protobuf.Duration
+	0,  // 6: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
+	16, // 7: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	0,  // 8: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
+	16, // 9: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
+	2,  // 10: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
+	12, // 11: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
+	0,  // 12: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
+	0,  // 13: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
+	13, // 14: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
+	14, // 15: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
+	15, // 16: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
+	16, // 17: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
+	2,  // 18: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
+	4,  // 19: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
+	6,  // 20: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
+	8,  // 21: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
+	10, // 22: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
+	3,  // 23: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
+	5,  // 24: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
+	7,  // 25: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
+	9,  // 26: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
+	11, // 27: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_redlock_v1_lock_proto_init() }
@@ -1191,11 +1280,11 @@ func file_redlock_v1_lock_proto_init() {
 	if File_redlock_v1_lock_proto != nil {
 		return
 	}
-	file_redlock_v1_lock_proto_msgTypes[9].OneofWrappers = []any{
+	file_redlock_v1_lock_proto_msgTypes[10].OneofWrappers = []any{
 		(*HoldRequest_Acquire)(nil),
 		(*HoldRequest_Release_)(nil),
 	}
-	file_redlock_v1_lock_proto_msgTypes[10].OneofWrappers = []any{
+	file_redlock_v1_lock_proto_msgTypes[11].OneofWrappers = []any{
 		(*HoldEvent_Acquired)(nil),
 		(*HoldEvent_Extended)(nil),
 		(*HoldEvent_Released_)(nil),
@@ -1208,7 +1297,7 @@ func file_redlock_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_redlock_v1_lock_proto_rawDesc), len(file_redlock_v1_lock_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

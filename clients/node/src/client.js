@@ -215,6 +215,18 @@ export class Client {
   }
 
   _acquireRequest(resource, options) {
+    if (Array.isArray(resource)) {
+      // Several resources at once, all or none: the daemon offers no
+      // requestId for them, so none is drawn (one given is passed on, and refused).
+      if (resource.length === 0) throw invalidArgument('resources', 'must not be empty');
+      return {
+        resources: resource.map((name) => requireString(name, 'resources')),
+        ttl: toDuration(options.ttlMs, 'ttlMs'),
+        wait: toDuration(options.waitMs ?? 0, 'waitMs'),
+        owner: optionalString(options.owner, 'owner'),
+        request_id: options.requestId === undefined ? '' : requireString(options.requestId, 'requestId'),
+      };
+    }
     return {
       resource: requireString(resource, 'resource'),
       ttl: toDuration(options.ttlMs, 'ttlMs'),

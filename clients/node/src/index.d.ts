@@ -92,6 +92,13 @@ export declare class Lock implements LockRef {
    * arrived (Hold sessions, which keep a margin: see `stopMargin`).
    */
   readonly validUntil: number;
+  /**
+   * A lock on several resources at once (`acquire([...])`): every resource
+   * with its own fence, in the order asked; `resource` and `fence` are the
+   * first one's. Extend, release or validate it through any of them.
+   * Empty for a lock on one resource.
+   */
+  readonly resources: ReadonlyArray<{ readonly resource: string; readonly fence: bigint }>;
   /** Milliseconds of guaranteed validity left now (0 once it ran out). */
   remainingMs(): number;
   /** JSON without the token, the fence as a decimal string. */
@@ -143,7 +150,7 @@ export declare class Client {
   /** Default deadline of each call beyond its wait, in ms. */
   readonly deadlineMs: number;
   /** Takes the lock; LockHeldError if it stayed held elsewhere for the whole wait. */
-  acquire(resource: string, options: AcquireOptions): Promise<Lock>;
+  acquire(resource: string | readonly string[], options: AcquireOptions): Promise<Lock>;
   /** Resets the lock's ttl if still held; LockNotHeldError if not. */
   extend(lock: LockRef, options: ExtendOptions): Promise<Lock>;
   /** Gives the lock up; resolves to whether it was still held. */
@@ -151,12 +158,12 @@ export declare class Client {
   /** Whether the token still holds the lock, and for how long at least. */
   validate(lock: LockRef, options?: CallOptions): Promise<Validity>;
   /** Opens a Hold session and waits for the lock. */
-  hold(resource: string, options: AcquireOptions): Promise<Lease>;
+  hold(resource: string | readonly string[], options: AcquireOptions): Promise<Lease>;
   /**
    * Runs `fn` while holding the lock; `signal` aborts once the lock is gone.
    * Releases after `fn` settles; returns its value or rethrows its error.
    */
-  using<T>(resource: string, options: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string | readonly string[], options: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
   /** Closes the channel (open sessions end, their locks are released). */
   close(): void;
 }

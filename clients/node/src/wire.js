@@ -64,6 +64,11 @@ export class Lock {
     this.validityMs = fromDuration(wire.validity);
     /** End of the validity on `performance.now()`'s clock. */
     this.validUntil = since + this.validityMs;
+    /**
+     * A lock on several resources at once: each with its BigInt fence, in
+     * the order asked (the first is `resource`, `fence`). Empty otherwise.
+     */
+    this.resources = (wire.resources ?? []).map((r) => ({ resource: r.resource, fence: BigInt(r.fence) }));
   }
 
   /** Milliseconds of guaranteed validity left now (0 once it ran out). */

@@ -163,3 +163,21 @@ test('no daemon at the address is UnavailableError, marked retryable', async () 
     nowhere.close();
   }
 });
+
+test('several resources at once: all or none, one fence each, released through any name', async () => {
+  const names = ['multi/a', 'multi/b', 'multi/c'];
+  const held = await client.acquire(names[1], { ttlMs: 10_000 });
+  await assert.rejects(client.acquire(names, { ttlMs: 10_000 }), LockHeldError);
+  // All or none: the others were left free.
+  assert.equal(await client.release(await client.acquire(names[0], { ttlMs: 10_000 })), true);
+  assert.equal(await client.release(held), true);
+  const lock = await client.acquire(names, { ttlMs: 10_000 });
+  assert.deepEqual(lock.resources.map((r) => r.resource), names);
+  assert.equal(lock.resource, names[0]);
+  assert.equal(lock.fence, lock.resources[0].fence);
+  assert.ok(lock.resources[1].fence > held.fence);
+  assert.equal((await client.validate({ resource: names[2], token: lock.token })).held, true);
+  assert.equal(await client.release({ resource: names[1], token: lock.token }), true);
+  assert.equal((await client.validate({ resource: names[0], token: lock.token })).held, false);
+  await assert.rejects(client.acquire([], { ttlMs: 1_000 }), (e) => e instanceof InvalidArgumentError && e.field === 'resources');
+});

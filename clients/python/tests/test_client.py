@@ -156,3 +156,21 @@ def test_deadline_shorter_than_wait(client: Client, resource: str) -> None:
         client.acquire(resource, ttl=10, wait=20, timeout=0.5)
     assert refused.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     client.release(held)
+
+
+def test_several_resources_at_once(client: Client, resource: str) -> None:
+    names = [f"{resource}/a", f"{resource}/b", f"{resource}/c"]
+    held = client.acquire(names[1], ttl=10)
+    with pytest.raises(LockHeld):
+        client.acquire(names, ttl=10)
+    # All or none: the others were left free.
+    client.release(client.acquire(names[0], ttl=10))
+    client.release(held)
+    lock = client.acquire(names, ttl=10)
+    assert [r.resource for r in lock.resources] == names
+    assert (lock.resource, lock.fence) == (names[0], lock.resources[0].fence)
+    assert lock.resources[1].fence > held.fence
+    # Validate and release through any of its names.
+    assert client.validate(names[2], lock.token).held
+    assert client.release(names[1], lock.token).was_held
+    assert not client.validate(names[0], lock.token).held

@@ -15,6 +15,7 @@ from redlockd_client import (
     InvalidArgument,
     Lease,
     Lock,
+    LockedResource,
     LockHeld,
     LockLost,
     LockNotHeld,
@@ -27,6 +28,7 @@ from redlockd_client import (
 from redlockd_client._errors import from_status
 from redlockd_client._generated import lock_pb2
 from redlockd_client._types import (
+    acquire_request,
     auth_metadata,
     channel_credentials,
     duration,
@@ -100,6 +102,26 @@ def test_split_lock() -> None:
         split_lock("r", None)
     with pytest.raises(TypeError):
         split_lock(lock, "t")
+
+
+def test_several_resources_request_and_lock() -> None:
+    request = acquire_request(["a", "b"], 5, None, None)
+    assert list(request.resources) == ["a", "b"]
+    assert request.resource == "" and request.request_id == ""
+    single = acquire_request("a", 5, None, None)
+    assert list(single.resources) == [] and single.request_id
+    message = lock_pb2.Lock(
+        resource="a",
+        token="t",
+        fence=4,
+        validity=duration(1),
+        resources=[
+            lock_pb2.LockedResource(resource="a", fence=4),
+            lock_pb2.LockedResource(resource="b", fence=9),
+        ],
+    )
+    lock = lock_of(message, time.monotonic())
+    assert lock.resources == (LockedResource("a", 4), LockedResource("b", 9))
 
 
 def granted(ttl: float = 10.0) -> Lease:

@@ -198,7 +198,9 @@ pub(crate) struct RunArgs {
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,
-    /// The command and its arguments (after `--`, or after RESOURCE).
+    /// The command and its arguments (after `--`, or after RESOURCE). More
+    /// resources before a `--` make one lock on all of them at once
+    /// (`run a b c -- cmd`, see `run_multi.rs`).
     #[arg(
         required = true,
         trailing_var_arg = true,

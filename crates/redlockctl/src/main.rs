@@ -21,6 +21,7 @@ mod exit;
 mod lease;
 mod print;
 mod run;
+mod run_multi;
 mod security;
 mod signals;
 mod waiting;

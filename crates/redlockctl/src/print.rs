@@ -110,6 +110,7 @@ mod tests {
                 seconds: 1,
                 nanos: 500_000_000,
             }),
+            resources: Vec::new(),
         };
         assert_eq!(
             lock(&l, false),

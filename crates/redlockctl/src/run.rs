@@ -26,10 +26,18 @@ pub(crate) async fn run(
     // redlockctl in a way that skips the daemon's cleanup.
     let mut signals =
         Signals::install().map_err(|e| CtlError::Local(format!("cannot catch signals: {e}")))?;
-    let what = format!("run {}", shell_word(&args.resource));
+    let (resources, args) =
+        crate::run_multi::split(args, crate::run_multi::separators_after_run())?;
+    let what = match resources.is_empty() {
+        true => format!("run {}", shell_word(&args.resource)),
+        false => format!("run {}", crate::run_multi::words(&resources)),
+    };
     let rounds = until_granted(&what, args.wait, |wait| {
         let acquire = pb::AcquireRequest {
-            resource: args.resource.clone(),
+            resource: match resources.is_empty() {
+                true => args.resource.clone(),
+                false => String::new(),
+            },
             ttl: Some(proto_duration(args.ttl)),
             wait: Some(proto_duration(wait)),
             owner: args.owner.clone(),
@@ -37,6 +45,7 @@ pub(crate) async fn run(
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
             limit: args.limit,
+            resources: resources.clone(),
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();
@@ -58,6 +67,7 @@ pub(crate) async fn run(
         ("REDLOCK_PERMIT", lease.lock.permit.to_string()),
         ("REDLOCK_ADDR", target.url.clone()),
     ];
+    env.extend(crate::run_multi::env(&lease.lock));
     env.extend(target.env.iter().cloned());
     let mut command = match Command::spawn(&args.command, &env) {
         Ok(command) => command,

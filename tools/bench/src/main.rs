@@ -23,6 +23,10 @@
 //! - **Semaphore** ([`semaphore`]): a semaphore's permits at C = 64 beside
 //!   the plain lock (own resources and one shared), with the masters' CPU
 //!   per cycle (`--dev` only).
+//! - **Several resources at once** ([`multi`], not in the default list):
+//!   cycles/s of locks on 1 (plain), 2 and 3 resources (`--multi-sizes`)
+//!   at each `--concurrency`, through a daemon, with the masters' CPU per
+//!   cycle (`--dev`).
 //! - **Frozen client** ([`frozen`], not in the default list): a client
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
@@ -48,6 +52,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod burst;
 mod frozen;
+mod multi;
 mod proc;
 mod report;
 mod semaphore;
@@ -86,6 +91,10 @@ pub struct Args {
     /// W1: numbers of concurrent workers, one run each.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
     concurrency: Vec<usize>,
+    /// Several resources at once (`multi`): resources per lock, one run
+    /// each per concurrency (1: the plain lock, beside).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    multi_sizes: Vec<usize>,
     /// W1: modes, one run each per concurrency.
     #[arg(long, value_delimiter = ',', default_value = "grpc,engine,raw,library")]
     modes: Vec<w1::Mode>,
@@ -150,6 +159,8 @@ pub enum Workload {
     Frozen,
     /// A semaphore's permits beside the plain lock, C = 64.
     Semaphore,
+    /// Locks on several resources at once beside the plain lock.
+    Multi,
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -251,6 +262,7 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
                 reports.frozen = frozen::run_all(&args.frozen_ttls, &nodes, settings).await?;
             }
             Workload::Semaphore => reports.semaphore = semaphore::run_all(args, masters).await?,
+            Workload::Multi => reports.multi = multi::run_all(args, masters, &nodes).await?,
         }
     }
     Ok(reports)

@@ -21,6 +21,8 @@ pub(crate) struct Reports {
     pub frozen: Vec<crate::frozen::FrozenReport>,
     /// Semaphore beside the plain lock.
     pub semaphore: Vec<crate::semaphore::SemReport>,
+    /// Several resources at once.
+    pub multi: Vec<crate::multi::MultiReport>,
 }
 
 impl Reports {
@@ -37,6 +39,9 @@ impl Reports {
         }
         if !self.burst.is_empty() {
             burst::print_table(&self.burst);
+        }
+        if !self.multi.is_empty() {
+            crate::multi::print_table(&self.multi);
         }
         if !self.frozen.is_empty() {
             crate::frozen::print_table(&self.frozen);

@@ -152,7 +152,7 @@ impl Shared {
     }
 
     /// Extends `lock`; its new window if granted.
-    async fn extend(&self, home: usize, lock: &Lock, ttl: Duration) -> Option<Window> {
+    pub(crate) async fn extend(&self, home: usize, lock: &Lock, ttl: Duration) -> Option<Window> {
         let (_, channel) = self.routes.pick(home);
         let request = ExtendRequest {
             resource: lock.resource.clone(),
@@ -169,7 +169,7 @@ impl Shared {
     /// Releases `lock`, once more through another replica if the first
     /// call fails (a token is valid on any replica). The record spans both
     /// calls: the holder gave the lock up when it sent the first.
-    async fn release(&self, home: usize, lock: &Lock) -> ReleaseRecord {
+    pub(crate) async fn release(&self, home: usize, lock: &Lock) -> ReleaseRecord {
         let sent = self.clock.now();
         let (mut outcome, mut calls) = (Err(Failure::TimedOut), 0);
         for attempt in 0..2 {

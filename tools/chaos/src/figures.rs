@@ -35,6 +35,9 @@ pub(crate) struct Figures {
     pub session_grants: usize,
     /// Sessions told `draining` by a replica stopped with SIGTERM.
     pub sessions_drained: usize,
+    /// Resource grants of the multi clients (`crate::multi`): one per
+    /// resource of each lock on several resources.
+    pub multi_resource_grants: usize,
     /// Grants received while at most two masters counted as faulted.
     pub healthy_grants: usize,
     /// Time with at most two masters counted as faulted.
@@ -168,6 +171,11 @@ impl Figures {
             .filter(|g| g.client >= crate::sessions::FIRST_ID)
             .count();
         f.sessions_drained = history.sessions_drained;
+        f.multi_resource_grants = history
+            .grants
+            .iter()
+            .filter(|g| (crate::multi::FIRST_ID..crate::sessions::FIRST_ID).contains(&g.client))
+            .count();
         f.healthy_grants = history
             .grants
             .iter()

@@ -10,7 +10,8 @@
 //! or unreachable through their proxy, and kills replicas or stops them
 //! with SIGTERM (a draining stop); two session clients run as processes of
 //! their own and are frozen with SIGSTOP while they hold a lock
-//! (`frozen.rs`), and `--bursts` fires bursts of Acquire calls
+//! (`frozen.rs`), `--multi N` adds clients locking several hot resources
+//! at once (`multi.rs`), and `--bursts` fires bursts of Acquire calls
 //! (`burst.rs`). Every grant, Release and register operation is recorded
 //! on one monotonic clock and checked afterwards (see `checks.rs`). It
 //! prints one JSON line and a summary, and exits 1 on any violation or when
@@ -45,6 +46,7 @@ mod frozen_child;
 mod frozen_tests;
 mod history;
 mod interleavings;
+mod multi;
 mod register_checks;
 mod registers;
 mod replicas;
@@ -103,6 +105,11 @@ pub struct Args {
     /// daemon still answer part of a burst UNAVAILABLE (issue 15).
     #[arg(long, default_value_t = 0)]
     pub bursts: usize,
+    /// Clients that lock 2 or 3 hot resources at once
+    /// (`AcquireRequest.resources`), beside the plain ones (`multi.rs`).
+    /// 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub multi: usize,
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,

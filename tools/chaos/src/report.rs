@@ -95,6 +95,12 @@ impl Figures {
             self.sessions_drained
         );
         out.pop();
+        let _ = write!(
+            out,
+            ",\"multi_resource_grants\":{}}}",
+            self.multi_resource_grants
+        );
+        out.pop();
         let fz = &self.frozen;
         let _ = write!(
             out,

@@ -138,6 +138,10 @@ pub(crate) async fn run(
         let run = clients::uncontended(id, Arc::clone(&shared), profile.clone(), args.seed);
         tasks.push(tokio::spawn(run));
     }
+    for id in 0..args.multi as u32 {
+        let run = crate::multi::client(id, Arc::clone(&shared), profile.clone(), args.seed);
+        tasks.push(tokio::spawn(run));
+    }
     for id in 0..profile.session_clients as u32 {
         let run = sessions::session(
             sessions::FIRST_ID + id,

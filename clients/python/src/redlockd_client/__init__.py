@@ -37,7 +37,7 @@ from ._errors import (
     from_rpc_error,
 )
 from ._lease import Lease
-from ._types import Lock, Released, Validation
+from ._types import Lock, LockedResource, Released, Validation
 
 __all__ = [
     "AsyncClient",
@@ -49,6 +49,7 @@ __all__ = [
     "InvalidArgument",
     "Lease",
     "Lock",
+    "LockedResource",
     "LockHeld",
     "LockLost",
     "LockNotHeld",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import Optional, Type, Union
+from typing import Optional, Sequence, Type, Union
 
 import grpc
 import grpc.aio
@@ -90,7 +90,7 @@ class AsyncClient:
 
     async def acquire(
         self,
-        resource: str,
+        resource: Union[str, Sequence[str]],
         ttl: Seconds,
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,

@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from types import TracebackType
-from typing import Iterator, Optional, Type, Union
+from typing import Iterator, Optional, Sequence, Type, Union
 
 import grpc
 
@@ -85,7 +85,7 @@ class Client:
 
     def acquire(
         self,
-        resource: str,
+        resource: Union[str, Sequence[str]],
         ttl: Seconds,
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,
@@ -103,7 +103,10 @@ class Client:
         have lost the answer (a lost connection, UNAVAILABLE), it returns
         the lock that value already holds instead of :class:`LockHeld`.
         After :class:`DeadlineExceeded` the daemon has released any late
-        grant, so a retry acquires anew. Keep it secret, like a token."""
+        grant, so a retry acquires anew. Keep it secret, like a token.
+
+        ``resource`` may be a list of names: one lock on all of them at
+        once, all or none (``Lock.resources``; no ``request_id``)."""
         request = acquire_request(resource, ttl, wait, owner, request_id, limit)
         sent_at = time.monotonic()
         try:

@@ -21,6 +21,14 @@ Metadata = Sequence[Tuple[str, str]]
 
 
 @dataclasses.dataclass(frozen=True)
+class LockedResource:
+    """One resource of a lock on several resources, with its own fence."""
+
+    resource: str
+    fence: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Lock:
     """A granted lock.
 
@@ -30,6 +38,11 @@ class Lock:
     never overstates the guarantee by the network's delay. Pass ``fence``
     with every write to the protected resource. The token is left out of
     ``repr`` so that it does not end up in logs.
+
+    A lock on several resources at once (``acquire([...])``) lists them in
+    ``resources``, each with its fence, in the order asked; ``resource``
+    and ``fence`` are the first one's. Extend, release or validate it
+    through any of them. Empty for a lock on one resource.
     """
 
     resource: str
@@ -40,6 +53,7 @@ class Lock:
     #: A semaphore's permit (``limit`` above 1): which of its permits this
     #: grant holds; fences are ordered per permit. 0 for a plain lock.
     permit: int = 0
+    resources: Tuple[LockedResource, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +106,7 @@ def lock_of(message: lock_pb2.Lock, sent_at: float) -> Lock:
         validity=validity,
         valid_until=sent_at + validity,
         permit=message.permit,
+        resources=tuple(LockedResource(r.resource, r.fence) for r in message.resources),
     )
 
 
@@ -140,7 +155,7 @@ def new_request_id() -> str:
 
 
 def acquire_request(
-    resource: str,
+    resource: Union[str, Sequence[str]],
     ttl: Seconds,
     wait: Optional[Seconds],
     owner: Optional[str],
@@ -151,18 +166,31 @@ def acquire_request(
     draws a fresh one: every acquisition is idempotent, and a caller that
     retries passes the same one again. ``limit`` above 1 asks for a permit
     of a semaphore, which the daemon does not make idempotent: no request
-    id is sent then (passing one is a ``ValueError``)."""
+    id is sent then (passing one is a ``ValueError``).
+
+    A list of names asks for all of them at once (``resources``): all or
+    none. The daemon offers no ``request_id`` for those, so none is drawn
+    (one given explicitly is passed on, and refused)."""
     if limit < 0:
         raise ValueError("limit must not be negative")
     if limit > 1 and request_id is not None:
         raise ValueError("request_id is not supported with a limit above 1")
-    request = lock_pb2.AcquireRequest(
-        resource=resource,
-        ttl=duration(ttl),
-        owner=owner or "",
-        request_id="" if limit > 1 else (request_id or new_request_id()),
-        limit=limit,
-    )
+    if isinstance(resource, str):
+        request = lock_pb2.AcquireRequest(
+            resource=resource,
+            ttl=duration(ttl),
+            owner=owner or "",
+            request_id="" if limit > 1 else (request_id or new_request_id()),
+            limit=limit,
+        )
+    else:
+        request = lock_pb2.AcquireRequest(
+            resources=list(resource),
+            ttl=duration(ttl),
+            owner=owner or "",
+            request_id=request_id or "",
+            limit=limit,
+        )
     if wait is not None:
         request.wait.CopyFrom(duration(wait))
     return request

@@ -226,6 +226,11 @@ pub struct RedlockConfig {
     /// 19): a failed attempt tries every permit, one round each, so the
     /// limit bounds the work of one attempt.
     pub max_semaphore_limit: u32,
+    /// Most resources one lock may take at once
+    /// (`AcquireRequest.resources`): bounds the keys one acquisition
+    /// writes per master (all in one script call) and the size of the
+    /// lock's token, which names them (`redlock::multi`).
+    pub max_resources_per_lock: usize,
     /// Shortest pause between two acquire attempts. Pauses are drawn at
     /// random in `[retry_delay_min, retry_delay_max]`, so that clients which
     /// split the votes between them do not collide again in lock-step.
@@ -292,6 +297,7 @@ impl Default for RedlockConfig {
             max_hold_at_least: Duration::from_secs(60 * 60),
             max_resource_len: 512,
             max_semaphore_limit: 64,
+            max_resources_per_lock: 16,
             retry_delay_min: Duration::from_millis(5),
             retry_delay_max: Duration::from_millis(50),
             fence_ttl: Duration::from_secs(168 * 60 * 60),
@@ -318,6 +324,7 @@ impl fmt::Debug for RedlockConfig {
             .field("max_hold_at_least", &self.max_hold_at_least)
             .field("max_resource_len", &self.max_resource_len)
             .field("max_semaphore_limit", &self.max_semaphore_limit)
+            .field("max_resources_per_lock", &self.max_resources_per_lock)
             .field("retry_delay_min", &self.retry_delay_min)
             .field("retry_delay_max", &self.retry_delay_max)
             .field("fence_ttl", &self.fence_ttl)

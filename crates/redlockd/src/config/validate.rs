@@ -24,6 +24,11 @@ pub const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 /// this many permit keys in one command (`crate::node::scripts`).
 const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 
+/// Largest accepted `redlock.max_resources_per_lock`: every key of a
+/// lock goes to each master in one script call, and its token names them
+/// all (`crate::redlock::multi`).
+const MAX_RESOURCES_PER_LOCK_LIMIT: usize = 64;
+
 /// Largest accepted `redlock.max_resource_len`, in bytes.
 pub const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
 
@@ -253,6 +258,15 @@ impl RedlockConfig {
                 format!(
                     "{} is not in 1..={MAX_RESOURCE_LEN_LIMIT} bytes",
                     self.max_resource_len
+                ),
+            ));
+        }
+        if !(1..=MAX_RESOURCES_PER_LOCK_LIMIT).contains(&self.max_resources_per_lock) {
+            return Err(invalid(
+                "redlock.max_resources_per_lock",
+                format!(
+                    "{} is not in 1..={MAX_RESOURCES_PER_LOCK_LIMIT}",
+                    self.max_resources_per_lock
                 ),
             ));
         }

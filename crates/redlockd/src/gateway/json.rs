@@ -179,6 +179,7 @@ mod tests {
                     seconds: 9,
                     nanos: 500_000_000,
                 }),
+                resources: Vec::new(),
             }),
         };
         let json = codec()

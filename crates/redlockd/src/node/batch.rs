@@ -76,7 +76,7 @@ impl Awaiting {
         if let Err(error) = &reply {
             metrics::node_error(node, error.kind());
         }
-        if self.op == Op::Acquire {
+        if matches!(self.op, Op::Acquire | Op::AcquireAll) {
             metrics::acquire_vote(match &reply {
                 Ok(Value::Array(fields)) if fields.first() == Some(&Value::Integer(1)) => "granted",
                 Ok(_) => "refused",

@@ -15,6 +15,7 @@ pub(crate) mod horizon;
 pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
+pub(crate) mod scripts_multi;
 pub(crate) mod scripts_semaphore;
 pub(crate) mod server_info;
 pub(crate) mod state;
@@ -289,6 +290,15 @@ impl Node for FredNode {
             }
         }
         .boxed()
+    }
+
+    fn acquire_all(
+        &self,
+        keys: &[LockKeys],
+        token: &Token,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<crate::redlock::AcquireAllVote, NodeError>> {
+        self.run_acquire_all(keys, token, ttl)
     }
 
     fn commit_fence(

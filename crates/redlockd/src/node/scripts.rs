@@ -27,11 +27,13 @@ pub(crate) enum Op {
     Inspect = 7,
     /// [`super::scripts_semaphore::ACQUIRE_PERMIT`].
     AcquirePermit = 8,
+    /// `super::scripts_multi::ACQUIRE_ALL` (a lock on several resources).
+    AcquireAll = 9,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 8] = [
+    pub(crate) const ALL: [Op; 9] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -40,6 +42,7 @@ impl Op {
         Op::Check,
         Op::Inspect,
         Op::AcquirePermit,
+        Op::AcquireAll,
     ];
 
     /// A short fixed name for metrics.
@@ -53,6 +56,7 @@ impl Op {
             Op::Check => "check",
             Op::Inspect => "inspect",
             Op::AcquirePermit => "acquire_permit",
+            Op::AcquireAll => "acquire_all",
         }
     }
 
@@ -67,6 +71,7 @@ impl Op {
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
             Op::AcquirePermit => super::scripts_semaphore::ACQUIRE_PERMIT,
+            Op::AcquireAll => super::scripts_multi::ACQUIRE_ALL,
         }
     }
 }

@@ -76,7 +76,7 @@ impl Redlock {
     /// before anything sent later, so waiting only lets the answer say the
     /// keys are gone where masters are quick; with masters hung, the caller
     /// hears UNAVAILABLE about `node_timeout` after it asked, not twice that.
-    fn cleanup_deadline(&self, start: Instant) -> Instant {
+    pub(super) fn cleanup_deadline(&self, start: Instant) -> Instant {
         let timeout = self.settings.node_timeout;
         (start + timeout).max(Instant::now() + timeout / 10)
     }
@@ -148,6 +148,7 @@ impl Redlock {
             fence,
             validity,
             deadline,
+            members: Vec::new(),
         })
     }
 

@@ -27,6 +27,7 @@ pub(crate) mod fake;
 pub(crate) mod fence;
 pub(crate) mod held;
 pub(crate) mod keys;
+pub(crate) mod multi;
 pub(crate) mod node;
 pub(crate) mod notices;
 pub(crate) mod quorum;
@@ -50,7 +51,8 @@ pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
 pub use fence::FenceRead;
 pub use keys::LockKeys;
-pub use node::{AcquireVote, ExtendVote, Node};
+pub use multi::Member;
+pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub use session::HoldEnd;
@@ -107,6 +109,10 @@ pub struct Lock {
     /// that granted or extended it. What is reported later is counted down
     /// from this ([`Deadline::left`]), never re-anchored.
     pub deadline: Deadline,
+    /// A lock on several resources at once: each with its fence, in the
+    /// order asked (the first is `resource`, `fence`). Empty for a lock on
+    /// one resource. See [`multi`].
+    pub members: Vec<Member>,
 }
 
 /// Who a grant is for: written beside its token by the fence commit
@@ -321,6 +327,19 @@ impl Redlock {
         token: &Token,
         ttl: Duration,
     ) -> Result<(Option<u64>, Lock), LockError> {
+        match multi::members(token) {
+            Some(members) => self.extend_multi(resource, &members, token, ttl).await,
+            None => self.extend_lease_one(resource, token, ttl).await,
+        }
+    }
+
+    /// [`Redlock::extend_lease`] of one resource's key.
+    async fn extend_lease_one(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<(Option<u64>, Lock), LockError> {
         let subject = self.subject(resource, token.clone());
         let _permit = self.admission.extension().await?;
         let start = validity::Started::now();
@@ -361,6 +380,7 @@ impl Redlock {
                     fence: 0,
                     validity,
                     deadline,
+                    members: Vec::new(),
                 };
                 Ok((fence, lock))
             }
@@ -418,6 +438,22 @@ impl Redlock {
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
         self.held.forget(token);
+        match multi::members(token) {
+            Some(members) => {
+                self.release_multi(resource, &members, token, honour_minimum)
+                    .await
+            }
+            None => self.release_one(resource, token, honour_minimum).await,
+        }
+    }
+
+    /// [`Redlock::release_as`] of one resource's key.
+    async fn release_one(
+        &self,
+        resource: &str,
+        token: &Token,
+        honour_minimum: bool,
+    ) -> Result<bool, LockError> {
         self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());
@@ -441,6 +477,18 @@ impl Redlock {
     /// at least: the quorum-th largest remaining PTTL, less the time the round
     /// took and the drift allowance over that remaining time.
     pub async fn validate(
+        &self,
+        resource: &str,
+        token: &Token,
+    ) -> Result<Option<Duration>, LockError> {
+        match multi::members(token) {
+            Some(members) => self.validate_multi(resource, &members, token).await,
+            None => self.validate_one(resource, token).await,
+        }
+    }
+
+    /// [`Redlock::validate`] of one resource's key.
+    async fn validate_one(
         &self,
         resource: &str,
         token: &Token,

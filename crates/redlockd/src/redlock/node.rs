@@ -40,6 +40,23 @@ pub enum AcquireVote {
     Conflict,
 }
 
+/// One master's answer to the all-or-none acquire of a lock on several
+/// resources ([`Node::acquire_all`], `super::multi`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireAllVote {
+    /// Every key was free and is now set; each resource's fence counter
+    /// (in the order of the keys) and the clock, read atomically with it.
+    Granted(Vec<FenceRead>),
+    /// At least one key is held (or in a lock-delay); none was set.
+    Refused {
+        /// The longest time until this master is free of all of them, when
+        /// known.
+        holder_ttl: Option<Duration>,
+        /// Only lock-delays stood in the way (issue 18).
+        delayed: bool,
+    },
+}
+
 /// One master's answer to the extend script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtendVote {
@@ -127,6 +144,25 @@ pub trait Node: Send + Sync {
         token: &Token,
         ttl: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
+
+    /// Sets every key of `keys` (a lock on several resources) to `token`
+    /// with `ttl` if all of them are free, else none, in one atomic step;
+    /// on success, each resource's fence counter and the clock. The
+    /// default answers an error: only masters that implement it can serve
+    /// such locks (the test fakes do not).
+    fn acquire_all(
+        &self,
+        keys: &[LockKeys],
+        token: &Token,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<AcquireAllVote, NodeError>> {
+        let _ = (keys, token, ttl);
+        Box::pin(async {
+            Err(NodeError::Protocol(
+                "this master does not take several resources at once".to_owned(),
+            ))
+        })
+    }
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
     /// refreshes the fence hash's expiry, only if `token` holds the lock

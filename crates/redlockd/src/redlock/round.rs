@@ -91,9 +91,12 @@ pub(crate) enum Command {
     Check,
 }
 
-/// A master's reply, one variant per [`Command`].
-#[derive(Debug, Clone, Copy)]
+/// A master's reply, one variant per [`Command`] (and the all-or-none
+/// acquire of `super::multi`, which has no `Command`: its keys are many).
+#[derive(Debug, Clone)]
 pub(crate) enum Reply {
+    /// To [`Node::acquire_all`] (`super::multi`).
+    AcquireAll(super::node::AcquireAllVote),
     /// To [`Command::Acquire`].
     Acquire(AcquireVote),
     /// To [`Command::CommitFence`].

@@ -132,6 +132,7 @@ impl Redlock {
                         fence,
                         validity,
                         deadline,
+                        members: Vec::new(),
                     })
                 }
                 Err(failure) => match failure.error {

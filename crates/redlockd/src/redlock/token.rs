@@ -14,7 +14,7 @@ const TOKEN_BYTES: usize = 16;
 /// (`<32 hex>.<index>`, see `super::semaphore`): the index is public, the
 /// 128 random bits stay the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(String);
+pub struct Token(pub(super) String);
 
 /// Why a string is not a token; checked before any master is asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,15 +62,14 @@ impl Token {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }
-        let random = match text.split_once('.') {
-            Some((random, index)) if is_permit_index(index) => random,
-            Some(_) => return Err(TokenError::Malformed),
-            None => text,
+        // A permit's token (`<random>.<index>`) and a multi-resource
+        // lock's (`<random>:<hex list>`) differ by their separator, so no
+        // text is both.
+        let plain_or_permit = match text.split_once('.') {
+            Some((random, index)) => is_permit_index(index) && is_random(random),
+            None => is_random(text),
         };
-        let well_formed = random.len() == TOKEN_BYTES * 2
-            && random
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let well_formed = plain_or_permit || super::multi::well_formed(text);
         if well_formed {
             Ok(Token(text.to_owned()))
         } else {
@@ -158,6 +157,17 @@ fn is_permit_index(text: &str) -> bool {
     (1..=5).contains(&text.len())
         && text.bytes().all(|b| b.is_ascii_digit())
         && (text == "0" || !text.starts_with('0'))
+}
+
+/// Whether `text` is a token's random part: 32 lowercase hex digits.
+fn is_random(text: &str) -> bool {
+    text.len() == TOKEN_BYTES * 2 && is_lower_hex(text)
+}
+
+/// Whether `text` is all lowercase hex digits.
+pub(super) fn is_lower_hex(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn hex_digit(nibble: u8) -> char {

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 /// Upper bound of the jitter added to wake-ups, to break ties between
 /// replicas whose waiters were woken by the same release.
-const TIE_BREAK_JITTER: Duration = Duration::from_millis(1);
+pub(super) const TIE_BREAK_JITTER: Duration = Duration::from_millis(1);
 
 impl Redlock {
     /// Takes the lock on `resource` for `ttl`, waiting up to `wait` while it
@@ -175,7 +175,7 @@ impl Redlock {
     /// Releases a grant nobody will receive, in the background. Best effort:
     /// if this fails too, the lock expires with its ttl.
     /// With a request id, its `turn` is held until the release has ended.
-    fn release_orphan(self: &Arc<Self>, orphan: Lock, turn: Option<Turn>) {
+    pub(super) fn release_orphan(self: &Arc<Self>, orphan: Lock, turn: Option<Turn>) {
         tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -380,7 +380,7 @@ impl Redlock {
 
     /// How long the front waiter sleeps after a failed attempt that took
     /// `round`, unless woken (a split vote's back-off: not even then).
-    fn pause_after(&self, failure: &Failure, round: Duration) -> Duration {
+    pub(super) fn pause_after(&self, failure: &Failure, round: Duration) -> Duration {
         let fallback = self.settings.wait_fallback;
         let mut rng = rand::rng();
         match (&failure.error, failure.holder_free_in) {
@@ -422,7 +422,7 @@ async fn sleep_until_some(deadline: Option<Instant>) {
     }
 }
 
-fn jitter(max: Duration) -> Duration {
+pub(super) fn jitter(max: Duration) -> Duration {
     let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
     Duration::from_micros(rand::rng().random_range(0..=micros))
 }
@@ -432,8 +432,8 @@ fn jitter(max: Duration) -> Duration {
 /// handed over but not yet received included.
 pub struct DetachedAcquire {
     /// The outcome, with the request id's turn (if any) until it is settled.
-    answered: tokio::sync::oneshot::Receiver<(Result<Lock, LockError>, Option<Turn>)>,
-    engine: Arc<Redlock>,
+    pub(super) answered: tokio::sync::oneshot::Receiver<(Result<Lock, LockError>, Option<Turn>)>,
+    pub(super) engine: Arc<Redlock>,
 }
 
 impl Future for DetachedAcquire {

@@ -310,6 +310,9 @@ impl LockApi {
         identity
             .permit(&args.resource)
             .map_err(Denied::into_status)?;
+        for resource in &args.resources {
+            identity.permit(resource).map_err(Denied::into_status)?;
+        }
         if args.ttl < self.sessions.min_ttl {
             return Err(SessionError::TtlTooShort {
                 ttl: args.ttl,
@@ -494,13 +497,21 @@ impl Session {
         let holder = Holder::session(&args.owner, self.engine.replica())
             .with_terms(args.lock_delay, args.hold_at_least)
             .with_limit(args.limit);
-        let acquisition = self.engine.acquire_detached_as(
-            args.resource.clone(),
-            args.request_id.as_ref(),
-            args.ttl,
-            args.wait,
-            holder,
-        );
+        let acquisition = match args.resources.is_empty() {
+            true => self.engine.acquire_detached_as(
+                args.resource.clone(),
+                args.request_id.as_ref(),
+                args.ttl,
+                args.wait,
+                holder,
+            ),
+            false => self.engine.acquire_detached_multi(
+                args.resources.clone(),
+                args.ttl,
+                args.wait,
+                holder,
+            ),
+        };
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,

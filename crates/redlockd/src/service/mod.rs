@@ -18,6 +18,7 @@ mod props;
 pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;
+mod request_multi;
 pub(crate) mod status;
 #[cfg(test)]
 mod tests;
@@ -98,6 +99,14 @@ impl From<Lock> for pb::Lock {
             permit: lock.token.permit().unwrap_or(0),
             // Counted down from the engine's deadline to this moment.
             validity: Some(proto_duration(lock.deadline.left())),
+            resources: lock
+                .members
+                .into_iter()
+                .map(|m| pb::LockedResource {
+                    resource: m.resource,
+                    fence: m.fence,
+                })
+                .collect(),
         }
     }
 }
@@ -125,6 +134,9 @@ impl LockService for LockApi {
             let key = Gatekeeper::quota_key_of(&request, &identity);
             let args = self.limits.acquire(request.into_inner())?;
             identity.permit(&args.resource)?;
+            for resource in &args.resources {
+                identity.permit(resource)?;
+            }
             // A waiting acquisition counts against its identity's quota of
             // waiters while the call lasts.
             let _waiting = self.sessions.waiter_slot(&key, &identity, args.wait)?;
@@ -151,6 +163,7 @@ impl LockService for LockApi {
             let (identity, _slot) = self.admit(&request)?;
             let args = self.limits.extend(request.into_inner())?;
             identity.permit(&args.resource)?;
+            permit_members(&identity, &args.token)?;
             record_resource(&args.resource);
             let lock = self
                 .engine
@@ -172,6 +185,7 @@ impl LockService for LockApi {
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
             identity.permit(&lock.resource)?;
+            permit_members(&identity, &lock.token)?;
             record_resource(&lock.resource);
             let was_held = self.engine.release(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ReleaseResponse { was_held }))
@@ -188,6 +202,7 @@ impl LockService for LockApi {
             let request = request.into_inner();
             let lock = self.limits.lock_ref(request.resource, &request.token)?;
             identity.permit(&lock.resource)?;
+            permit_members(&identity, &lock.token)?;
             record_resource(&lock.resource);
             let validity = self.engine.validate(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ValidateResponse {
@@ -235,6 +250,15 @@ async fn observed<T>(
     result
 }
 
+/// A lock on several resources acts on all of them: the caller must be
+/// permitted every one (its namespaces), not only the one it named.
+fn permit_members(identity: &Identity, token: &crate::redlock::Token) -> Result<(), Denied> {
+    for member in crate::redlock::multi::members(token).unwrap_or_default() {
+        identity.permit(&member)?;
+    }
+    Ok(())
+}
+
 /// Names the resource in the current request span.
 fn record_resource(resource: &str) {
     tracing::Span::current().record("resource", resource);
@@ -272,16 +296,27 @@ impl LockApi {
             .with_limit(args.limit);
         let request::AcquireArgs {
             resource,
+            resources,
             ttl,
             wait,
             request_id,
             ..
         } = args;
+        let acquire = |wait| match resources.is_empty() {
+            true => self.engine.acquire_detached_as(
+                resource.clone(),
+                request_id.as_ref(),
+                ttl,
+                wait,
+                holder.clone(),
+            ),
+            false => {
+                self.engine
+                    .acquire_detached_multi(resources.clone(), ttl, wait, holder.clone())
+            }
+        };
         let Some(deadline) = deadline else {
-            return self
-                .engine
-                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder)
-                .await;
+            return acquire(wait).await;
         };
         let now = Instant::now();
         let cutoff = deadline
@@ -300,9 +335,7 @@ impl LockApi {
             true => usable.saturating_sub(ANSWER_SLACK),
             false => wait,
         };
-        let attempt =
-            self.engine
-                .acquire_detached_as(resource, request_id.as_ref(), ttl, wait, holder);
+        let attempt = acquire(wait);
         match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {

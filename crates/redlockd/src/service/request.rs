@@ -39,6 +39,8 @@ pub struct Limits {
     pub max_resource_len: usize,
     /// `redlock.max_semaphore_limit`.
     pub max_semaphore_limit: u32,
+    /// Most resources in one `AcquireRequest.resources`.
+    pub max_resources_per_lock: usize,
     /// Longest `lock_delay` accepted.
     pub max_lock_delay: Duration,
     /// Longest `hold_at_least` accepted.
@@ -53,6 +55,7 @@ impl From<&RedlockConfig> for Limits {
             max_wait: config.max_wait,
             max_resource_len: config.max_resource_len,
             max_semaphore_limit: config.max_semaphore_limit,
+            max_resources_per_lock: config.max_resources_per_lock,
             max_lock_delay: config.max_lock_delay,
             max_hold_at_least: config.max_hold_at_least,
         }
@@ -62,8 +65,13 @@ impl From<&RedlockConfig> for Limits {
 /// A valid Acquire.
 #[derive(Debug, Clone)]
 pub struct AcquireArgs {
-    /// Non-empty, bounded, no control characters.
+    /// Non-empty, bounded, no control characters. For a lock on several
+    /// resources, the first of them.
     pub resource: String,
+    /// `AcquireRequest.resources`: empty for a lock on `resource` alone,
+    /// else every resource (each as valid as `resource`, no duplicates,
+    /// at most `max_resources_per_lock`), in the order asked.
+    pub resources: Vec<String>,
     /// Within [min_ttl, max_ttl].
     pub ttl: Duration,
     /// Within [0, max_wait].
@@ -132,12 +140,29 @@ impl Limits {
                 "not supported with a limit above 1 (a semaphore's permit)",
             ));
         }
+        let (resource, resources) = match request.resources.is_empty() {
+            true => (self.resource(request.resource)?, Vec::new()),
+            false => self.resources(&request.resource, request.resources)?,
+        };
+        if !resources.is_empty() && request_id.is_some() {
+            return Err(invalid(
+                "request_id",
+                "not supported with resources (a lock on several resources)",
+            ));
+        }
+        if !resources.is_empty() && request.limit > 1 {
+            return Err(invalid(
+                "limit",
+                "a semaphore is on one resource: not with resources",
+            ));
+        }
         Ok(AcquireArgs {
             limit: request.limit,
             request_id,
             ttl: self.ttl("ttl", request.ttl)?,
             wait: self.wait(request.wait)?,
-            resource: self.resource(request.resource)?,
+            resource,
+            resources,
             owner: request.owner,
             lock_delay: at_most("lock_delay", request.lock_delay, self.max_lock_delay)?,
             hold_at_least: at_most(
@@ -152,7 +177,7 @@ impl Limits {
     pub fn extend(&self, request: pb::ExtendRequest) -> Result<ExtendArgs, InvalidRequest> {
         Ok(ExtendArgs {
             ttl: self.ttl("ttl", request.ttl)?,
-            token: token(&request.token)?,
+            token: self.lock_token(&request.token)?,
             resource: self.resource(request.resource)?,
         })
     }
@@ -160,9 +185,24 @@ impl Limits {
     /// Checks a Release or Validate.
     pub fn lock_ref(&self, resource: String, token_text: &str) -> Result<LockRef, InvalidRequest> {
         Ok(LockRef {
-            token: token(token_text)?,
+            token: self.lock_token(token_text)?,
             resource: self.resource(resource)?,
         })
+    }
+
+    /// A token, and for a lock on several resources the names it carries,
+    /// within the limits an Acquire would have been held to: a forged
+    /// token naming thousands of resources is refused before any master
+    /// is asked (it could not match a key anyway).
+    fn lock_token(&self, text: &str) -> Result<Token, InvalidRequest> {
+        let token = token(text)?;
+        if let Some(members) = crate::redlock::multi::members(&token) {
+            let too_many = members.len() > self.max_resources_per_lock;
+            if too_many || members.iter().any(|r| r.len() > self.max_resource_len) {
+                return Err(invalid("token", TokenError::Malformed.to_string()));
+            }
+        }
+        Ok(token)
     }
 
     pub(crate) fn resource(&self, resource: String) -> Result<String, InvalidRequest> {
@@ -266,6 +306,7 @@ mod tests {
             max_wait: Duration::from_secs(300),
             max_resource_len: 8,
             max_semaphore_limit: 4,
+            max_resources_per_lock: 3,
             max_lock_delay: Duration::from_secs(60),
             max_hold_at_least: Duration::from_secs(3600),
         }
@@ -289,6 +330,7 @@ mod tests {
             lock_delay: None,
             hold_at_least: None,
             limit: 0,
+            resources: Vec::new(),
         })
     }
 
@@ -317,6 +359,16 @@ mod tests {
             with(2, &id).map(|a| a.limit).map_err(|e| e.field),
             Err("request_id")
         );
+        let on_several = |limit: u32| {
+            limits().acquire(pb::AcquireRequest {
+                resources: vec!["a".into(), "b".into()],
+                ttl: secs(1, 0),
+                limit,
+                ..Default::default()
+            })
+        };
+        assert!(on_several(1).is_ok(), "limit 1 is a plain lock");
+        assert_eq!(field_of(on_several(2)), "limit");
     }
 
     fn with_terms(

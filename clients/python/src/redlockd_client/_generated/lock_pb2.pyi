@@ -1,29 +1,40 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Lock(_message.Message):
-    __slots__ = ("resource", "token", "fence", "validity", "permit")
+    __slots__ = ("resource", "token", "fence", "validity", "permit", "resources")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     VALIDITY_FIELD_NUMBER: _ClassVar[int]
     PERMIT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     resource: str
     token: str
     fence: int
     validity: _duration_pb2.Duration
     permit: int
-    def __init__(self, resource: _Optional[str] = ..., token: _Optional[str] = ..., fence: _Optional[int] = ..., validity: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., permit: _Optional[int] = ...) -> None: ...
+    resources: _containers.RepeatedCompositeFieldContainer[LockedResource]
+    def __init__(self, resource: _Optional[str] = ..., token: _Optional[str] = ..., fence: _Optional[int] = ..., validity: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., permit: _Optional[int] = ..., resources: _Optional[_Iterable[_Union[LockedResource, _Mapping]]] = ...) -> None: ...
+
+class LockedResource(_message.Message):
+    __slots__ = ("resource", "fence")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    fence: int
+    def __init__(self, resource: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "limit")
+    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "limit", "resources")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +43,7 @@ class AcquireRequest(_message.Message):
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     HOLD_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     resource: str
     ttl: _duration_pb2.Duration
     wait: _duration_pb2.Duration
@@ -40,7 +52,8 @@ class AcquireRequest(_message.Message):
     lock_delay: _duration_pb2.Duration
     hold_at_least: _duration_pb2.Duration
     limit: int
-    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
+    resources: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ..., resources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
     __slots__ = ("lock",)
