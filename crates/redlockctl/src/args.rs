@@ -190,6 +190,12 @@ pub(crate) struct RunArgs {
     /// whose clocks or schedules differ a little do not run a job twice.
     #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
     pub at_least: Duration,
+    /// Take a shared (read) lock: it coexists with other --shared holders of
+    /// RESOURCE, never with an exclusive one (the default). A waiting
+    /// exclusive `run` stops new shared grants, so writers are not starved.
+    /// Not with --lock-delay or --at-least.
+    #[arg(long, conflicts_with_all = ["lock_delay", "at_least"])]
+    pub shared: bool,
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,

@@ -25,11 +25,23 @@ pub(crate) enum Op {
     Check = 6,
     /// [`INSPECT`].
     Inspect = 7,
+    /// [`super::scripts_rw::ACQUIRE_SHARED`].
+    AcquireShared = 8,
+    /// [`super::scripts_rw::COMMIT_SHARED`].
+    CommitShared = 9,
+    /// [`super::scripts_rw::EXTEND_SHARED`].
+    ExtendShared = 10,
+    /// [`super::scripts_rw::RECREATE_SHARED`].
+    RecreateShared = 11,
+    /// [`super::scripts_rw::RELEASE_SHARED`].
+    ReleaseShared = 12,
+    /// [`super::scripts_rw::CHECK_SHARED`].
+    CheckShared = 13,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 7] = [
+    pub(crate) const ALL: [Op; 13] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -37,6 +49,12 @@ impl Op {
         Op::Release,
         Op::Check,
         Op::Inspect,
+        Op::AcquireShared,
+        Op::CommitShared,
+        Op::ExtendShared,
+        Op::RecreateShared,
+        Op::ReleaseShared,
+        Op::CheckShared,
     ];
 
     /// A short fixed name for metrics.
@@ -49,6 +67,12 @@ impl Op {
             Op::Release => "release",
             Op::Check => "check",
             Op::Inspect => "inspect",
+            Op::AcquireShared => "acquire_shared",
+            Op::CommitShared => "commit_shared",
+            Op::ExtendShared => "extend_shared",
+            Op::RecreateShared => "recreate_shared",
+            Op::ReleaseShared => "release_shared",
+            Op::CheckShared => "check_shared",
         }
     }
 
@@ -62,6 +86,12 @@ impl Op {
             Op::Release => RELEASE,
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
+            Op::AcquireShared => super::scripts_rw::ACQUIRE_SHARED,
+            Op::CommitShared => super::scripts_rw::COMMIT_SHARED,
+            Op::ExtendShared => super::scripts_rw::EXTEND_SHARED,
+            Op::RecreateShared => super::scripts_rw::RECREATE_SHARED,
+            Op::ReleaseShared => super::scripts_rw::RELEASE_SHARED,
+            Op::CheckShared => super::scripts_rw::CHECK_SHARED,
         }
     }
 }
@@ -149,11 +179,15 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms.
+/// KEYS: lock, fence. ARGV: token, ttl ms, writer mark ms.
 /// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
 /// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
 /// (`left` ms until the master's clock reaches the fence hash's `nb`, see
 /// [`COMMIT_FENCE`]).
+/// Refused because shared holders hold here (the lock key holds the
+/// sentinel, `crate::redlock::rw`), it sets the writer-waiting marker: the
+/// fence hash's `ww` = now + writer mark ms (0: none), which refuses new
+/// shared grants until then.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -172,7 +206,12 @@ end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, max, now_micros()}
 end
-return {0, tostring(redis.call('PTTL', KEYS[1]))}
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
+  redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[3])))
+  if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+end
+return {0, tostring(pttl)}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,

@@ -114,6 +114,7 @@ impl Redlock {
         };
         let token = match who.fixed {
             Some(token) => token.clone(),
+            None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
             None => Token::generate().map_err(LockError::from)?,
         };
         let subject = self.subject(resource, token);

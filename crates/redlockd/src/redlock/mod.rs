@@ -30,6 +30,7 @@ pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
+pub(crate) mod rw;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
@@ -120,6 +121,9 @@ pub struct Holder {
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
     /// commit + this shortens the lock instead of deleting it (zero: none).
     pub hold_at_least: Duration,
+    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
+    /// token carries the mode.
+    pub shared: bool,
 }
 
 impl Holder {
@@ -130,6 +134,7 @@ impl Holder {
             kind: "unary".into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            shared: false,
         }
     }
 
@@ -140,6 +145,7 @@ impl Holder {
             kind: format!("hold:{replica}").into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            shared: false,
         }
     }
 
@@ -150,6 +156,11 @@ impl Holder {
             hold_at_least,
             ..self
         }
+    }
+
+    /// This holder, shared (a read lock, [`rw`]) or not.
+    pub fn with_shared(self, shared: bool) -> Holder {
+        Holder { shared, ..self }
     }
 }
 
@@ -524,7 +535,12 @@ impl Redlock {
 
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
         Arc::new(Subject {
-            keys: LockKeys::new(&self.settings.key_prefix, resource),
+            keys: LockKeys::for_token(
+                &self.settings.key_prefix,
+                resource,
+                &token,
+                rw::writer_mark(self.settings.wait_fallback),
+            ),
             resource: resource.to_owned(),
             token,
         })

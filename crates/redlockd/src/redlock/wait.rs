@@ -138,7 +138,10 @@ impl Redlock {
         wait: Duration,
         holder: Holder,
     ) -> DetachedAcquire {
-        let fixed = request_id.map(|id| Token::derive(id, &resource));
+        let fixed = request_id.map(|id| match holder.shared {
+            true => Token::derive(id, &resource).into_shared(),
+            false => Token::derive(id, &resource),
+        });
         let engine = Arc::clone(self);
         let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();

@@ -492,7 +492,8 @@ impl Session {
     async fn acquire(&mut self) -> Option<Lock> {
         let args = &self.args;
         let holder = Holder::session(&args.owner, self.engine.replica())
-            .with_terms(args.lock_delay, args.hold_at_least);
+            .with_terms(args.lock_delay, args.hold_at_least)
+            .with_shared(args.shared);
         let acquisition = self.engine.acquire_detached_as(
             args.resource.clone(),
             args.request_id.as_ref(),

@@ -266,7 +266,9 @@ impl LockApi {
         args: request::AcquireArgs,
         deadline: Option<Instant>,
     ) -> Result<Lock, LockError> {
-        let holder = Holder::unary(&args.owner).with_terms(args.lock_delay, args.hold_at_least);
+        let holder = Holder::unary(&args.owner)
+            .with_terms(args.lock_delay, args.hold_at_least)
+            .with_shared(args.shared);
         let request::AcquireArgs {
             resource,
             ttl,
