@@ -74,6 +74,8 @@ pub(crate) struct Figures {
     pub frozen: crate::frozen::FrozenFigures,
     /// Bursts of Acquire calls (`crate::burst`).
     pub bursts: crate::burst::BurstFigures,
+    /// Read-write grants (`crate::rw`).
+    pub rw: crate::rw::RwFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {
