@@ -124,8 +124,8 @@ impl Figures {
         out.pop();
         let _ = write!(
             out,
-            ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{}}}}}",
-            rw.shared, rw.exclusive, rw.shared_overlaps
+            ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{},\"violations\":{}}}}}",
+            rw.shared, rw.exclusive, rw.shared_overlaps, rw.violations
         );
         out
     }

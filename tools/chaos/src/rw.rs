@@ -67,6 +67,8 @@ pub(crate) struct RwFigures {
     pub exclusive: usize,
     /// Pairs of shared grants whose windows overlapped (readers shared).
     pub shared_overlaps: usize,
+    /// Violations these checks found (also in the run's findings).
+    pub violations: usize,
 }
 
 fn proto(d: Duration) -> Option<prost_types::Duration> {
@@ -178,6 +180,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, seed: u64) -> Vec<RwGra
 /// Checks the read-write grants (see the module doc); returns the figures.
 pub(crate) fn check(grants: &[RwGrant], findings: &mut Findings) -> RwFigures {
     let mut figures = RwFigures::default();
+    let before = findings.violations.len();
     let mut by_resource: BTreeMap<&str, Vec<&RwGrant>> = BTreeMap::new();
     for grant in grants {
         match grant.shared {
@@ -190,6 +193,7 @@ pub(crate) fn check(grants: &[RwGrant], findings: &mut Findings) -> RwFigures {
         exclusion(grants, findings, &mut figures);
         fences(grants, findings);
     }
+    figures.violations = findings.violations.len() - before;
     figures
 }
 
@@ -332,8 +336,10 @@ mod tests {
     /// another writer's, are both flagged.
     #[test]
     fn an_exclusive_beside_anyone_is_flagged() {
-        let (violations, _) = found(&[grant(1, true, 10, 0, 100), grant(2, false, 11, 50, 150)]);
+        let (violations, figures) =
+            found(&[grant(1, true, 10, 0, 100), grant(2, false, 11, 50, 150)]);
         assert_eq!(violations, vec![Check::Overlap]);
+        assert_eq!(figures.violations, 1);
         let (violations, _) = found(&[grant(1, false, 10, 0, 100), grant(2, false, 11, 99, 150)]);
         assert_eq!(violations, vec![Check::Overlap]);
     }
