@@ -97,9 +97,10 @@ class AsyncClient:
         *,
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
+        shared: bool = False,
     ) -> Lock:
         """As :meth:`Client.acquire`."""
-        request = acquire_request(resource, ttl, wait, owner, request_id)
+        request = acquire_request(resource, ttl, wait, owner, request_id, shared)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(
@@ -177,12 +178,13 @@ class AsyncClient:
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
+        shared: bool = False,
     ) -> AsyncHold:
         """As :meth:`Client.hold`, for ``async with``."""
         return AsyncHold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner),
+            acquire_request(resource, ttl, wait, owner, shared=shared),
             self._deadline(timeout),
         )
 

@@ -92,6 +92,7 @@ class Client:
         *,
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
+        shared: bool = False,
     ) -> Lock:
         """Takes the lock on ``resource`` for ``ttl``, waiting up to
         ``wait`` for the current holder to release it (none: try once).
@@ -102,8 +103,12 @@ class Client:
         have lost the answer (a lost connection, UNAVAILABLE), it returns
         the lock that value already holds instead of :class:`LockHeld`.
         After :class:`DeadlineExceeded` the daemon has released any late
-        grant, so a retry acquires anew. Keep it secret, like a token."""
-        request = acquire_request(resource, ttl, wait, owner, request_id)
+        grant, so a retry acquires anew. Keep it secret, like a token.
+
+        ``shared=True`` takes a read lock: it coexists with other shared
+        holders of ``resource``, never with an exclusive one (the default);
+        a waiting exclusive caller stops new shared grants."""
+        request = acquire_request(resource, ttl, wait, owner, request_id, shared)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(
@@ -185,6 +190,7 @@ class Client:
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
+        shared: bool = False,
     ) -> Hold:
         """A lock session, for ``with client.hold(...) as lease:``. The
         daemon extends the lock while the block runs; leaving the block
@@ -192,7 +198,7 @@ class Client:
         return Hold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner),
+            acquire_request(resource, ttl, wait, owner, shared=shared),
             self._deadline(timeout),
         )
 

@@ -141,15 +141,18 @@ def acquire_request(
     wait: Optional[Seconds],
     owner: Optional[str],
     request_id: Optional[str] = None,
+    shared: bool = False,
 ) -> lock_pb2.AcquireRequest:
     """An AcquireRequest; ``wait`` None means try once. ``request_id`` None
     draws a fresh one: every acquisition is idempotent, and a caller that
-    retries passes the same one again."""
+    retries passes the same one again. ``shared``: a read lock
+    (``LOCK_MODE_SHARED``), else exclusive."""
     request = lock_pb2.AcquireRequest(
         resource=resource,
         ttl=duration(ttl),
         owner=owner or "",
         request_id=request_id or new_request_id(),
+        mode=lock_pb2.LOCK_MODE_SHARED if shared else lock_pb2.LOCK_MODE_EXCLUSIVE,
     )
     if wait is not None:
         request.wait.CopyFrom(duration(wait))

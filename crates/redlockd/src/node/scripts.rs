@@ -236,6 +236,11 @@ return {0, tostring(pttl)}
 /// - a hold-at-least records `lu` (least until) = now + hold_at_least,
 ///   which a holder's release honours.
 ///
+/// A commit also clears the writer-waiting marker (`ww`, see [`ACQUIRE`]):
+/// the writer it was set for is in, and other writers still waiting set it
+/// again when shared holders next refuse them (`crate::redlock::rw`). In
+/// the same `HDEL` as the delay's fields: no extra command.
+///
 /// Clock jumps: a master whose clock jumps ahead ends a delay early, one
 /// that jumps back keeps it longer (at most until the fence hash expires,
 /// `fence_ttl`, which config validation keeps above every delay). Either
@@ -257,8 +262,9 @@ end
 local nowm = now_ms()
 if tonumber(ARGV[7]) > 0 then
   redis.call('HSET', KEYS[2], 'delay', ARGV[7], 'nb', string.format('%d', nowm + tonumber(ARGV[4]) + tonumber(ARGV[7])))
+  redis.call('HDEL', KEYS[2], 'ww')
 else
-  redis.call('HDEL', KEYS[2], 'delay', 'nb')
+  redis.call('HDEL', KEYS[2], 'delay', 'nb', 'ww')
 end
 if tonumber(ARGV[8]) > 0 then
   redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[8])))

@@ -67,6 +67,9 @@ pub(super) struct Claimant<'a> {
     pub(super) holder: &'a Arc<Holder>,
     /// The token derived from the request id, if any.
     pub(super) fixed: Option<&'a Token>,
+    /// The acquisition waits (an exclusive one then sets the
+    /// writer-waiting marker where readers refuse it, `super::rw`).
+    pub(super) waits: bool,
 }
 
 impl Redlock {
@@ -117,7 +120,7 @@ impl Redlock {
             None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
             None => Token::generate().map_err(LockError::from)?,
         };
-        let subject = self.subject(resource, token);
+        let subject = self.subject_marking(resource, token, who.waits);
         stats.attempts += 1;
         // The queue's front waiter's clean-up must not wake itself.
         let cleanup = match front {

@@ -534,13 +534,19 @@ impl Redlock {
     }
 
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
+        self.subject_marking(resource, token, false)
+    }
+
+    /// [`Redlock::subject`] for an attempt: a waiting exclusive one sets the
+    /// writer-waiting marker where shared holders refuse it ([`rw`]); a
+    /// try-lock (no wait) does not hold readers back.
+    fn subject_marking(&self, resource: &str, token: Token, waits: bool) -> Arc<Subject> {
+        let mark = match waits {
+            true => rw::writer_mark(self.settings.wait_fallback),
+            false => Duration::ZERO,
+        };
         Arc::new(Subject {
-            keys: LockKeys::for_token(
-                &self.settings.key_prefix,
-                resource,
-                &token,
-                rw::writer_mark(self.settings.wait_fallback),
-            ),
+            keys: LockKeys::for_token(&self.settings.key_prefix, resource, &token, mark),
             resource: resource.to_owned(),
             token,
         })

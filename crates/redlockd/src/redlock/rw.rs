@@ -67,21 +67,23 @@
 //!
 //! # Writer preference
 //!
-//! An exclusive acquisition refused on a master because shared holders
-//! hold there (the lock key holds the sentinel) sets the writer-waiting
-//! marker on that master: the fence hash's `ww` = the master's now +
-//! [`writer_mark`] ms. New shared grants are refused there until it ends
+//! A waiting exclusive acquisition refused on a master because shared
+//! holders hold there (the lock key holds the sentinel) sets the
+//! writer-waiting marker on that master: the fence hash's `ww` = the
+//! master's now + [`writer_mark`] ms. New shared grants are refused there until it ends
 //! (their waiters retry when it ends); shared holders already in may
 //! extend, recreate and release. A waiting writer retries at least every
 //! `wait_fallback` (and at once when the last shared holder on a master
 //! releases: the release is announced as for the mutex), and every refused
 //! retry refreshes the marker, so the marker lasts while it waits. A
-//! writer that stops waiting (granted, gave up, crashed) stops refreshing
-//! and its marker ends by itself within [`writer_mark`]: no clean-up, and
-//! a crashed waiter can hold new readers back for at most that long.
-//! Markers only ever refuse shared grants: they touch liveness, never the
+//! writer that is granted clears the marker with its fence commit (where
+//! it commits; other writers still waiting set it again when readers next
+//! refuse them); one that stops waiting otherwise (gave up, crashed)
+//! stops refreshing, and its marker ends by itself within [`writer_mark`]:
+//! a crashed waiter holds new readers back for at most that long. Markers
+//! only ever refuse shared grants: they touch liveness, never the
 //! exclusion above. Choice (the issue is silent): a try-lock writer
-//! (wait 0) sets the marker too; readers then wait at most [`writer_mark`].
+//! (wait 0) sets no marker, so a failed try does not hold readers back.
 //!
 //! # Limits
 //!
