@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::ctl::{assert_exit, output_within, redlockctl};
 use common::*;
 use redlockd::pb;
 use redlockd_testkit::masters::Flavor;
@@ -21,6 +22,7 @@ against_both_servers!(
     readers_share_writers_exclude,
     a_waiting_writer_stops_new_readers,
     shared_grants_extend_release_validate,
+    redlockctl_run_shared,
 );
 
 const READERS: usize = 8;
@@ -335,4 +337,40 @@ async fn shared_grants_extend_release_validate(flavor: Flavor) {
     let status = c0.acquire(bad).await.expect_err("unknown mode");
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().contains("mode"), "{}", status.message());
+}
+
+/// `redlockctl run --shared`: a shared run inside a shared run of the same
+/// resource gets it (a mutex would answer 81, held); an exclusive run
+/// inside a shared one is refused with 81; `--shared` with `--at-least` is
+/// a usage error.
+async fn redlockctl_run_shared(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    h.start_daemon().await;
+    let addr = h.daemons[0].addr;
+    let ctl = bin::require("redlockctl");
+    let inner_exit =
+        |inner: &str| format!("'{}' run {inner} cfg -- true; echo inner=$?", ctl.display());
+    for (inner, code) in [("--shared", "0"), ("", "81")] {
+        let script = inner_exit(inner);
+        let out = output_within(
+            redlockctl(addr, &["run", "--shared", "cfg", "--", "sh", "-c", &script]),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_exit(&out, 0);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("inner={code}")),
+            "{inner}: {stdout}"
+        );
+    }
+    let out = output_within(
+        redlockctl(
+            addr,
+            &["run", "--shared", "--at-least", "1s", "cfg", "--", "true"],
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_exit(&out, 64);
 }
