@@ -47,6 +47,7 @@ mod burst;
 mod frozen;
 mod proc;
 mod report;
+mod rw;
 mod setup;
 mod stats;
 mod w1;
@@ -140,6 +141,9 @@ pub enum Workload {
     Burst,
     /// A Hold client process frozen with SIGSTOP.
     Frozen,
+    /// Read-write locks: shared and exclusive-among-readers cycles at
+    /// C=64 beside the plain lock, with the masters' CPU per cycle (`rw.rs`).
+    Rw,
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -239,6 +243,9 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
             Workload::Frozen => {
                 let settings = &args.daemon_settings;
                 reports.frozen = frozen::run_all(&args.frozen_ttls, &nodes, settings).await?;
+            }
+            Workload::Rw => {
+                rw::run_all(args, masters, &nodes).await?;
             }
         }
     }
