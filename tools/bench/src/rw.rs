@@ -1,7 +1,8 @@
 //! Read-write locks (issue 19, workload `rw`): Acquire + Release cycles
 //! per second through an in-process daemon at C = 64, with the masters'
 //! CPU per cycle (read from `/proc` for the five local masters, `--dev`
-//! only), in three runs of `--duration` each:
+//! only; their idle CPU, measured over [`IDLE`] before the runs, is taken
+//! off), in three runs of `--duration` each:
 //! - `plain`: every worker cycles an exclusive lock on a resource of its
 //!   own (the plain lock, for comparison);
 //! - `shared`: every worker cycles a shared grant of ONE resource (readers
@@ -20,6 +21,9 @@ use std::time::{Duration, Instant};
 /// Concurrent workers of every run.
 const CONCURRENCY: usize = 64;
 
+/// How long the masters' idle CPU is measured before the runs.
+const IDLE: Duration = Duration::from_secs(2);
+
 /// Resources of the mixed run.
 const MIXED_RESOURCES: usize = 8;
 
@@ -36,7 +40,8 @@ pub(crate) struct RwReport {
     pub exclusive_cycles: u64,
     /// Failed cycles (refused or errors).
     pub errors: u64,
-    /// The five masters' CPU seconds over the run (None: not local).
+    /// The five masters' CPU seconds over the run, less their idle CPU
+    /// (None: not local).
     pub master_cpu_s: Option<f64>,
 }
 
@@ -92,10 +97,16 @@ pub(crate) async fn run_all(
     for _ in 0..usize::from(args.grpc_connections) {
         clients.push(setup::connect(daemon.addr).await?);
     }
+    let idle_before = master_cpu(masters);
+    let idle_start = Instant::now();
+    tokio::time::sleep(IDLE).await;
+    let idle_per_s = idle_before
+        .zip(master_cpu(masters))
+        .map(|(a, b)| (b - a) / idle_start.elapsed().as_secs_f64());
     let mut reports = Vec::new();
     for kind in ["plain", "shared", "mixed"] {
         tracing::info!(kind, "rw for {:?}", args.duration);
-        let report = run(kind, &clients, masters, args.duration).await;
+        let report = run(kind, &clients, masters, args.duration, idle_per_s).await;
         let report = match report {
             Ok(report) => report,
             Err(error) => {
@@ -187,6 +198,7 @@ async fn run(
     clients: &[Client],
     masters: Option<&LocalMasters>,
     duration: Duration,
+    idle_per_s: Option<f64>,
 ) -> Result<RwReport, BoxError> {
     let run_id = format!("bench/rw/{kind}/{}", std::process::id());
     let cpu_before = master_cpu(masters);
@@ -219,7 +231,9 @@ async fn run(
         shared_cycles: 0,
         exclusive_cycles: 0,
         errors: 0,
-        master_cpu_s: cpu_before.zip(cpu_after).map(|(a, b)| b - a),
+        master_cpu_s: cpu_before
+            .zip(cpu_after)
+            .map(|(a, b)| b - a - idle_per_s.unwrap_or(0.0) * elapsed.as_secs_f64()),
     };
     for (mode, done, errors) in outcomes {
         match mode {
