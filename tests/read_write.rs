@@ -23,6 +23,7 @@ against_both_servers!(
     a_waiting_writer_stops_new_readers,
     shared_grants_extend_release_validate,
     redlockctl_run_shared,
+    a_released_reader_wakes_a_waiting_writer,
 );
 
 const READERS: usize = 8;
@@ -373,4 +374,60 @@ async fn redlockctl_run_shared(flavor: Flavor) {
     )
     .await;
     assert_exit(&out, 64);
+}
+
+/// Wake-on-release: with `wait_fallback` at 30 s (a waiting writer would
+/// otherwise retry only after 30 s, its reader's ttl being 60 s), the
+/// reader's release wakes the waiting writer at once, through the other
+/// replica. The bound below is 15 s, half the fallback: generous for a
+/// loaded host, and still far from what a writer left to its fallback
+/// would take.
+async fn a_released_reader_wakes_a_waiting_writer(flavor: Flavor) {
+    let mut h = Harness::start_with(flavor, |config| {
+        config.redlock.wait_fallback = Duration::from_secs(30);
+    })
+    .await;
+    h.start_daemon().await;
+    let (mut c0, mut c1) = (h.client_of(0).await, h.client_of(1).await);
+    let reader = c0
+        .acquire(request("wake", pb::LockMode::Shared, 60_000, 0))
+        .await
+        .expect("shared grant")
+        .into_inner()
+        .lock
+        .expect("lock");
+    let writer = tokio::spawn(async move {
+        let lock = take(&mut c1, "wake", pb::LockMode::Exclusive, 50_000).await;
+        (lock, std::time::Instant::now())
+    });
+    // The writer's refused attempt set its marker: it is waiting now.
+    eventually(
+        Duration::from_secs(20),
+        "the waiting writer's marker",
+        || async {
+            for i in 0..5 {
+                let marker = h
+                    .raw(i, "HGET", vec!["redlock:fence:wake".into(), "ww".into()])
+                    .await;
+                if marker.as_string().is_some() {
+                    return true;
+                }
+            }
+            false
+        },
+    )
+    .await;
+    let released_at = std::time::Instant::now();
+    assert!(release(&mut c0, &reader).await.expect("release"));
+    let (lock, granted_at) = tokio::time::timeout(Duration::from_secs(45), writer)
+        .await
+        .expect("the writer answers within its wait")
+        .expect("writer task");
+    let lock = lock.expect("the writer is granted");
+    assert!(lock.fence > reader.fence);
+    let after = granted_at.duration_since(released_at);
+    assert!(
+        after < Duration::from_secs(15),
+        "granted {after:?} after the release: not woken by it"
+    );
 }
