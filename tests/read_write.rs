@@ -67,6 +67,18 @@ async fn let_go(client: &mut LockClient, lock: &pb::Lock) {
     }
 }
 
+/// A grant of `resource` in `mode`, waiting up to 60 s, asked again while
+/// too few masters answer in time (a starved host).
+async fn until_granted(client: &mut LockClient, resource: &str, mode: pb::LockMode) -> pb::Lock {
+    for _ in 0..10 {
+        match take(client, resource, mode, 60_000).await {
+            Ok(lock) => return lock,
+            Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        }
+    }
+    panic!("{resource}: no grant in 10 tries");
+}
+
 /// What every contender checks and updates: how many shared holders and
 /// which exclusive one hold now (as the contenders saw their grants), and
 /// the fences.
@@ -180,28 +192,26 @@ async fn a_waiting_writer_stops_new_readers(flavor: Flavor) {
         let mut client = h.client_of(id % 2).await;
         let (writer_done, refused) = (writer_done.clone(), refused.clone());
         readers.push(tokio::spawn(async move {
-            let mut current = take(&mut client, "stream", pb::LockMode::Shared, 60_000)
-                .await
-                .expect("first shared grant");
+            let mut current = until_granted(&mut client, "stream", pb::LockMode::Shared).await;
             while !writer_done.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 match take(&mut client, "stream", pb::LockMode::Shared, 0).await {
                     Ok(next) => {
-                        release(&mut client, &current).await.expect("release");
+                        let_go(&mut client, &current).await;
                         current = next;
                     }
-                    Err(status) => {
-                        assert_eq!(status.code(), Code::Aborted, "{status:?}");
+                    Err(status) if status.code() == Code::Aborted => {
                         refused.fetch_add(1, Ordering::SeqCst);
-                        release(&mut client, &current).await.expect("release");
+                        let_go(&mut client, &current).await;
                         // Back in line behind the writer.
-                        current = take(&mut client, "stream", pb::LockMode::Shared, 60_000)
-                            .await
-                            .expect("shared grant after the writer");
+                        current = until_granted(&mut client, "stream", pb::LockMode::Shared).await;
                     }
+                    // Too few answers in time (a starved host): keep
+                    // holding, try again.
+                    Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
                 }
             }
-            release(&mut client, &current).await.expect("release");
+            let_go(&mut client, &current).await;
         }));
     }
     // Readers are in and chaining: an exclusive try-lock is refused.
