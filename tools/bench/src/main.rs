@@ -24,6 +24,9 @@
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
 //!   the daemon's keepalive bound.
+//! - **Read-write locks** ([`rw`], not in the default list): plain,
+//!   shared and mixed Acquire + Release cycles at C=64, with the masters'
+//!   CPU per cycle.
 //!
 //! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
