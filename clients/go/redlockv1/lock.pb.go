@@ -120,7 +120,13 @@ type Lock struct {
 	// `acquire`; the daemon reports `lost` by the deadline on its own, and a
 	// client acting on an `extended` validity should take a one-way network
 	// delay off it.
-	Validity      *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
+	Validity *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
+	// A semaphore's permit (AcquireRequest.limit above 1): which of its
+	// `limit` permits this grant holds, 0 to limit - 1; 0 for a plain lock.
+	// Fences are ordered per permit: a grant's fence is greater than every
+	// earlier grant's of the same resource and permit (permits are held at
+	// once by design; their fences are not ordered among themselves).
+	Permit        uint32 `protobuf:"varint,6,opt,name=permit,proto3" json:"permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +187,13 @@ func (x *Lock) GetValidity() *durationpb.Duration {
 		return x.Validity
 	}
 	return nil
+}
+
+func (x *Lock) GetPermit() uint32 {
+	if x != nil {
+		return x.Permit
+	}
+	return 0
 }
 
 type AcquireRequest struct {
@@ -254,8 +267,18 @@ type AcquireRequest struct {
 	// Read-write locks: EXCLUSIVE (the default) is the plain lock; SHARED
 	// holders of a resource coexist with each other, never with an exclusive
 	// holder. See LockMode. An unknown value is INVALID_ARGUMENT naming
-	// `mode`; SHARED with lock_delay or hold_at_least too.
-	Mode          LockMode `protobuf:"varint,9,opt,name=mode,proto3,enum=redlock.v1.LockMode" json:"mode,omitempty"`
+	// `mode`; SHARED with lock_delay, hold_at_least or a limit above 1 too.
+	Mode LockMode `protobuf:"varint,9,opt,name=mode,proto3,enum=redlock.v1.LockMode" json:"mode,omitempty"`
+	// Semaphore: at most `limit` holders of `resource` at once, each with its
+	// own token and fence (Lock.permit says which permit). 0 or 1: a plain
+	// lock (mutex). Above the daemon's redlock.max_semaphore_limit:
+	// INVALID_ARGUMENT naming `limit`; with a request_id and a limit above
+	// 1: INVALID_ARGUMENT naming `request_id` (not supported). The limit is
+	// part of the resource's identity: while the resource is held under
+	// another limit (a plain lock, or a semaphore of another limit), the
+	// call fails at once with FAILED_PRECONDITION. Extend, Release and
+	// Validate take the permit's resource and token as for a plain lock.
+	Limit         uint32 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +367,13 @@ func (x *AcquireRequest) GetMode() LockMode {
 		return x.Mode
 	}
 	return LockMode_LOCK_MODE_EXCLUSIVE
+}
+
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type AcquireResponse struct {
@@ -1093,12 +1123,13 @@ var File_redlock_v1_lock_proto protoreflect.FileDescriptor
 const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"\x15redlock/v1/lock.proto\x12\n" +
-	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\x85\x01\n" +
+	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x01\n" +
 	"\x04Lock\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x125\n" +
-	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\"\xe0\x02\n" +
+	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\x12\x16\n" +
+	"\x06permit\x18\x06 \x01(\rR\x06permit\"\xf6\x02\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -1109,7 +1140,9 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
 	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\x12(\n" +
-	"\x04mode\x18\t \x01(\x0e2\x14.redlock.v1.LockModeR\x04mode\"7\n" +
+	"\x04mode\x18\t \x01(\x0e2\x14.redlock.v1.LockModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\rR\x05limit\"7\n" +
 	"\x0fAcquireResponse\x12$\n" +
 	"\x04lock\x18\x01 \x01(\v2\x10.redlock.v1.LockR\x04lock\"n\n" +
 	"\rExtendRequest\x12\x1a\n" +

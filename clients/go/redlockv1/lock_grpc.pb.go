@@ -63,7 +63,8 @@ const (
 //	ABORTED             Acquire: the resource stayed locked by someone else
 //	                    for the whole `wait`
 //	FAILED_PRECONDITION Extend: the token no longer holds the lock on a
-//	                    majority (it expired or was never held)
+//	                    majority (it expired or was never held); Acquire:
+//	                    the resource is held under another `limit`
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
 //	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
@@ -193,7 +194,8 @@ type LockService_HoldClient = grpc.BidiStreamingClient[HoldRequest, HoldEvent]
 //	ABORTED             Acquire: the resource stayed locked by someone else
 //	                    for the whole `wait`
 //	FAILED_PRECONDITION Extend: the token no longer holds the lock on a
-//	                    majority (it expired or was never held)
+//	                    majority (it expired or was never held); Acquire:
+//	                    the resource is held under another `limit`
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
 //	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is

@@ -10,6 +10,21 @@ import { DeadlineExceededError, LockLostError, fromStatus, invalidArgument } fro
 import { Lease } from './lease.js';
 import { Lock, fromDuration, now, optionalString, requireString, toDuration } from './wire.js';
 
+/** `limit` as the contract takes it: a whole number, 0 (default) to 2^32 - 1. */
+function semaphoreLimit(limit) {
+  if (limit === undefined) return 0;
+  if (!Number.isInteger(limit) || limit < 0 || limit > 0xffffffff) {
+    throw invalidArgument('limit', `must be a whole number from 0, got ${String(limit)}`);
+  }
+  return limit;
+}
+
+/** With a limit above 1, a requestId is refused before any call. */
+function noRequestId(requestId) {
+  if (requestId !== undefined) throw invalidArgument('requestId', 'not supported with a limit above 1');
+  return '';
+}
+
 /** A fresh request_id: 128 random bits, URL-safe base64 (22 characters). */
 export function newRequestId() {
   return randomBytes(16).toString('base64url');
@@ -214,7 +229,12 @@ export class Client {
       owner: optionalString(options.owner, 'owner'),
       // Every acquisition is idempotent: a caller that retries after an
       // error passes the same requestId again and gets the lock it holds.
-      request_id: options.requestId === undefined ? newRequestId() : requireString(options.requestId, 'requestId'),
+      // Except a semaphore's permit (limit above 1), which the daemon does
+      // not make idempotent: no request id is sent then.
+      request_id: semaphoreLimit(options.limit) > 1
+        ? noRequestId(options.requestId)
+        : options.requestId === undefined ? newRequestId() : requireString(options.requestId, 'requestId'),
+      limit: semaphoreLimit(options.limit),
       // LockMode: 0 LOCK_MODE_EXCLUSIVE (the default), 1 LOCK_MODE_SHARED.
       mode: lockMode(options.shared),
     };

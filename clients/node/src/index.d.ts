@@ -46,6 +46,14 @@ export interface AcquireOptions extends CallOptions {
    */
   requestId?: string;
   /**
+   * Semaphore: at most `limit` holders of the resource at once, each with
+   * its own token and fence (`Lock.permit`); 0 or 1 (default): a plain
+   * lock. With a limit above 1 no requestId is sent (passing one is
+   * InvalidArgumentError). Held under another limit: LockNotHeldError
+   * (FAILED_PRECONDITION).
+   */
+  limit?: number;
+  /**
    * A shared (read) lock: it coexists with other shared holders of the
    * resource, never with an exclusive one (the default, false). A waiting
    * exclusive caller stops new shared grants, so writers are not starved.
@@ -82,6 +90,8 @@ export declare class Lock implements LockRef {
   readonly fence: bigint;
   /** Guaranteed validity the daemon reported, in milliseconds. */
   readonly validityMs: number;
+  /** A semaphore's permit (`limit` above 1); 0 for a plain lock. */
+  readonly permit: number;
   /**
    * End of the guaranteed validity on `performance.now()`'s clock: counted
    * from when the request was sent (unary calls), or from when the event

@@ -56,8 +56,10 @@ export class Lock {
     this.resource = wire.resource;
     /** Opaque proof of ownership; needed to extend, release, validate. Never log it. */
     this.token = wire.token;
-    /** Fencing token, strictly greater than every earlier holder's. */
+    /** Fencing token, strictly greater than every earlier holder's (of the same permit). */
     this.fence = BigInt(wire.fence);
+    /** A semaphore's permit (limit above 1): which one this grant holds; 0 for a plain lock. */
+    this.permit = wire.permit ?? 0;
     /** Guaranteed validity the daemon reported, in milliseconds. */
     this.validityMs = fromDuration(wire.validity);
     /** End of the validity on `performance.now()`'s clock. */

@@ -22,6 +22,7 @@ async function usage(): Promise<bigint> {
   });
   const lock: Lock = await client.acquire('orders/42', { ttlMs: 10_000, waitMs: 5000, owner: 'billing' });
   const fence: bigint = lock.fence;
+  const permit: number = (await client.acquire('exports', { ttlMs: 10_000, limit: 4 })).permit;
   const left: number = lock.remainingMs() + lock.validUntil + lock.validityMs;
   const extended: Lock = await client.extend(lock, { ttlMs: 10_000 });
   const validity: Validity = await client.validate(extended, { deadlineMs: 1000 });

@@ -190,6 +190,11 @@ pub(crate) struct RunArgs {
     /// whose clocks or schedules differ a little do not run a job twice.
     #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
     pub at_least: Duration,
+    /// Take one of N permits of a semaphore on RESOURCE: at most N such
+    /// commands run at once (0 or 1: a plain lock). The permit's index is
+    /// in $REDLOCK_PERMIT.
+    #[arg(long, default_value = "0", value_name = "N")]
+    pub limit: u32,
     /// Take a shared (read) lock: it coexists with other --shared holders of
     /// RESOURCE, never with an exclusive one (the default). A waiting
     /// exclusive `run` stops new shared grants, so writers are not starved.
@@ -354,6 +359,13 @@ mod tests {
             panic!("run")
         };
         assert_eq!(run.command, ["sh", "-c", "x", "--ttl", "1"]);
+        assert_eq!(run.limit, 0);
+        let cli = Cli::try_parse_from(["redlockctl", "run", "--limit", "3", "r", "--", "x"])
+            .expect("parses");
+        let Cmd::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!((run.limit, run.command), (3, vec!["x".into()]));
         let cli = Cli::try_parse_from([
             "redlockctl",
             "run",

@@ -105,6 +105,7 @@ mod tests {
             resource: "jobs/nightly".into(),
             token: "ab".into(),
             fence: 7,
+            permit: 0,
             validity: Some(prost_types::Duration {
                 seconds: 1,
                 nanos: 500_000_000,

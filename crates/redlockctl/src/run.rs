@@ -40,6 +40,7 @@ pub(crate) async fn run(
                 true => pb::LockMode::Shared as i32,
                 false => pb::LockMode::Exclusive as i32,
             },
+            limit: args.limit,
         };
         let limit = wait.saturating_add(timeout);
         let what = what.clone();
@@ -58,6 +59,7 @@ pub(crate) async fn run(
         ("REDLOCK_RESOURCE", lease.lock.resource.clone()),
         ("REDLOCK_FENCE", lease.lock.fence.to_string()),
         ("REDLOCK_TOKEN", lease.lock.token.clone()),
+        ("REDLOCK_PERMIT", lease.lock.permit.to_string()),
         ("REDLOCK_ADDR", target.url.clone()),
     ];
     env.extend(target.env.iter().cloned());

@@ -27,6 +27,10 @@ pub(crate) const LOCK_SERVICE: &str = "redlock.v1.LockService";
 /// How often the masters' state is looked at.
 const INTERVAL: Duration = Duration::from_millis(200);
 
+/// The held-locks gauge is refreshed every this many ticks (a second):
+/// counting prunes the table of locks handed out, which may be large.
+const HELD_LOCKS_EVERY: u32 = 5;
+
 /// Histogram buckets are drained this often when nobody scrapes.
 const UPKEEP_EVERY: u32 = 25;
 
@@ -88,6 +92,9 @@ pub(crate) async fn watch(
             serving = Some(quorum);
         }
         ticks = ticks.wrapping_add(1);
+        if ticks.is_multiple_of(HELD_LOCKS_EVERY) {
+            metrics::locks_held(engine.held_locks());
+        }
         if let (Some(handle), 0) = (&metrics, ticks % UPKEEP_EVERY) {
             handle.run_upkeep();
         }

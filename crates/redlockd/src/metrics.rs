@@ -39,6 +39,8 @@ pub(crate) const CONTENDED_TOTAL: &str = "redlock_contended_total";
 pub(crate) const QUORUM_AVAILABLE: &str = "redlock_quorum_available";
 /// Open `Hold` sessions.
 pub(crate) const SESSIONS_ACTIVE: &str = "redlock_sessions_active";
+/// Locks handed out through this replica and not yet ended (see `redlock::held`).
+pub(crate) const LOCKS_HELD: &str = "redlock_locks_held";
 /// Callers waiting for a resource.
 pub(crate) const WAITERS: &str = "redlock_waiters";
 /// Acquisitions queued for admission: the daemon's own backlog in front of
@@ -82,7 +84,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 25] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 26] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -159,6 +161,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 25] = [
         "1 while a quorum of trusted masters is reachable.",
     ),
     (SESSIONS_ACTIVE, Kind::Gauge, "Open Hold sessions."),
+    (
+        LOCKS_HELD,
+        Kind::Gauge,
+        "Locks handed out through this replica, still within their validity and not released through it; sum over replicas for the fleet.",
+    ),
     (WAITERS, Kind::Gauge, "Callers waiting for a resource."),
     (
         NODE_CLOCK_SKEW,
@@ -333,6 +340,11 @@ pub(crate) fn node_state(node: &str, up: bool, quarantine_left: Duration) {
     gauge!(NODE_UP, "node" => node.to_owned()).set(f64::from(u8::from(up)));
     gauge!(NODE_QUARANTINED, "node" => node.to_owned()).set(f64::from(u8::from(quarantined)));
     gauge!(NODE_QUARANTINE_SECONDS, "node" => node.to_owned()).set(quarantine_left.as_secs_f64());
+}
+
+/// Locks held through this replica now (see `redlock::held`).
+pub(crate) fn locks_held(count: usize) {
+    gauge!(LOCKS_HELD).set(count as f64);
 }
 
 /// Whether a quorum of masters is reachable, and how many callers wait.

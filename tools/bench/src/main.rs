@@ -20,6 +20,9 @@
 //!   connection and `--burst-sessions` Hold sessions at once over four,
 //!   against a `redlockd` process: grants, failures by code, latency and the
 //!   daemon's peak RSS.
+//! - **Semaphore** ([`semaphore`]): a semaphore's permits at C = 64 beside
+//!   the plain lock (own resources and one shared), with the masters' CPU
+//!   per cycle (`--dev` only).
 //! - **Frozen client** ([`frozen`], not in the default list): a client
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
@@ -51,6 +54,7 @@ mod frozen;
 mod proc;
 mod report;
 mod rw;
+mod semaphore;
 mod setup;
 mod stats;
 mod w1;
@@ -74,7 +78,11 @@ pub use redlockd_testkit::BoxError;
 #[command(about)]
 pub struct Args {
     /// Workloads to run, in this order.
-    #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3,burst")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "w1,w2,w3,burst,semaphore"
+    )]
     workloads: Vec<Workload>,
     /// How long each W1 and W2 run lasts: seconds ("10") or humantime ("1m").
     #[arg(long, default_value = "10", value_parser = parse_duration)]
@@ -147,6 +155,8 @@ pub enum Workload {
     /// Read-write locks: shared and exclusive-among-readers cycles at
     /// C=64 beside the plain lock, with the masters' CPU per cycle (`rw.rs`).
     Rw,
+    /// A semaphore's permits beside the plain lock, C = 64.
+    Semaphore,
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -250,6 +260,7 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
             Workload::Rw => {
                 rw::run_all(args, masters, &nodes).await?;
             }
+            Workload::Semaphore => reports.semaphore = semaphore::run_all(args, masters).await?,
         }
     }
     Ok(reports)

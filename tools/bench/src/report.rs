@@ -19,6 +19,8 @@ pub(crate) struct Reports {
     pub burst: Vec<BurstReport>,
     /// Frozen clients.
     pub frozen: Vec<crate::frozen::FrozenReport>,
+    /// Semaphore beside the plain lock.
+    pub semaphore: Vec<crate::semaphore::SemReport>,
 }
 
 impl Reports {
@@ -38,6 +40,9 @@ impl Reports {
         }
         if !self.frozen.is_empty() {
             crate::frozen::print_table(&self.frozen);
+        }
+        if !self.semaphore.is_empty() {
+            crate::semaphore::print_table(&self.semaphore);
         }
     }
 }

@@ -31,11 +31,17 @@ pub(crate) enum Check {
     /// A burst call answered UNAVAILABLE while every master was healthy
     /// (`crate::burst`): overload blamed on the masters.
     BurstUnavailable,
+    /// More holders of a semaphore than its limit, or two of one permit
+    /// (`crate::semaphore`).
+    SemaphoreLimit,
+    /// A later grant of a semaphore's permit got a fence not above an
+    /// earlier grant's of that permit (`crate::semaphore`).
+    SemaphoreFence,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 9] = [
+    pub(crate) const ALL: [Check; 11] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -45,6 +51,8 @@ impl Check {
         Check::FencedValidHolder,
         Check::FrozenClient,
         Check::BurstUnavailable,
+        Check::SemaphoreLimit,
+        Check::SemaphoreFence,
     ];
 
     /// Name in the report.
@@ -59,6 +67,8 @@ impl Check {
             Check::FencedValidHolder => "fenced_register_refused_valid_holder",
             Check::FrozenClient => "frozen_client_stale_write",
             Check::BurstUnavailable => "burst_unavailable_masters_healthy",
+            Check::SemaphoreLimit => "semaphore_over_limit",
+            Check::SemaphoreFence => "semaphore_fence_order",
         }
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct Figures {
     pub bursts: crate::burst::BurstFigures,
     /// Read-write grants (`crate::rw`).
     pub rw: crate::rw::RwFigures,
+    /// The semaphore's clients (`crate::semaphore`).
+    pub semaphore: crate::semaphore::SemaphoreFigures,
 }
 
 fn failure_name(failure: &Failure) -> String {

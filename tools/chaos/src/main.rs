@@ -27,6 +27,9 @@
 //!
 //! `--interleaving` replaces the random schedule with the review's scripted
 //! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
+//!
+//! The `full` schedule also runs semaphore clients (issue 19), checked on
+//! their own: never more holders than the limit (see `semaphore`).
 
 mod burst;
 mod checks;
@@ -48,6 +51,7 @@ mod replicas;
 mod report;
 mod run;
 mod rw;
+mod semaphore;
 mod sessions;
 
 use clap::Parser;

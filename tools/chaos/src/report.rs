@@ -127,6 +127,14 @@ impl Figures {
             ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{},\"violations\":{}}}}}",
             rw.shared, rw.exclusive, rw.shared_overlaps, rw.violations
         );
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"semaphore\":{{\"limit\":{},\"grants\":{},\"most_at_once\":{}}}}}",
+            crate::semaphore::LIMIT,
+            self.semaphore.grants,
+            self.semaphore.most_at_once
+        );
         out
     }
 
@@ -214,6 +222,13 @@ impl Figures {
             s,
             "  read-write        {} shared grants, {} exclusive, {} pairs of shared ones overlapping",
             rw.shared, rw.exclusive, rw.shared_overlaps
+        );
+        let _ = writeln!(
+            s,
+            "  semaphore         limit {}: {} permits granted, at most {} held at once",
+            crate::semaphore::LIMIT,
+            self.semaphore.grants,
+            self.semaphore.most_at_once
         );
         let b = &self.bursts;
         let _ = writeln!(

@@ -13,6 +13,7 @@ use crate::history::{Clock, History};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
 use crate::rw;
+use crate::semaphore;
 use crate::sessions;
 use crate::Args;
 use redlockd_testkit::masters::LocalMasters;
@@ -162,6 +163,13 @@ pub(crate) async fn run(
         );
         frozen_tasks.push(tokio::spawn(run));
     }
+    let semaphore_clients = match args.schedule {
+        Schedule::Full => semaphore::CLIENTS,
+        _ => 0,
+    };
+    let semaphore_tasks: Vec<_> = (0..semaphore_clients)
+        .map(|id| tokio::spawn(semaphore::client(id, Arc::clone(&shared), args.seed)))
+        .collect();
     let bursts = (args.schedule == Schedule::Full && args.bursts > 0)
         .then(|| burst::times(&plan, budget, args.duration))
         .map(|times| {
@@ -227,6 +235,18 @@ pub(crate) async fn run(
             }
         }
     }
+    let mut permits = Vec::new();
+    for task in semaphore_tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok(grants)) => permits.extend(grants),
+            Ok(Err(error)) => return Err(format!("a semaphore client failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("a semaphore client did not finish within {DRAIN:?}");
+            }
+        }
+    }
     let (fired, burst_calls) = match bursts {
         Some(task) => {
             let abort = task.abort_handle();
@@ -259,11 +279,13 @@ pub(crate) async fn run(
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
     let rw_figures = rw::check(&rw_grants, &mut findings);
+    let semaphore_figures = semaphore::check(&permits, semaphore::LIMIT, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
     figures.frozen = frozen_figures;
     figures.bursts = burst_figures;
     figures.rw = rw_figures;
+    figures.semaphore = semaphore_figures;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);

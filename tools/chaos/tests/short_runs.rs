@@ -42,8 +42,8 @@ fn number(json: &Value, path: &[&str]) -> u64 {
 
 /// 40 s of every fault kind over two replicas (one drained with SIGTERM
 /// while sessions hold locks, session client processes frozen with
-/// SIGSTOP): no violation of any check, and at least 1,000 grants in the
-/// healthy phases.
+/// SIGSTOP, semaphore clients beside the plain ones): no violation of any
+/// check, and at least 1,000 grants in the healthy phases.
 #[test]
 fn full_schedule_finds_no_violation() {
     let (code, json) = chaos(&["--duration", "40", "--seed", "1"]);
@@ -80,6 +80,18 @@ fn full_schedule_finds_no_violation() {
         "{json}"
     );
     assert!(number(&json, &["frozen", "writes"]) > 0, "{json}");
+    // Semaphore clients (issue 19) took permits under the same faults,
+    // never more than the limit at once, with per-permit fences in order
+    // (both counted in `violations` above); the limit was reached.
+    assert!(number(&json, &["semaphore", "grants"]) >= 100, "{json}");
+    assert_eq!(
+        number(&json, &["semaphore", "most_at_once"]),
+        number(&json, &["semaphore", "limit"]),
+        "{json}"
+    );
+    for check in ["semaphore_over_limit", "semaphore_fence_order"] {
+        assert_eq!(number(&json, &["violations_by_check", check]), 0, "{json}");
+    }
     assert_eq!(code, Some(0), "{json}");
 }
 

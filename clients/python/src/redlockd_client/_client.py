@@ -92,6 +92,7 @@ class Client:
         *,
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
+        limit: int = 0,
         shared: bool = False,
     ) -> Lock:
         """Takes the lock on ``resource`` for ``ttl``, waiting up to
@@ -108,7 +109,7 @@ class Client:
         ``shared=True`` takes a read lock: it coexists with other shared
         holders of ``resource``, never with an exclusive one (the default);
         a waiting exclusive caller stops new shared grants."""
-        request = acquire_request(resource, ttl, wait, owner, request_id, shared)
+        request = acquire_request(resource, ttl, wait, owner, request_id, limit, shared)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(
@@ -190,6 +191,7 @@ class Client:
         wait: Optional[Seconds] = None,
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
+        limit: int = 0,
         shared: bool = False,
     ) -> Hold:
         """A lock session, for ``with client.hold(...) as lease:``. The
@@ -198,7 +200,7 @@ class Client:
         return Hold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner, shared=shared),
+            acquire_request(resource, ttl, wait, owner, limit=limit, shared=shared),
             self._deadline(timeout),
         )
 

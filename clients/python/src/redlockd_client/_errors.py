@@ -37,7 +37,8 @@ class LockHeld(RedlockdError):
 
 class LockNotHeld(RedlockdError):
     """FAILED_PRECONDITION: the token no longer holds the lock on a majority
-    of masters (it expired, or was never held)."""
+    of masters (it expired, or was never held); from ``acquire`` with a
+    ``limit``: the resource is held under another limit."""
 
 
 class Unavailable(RedlockdError):

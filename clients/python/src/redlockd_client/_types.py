@@ -37,6 +37,9 @@ class Lock:
     fence: int
     validity: float
     valid_until: float
+    #: A semaphore's permit (``limit`` above 1): which of its permits this
+    #: grant holds; fences are ordered per permit. 0 for a plain lock.
+    permit: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,7 @@ def lock_of(message: lock_pb2.Lock, sent_at: float) -> Lock:
         fence=message.fence,
         validity=validity,
         valid_until=sent_at + validity,
+        permit=message.permit,
     )
 
 
@@ -141,17 +145,25 @@ def acquire_request(
     wait: Optional[Seconds],
     owner: Optional[str],
     request_id: Optional[str] = None,
+    limit: int = 0,
     shared: bool = False,
 ) -> lock_pb2.AcquireRequest:
     """An AcquireRequest; ``wait`` None means try once. ``request_id`` None
     draws a fresh one: every acquisition is idempotent, and a caller that
-    retries passes the same one again. ``shared``: a read lock
-    (``LOCK_MODE_SHARED``), else exclusive."""
+    retries passes the same one again. ``limit`` above 1 asks for a permit
+    of a semaphore, which the daemon does not make idempotent: no request
+    id is sent then (passing one is a ``ValueError``). ``shared``: a read
+    lock (``LOCK_MODE_SHARED``), else exclusive."""
+    if limit < 0:
+        raise ValueError("limit must not be negative")
+    if limit > 1 and request_id is not None:
+        raise ValueError("request_id is not supported with a limit above 1")
     request = lock_pb2.AcquireRequest(
         resource=resource,
         ttl=duration(ttl),
         owner=owner or "",
-        request_id=request_id or new_request_id(),
+        request_id="" if limit > 1 else (request_id or new_request_id()),
+        limit=limit,
         mode=lock_pb2.LOCK_MODE_SHARED if shared else lock_pb2.LOCK_MODE_EXCLUSIVE,
     )
     if wait is not None:

@@ -222,6 +222,10 @@ pub struct RedlockConfig {
     /// Longest resource name accepted, in bytes. It bounds the size of keys
     /// written to the masters and the memory one request can use.
     pub max_resource_len: usize,
+    /// Largest `AcquireRequest.limit` accepted (a semaphore's permits, issue
+    /// 19): a failed attempt tries every permit, one round each, so the
+    /// limit bounds the work of one attempt.
+    pub max_semaphore_limit: u32,
     /// Shortest pause between two acquire attempts. Pauses are drawn at
     /// random in `[retry_delay_min, retry_delay_max]`, so that clients which
     /// split the votes between them do not collide again in lock-step.
@@ -287,6 +291,7 @@ impl Default for RedlockConfig {
             max_lock_delay: Duration::from_secs(60),
             max_hold_at_least: Duration::from_secs(60 * 60),
             max_resource_len: 512,
+            max_semaphore_limit: 64,
             retry_delay_min: Duration::from_millis(5),
             retry_delay_max: Duration::from_millis(50),
             fence_ttl: Duration::from_secs(168 * 60 * 60),
@@ -312,6 +317,7 @@ impl fmt::Debug for RedlockConfig {
             .field("max_lock_delay", &self.max_lock_delay)
             .field("max_hold_at_least", &self.max_hold_at_least)
             .field("max_resource_len", &self.max_resource_len)
+            .field("max_semaphore_limit", &self.max_semaphore_limit)
             .field("retry_delay_min", &self.retry_delay_min)
             .field("retry_delay_max", &self.retry_delay_max)
             .field("fence_ttl", &self.fence_ttl)

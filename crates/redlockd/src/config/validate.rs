@@ -20,6 +20,10 @@ pub const DRIFT_FACTOR_LIMIT: f64 = 0.5;
 /// for up to one lease; a day is already a very long outage.
 pub const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Largest accepted `redlock.max_semaphore_limit`: a master checks up to
+/// this many permit keys in one command (`crate::node::scripts`).
+const MAX_SEMAPHORE_LIMIT: u32 = 1024;
+
 /// Largest accepted `redlock.max_resource_len`, in bytes.
 pub const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
 
@@ -231,6 +235,15 @@ impl RedlockConfig {
                      resource that long",
                     human(self.max_ttl),
                     human(MAX_TTL_LIMIT)
+                ),
+            ));
+        }
+        if !(1..=MAX_SEMAPHORE_LIMIT).contains(&self.max_semaphore_limit) {
+            return Err(invalid(
+                "redlock.max_semaphore_limit",
+                format!(
+                    "{} is not in 1..={MAX_SEMAPHORE_LIMIT}",
+                    self.max_semaphore_limit
                 ),
             ));
         }

@@ -174,6 +174,7 @@ mod tests {
                 resource: "orders/42".into(),
                 token: "t".into(),
                 fence: u64::MAX,
+                permit: 0,
                 validity: Some(prost_types::Duration {
                     seconds: 9,
                     nanos: 500_000_000,

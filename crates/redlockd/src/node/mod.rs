@@ -16,6 +16,7 @@ pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod scripts_rw;
+pub(crate) mod scripts_semaphore;
 pub(crate) mod server_info;
 pub(crate) mod state;
 pub(crate) mod subscriber;
@@ -244,17 +245,39 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
-        let reply = match &keys.readers {
-            Some(readers) => self.run(
+        let reply = if let Some(readers) = &keys.readers {
+            self.run(
                 Op::AcquireShared,
-                vec![key(&keys.lock), key(&keys.fence), key(readers)],
+                vec![
+                    key(&keys.lock),
+                    key(&keys.fence),
+                    key(readers),
+                    key(&keys.limit_record),
+                ],
                 vec![token.expose().into(), millis(ttl)],
-            ),
-            None => self.run(
+            )
+        } else if keys.limit > 1 {
+            self.run(
+                Op::AcquirePermit,
+                vec![
+                    key(&keys.lock),
+                    key(&keys.fence),
+                    key(&keys.base),
+                    key(&keys.limit_record),
+                ],
+                vec![
+                    token.expose().into(),
+                    millis(ttl),
+                    keys.limit.to_string().into(),
+                    millis(keys.limit_ttl),
+                ],
+            )
+        } else {
+            self.run(
                 Op::Acquire,
-                vec![key(&keys.lock), key(&keys.fence)],
+                vec![key(&keys.lock), key(&keys.fence), key(&keys.limit_record)],
                 vec![token.expose().into(), millis(ttl), millis(keys.writer_mark)],
-            ),
+            )
         };
         async move {
             let fields = array(reply.await?)?;
@@ -273,6 +296,7 @@ impl Node for FredNode {
                     holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
                     delayed: true,
                 }),
+                [_, _, _, _limit] => Ok(AcquireVote::Conflict),
                 other => Err(NodeError::Protocol(format!("acquire: {other:?}"))),
             }
         }

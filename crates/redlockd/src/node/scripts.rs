@@ -25,23 +25,25 @@ pub(crate) enum Op {
     Check = 6,
     /// [`INSPECT`].
     Inspect = 7,
+    /// [`super::scripts_semaphore::ACQUIRE_PERMIT`].
+    AcquirePermit = 8,
     /// [`super::scripts_rw::ACQUIRE_SHARED`].
-    AcquireShared = 8,
+    AcquireShared = 9,
     /// [`super::scripts_rw::COMMIT_SHARED`].
-    CommitShared = 9,
+    CommitShared = 10,
     /// [`super::scripts_rw::EXTEND_SHARED`].
-    ExtendShared = 10,
+    ExtendShared = 11,
     /// [`super::scripts_rw::RECREATE_SHARED`].
-    RecreateShared = 11,
+    RecreateShared = 12,
     /// [`super::scripts_rw::RELEASE_SHARED`].
-    ReleaseShared = 12,
+    ReleaseShared = 13,
     /// [`super::scripts_rw::CHECK_SHARED`].
-    CheckShared = 13,
+    CheckShared = 14,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 13] = [
+    pub(crate) const ALL: [Op; 14] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -49,6 +51,7 @@ impl Op {
         Op::Release,
         Op::Check,
         Op::Inspect,
+        Op::AcquirePermit,
         Op::AcquireShared,
         Op::CommitShared,
         Op::ExtendShared,
@@ -67,6 +70,7 @@ impl Op {
             Op::Release => "release",
             Op::Check => "check",
             Op::Inspect => "inspect",
+            Op::AcquirePermit => "acquire_permit",
             Op::AcquireShared => "acquire_shared",
             Op::CommitShared => "commit_shared",
             Op::ExtendShared => "extend_shared",
@@ -86,6 +90,7 @@ impl Op {
             Op::Release => RELEASE,
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
+            Op::AcquirePermit => super::scripts_semaphore::ACQUIRE_PERMIT,
             Op::AcquireShared => super::scripts_rw::ACQUIRE_SHARED,
             Op::CommitShared => super::scripts_rw::COMMIT_SHARED,
             Op::ExtendShared => super::scripts_rw::EXTEND_SHARED,
@@ -179,8 +184,11 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms, writer mark ms.
-/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
+/// KEYS: lock, fence, limit record. ARGV: token, ttl ms, writer mark ms.
+/// Returns `{0, '0', 'limit', limit}` when a semaphore's permit of the
+/// resource is held here (the limit record names its limit, and one of its
+/// permit keys exists: `crate::redlock::semaphore`),
+/// `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
 /// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
 /// (`left` ms until the master's clock reaches the fence hash's `nb`, see
 /// [`COMMIT_FENCE`]).
@@ -197,6 +205,12 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
+local lim = redis.call('GET', KEYS[3])
+if lim then
+  local ks = {}
+  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
 local max = f[1] or '0'
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then

@@ -49,8 +49,10 @@ end
     };
 }
 
-/// KEYS: lock, fence, readers. ARGV: token, ttl ms.
-/// A shared grant on this master: refused (`{0, pttl}`) while an exclusive
+/// KEYS: lock, fence, readers, limit record. ARGV: token, ttl ms.
+/// A shared grant on this master: refused as [`super::scripts::ACQUIRE`]
+/// refuses (`{0, '0', 'limit', limit}`) while a semaphore's permit of the
+/// resource is held here; refused (`{0, pttl}`) while an exclusive
 /// token holds the lock key, or while a writer-waiting marker runs (`{0,
 /// left}`: until it ends), or, the key being free, while a lock-delay runs
 /// (`{0, left, 'delay'}`, as [`super::scripts::ACQUIRE`]). Else adds the
@@ -58,6 +60,12 @@ end
 /// the exclusive acquire.
 pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(
     r#"
+local lim = redis.call('GET', KEYS[4])
+if lim then
+  local ks = {}
+  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww')
 local max = f[1] or '0'
 local held = redis.call('GET', KEYS[1])

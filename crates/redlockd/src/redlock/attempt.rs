@@ -115,18 +115,27 @@ impl Redlock {
             () = stop.as_mut() => return Err(LockError::Cancelled.into()),
             admitted = self.admission.acquisition() => admitted?,
         };
-        let token = match who.fixed {
-            Some(token) => token.clone(),
-            None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
-            None => Token::generate().map_err(LockError::from)?,
-        };
-        let subject = self.subject_marking(resource, token, who.waits);
         stats.attempts += 1;
         // The queue's front waiter's clean-up must not wake itself.
         let cleanup = match front {
             true => WakeWaiters::NotSelf,
             false => WakeWaiters::IfDeleted,
         };
+        if who.holder.limit > 1 {
+            let result =
+                Box::pin(self.attempt_permit(resource, ttl, who.holder, &admitted, cleanup)).await;
+            match &result {
+                Ok(lock) => metrics::grant(lock.validity, ttl),
+                Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
+            }
+            return result;
+        }
+        let token = match who.fixed {
+            Some(token) => token.clone(),
+            None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
+            None => Token::generate().map_err(LockError::from)?,
+        };
+        let subject = self.subject_marking(resource, token, who.waits);
         // Boxed: the round's state (its futures, tallies, replies) is then
         // allocated only once admitted, not carried inline by every caller's
         // future while it waits in the admission queue. With 10,000 `Hold`
@@ -146,7 +155,9 @@ impl Redlock {
         })
     }
 
-    async fn attempt_once(
+    /// One acquire round and one commit round for `subject`'s keys: the
+    /// fence and the validity of the grant.
+    pub(super) async fn attempt_once(
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
@@ -158,6 +169,7 @@ impl Redlock {
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
         let mut delayed = false;
+        let mut conflicts = 0;
         let votes = self
             .round(
                 subject,
@@ -175,6 +187,10 @@ impl Redlock {
                         tally.count(Vote::No);
                         refusals.extend(holder_ttl);
                         delayed |= by_delay;
+                    }
+                    Reply::Acquire(AcquireVote::Conflict) => {
+                        tally.count(Vote::No);
+                        conflicts += 1;
                     }
                     _ => tally.count(Vote::No),
                 },
@@ -194,6 +210,9 @@ impl Redlock {
                 // Refused (also) because a vanished holder's lock-delay
                 // still runs on some master: counted once per attempt.
                 metrics::lock_delay_refusal();
+            }
+            if conflicts >= self.quorum.needed() {
+                return Err(LockError::LimitConflict.into());
             }
             return Err(if votes.refused_by_majority() {
                 Failure {

@@ -49,6 +49,13 @@ pub enum LockError {
          restarted without their data): release it and acquire anew for a fence"
     )]
     FenceUnknown,
+    /// A majority of masters hold the resource under another limit (a
+    /// plain lock, or a semaphore of another size): the limit is part of
+    /// the resource's identity (see `super::semaphore`).
+    #[error(
+        "the resource is held under another limit (a plain lock, or a semaphore of another limit)"
+    )]
+    LimitConflict,
     /// The caller's deadline passed before the operation completed.
     #[error("the caller's deadline passed")]
     DeadlineExceeded,

@@ -44,17 +44,53 @@ pub struct LockKeys {
     /// because shared holders hold there refuses new shared grants (the
     /// writer-waiting marker, [`super::rw`]). Zero: sets none.
     pub writer_mark: Duration,
+    /// The resource's limit record (see the module doc): read by every
+    /// acquisition, written by a permit's.
+    pub limit_record: String,
+    /// The resource's plain lock key (for a plain lock: `lock`), whose
+    /// permits' keys are it, 0x1f, the index.
+    pub base: String,
+    /// The semaphore's limit when acquiring one of its permits; 0 for a
+    /// plain lock, and for any operation but an acquisition.
+    pub limit: u32,
+    /// How long the limit record lives after a permit's grant (the
+    /// engine's `fence_ttl`); zero when `limit` is.
+    pub limit_ttl: std::time::Duration,
 }
 
 impl LockKeys {
     /// Keys for `resource` under `prefix`.
     pub fn new(prefix: &str, resource: &str) -> LockKeys {
+        let lock = format!("{prefix}lock:{resource}");
         LockKeys {
-            lock: format!("{prefix}lock:{resource}"),
+            base: lock.clone(),
+            lock,
             fence: format!("{prefix}fence:{resource}"),
             channel: release_channel(prefix),
             readers: None,
             writer_mark: Duration::ZERO,
+            limit_record: format!("{prefix}limit:{resource}"),
+            limit: 0,
+            limit_ttl: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Keys of permit `index` of the semaphore on `resource`, acquired
+    /// under `limit` with the limit record living `limit_ttl` (`(0, 0)`
+    /// when not acquiring).
+    pub fn permit(
+        prefix: &str,
+        resource: &str,
+        index: u32,
+        (limit, limit_ttl): (u32, std::time::Duration),
+    ) -> LockKeys {
+        let plain = LockKeys::new(prefix, resource);
+        LockKeys {
+            lock: format!("{}{PERMIT_SEPARATOR}{index}", plain.lock),
+            fence: format!("{}{PERMIT_SEPARATOR}{index}", plain.fence),
+            limit,
+            limit_ttl,
+            ..plain
         }
     }
 
@@ -75,6 +111,10 @@ impl LockKeys {
         keys
     }
 }
+
+/// Between a resource's key and a permit's index: a control character, which
+/// resource names cannot contain. The scripts spell it `'\31'`.
+pub(crate) const PERMIT_SEPARATOR: char = '\u{1f}';
 
 /// The pub/sub channel on which releases are announced under `prefix`.
 pub(crate) fn release_channel(prefix: &str) -> String {
@@ -99,6 +139,13 @@ mod tests {
         assert_eq!(k.fence, "redlock:fence:orders/42");
         assert_eq!(k.channel, "redlock:released");
         assert_eq!(horizon_key("redlock:"), "redlock:horizon");
+        assert_eq!(k.limit_record, "redlock:limit:orders/42");
+        let p = LockKeys::permit("redlock:", "orders/42", 2, (3, std::time::Duration::ZERO));
+        assert_eq!(p.lock, "redlock:lock:orders/42\u{1f}2");
+        assert_eq!(p.fence, "redlock:fence:orders/42\u{1f}2");
+        assert_eq!(p.base, "redlock:lock:orders/42");
+        assert_eq!(p.limit_record, k.limit_record);
+        assert_eq!(p.limit, 3);
         assert_eq!(k.readers, None);
     }
 

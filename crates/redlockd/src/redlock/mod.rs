@@ -10,8 +10,10 @@
 //! out (a timed-out SET may still have landed).
 //!
 //! Files: [`attempt`] (one acquisition attempt), [`wait`] (waiting for a held
-//! resource, first come first served, woken by releases), [`session`]
-//! (keeping a lock alive), [`round`] (sending a command to the masters).
+//! resource, first come first served, woken by releases), [`semaphore`]
+//! (a permit of a semaphore), [`session`] (keeping a lock alive), [`round`]
+//! (sending a command to the masters), [`held`] (counting the locks handed
+//! out, for the dashboard).
 
 pub(crate) mod admin;
 pub(crate) mod admission;
@@ -23,6 +25,7 @@ pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
+pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod node;
 pub(crate) mod notices;
@@ -31,6 +34,9 @@ pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
 pub(crate) mod rw;
+pub(crate) mod semaphore;
+#[cfg(test)]
+mod semaphore_tests;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
@@ -124,6 +130,9 @@ pub struct Holder {
     /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
     /// token carries the mode.
     pub shared: bool,
+    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
+    /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
+    pub limit: u32,
 }
 
 impl Holder {
@@ -135,6 +144,7 @@ impl Holder {
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
             shared: false,
+            limit: 0,
         }
     }
 
@@ -146,7 +156,13 @@ impl Holder {
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
             shared: false,
+            limit: 0,
         }
+    }
+
+    /// This holder, taking a permit of a semaphore of `limit` (issue 19).
+    pub fn with_limit(self, limit: u32) -> Holder {
+        Holder { limit, ..self }
     }
 
     /// This holder, with the lock's terms (issue 18).
@@ -222,6 +238,8 @@ pub struct Redlock {
     turns: turns::Turns,
     /// This replica's name in session records ([`Holder::session`]).
     replica: String,
+    /// The locks handed out and not yet ended, for the held-locks gauge.
+    held: held::HeldLocks,
 }
 
 impl Redlock {
@@ -244,6 +262,7 @@ impl Redlock {
             recreations: Arc::default(),
             turns: turns::Turns::default(),
             replica: replica_name(),
+            held: held::HeldLocks::default(),
         })
     }
 
@@ -270,6 +289,12 @@ impl Redlock {
     /// Acquisitions currently queued for admission (see [`admission`]).
     pub fn queued(&self) -> usize {
         self.admission.queued()
+    }
+
+    /// Locks handed out through this replica that are still within their
+    /// validity and not released through it (see [`held`]).
+    pub fn held_locks(&self) -> usize {
+        self.held.count()
     }
 
     /// The adaptive bound on acquisitions in flight now (see [`admission`]).
@@ -337,6 +362,7 @@ impl Redlock {
                     .validity(ttl, self.settings.drift_factor)
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
+                self.held.hold(token, deadline);
                 // Any two majorities intersect, so a master of this round
                 // took part in the grant's commit and reports its fence,
                 // unless it lost the record since (a restart).
@@ -402,6 +428,7 @@ impl Redlock {
         token: &Token,
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
+        self.held.forget(token);
         self.recreations.cancel(resource, token).await;
         let subject = self.subject(resource, token.clone());
         let deadline = self.round_deadline(Instant::now());
@@ -533,6 +560,8 @@ impl Redlock {
         tally
     }
 
+    /// The keys `token` acts on: a permit's own (its index is in the
+    /// token, see [`semaphore`]) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
         self.subject_marking(resource, token, false)
     }
@@ -541,12 +570,16 @@ impl Redlock {
     /// writer-waiting marker where shared holders refuse it ([`rw`]); a
     /// try-lock (no wait) does not hold readers back.
     fn subject_marking(&self, resource: &str, token: Token, waits: bool) -> Arc<Subject> {
+        let prefix = &self.settings.key_prefix;
         let mark = match waits {
             true => rw::writer_mark(self.settings.wait_fallback),
             false => Duration::ZERO,
         };
         Arc::new(Subject {
-            keys: LockKeys::for_token(&self.settings.key_prefix, resource, &token, mark),
+            keys: match token.permit() {
+                Some(index) => LockKeys::permit(prefix, resource, index, (0, Duration::ZERO)),
+                None => LockKeys::for_token(prefix, resource, &token, mark),
+            },
             resource: resource.to_owned(),
             token,
         })

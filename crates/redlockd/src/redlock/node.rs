@@ -34,6 +34,10 @@ pub enum AcquireVote {
         /// The key was free, but a lock-delay still ran (issue 18).
         delayed: bool,
     },
+    /// The resource is held here under another limit (a plain lock where
+    /// a semaphore's permit was asked, a semaphore of another limit, or
+    /// a semaphore where a plain lock was asked; see `super::semaphore`).
+    Conflict,
 }
 
 /// One master's answer to the extend script.
@@ -114,7 +118,9 @@ pub trait Node: Send + Sync {
     }
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
-    /// the master's clock in the same atomic step.
+    /// the master's clock in the same atomic step. Refused with
+    /// [`AcquireVote::Conflict`] where the resource is held under another
+    /// limit than `keys.limit` (see `super::semaphore`).
     fn acquire(
         &self,
         keys: &LockKeys,

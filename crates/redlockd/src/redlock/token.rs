@@ -14,6 +14,10 @@ const TOKEN_BYTES: usize = 16;
 /// prefix [`SHARED_PREFIX`]: the mode travels with the token, so Extend,
 /// Release and Validate, which carry only the resource and the token, find
 /// the holder in the right structure on the masters (`super::rw`).
+///
+/// A semaphore permit's token carries its permit's index after a dot
+/// (`<32 hex>.<index>`, see `super::semaphore`): the index is public, the
+/// 128 random bits stay the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Token(String);
 
@@ -48,14 +52,33 @@ impl Token {
         Ok(Token(text))
     }
 
+    /// A fresh token for permit `index` of a semaphore (see
+    /// `super::semaphore`): a generated token, a dot, the index in decimal.
+    pub fn generate_permit(index: u32) -> Result<Token, TokenError> {
+        let Token(random) = Token::generate()?;
+        Ok(Token(format!("{random}.{index}")))
+    }
+
+    /// The permit index a semaphore permit's token carries; `None` for a
+    /// plain lock's token.
+    pub fn permit(&self) -> Option<u32> {
+        let (_, index) = self.0.split_once('.')?;
+        index.parse().ok()
+    }
+
     /// Accepts a token a client sent back, if it has the shape of one we issue.
     pub fn parse(text: &str) -> Result<Token, TokenError> {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }
-        let hex = text.strip_prefix(SHARED_PREFIX).unwrap_or(text);
-        let well_formed = hex.len() == TOKEN_BYTES * 2
-            && hex
+        let unprefixed = text.strip_prefix(SHARED_PREFIX).unwrap_or(text);
+        let random = match unprefixed.split_once('.') {
+            Some((random, index)) if is_permit_index(index) => random,
+            Some(_) => return Err(TokenError::Malformed),
+            None => unprefixed,
+        };
+        let well_formed = random.len() == TOKEN_BYTES * 2
+            && random
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if well_formed {
@@ -153,6 +176,14 @@ impl Token {
     }
 }
 
+/// A permit index as issued: decimal, no leading zero, at most 5 digits
+/// (far above any configurable limit).
+fn is_permit_index(text: &str) -> bool {
+    (1..=5).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'))
+}
+
 fn hex_digit(nibble: u8) -> char {
     char::from(b"0123456789abcdef"[usize::from(nibble & 0x0f)])
 }
@@ -237,5 +268,28 @@ mod tests {
         assert_eq!(Token::parse(shared.expose()), Ok(shared.clone()));
         assert!(Token::parse(shared.expose()).expect("parses").is_shared());
         assert_eq!(&shared.expose()[1..], plain.expose());
+    }
+
+    /// Permit tokens: a token, a dot and a decimal index; the index is read
+    /// back, and malformed suffixes are refused.
+    #[test]
+    fn permit_tokens() {
+        let t = Token::generate_permit(7).expect("OS RNG");
+        assert_eq!(t.permit(), Some(7));
+        assert_eq!(Token::parse(t.expose()), Ok(t.clone()));
+        assert_eq!(Token::generate().expect("OS RNG").permit(), None);
+        let hex = "0f".repeat(16);
+        assert_eq!(
+            Token::parse(&format!("{hex}.0")).map(|t| t.permit()),
+            Ok(Some(0))
+        );
+        for bad in [".", ".01", ".x", ".123456", ".-1", ".1.2"] {
+            assert_eq!(
+                Token::parse(&format!("{hex}{bad}")),
+                Err(TokenError::Malformed),
+                "{bad}"
+            );
+        }
+        assert_eq!(Token::parse("ab.1"), Err(TokenError::Malformed));
     }
 }

@@ -306,12 +306,16 @@ impl Redlock {
                     .await
                 {
                     Ok(granted) => {
-                        place.granted(Instant::now() + ttl);
+                        // A semaphore's next waiter tries at once: other
+                        // permits may be free (see `super::semaphore`).
+                        if who.holder.limit <= 1 {
+                            place.granted(Instant::now() + ttl);
+                        }
                         return Ok(granted);
                     }
                     Err(failure) => {
                         let now = Instant::now();
-                        if now >= give_up_at {
+                        if now >= give_up_at || matches!(failure.error, LockError::LimitConflict) {
                             return Err(failure.error);
                         }
                         let pause = self.pause_after(&failure, now - started);
@@ -364,7 +368,7 @@ impl Redlock {
                 Err(failure) => failure,
             };
             let remaining = give_up_at.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
+            if remaining.is_zero() || matches!(failure.error, LockError::LimitConflict) {
                 return Err(failure.error);
             }
             let mut pause = self.settings.retry.delay(&mut rand::rng(), remaining);
@@ -450,7 +454,12 @@ impl Future for DetachedAcquire {
             .poll(cx)
             .map(|answer| match answer {
                 // Delivered: the turn passes on.
-                Ok((result, _turn)) => result,
+                Ok((result, _turn)) => {
+                    if let Ok(lock) = &result {
+                        self.engine.held.hold(&lock.token, lock.deadline);
+                    }
+                    result
+                }
                 Err(_) => Err(LockError::Internal(
                     "the acquisition task ended without an answer",
                 )),

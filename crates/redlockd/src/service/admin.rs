@@ -176,6 +176,7 @@ mod tests {
             max_ttl: Duration::from_secs(60),
             max_wait: Duration::from_secs(60),
             max_resource_len: 16,
+            max_semaphore_limit: 64,
             max_lock_delay: Duration::from_secs(60),
             max_hold_at_least: Duration::from_secs(60),
         }

@@ -95,6 +95,7 @@ impl From<Lock> for pb::Lock {
             resource: lock.resource,
             token: lock.token.expose().to_owned(),
             fence: lock.fence,
+            permit: lock.token.permit().unwrap_or(0),
             // Counted down from the engine's deadline to this moment.
             validity: Some(proto_duration(lock.deadline.left())),
         }
@@ -268,6 +269,7 @@ impl LockApi {
     ) -> Result<Lock, LockError> {
         let holder = Holder::unary(&args.owner)
             .with_terms(args.lock_delay, args.hold_at_least)
+            .with_limit(args.limit)
             .with_shared(args.shared);
         let request::AcquireArgs {
             resource,

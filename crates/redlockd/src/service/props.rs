@@ -17,6 +17,7 @@ fn limits() -> Limits {
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),
         max_resource_len: 64,
+        max_semaphore_limit: 64,
         max_lock_delay: Duration::from_secs(60),
         max_hold_at_least: Duration::from_secs(3600),
     }

@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Longest resource name, in bytes.
     pub max_resource_len: usize,
+    /// `redlock.max_semaphore_limit`.
+    pub max_semaphore_limit: u32,
     /// Longest `lock_delay` accepted.
     pub max_lock_delay: Duration,
     /// Longest `hold_at_least` accepted.
@@ -50,6 +52,7 @@ impl From<&RedlockConfig> for Limits {
             max_ttl: config.max_ttl,
             max_wait: config.max_wait,
             max_resource_len: config.max_resource_len,
+            max_semaphore_limit: config.max_semaphore_limit,
             max_lock_delay: config.max_lock_delay,
             max_hold_at_least: config.max_hold_at_least,
         }
@@ -76,6 +79,8 @@ pub struct AcquireArgs {
     pub request_id: Option<RequestId>,
     /// `mode` is SHARED: a read lock (`crate::redlock::rw`).
     pub shared: bool,
+    /// `limit`: above 1, a permit of a semaphore (issue 19).
+    pub limit: u32,
 }
 
 /// A valid Extend.
@@ -114,9 +119,25 @@ impl Limits {
             "" => None,
             text => Some(RequestId::parse(text).map_err(|e| invalid("request_id", e.to_string()))?),
         };
+        if request.limit > self.max_semaphore_limit {
+            return Err(invalid(
+                "limit",
+                format!(
+                    "{} is over redlock.max_semaphore_limit {}",
+                    request.limit, self.max_semaphore_limit
+                ),
+            ));
+        }
+        if request.limit > 1 && request_id.is_some() {
+            return Err(invalid(
+                "request_id",
+                "not supported with a limit above 1 (a semaphore's permit)",
+            ));
+        }
         let shared = shared_mode(&request)?;
         Ok(AcquireArgs {
             shared,
+            limit: request.limit,
             request_id,
             ttl: self.ttl("ttl", request.ttl)?,
             wait: self.wait(request.wait)?,
@@ -250,6 +271,9 @@ fn shared_mode(request: &pb::AcquireRequest) -> Result<bool, InvalidRequest> {
                     "SHARED takes no lock_delay or hold_at_least",
                 ));
             }
+            if request.limit > 1 {
+                return Err(invalid("mode", "SHARED takes no limit above 1"));
+            }
             Ok(true)
         }
         Err(_) => Err(invalid(
@@ -273,6 +297,7 @@ mod tests {
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(300),
             max_resource_len: 8,
+            max_semaphore_limit: 4,
             max_lock_delay: Duration::from_secs(60),
             max_hold_at_least: Duration::from_secs(3600),
         }
@@ -296,7 +321,35 @@ mod tests {
             lock_delay: None,
             hold_at_least: None,
             mode: 0,
+            limit: 0,
         })
+    }
+
+    /// `limit` over the maximum, or with a request id, is refused naming
+    /// the field; up to the maximum it passes through.
+    #[test]
+    fn semaphore_limit() {
+        let with = |limit: u32, request_id: &str| {
+            limits().acquire(pb::AcquireRequest {
+                resource: "r".into(),
+                ttl: secs(1, 0),
+                limit,
+                request_id: request_id.into(),
+                ..Default::default()
+            })
+        };
+        assert_eq!(with(4, "").map(|a| a.limit), Ok(4));
+        assert_eq!(with(0, "").map(|a| a.limit), Ok(0));
+        assert_eq!(
+            with(5, "").map(|a| a.limit).map_err(|e| e.field),
+            Err("limit")
+        );
+        let id = "A".repeat(22);
+        assert_eq!(with(1, &id).map(|a| a.limit), Ok(1));
+        assert_eq!(
+            with(2, &id).map(|a| a.limit).map_err(|e| e.field),
+            Err("request_id")
+        );
     }
 
     fn with_terms(
@@ -340,6 +393,14 @@ mod tests {
         assert_eq!(field_of(with_mode(-1, None)), "mode");
         assert_eq!(field_of(with_mode(1, secs(1, 0))), "mode");
         assert!(!with_mode(0, secs(1, 0)).expect("terms are fine").shared);
+        let semaphore = limits().acquire(pb::AcquireRequest {
+            resource: "r".into(),
+            ttl: secs(1, 0),
+            mode: pb::LockMode::Shared as i32,
+            limit: 2,
+            ..Default::default()
+        });
+        assert_eq!(field_of(semaphore), "mode");
     }
 
     /// lock_delay and hold_at_least: absent is zero, bounds are inclusive,

@@ -22,7 +22,9 @@ pub(crate) fn code(error: &LockError) -> Code {
         LockError::Limit(_) | LockError::Overloaded { .. } | LockError::Backlogged(_) => {
             Code::ResourceExhausted
         }
-        LockError::NotHeld(_) | LockError::FenceUnknown => Code::FailedPrecondition,
+        LockError::NotHeld(_) | LockError::FenceUnknown | LockError::LimitConflict => {
+            Code::FailedPrecondition
+        }
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,
         LockError::Cancelled => Code::Cancelled,
@@ -111,6 +113,7 @@ mod tests {
         let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
         assert_eq!(code(&LockError::Contended(tally)), Code::Aborted);
         assert_eq!(code(&LockError::NotHeld(tally)), Code::FailedPrecondition);
+        assert_eq!(code(&LockError::LimitConflict), Code::FailedPrecondition);
         assert_eq!(code(&LockError::NoQuorum(tally)), Code::Unavailable);
         assert_eq!(code(&LockError::Backlogged(tally)), Code::ResourceExhausted);
         assert_eq!(code(&LockError::Expired(tally)), Code::Unavailable);

@@ -17,19 +17,21 @@ LOCK_MODE_EXCLUSIVE: LockMode
 LOCK_MODE_SHARED: LockMode
 
 class Lock(_message.Message):
-    __slots__ = ("resource", "token", "fence", "validity")
+    __slots__ = ("resource", "token", "fence", "validity", "permit")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     VALIDITY_FIELD_NUMBER: _ClassVar[int]
+    PERMIT_FIELD_NUMBER: _ClassVar[int]
     resource: str
     token: str
     fence: int
     validity: _duration_pb2.Duration
-    def __init__(self, resource: _Optional[str] = ..., token: _Optional[str] = ..., fence: _Optional[int] = ..., validity: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    permit: int
+    def __init__(self, resource: _Optional[str] = ..., token: _Optional[str] = ..., fence: _Optional[int] = ..., validity: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., permit: _Optional[int] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "mode")
+    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "mode", "limit")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +40,7 @@ class AcquireRequest(_message.Message):
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     HOLD_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     resource: str
     ttl: _duration_pb2.Duration
     wait: _duration_pb2.Duration
@@ -46,7 +49,8 @@ class AcquireRequest(_message.Message):
     lock_delay: _duration_pb2.Duration
     hold_at_least: _duration_pb2.Duration
     mode: LockMode
-    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+    limit: int
+    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[_Union[LockMode, str]] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
     __slots__ = ("lock",)

@@ -1,0 +1,191 @@
+//! Semaphores (issue 19): at most `limit` holders of a resource at once,
+//! each with its own token and fence (`AcquireRequest.limit`; 0 or 1 is the
+//! plain lock, unchanged).
+//!
+//! # Design: each permit is its own mutex
+//!
+//! A semaphore of limit L on resource R has L permits, numbered 0..L. Permit
+//! `i` is an ordinary Redlock lock on keys of its own (the lock key and the
+//! fence hash of R followed by the byte 0x1f and `i`, see
+//! [`super::keys`]). An acquisition attempt tries the permits one after the
+//! other, in an order drawn at random per attempt, and each try is exactly
+//! the plain lock's attempt ([`Redlock::attempt_once`]: acquire round, fence
+//! commit round, clean-up on failure) on that permit's keys; the first grant
+//! ends the attempt. The grant's token carries the permit's index
+//! (`<token>.<i>`, see [`super::Token::permit`]), so Extend, Release and
+//! Validate, on any replica, find the permit's keys from (R, token) with no
+//! shared state, and run unchanged. The index is public; the 128 random bits
+//! before it remain the secret.
+//!
+//! # Safety: never more than L holders
+//!
+//! Each permit key is a mutex by the plain lock's argument (any two
+//! majorities share a master, where `SET NX` lets only one token hold the
+//! key at a time, within the lock's validity). A holder of the semaphore
+//! holds one of the L permit keys, each by at most one holder at a time:
+//! at most L holders. Nothing is counted per master, so the over-admission
+//! of a per-master holder count (limit 2, five masters, three callers that
+//! each win three masters while no master counts more than two) cannot
+//! happen: two of those three callers would need the same permit key on
+//! intersecting majorities.
+//!
+//! # The limit is part of the identity
+//!
+//! Permits of all limits share their keys by index, so a limit-3 caller
+//! would take permit 2 beside two limit-2 holders: three holders where the
+//! limit-2 callers count on two. Each master therefore keeps a limit record
+//! per resource (`limit:R`, the limit of the latest permit grant there) and
+//! refuses with a conflict, atomically with the `SET NX` attempt
+//! (`crate::node::scripts_semaphore`):
+//! - a permit where R's plain lock key exists, or where the record names
+//!   another limit and a permit key of that limit exists;
+//! - a plain lock where the record names a limit and one of its permit keys
+//!   exists (`crate::node::scripts::ACQUIRE`).
+//!
+//! The same intersection argument gives: a grant under limit L and a grant
+//! under another limit (or a plain lock) never overlap, because a master of
+//! both majorities holds the earlier one's key when the later one asks, and
+//! its record names the earlier one's limit (it is written with the permit
+//! key, and outlives it: see below). When a majority answers conflict, the
+//! caller gets [`LockError::LimitConflict`] (FAILED_PRECONDITION) at once,
+//! even if it asked to wait; a minority of conflicts counts as refusals.
+//!
+//! Residual: the record expires `fence_ttl` after the latest permit grant
+//! on that master. A permit kept alive by Extends alone for longer than
+//! `fence_ttl` (a week by default) with no grant of the semaphore meanwhile
+//! loses its record there, and a request under another limit is then not
+//! refused by that master: at most max(limits asked) holders.
+//!
+//! # Fences: per permit
+//!
+//! Each permit has its own fence hash, so the plain lock's fence argument
+//! holds per permit: a grant's fence is above every earlier grant's of the
+//! same permit (a permit holder's fence fences a stale holder of the same
+//! permit; `Lock.permit` names it). Fences of different permits are not
+//! ordered among themselves, by choice: one counter shared by the
+//! semaphore's permits would not order them either, since two permits are
+//! held at once by design and two concurrent grants can read the shared
+//! counter before either commits; only the clock floor of
+//! [`super::fence::next_fence`] makes every fence roughly the master's time
+//! of grant.
+//!
+//! # Waiting
+//!
+//! Waiters queue per resource R, as for a plain lock: every permit's
+//! release announces R, so any release wakes the front waiter, which tries
+//! every permit again. A grant does not keep the next waiter waiting
+//! behind it (other permits may be free): it moves up and tries at once.
+//!
+//! # Request ids
+//!
+//! An idempotent Acquire (`request_id`) derives its token from the request
+//! id, before it knows which permit it gets; it is refused with `limit`
+//! above 1 (INVALID_ARGUMENT), rather than half working.
+
+use super::admission::Admitted;
+use super::attempt::Failure;
+use super::keys::LockKeys;
+use super::round::Subject;
+use super::{Holder, Lock, LockError, Redlock, Token, WakeWaiters};
+use rand::seq::SliceRandom;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Redlock {
+    /// One attempt at a permit of the semaphore of `holder.limit` on
+    /// `resource`: tries each permit once, in random order, until one is
+    /// granted. Fails with the first conflict (another limit holds the
+    /// resource), else with an outage's error if any permit's try met one,
+    /// else contended, with the earliest time a permit's holder frees up.
+    pub(super) async fn attempt_permit(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        holder: &Arc<Holder>,
+        admitted: &Admitted<'_>,
+        cleanup: WakeWaiters,
+    ) -> Result<Lock, Failure> {
+        let limit = holder.limit;
+        let mut order: Vec<u32> = (0..limit).collect();
+        order.shuffle(&mut rand::rng());
+        let mut contended: Option<Failure> = None;
+        let mut outage: Option<Failure> = None;
+        for index in order {
+            let subject = Arc::new(Subject {
+                keys: LockKeys::permit(
+                    &self.settings.key_prefix,
+                    resource,
+                    index,
+                    (limit, self.settings.fence_ttl),
+                ),
+                resource: resource.to_owned(),
+                token: Token::generate_permit(index).map_err(LockError::from)?,
+            });
+            match self
+                .attempt_once(&subject, ttl, holder, admitted, cleanup)
+                .await
+            {
+                Ok((fence, (validity, deadline))) => {
+                    return Ok(Lock {
+                        resource: resource.to_owned(),
+                        token: subject.token.clone(),
+                        fence,
+                        validity,
+                        deadline,
+                    })
+                }
+                Err(failure) => match failure.error {
+                    LockError::LimitConflict => return Err(failure),
+                    LockError::Contended(_) => {
+                        contended = Some(earlier_free(contended, failure));
+                    }
+                    _ => outage = Some(failure),
+                },
+            }
+        }
+        Err(outage
+            .or(contended)
+            .unwrap_or_else(|| LockError::Internal("a semaphore without permits").into()))
+    }
+}
+
+/// Of two contended failures, the one whose holder frees up first (an
+/// unknown time counts as never).
+fn earlier_free(kept: Option<Failure>, new: Failure) -> Failure {
+    match kept {
+        Some(kept) => match (kept.holder_free_in, new.holder_free_in) {
+            (Some(a), Some(b)) if b < a => new,
+            (None, Some(_)) => new,
+            _ => kept,
+        },
+        None => new,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redlock::{Quorum, Tally};
+
+    fn contended(free_in: Option<u64>) -> Failure {
+        let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
+        Failure {
+            error: LockError::Contended(tally),
+            holder_free_in: free_in.map(Duration::from_millis),
+        }
+    }
+
+    /// The earliest known time wins; unknown counts as never.
+    #[test]
+    fn earliest_free_permit() {
+        let f = earlier_free(Some(contended(Some(30))), contended(Some(10)));
+        assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
+        let f = earlier_free(Some(contended(Some(10))), contended(Some(30)));
+        assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
+        let f = earlier_free(Some(contended(None)), contended(Some(30)));
+        assert_eq!(f.holder_free_in, Some(Duration::from_millis(30)));
+        let f = earlier_free(Some(contended(Some(5))), contended(None));
+        assert_eq!(f.holder_free_in, Some(Duration::from_millis(5)));
+        assert!(earlier_free(None, contended(None)).holder_free_in.is_none());
+    }
+}
