@@ -24,6 +24,7 @@ against_both_servers!(
     shared_grants_extend_release_validate,
     redlockctl_run_shared,
     a_released_reader_wakes_a_waiting_writer,
+    semaphores_and_readers_exclude_each_other,
 );
 
 const READERS: usize = 8;
@@ -440,4 +441,49 @@ async fn a_released_reader_wakes_a_waiting_writer(flavor: Flavor) {
         after < Duration::from_secs(15),
         "granted {after:?} after the release: not woken by it"
     );
+}
+
+/// A resource is a read-write lock or a semaphore, not both at once: while
+/// a shared grant holds it, a permit request fails with
+/// FAILED_PRECONDITION (as for a plain lock), and while a permit holds it,
+/// so does a shared request; SHARED with a limit is INVALID_ARGUMENT
+/// naming `mode`.
+async fn semaphores_and_readers_exclude_each_other(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    h.start_daemon().await;
+    let (mut c0, mut c1) = (h.client_of(0).await, h.client_of(1).await);
+    let permit = |resource: &str| pb::AcquireRequest {
+        limit: 2,
+        ..request(resource, pb::LockMode::Exclusive, 10_000, 0)
+    };
+    let reader = take(&mut c0, "both/a", pb::LockMode::Shared, 0)
+        .await
+        .expect("shared grant");
+    let refused = c1
+        .acquire(permit("both/a"))
+        .await
+        .expect_err("readers hold");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(release(&mut c0, &reader).await.expect("release"));
+
+    let held = c1
+        .acquire(permit("both/b"))
+        .await
+        .expect("permit")
+        .into_inner()
+        .lock
+        .expect("lock");
+    let refused = take(&mut c0, "both/b", pb::LockMode::Shared, 0)
+        .await
+        .expect_err("a permit holds");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(release(&mut c1, &held).await.expect("release"));
+
+    let both = pb::AcquireRequest {
+        limit: 2,
+        ..request("both/c", pb::LockMode::Shared, 10_000, 0)
+    };
+    let status = c0.acquire(both).await.expect_err("shared with a limit");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("mode"), "{}", status.message());
 }
