@@ -87,9 +87,15 @@
 //!
 //! # Limits
 //!
-//! A shared grant has no `lock_delay` or `hold_at_least` (refused at the
-//! door, naming `mode`); the operator's `Inspect`/`List` see the sentinel
-//! but not the individual shared holders.
+//! A shared grant has no `lock_delay` or `hold_at_least` and no `limit`
+//! above 1 (refused at the door, naming `mode`); the operator's
+//! `Inspect`/`List` see the sentinel but not the individual shared holders.
+//!
+//! Semaphores (`super::semaphore`): a resource is one or the other at a
+//! time. A permit's acquire script refuses while the resource's plain lock
+//! key exists, which the sentinel is; the shared acquire script refuses,
+//! as the exclusive one does, while the limit record names a limit one of
+//! whose permits is held. Both answer FAILED_PRECONDITION.
 
 use std::time::Duration;
 
