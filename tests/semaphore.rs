@@ -284,6 +284,23 @@ async fn limit_is_part_of_the_identity(flavor: Flavor) {
         .await
         .expect_err("limit 1 is the plain lock");
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    // A lock on several resources, one of them the semaphore's, is
+    // refused too (as held: it never stands beside the permits), and
+    // leaves nothing of the other resource behind.
+    let several = pb::AcquireRequest {
+        resources: vec!["sem/id".into(), "sem/other".into()],
+        ttl: ms(30_000),
+        ..Default::default()
+    };
+    let status = b
+        .acquire(several)
+        .await
+        .expect_err("several resources beside limit 2");
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    let other = acquire(&mut b, "sem/other", 30_000, 0)
+        .await
+        .expect("the other resource was left free");
+    assert!(let_go(&mut b, &other).await);
     let second = take(&mut b, "sem/id", 2, 30_000, 5_000)
         .await
         .expect("the same limit");

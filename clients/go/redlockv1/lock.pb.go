@@ -41,6 +41,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How an Acquire (or a Hold's acquire) holds its resource. Each grant,
+// shared or exclusive, has its own token and a fence greater than every
+// earlier conflicting grant's (two shared grants do not conflict). A
+// shared grant's token starts with "s"; Extend, Release and Validate take
+// it as any token. A waiting exclusive caller stops new shared grants (it
+// is not starved by a stream of readers).
+type LockMode int32
+
+const (
+	// The zero value is a real mode, the default (buf's STANDARD rules want
+	// it named LOCK_MODE_UNSPECIFIED): an AcquireRequest that does not set
+	// `mode` (every client written before it existed) asks for today's
+	// exclusive lock, and the name says so.
+	// buf:lint:ignore ENUM_ZERO_VALUE_SUFFIX
+	LockMode_LOCK_MODE_EXCLUSIVE LockMode = 0
+	// A read lock: coexists with other SHARED holders of the resource.
+	LockMode_LOCK_MODE_SHARED LockMode = 1
+)
+
+// Enum value maps for LockMode.
+var (
+	LockMode_name = map[int32]string{
+		0: "LOCK_MODE_EXCLUSIVE",
+		1: "LOCK_MODE_SHARED",
+	}
+	LockMode_value = map[string]int32{
+		"LOCK_MODE_EXCLUSIVE": 0,
+		"LOCK_MODE_SHARED":    1,
+	}
+)
+
+func (x LockMode) Enum() *LockMode {
+	p := new(LockMode)
+	*p = x
+	return p
+}
+
+func (x LockMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_redlock_v1_lock_proto_enumTypes[0].Descriptor()
+}
+
+func (LockMode) Type() protoreflect.EnumType {
+	return &file_redlock_v1_lock_proto_enumTypes[0]
+}
+
+func (x LockMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockMode.Descriptor instead.
+func (LockMode) EnumDescriptor() ([]byte, []int) {
+	return file_redlock_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
 // A held lock.
 type Lock struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -272,6 +330,11 @@ type AcquireRequest struct {
 	// daemon's redlock.max_hold_at_least; negative or larger is
 	// INVALID_ARGUMENT.
 	HoldAtLeast *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_at_least,json=holdAtLeast,proto3" json:"hold_at_least,omitempty"`
+	// Read-write locks: EXCLUSIVE (the default) is the plain lock; SHARED
+	// holders of a resource coexist with each other, never with an exclusive
+	// holder. See LockMode. An unknown value is INVALID_ARGUMENT naming
+	// `mode`; SHARED with lock_delay, hold_at_least or a limit above 1 too.
+	Mode LockMode `protobuf:"varint,9,opt,name=mode,proto3,enum=redlock.v1.LockMode" json:"mode,omitempty"`
 	// Semaphore: at most `limit` holders of `resource` at once, each with its
 	// own token and fence (Lock.permit says which permit). 0 or 1: a plain
 	// lock (mutex). Above the daemon's redlock.max_semaphore_limit:
@@ -372,6 +435,13 @@ func (x *AcquireRequest) GetHoldAtLeast() *durationpb.Duration {
 		return x.HoldAtLeast
 	}
 	return nil
+}
+
+func (x *AcquireRequest) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_EXCLUSIVE
 }
 
 func (x *AcquireRequest) GetLimit() uint32 {
@@ -1145,7 +1215,7 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\tresources\x18\x05 \x03(\v2\x1a.redlock.v1.LockedResourceR\tresources\"B\n" +
 	"\x0eLockedResource\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
-	"\x05fence\x18\x02 \x01(\x04R\x05fence\"\xea\x02\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\"\x94\x03\n" +
 	"\x0eAcquireRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -1155,7 +1225,8 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12=\n" +
-	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\x12\x14\n" +
+	"\rhold_at_least\x18\a \x01(\v2\x19.google.protobuf.DurationR\vholdAtLeast\x12(\n" +
+	"\x04mode\x18\t \x01(\x0e2\x14.redlock.v1.LockModeR\x04mode\x12\x14\n" +
 	"\x05limit\x18\n" +
 	" \x01(\rR\x05limit\x12\x1c\n" +
 	"\tresources\x18\b \x03(\tR\tresources\"7\n" +
@@ -1196,7 +1267,10 @@ const file_redlock_v1_lock_proto_rawDesc = "" +
 	"\bDraining\x128\n" +
 	"\n" +
 	"release_in\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\treleaseInB\a\n" +
-	"\x05event2\xd9\x02\n" +
+	"\x05event*9\n" +
+	"\bLockMode\x12\x17\n" +
+	"\x13LOCK_MODE_EXCLUSIVE\x10\x00\x12\x14\n" +
+	"\x10LOCK_MODE_SHARED\x10\x012\xd9\x02\n" +
 	"\vLockService\x12B\n" +
 	"\aAcquire\x12\x1a.redlock.v1.AcquireRequest\x1a\x1b.redlock.v1.AcquireResponse\x12?\n" +
 	"\x06Extend\x12\x19.redlock.v1.ExtendRequest\x1a\x1a.redlock.v1.ExtendResponse\x12B\n" +
@@ -1219,60 +1293,63 @@ func file_redlock_v1_lock_proto_rawDescGZIP() []byte {
 	return file_redlock_v1_lock_proto_rawDescData
 }
 
+var file_redlock_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_redlock_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_redlock_v1_lock_proto_goTypes = []any{
-	(*Lock)(nil),                // 0: redlock.v1.Lock
-	(*LockedResource)(nil),      // 1: redlock.v1.LockedResource
-	(*AcquireRequest)(nil),      // 2: redlock.v1.AcquireRequest
-	(*AcquireResponse)(nil),     // 3: redlock.v1.AcquireResponse
-	(*ExtendRequest)(nil),       // 4: redlock.v1.ExtendRequest
-	(*ExtendResponse)(nil),      // 5: redlock.v1.ExtendResponse
-	(*ReleaseRequest)(nil),      // 6: redlock.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 7: redlock.v1.ReleaseResponse
-	(*ValidateRequest)(nil),     // 8: redlock.v1.ValidateRequest
-	(*ValidateResponse)(nil),    // 9: redlock.v1.ValidateResponse
-	(*HoldRequest)(nil),         // 10: redlock.v1.HoldRequest
-	(*HoldEvent)(nil),           // 11: redlock.v1.HoldEvent
-	(*HoldRequest_Release)(nil), // 12: redlock.v1.HoldRequest.Release
-	(*HoldEvent_Released)(nil),  // 13: redlock.v1.HoldEvent.Released
-	(*HoldEvent_Lost)(nil),      // 14: redlock.v1.HoldEvent.Lost
-	(*HoldEvent_Draining)(nil),  // 15: redlock.v1.HoldEvent.Draining
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(LockMode)(0),               // 0: redlock.v1.LockMode
+	(*Lock)(nil),                // 1: redlock.v1.Lock
+	(*LockedResource)(nil),      // 2: redlock.v1.LockedResource
+	(*AcquireRequest)(nil),      // 3: redlock.v1.AcquireRequest
+	(*AcquireResponse)(nil),     // 4: redlock.v1.AcquireResponse
+	(*ExtendRequest)(nil),       // 5: redlock.v1.ExtendRequest
+	(*ExtendResponse)(nil),      // 6: redlock.v1.ExtendResponse
+	(*ReleaseRequest)(nil),      // 7: redlock.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 8: redlock.v1.ReleaseResponse
+	(*ValidateRequest)(nil),     // 9: redlock.v1.ValidateRequest
+	(*ValidateResponse)(nil),    // 10: redlock.v1.ValidateResponse
+	(*HoldRequest)(nil),         // 11: redlock.v1.HoldRequest
+	(*HoldEvent)(nil),           // 12: redlock.v1.HoldEvent
+	(*HoldRequest_Release)(nil), // 13: redlock.v1.HoldRequest.Release
+	(*HoldEvent_Released)(nil),  // 14: redlock.v1.HoldEvent.Released
+	(*HoldEvent_Lost)(nil),      // 15: redlock.v1.HoldEvent.Lost
+	(*HoldEvent_Draining)(nil),  // 16: redlock.v1.HoldEvent.Draining
+	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
 }
 var file_redlock_v1_lock_proto_depIdxs = []int32{
-	16, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
-	1,  // 1: redlock.v1.Lock.resources:type_name -> redlock.v1.LockedResource
-	16, // 2: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 3: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	16, // 4: redlock.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	16, // 5: redlock.v1.AcquireRequest.hold_at_least:type_name -> google.protobuf.Duration
-	0,  // 6: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
-	16, // 7: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 8: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
-	16, // 9: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
-	2,  // 10: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
-	12, // 11: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
-	0,  // 12: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
-	0,  // 13: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
-	13, // 14: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
-	14, // 15: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
-	15, // 16: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
-	16, // 17: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
-	2,  // 18: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
-	4,  // 19: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
-	6,  // 20: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
-	8,  // 21: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
-	10, // 22: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
-	3,  // 23: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
-	5,  // 24: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
-	7,  // 25: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
-	9,  // 26: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
-	11, // 27: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	17, // 0: redlock.v1.Lock.validity:type_name -> google.protobuf.Duration
+	2,  // 1: redlock.v1.Lock.resources:type_name -> redlock.v1.LockedResource
+	17, // 2: redlock.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 3: redlock.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	17, // 4: redlock.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	17, // 5: redlock.v1.AcquireRequest.hold_at_least:type_name -> google.protobuf.Duration
+	0,  // 6: redlock.v1.AcquireRequest.mode:type_name -> redlock.v1.LockMode
+	1,  // 7: redlock.v1.AcquireResponse.lock:type_name -> redlock.v1.Lock
+	17, // 8: redlock.v1.ExtendRequest.ttl:type_name -> google.protobuf.Duration
+	1,  // 9: redlock.v1.ExtendResponse.lock:type_name -> redlock.v1.Lock
+	17, // 10: redlock.v1.ValidateResponse.validity:type_name -> google.protobuf.Duration
+	3,  // 11: redlock.v1.HoldRequest.acquire:type_name -> redlock.v1.AcquireRequest
+	13, // 12: redlock.v1.HoldRequest.release:type_name -> redlock.v1.HoldRequest.Release
+	1,  // 13: redlock.v1.HoldEvent.acquired:type_name -> redlock.v1.Lock
+	1,  // 14: redlock.v1.HoldEvent.extended:type_name -> redlock.v1.Lock
+	14, // 15: redlock.v1.HoldEvent.released:type_name -> redlock.v1.HoldEvent.Released
+	15, // 16: redlock.v1.HoldEvent.lost:type_name -> redlock.v1.HoldEvent.Lost
+	16, // 17: redlock.v1.HoldEvent.draining:type_name -> redlock.v1.HoldEvent.Draining
+	17, // 18: redlock.v1.HoldEvent.Draining.release_in:type_name -> google.protobuf.Duration
+	3,  // 19: redlock.v1.LockService.Acquire:input_type -> redlock.v1.AcquireRequest
+	5,  // 20: redlock.v1.LockService.Extend:input_type -> redlock.v1.ExtendRequest
+	7,  // 21: redlock.v1.LockService.Release:input_type -> redlock.v1.ReleaseRequest
+	9,  // 22: redlock.v1.LockService.Validate:input_type -> redlock.v1.ValidateRequest
+	11, // 23: redlock.v1.LockService.Hold:input_type -> redlock.v1.HoldRequest
+	4,  // 24: redlock.v1.LockService.Acquire:output_type -> redlock.v1.AcquireResponse
+	6,  // 25: redlock.v1.LockService.Extend:output_type -> redlock.v1.ExtendResponse
+	8,  // 26: redlock.v1.LockService.Release:output_type -> redlock.v1.ReleaseResponse
+	10, // 27: redlock.v1.LockService.Validate:output_type -> redlock.v1.ValidateResponse
+	12, // 28: redlock.v1.LockService.Hold:output_type -> redlock.v1.HoldEvent
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_redlock_v1_lock_proto_init() }
@@ -1296,13 +1373,14 @@ func file_redlock_v1_lock_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_redlock_v1_lock_proto_rawDesc), len(file_redlock_v1_lock_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_redlock_v1_lock_proto_goTypes,
 		DependencyIndexes: file_redlock_v1_lock_proto_depIdxs,
+		EnumInfos:         file_redlock_v1_lock_proto_enumTypes,
 		MessageInfos:      file_redlock_v1_lock_proto_msgTypes,
 	}.Build()
 	File_redlock_v1_lock_proto = out.File

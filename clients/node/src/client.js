@@ -42,6 +42,13 @@ const definition = protoLoader.loadSync('redlock/v1/lock.proto', {
 });
 const { LockService } = grpc.loadPackageDefinition(definition).redlock.v1;
 
+/** `AcquireRequest.mode` for the `shared` option (absent: exclusive). */
+function lockMode(shared) {
+  if (shared === undefined || shared === false) return 0;
+  if (shared === true) return 1;
+  throw invalidArgument('shared', 'must be a boolean');
+}
+
 /** Default deadline of a call, beyond the wait it asks for. */
 export const DEFAULT_DEADLINE_MS = 10_000;
 
@@ -240,6 +247,8 @@ export class Client {
         ? noRequestId(options.requestId)
         : options.requestId === undefined ? newRequestId() : requireString(options.requestId, 'requestId'),
       limit: semaphoreLimit(options.limit),
+      // LockMode: 0 LOCK_MODE_EXCLUSIVE (the default), 1 LOCK_MODE_SHARED.
+      mode: lockMode(options.shared),
     };
   }
 

@@ -54,6 +54,12 @@ export interface AcquireOptions extends CallOptions {
    */
   limit?: number;
   /**
+   * A shared (read) lock: it coexists with other shared holders of the
+   * resource, never with an exclusive one (the default, false). A waiting
+   * exclusive caller stops new shared grants, so writers are not starved.
+   */
+  shared?: boolean;
+  /**
    * This call's whole deadline in ms, wait included (default: `waitMs` plus
    * the client's `deadlineMs`). Shorter than the wait: DeadlineExceededError.
    */

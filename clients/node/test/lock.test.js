@@ -67,6 +67,21 @@ test('a resource held elsewhere is LockHeldError (ABORTED)', async () => {
   await client.release(held);
 });
 
+test('shared locks coexist, exclude a writer, and the writer gets a higher fence', async () => {
+  const a = await client.acquire('node/rw', { ttlMs: 10_000, shared: true });
+  const b = await client.acquire('node/rw', { ttlMs: 10_000, shared: true });
+  assert.notEqual(a.token, b.token);
+  assert.ok(a.token.startsWith('s') && b.token.startsWith('s'));
+  await assert.rejects(client.acquire('node/rw', { ttlMs: 10_000 }), LockHeldError);
+  assert.equal(await client.release(a), true);
+  assert.equal(await client.release(b), true);
+  const writer = await client.acquire('node/rw', { ttlMs: 10_000, waitMs: 5_000 });
+  assert.ok(writer.fence > a.fence && writer.fence > b.fence);
+  await assert.rejects(client.acquire('node/rw', { ttlMs: 10_000, shared: true }), LockHeldError);
+  assert.equal(await client.release(writer), true);
+  await assert.rejects(client.acquire('node/rw', { ttlMs: 10_000, shared: 'yes' }), InvalidArgumentError);
+});
+
 test("a waiting acquire is woken by the holder's release, long before the holder's ttl", async () => {
   const holder = await client.acquire('unary/wait', { ttlMs: 60_000 });
   const started = performance.now();

@@ -27,6 +27,7 @@ async function usage(): Promise<bigint> {
   const extended: Lock = await client.extend(lock, { ttlMs: 10_000 });
   const validity: Validity = await client.validate(extended, { deadlineMs: 1000 });
   const wasHeld: boolean = await client.release({ resource: lock.resource, token: lock.token });
+  const reader: Lock = await client.acquire('config/app', { ttlMs: 10_000, shared: true });
 
   const total: number = await client.using('orders/42', { ttlMs: 10_000 }, async (signal: AbortSignal, held: Lock) => {
     signal.throwIfAborted();
@@ -58,6 +59,8 @@ async function usage(): Promise<bigint> {
   const wrong: number = lock.fence;
   // @ts-expect-error durations are milliseconds, not strings
   await client.acquire('orders/42', { ttlMs: '10s' });
+  // @ts-expect-error shared is a boolean, not a mode name
+  await client.acquire('config/app', { ttlMs: 10_000, shared: 'SHARED' });
   // @ts-expect-error a Lease is made by hold(), not constructed
   new Lease();
 

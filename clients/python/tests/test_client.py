@@ -57,6 +57,25 @@ def test_contention_raises_lock_held(client: Client, resource: str) -> None:
     client.release(held)
 
 
+def test_shared_locks_coexist_and_exclude_a_writer(client: Client, resource: str) -> None:
+    first = client.acquire(resource, ttl=10, shared=True)
+    second = client.acquire(resource, ttl=10, shared=True)
+    assert first.token != second.token
+    assert first.token.startswith("s") and second.token.startswith("s")
+    with pytest.raises(LockHeld):
+        client.acquire(resource, ttl=10)
+    assert client.validate(first).held
+    assert client.release(first).was_held
+    assert client.release(second).was_held
+    writer = client.acquire(resource, ttl=10, wait=5)
+    assert writer.fence > max(first.fence, second.fence)
+    with pytest.raises(LockHeld):
+        client.acquire(resource, ttl=10, shared=True)
+    client.release(writer)
+    with client.hold(resource, ttl=5, shared=True) as lease:
+        assert lease.token.startswith("s")
+
+
 def test_wait_is_woken_by_release(client: Client, resource: str) -> None:
     held = client.acquire(resource, ttl=30)
     outcome: dict = {}

@@ -195,6 +195,12 @@ pub(crate) struct RunArgs {
     /// in $REDLOCK_PERMIT.
     #[arg(long, default_value = "0", value_name = "N")]
     pub limit: u32,
+    /// Take a shared (read) lock: it coexists with other --shared holders of
+    /// RESOURCE, never with an exclusive one (the default). A waiting
+    /// exclusive `run` stops new shared grants, so writers are not starved.
+    /// Not with --lock-delay or --at-least.
+    #[arg(long, conflicts_with_all = ["lock_delay", "at_least"])]
+    pub shared: bool,
     /// Who holds the lock, for the daemon's logs.
     #[arg(long, default_value = "redlockctl")]
     pub owner: String,

@@ -44,6 +44,10 @@ pub(crate) async fn run(
             request_id: String::new(),
             lock_delay: Some(proto_duration(args.lock_delay)),
             hold_at_least: Some(proto_duration(args.at_least)),
+            mode: match args.shared {
+                true => pb::LockMode::Shared as i32,
+                false => pb::LockMode::Exclusive as i32,
+            },
             limit: args.limit,
             resources: resources.clone(),
         };

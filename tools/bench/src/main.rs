@@ -31,6 +31,9 @@
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
 //!   the daemon's keepalive bound.
+//! - **Read-write locks** ([`rw`], not in the default list): plain,
+//!   shared and mixed Acquire + Release cycles at C=64, with the masters'
+//!   CPU per cycle.
 //!
 //! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
@@ -55,6 +58,7 @@ mod frozen;
 mod multi;
 mod proc;
 mod report;
+mod rw;
 mod semaphore;
 mod setup;
 mod stats;
@@ -157,6 +161,9 @@ pub enum Workload {
     Burst,
     /// A Hold client process frozen with SIGSTOP.
     Frozen,
+    /// Read-write locks: shared and exclusive-among-readers cycles at
+    /// C=64 beside the plain lock, with the masters' CPU per cycle (`rw.rs`).
+    Rw,
     /// A semaphore's permits beside the plain lock, C = 64.
     Semaphore,
     /// Locks on several resources at once beside the plain lock.
@@ -260,6 +267,9 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
             Workload::Frozen => {
                 let settings = &args.daemon_settings;
                 reports.frozen = frozen::run_all(&args.frozen_ttls, &nodes, settings).await?;
+            }
+            Workload::Rw => {
+                rw::run_all(args, masters, &nodes).await?;
             }
             Workload::Semaphore => reports.semaphore = semaphore::run_all(args, masters).await?,
             Workload::Multi => reports.multi = multi::run_all(args, masters, &nodes).await?,

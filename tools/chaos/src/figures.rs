@@ -77,6 +77,8 @@ pub(crate) struct Figures {
     pub frozen: crate::frozen::FrozenFigures,
     /// Bursts of Acquire calls (`crate::burst`).
     pub bursts: crate::burst::BurstFigures,
+    /// Read-write grants (`crate::rw`).
+    pub rw: crate::rw::RwFigures,
     /// The semaphore's clients (`crate::semaphore`).
     pub semaphore: crate::semaphore::SemaphoreFigures,
 }

@@ -52,6 +52,7 @@ mod registers;
 mod replicas;
 mod report;
 mod run;
+mod rw;
 mod semaphore;
 mod sessions;
 
@@ -110,6 +111,11 @@ pub struct Args {
     /// 0: none.
     #[arg(long, default_value_t = 0)]
     pub multi: usize,
+    /// Read-write locks (issue 19): this many clients take shared and
+    /// exclusive grants of resources of their own, checked for exclusion
+    /// and fence order among conflicting grants (`rw.rs`). 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub rw: u32,
     /// Keep the daemons' logs even when the run passes.
     #[arg(long)]
     pub keep_logs: bool,

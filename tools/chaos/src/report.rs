@@ -126,6 +126,13 @@ impl Figures {
             b.unavailable_healthy,
             b.unavailable_faulted
         );
+        let rw = &self.rw;
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{},\"violations\":{}}}}}",
+            rw.shared, rw.exclusive, rw.shared_overlaps, rw.violations
+        );
         out.pop();
         let _ = write!(
             out,
@@ -215,6 +222,12 @@ impl Figures {
             "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
              client found it gone {} (told lost {}); {} writes by those clients",
             fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+        );
+        let rw = &self.rw;
+        let _ = writeln!(
+            s,
+            "  read-write        {} shared grants, {} exclusive, {} pairs of shared ones overlapping",
+            rw.shared, rw.exclusive, rw.shared_overlaps
         );
         let _ = writeln!(
             s,

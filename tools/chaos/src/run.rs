@@ -12,6 +12,7 @@ use crate::frozen;
 use crate::history::{Clock, History};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
+use crate::rw;
 use crate::semaphore;
 use crate::sessions;
 use crate::Args;
@@ -184,6 +185,15 @@ pub(crate) async fn run(
             );
             tokio::spawn(run)
         });
+    let rw_tasks: Vec<_> = (0..args.rw)
+        .map(|id| {
+            tokio::spawn(rw::client(
+                rw::FIRST_ID + id,
+                Arc::clone(&shared),
+                args.seed,
+            ))
+        })
+        .collect();
     let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
@@ -214,6 +224,18 @@ pub(crate) async fn run(
             Err(_) => {
                 abort.abort();
                 tracing::warn!("a frozen client did not finish within {DRAIN:?} of the deadline");
+            }
+        }
+    }
+    let mut rw_grants = Vec::new();
+    for task in rw_tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok(grants)) => rw_grants.extend(grants),
+            Ok(Err(error)) => return Err(format!("a read-write client failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!("a read-write client did not finish within {DRAIN:?}");
             }
         }
     }
@@ -260,11 +282,13 @@ pub(crate) async fn run(
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
+    let rw_figures = rw::check(&rw_grants, &mut findings);
     let semaphore_figures = semaphore::check(&permits, semaphore::LIMIT, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
     figures.frozen = frozen_figures;
     figures.bursts = burst_figures;
+    figures.rw = rw_figures;
     figures.semaphore = semaphore_figures;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =

@@ -200,3 +200,18 @@ fn multi_resource_grants_find_no_violation() {
     assert!(number(&json, &["multi_resource_grants"]) >= 20, "{json}");
     assert_eq!(code, Some(0), "{json}");
 }
+
+/// 15 s of the full schedule (seed 2: masters restarted empty, slowed)
+/// with six read-write clients (`--rw`, issue 19): no violation, no
+/// exclusive grant beside another grant nor a fence out of order among
+/// conflicting ones, and both modes granted with readers really sharing.
+#[test]
+fn read_write_locks_under_faults() {
+    let (code, json) = chaos(&["--duration", "15", "--seed", "2", "--rw", "6"]);
+    assert_eq!(number(&json, &["violations"]), 0, "{json}");
+    assert_eq!(number(&json, &["rw", "violations"]), 0, "{json}");
+    assert!(number(&json, &["rw", "shared_grants"]) > 0, "{json}");
+    assert!(number(&json, &["rw", "exclusive_grants"]) > 0, "{json}");
+    assert!(number(&json, &["rw", "shared_overlaps"]) > 0, "{json}");
+    assert_eq!(code, Some(0), "{json}");
+}

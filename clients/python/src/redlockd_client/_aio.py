@@ -98,9 +98,10 @@ class AsyncClient:
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
         limit: int = 0,
+        shared: bool = False,
     ) -> Lock:
         """As :meth:`Client.acquire`."""
-        request = acquire_request(resource, ttl, wait, owner, request_id, limit)
+        request = acquire_request(resource, ttl, wait, owner, request_id, limit, shared)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(
@@ -179,12 +180,13 @@ class AsyncClient:
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
         limit: int = 0,
+        shared: bool = False,
     ) -> AsyncHold:
         """As :meth:`Client.hold`, for ``async with``."""
         return AsyncHold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner, limit=limit),
+            acquire_request(resource, ttl, wait, owner, limit=limit, shared=shared),
             self._deadline(timeout),
         )
 

@@ -93,6 +93,7 @@ class Client:
         timeout: Optional[float] = None,
         request_id: Optional[str] = None,
         limit: int = 0,
+        shared: bool = False,
     ) -> Lock:
         """Takes the lock on ``resource`` for ``ttl``, waiting up to
         ``wait`` for the current holder to release it (none: try once).
@@ -106,8 +107,12 @@ class Client:
         grant, so a retry acquires anew. Keep it secret, like a token.
 
         ``resource`` may be a list of names: one lock on all of them at
-        once, all or none (``Lock.resources``; no ``request_id``)."""
-        request = acquire_request(resource, ttl, wait, owner, request_id, limit)
+        once, all or none (``Lock.resources``; no ``request_id``).
+
+        ``shared=True`` takes a read lock: it coexists with other shared
+        holders of ``resource``, never with an exclusive one (the default);
+        a waiting exclusive caller stops new shared grants."""
+        request = acquire_request(resource, ttl, wait, owner, request_id, limit, shared)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(
@@ -190,6 +195,7 @@ class Client:
         owner: Optional[str] = None,
         timeout: Optional[float] = None,
         limit: int = 0,
+        shared: bool = False,
     ) -> Hold:
         """A lock session, for ``with client.hold(...) as lease:``. The
         daemon extends the lock while the block runs; leaving the block
@@ -197,7 +203,7 @@ class Client:
         return Hold(
             self._stub,
             self._metadata,
-            acquire_request(resource, ttl, wait, owner, limit=limit),
+            acquire_request(resource, ttl, wait, owner, limit=limit, shared=shared),
             self._deadline(timeout),
         )
 

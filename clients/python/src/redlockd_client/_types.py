@@ -161,12 +161,14 @@ def acquire_request(
     owner: Optional[str],
     request_id: Optional[str] = None,
     limit: int = 0,
+    shared: bool = False,
 ) -> lock_pb2.AcquireRequest:
     """An AcquireRequest; ``wait`` None means try once. ``request_id`` None
     draws a fresh one: every acquisition is idempotent, and a caller that
     retries passes the same one again. ``limit`` above 1 asks for a permit
     of a semaphore, which the daemon does not make idempotent: no request
-    id is sent then (passing one is a ``ValueError``).
+    id is sent then (passing one is a ``ValueError``). ``shared``: a read
+    lock (``LOCK_MODE_SHARED``), else exclusive.
 
     A list of names asks for all of them at once (``resources``): all or
     none. The daemon offers no ``request_id`` for those, so none is drawn
@@ -175,6 +177,7 @@ def acquire_request(
         raise ValueError("limit must not be negative")
     if limit > 1 and request_id is not None:
         raise ValueError("request_id is not supported with a limit above 1")
+    mode = lock_pb2.LOCK_MODE_SHARED if shared else lock_pb2.LOCK_MODE_EXCLUSIVE
     if isinstance(resource, str):
         request = lock_pb2.AcquireRequest(
             resource=resource,
@@ -182,6 +185,7 @@ def acquire_request(
             owner=owner or "",
             request_id="" if limit > 1 else (request_id or new_request_id()),
             limit=limit,
+            mode=mode,
         )
     else:
         request = lock_pb2.AcquireRequest(
@@ -190,6 +194,7 @@ def acquire_request(
             owner=owner or "",
             request_id=request_id or "",
             limit=limit,
+            mode=mode,
         )
     if wait is not None:
         request.wait.CopyFrom(duration(wait))

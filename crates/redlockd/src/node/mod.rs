@@ -16,6 +16,7 @@ pub(crate) mod offset;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod scripts_multi;
+pub(crate) mod scripts_rw;
 pub(crate) mod scripts_semaphore;
 pub(crate) mod server_info;
 pub(crate) mod state;
@@ -245,7 +246,18 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
-        let reply = if keys.limit > 1 {
+        let reply = if let Some(readers) = &keys.readers {
+            self.run(
+                Op::AcquireShared,
+                vec![
+                    key(&keys.lock),
+                    key(&keys.fence),
+                    key(readers),
+                    key(&keys.limit_record),
+                ],
+                vec![token.expose().into(), millis(ttl)],
+            )
+        } else if keys.limit > 1 {
             self.run(
                 Op::AcquirePermit,
                 vec![
@@ -265,7 +277,7 @@ impl Node for FredNode {
             self.run(
                 Op::Acquire,
                 vec![key(&keys.lock), key(&keys.fence), key(&keys.limit_record)],
-                vec![token.expose().into(), millis(ttl)],
+                vec![token.expose().into(), millis(ttl), millis(keys.writer_mark)],
             )
         };
         async move {
@@ -313,9 +325,14 @@ impl Node for FredNode {
         // A grant is being committed: no holder of it believes in it past
         // now + ttl (the attempt started earlier).
         self.peers.local().record(ttl);
+        let (op, mut script_keys) = match &keys.readers {
+            Some(readers) => (Op::CommitShared, vec![key(readers)]),
+            None => (Op::CommitFence, Vec::new()),
+        };
+        script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
         let reply = self.run(
-            Op::CommitFence,
-            vec![key(&keys.lock), key(&keys.fence)],
+            op,
+            script_keys,
             vec![
                 token.expose().into(),
                 Value::String(fence.to_string().into()),
@@ -338,9 +355,14 @@ impl Node for FredNode {
         fence_ttl: Duration,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
         self.peers.local().record(ttl);
+        let (op, mut script_keys) = match &keys.readers {
+            Some(readers) => (Op::ExtendShared, vec![key(readers)]),
+            None => (Op::Extend, Vec::new()),
+        };
+        script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
         let reply = self.run(
-            Op::Extend,
-            vec![key(&keys.lock), key(&keys.fence)],
+            op,
+            script_keys,
             vec![token.expose().into(), millis(ttl), millis(fence_ttl)],
         );
         async move {
@@ -363,11 +385,18 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
-        let reply = self.run(
-            Op::Recreate,
-            vec![key(&keys.lock)],
-            vec![token.expose().into(), millis(ttl)],
-        );
+        let reply = match &keys.readers {
+            Some(readers) => self.run(
+                Op::RecreateShared,
+                vec![key(&keys.lock), key(&keys.fence), key(readers)],
+                vec![token.expose().into(), millis(ttl)],
+            ),
+            None => self.run(
+                Op::Recreate,
+                vec![key(&keys.lock)],
+                vec![token.expose().into(), millis(ttl)],
+            ),
+        };
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
     }
 
@@ -380,9 +409,14 @@ impl Node for FredNode {
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         let delifeq = if self.state.has_delifeq() { "1" } else { "0" };
         let minimum = if honour_minimum { "1" } else { "0" };
+        let (op, mut script_keys) = match &keys.readers {
+            Some(readers) => (Op::ReleaseShared, vec![key(readers)]),
+            None => (Op::Release, Vec::new()),
+        };
+        script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
         let reply = self.run(
-            Op::Release,
-            vec![key(&keys.lock), key(&keys.fence)],
+            op,
+            script_keys,
             vec![
                 token.expose().into(),
                 key(&keys.channel),
@@ -399,11 +433,18 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
     ) -> BoxFuture<'static, Result<Option<Duration>, NodeError>> {
-        let reply = self.run(
-            Op::Check,
-            vec![key(&keys.lock)],
-            vec![token.expose().into()],
-        );
+        let reply = match &keys.readers {
+            Some(readers) => self.run(
+                Op::CheckShared,
+                vec![key(&keys.lock), key(&keys.fence), key(readers)],
+                vec![token.expose().into()],
+            ),
+            None => self.run(
+                Op::Check,
+                vec![key(&keys.lock)],
+                vec![token.expose().into()],
+            ),
+        };
         async move {
             // -3: not ours; -2: gone; -1: no expiry (never set by us): not held.
             Ok(u64::try_from(integer(&reply.await?)?)

@@ -27,13 +27,25 @@ pub(crate) enum Op {
     Inspect = 7,
     /// [`super::scripts_semaphore::ACQUIRE_PERMIT`].
     AcquirePermit = 8,
+    /// [`super::scripts_rw::ACQUIRE_SHARED`].
+    AcquireShared = 9,
+    /// [`super::scripts_rw::COMMIT_SHARED`].
+    CommitShared = 10,
+    /// [`super::scripts_rw::EXTEND_SHARED`].
+    ExtendShared = 11,
+    /// [`super::scripts_rw::RECREATE_SHARED`].
+    RecreateShared = 12,
+    /// [`super::scripts_rw::RELEASE_SHARED`].
+    ReleaseShared = 13,
+    /// [`super::scripts_rw::CHECK_SHARED`].
+    CheckShared = 14,
     /// `super::scripts_multi::ACQUIRE_ALL` (a lock on several resources).
-    AcquireAll = 9,
+    AcquireAll = 15,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 9] = [
+    pub(crate) const ALL: [Op; 15] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -42,6 +54,12 @@ impl Op {
         Op::Check,
         Op::Inspect,
         Op::AcquirePermit,
+        Op::AcquireShared,
+        Op::CommitShared,
+        Op::ExtendShared,
+        Op::RecreateShared,
+        Op::ReleaseShared,
+        Op::CheckShared,
         Op::AcquireAll,
     ];
 
@@ -56,6 +74,12 @@ impl Op {
             Op::Check => "check",
             Op::Inspect => "inspect",
             Op::AcquirePermit => "acquire_permit",
+            Op::AcquireShared => "acquire_shared",
+            Op::CommitShared => "commit_shared",
+            Op::ExtendShared => "extend_shared",
+            Op::RecreateShared => "recreate_shared",
+            Op::ReleaseShared => "release_shared",
+            Op::CheckShared => "check_shared",
             Op::AcquireAll => "acquire_all",
         }
     }
@@ -71,6 +95,12 @@ impl Op {
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
             Op::AcquirePermit => super::scripts_semaphore::ACQUIRE_PERMIT,
+            Op::AcquireShared => super::scripts_rw::ACQUIRE_SHARED,
+            Op::CommitShared => super::scripts_rw::COMMIT_SHARED,
+            Op::ExtendShared => super::scripts_rw::EXTEND_SHARED,
+            Op::RecreateShared => super::scripts_rw::RECREATE_SHARED,
+            Op::ReleaseShared => super::scripts_rw::RELEASE_SHARED,
+            Op::CheckShared => super::scripts_rw::CHECK_SHARED,
             Op::AcquireAll => super::scripts_multi::ACQUIRE_ALL,
         }
     }
@@ -159,7 +189,7 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence, limit record. ARGV: token, ttl ms.
+/// KEYS: lock, fence, limit record. ARGV: token, ttl ms, writer mark ms.
 /// Returns `{0, '0', 'limit', limit}` when a semaphore's permit of the
 /// resource is held here (the limit record names its limit, and one of its
 /// permit keys exists: `crate::redlock::semaphore`),
@@ -167,6 +197,10 @@ fn at_offsets(body: &str) -> String {
 /// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
 /// (`left` ms until the master's clock reaches the fence hash's `nb`, see
 /// [`COMMIT_FENCE`]).
+/// Refused because shared holders hold here (the lock key holds the
+/// sentinel, `crate::redlock::rw`), it sets the writer-waiting marker: the
+/// fence hash's `ww` = now + writer mark ms (0: none), which refuses new
+/// shared grants until then.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -191,7 +225,12 @@ end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, max, now_micros()}
 end
-return {0, tostring(redis.call('PTTL', KEYS[1]))}
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
+  redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[3])))
+  if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+end
+return {0, tostring(pttl)}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
@@ -216,6 +255,11 @@ return {0, tostring(redis.call('PTTL', KEYS[1]))}
 /// - a hold-at-least records `lu` (least until) = now + hold_at_least,
 ///   which a holder's release honours.
 ///
+/// A commit also clears the writer-waiting marker (`ww`, see [`ACQUIRE`]):
+/// the writer it was set for is in, and other writers still waiting set it
+/// again when shared holders next refuse them (`crate::redlock::rw`). In
+/// the same `HDEL` as the delay's fields: no extra command.
+///
 /// Clock jumps: a master whose clock jumps ahead ends a delay early, one
 /// that jumps back keeps it longer (at most until the fence hash expires,
 /// `fence_ttl`, which config validation keeps above every delay). Either
@@ -237,8 +281,9 @@ end
 local nowm = now_ms()
 if tonumber(ARGV[7]) > 0 then
   redis.call('HSET', KEYS[2], 'delay', ARGV[7], 'nb', string.format('%d', nowm + tonumber(ARGV[4]) + tonumber(ARGV[7])))
+  redis.call('HDEL', KEYS[2], 'ww')
 else
-  redis.call('HDEL', KEYS[2], 'delay', 'nb')
+  redis.call('HDEL', KEYS[2], 'delay', 'nb', 'ww')
 end
 if tonumber(ARGV[8]) > 0 then
   redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[8])))

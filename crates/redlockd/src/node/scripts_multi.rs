@@ -10,10 +10,15 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::Duration;
 
-/// KEYS: lock 1, fence 1, lock 2, fence 2, ... ARGV: token, ttl ms, the
-/// number of resources n. All or none, atomically (one script): first
-/// every resource is read (the fence hash's `max` and lock-delay `nb`, the
-/// lock key's PTTL); if any lock key exists, or any free key's lock-delay
+/// KEYS: lock 1, fence 1, lock 2, fence 2, ..., then limit record 1, ...,
+/// limit record n. ARGV: token, ttl ms, the number of resources n. All or
+/// none, atomically (one script): first every resource is read (the fence
+/// hash's `max` and lock-delay `nb`, the lock key's PTTL, and whether a
+/// semaphore's permit of it is held here: its limit record names a limit
+/// and one of its permit keys exists, as `ACQUIRE` checks, answered as
+/// held with no known expiry, so a plain or multi-resource lock never
+/// stands beside a semaphore's permits); if any lock key exists, or any
+/// free key's lock-delay
 /// still runs (as in `ACQUIRE`), nothing is written and the answer is
 /// `{0, wait}` (held: `wait` the longest PTTL among the held keys, -1 if
 /// one has no expiry) or `{0, wait, 'delay'}` (only delays: the longest
@@ -30,6 +35,15 @@ for i = 0, n - 1 do
   local lock, fence = KEYS[k + 2 * i], KEYS[k + 2 * i + 1]
   local f = redis.call('HMGET', fence, 'max', 'nb')
   maxes[i + 1] = f[1] or '0'
+  local lim = redis.call('GET', KEYS[k + 2 * n + i])
+  if lim then
+    local ks = {}
+    for j = 0, tonumber(lim) - 1 do ks[j + 1] = lock .. '\31' .. j end
+    if redis.call('EXISTS', unpack(ks)) > 0 then
+      held = true
+      wait = -1
+    end
+  end
   local pttl = redis.call('PTTL', lock)
   if pttl ~= -2 then
     held = true
@@ -64,6 +78,7 @@ impl FredNode {
         let names = keys
             .iter()
             .flat_map(|k| [key(&k.lock), key(&k.fence)])
+            .chain(keys.iter().map(|k| key(&k.limit_record)))
             .collect();
         let count = keys.len();
         let reply = self.run(

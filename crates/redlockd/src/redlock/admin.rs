@@ -328,6 +328,10 @@ impl Redlock {
             _ if tally.refused_by_majority() => return Ok(None),
             _ => return Err(LockError::NoQuorum(tally)),
         }
+        if leader.as_deref() == Some(super::keys::SHARED_SENTINEL) {
+            // Shared holders (`super::rw`): not shown one by one.
+            return Ok(None);
+        }
         let Some(token) = leader.and_then(|t| Token::parse(&t).ok()) else {
             // A key written by hand, not a token of ours: not a lock.
             return Ok(None);

@@ -67,6 +67,9 @@ pub(super) struct Claimant<'a> {
     pub(super) holder: &'a Arc<Holder>,
     /// The token derived from the request id, if any.
     pub(super) fixed: Option<&'a Token>,
+    /// The acquisition waits (an exclusive one then sets the
+    /// writer-waiting marker where readers refuse it, `super::rw`).
+    pub(super) waits: bool,
 }
 
 impl Redlock {
@@ -129,9 +132,10 @@ impl Redlock {
         }
         let token = match who.fixed {
             Some(token) => token.clone(),
+            None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
             None => Token::generate().map_err(LockError::from)?,
         };
-        let subject = self.subject(resource, token);
+        let subject = self.subject_marking(resource, token, who.waits);
         // Boxed: the round's state (its futures, tallies, replies) is then
         // allocated only once admitted, not carried inline by every caller's
         // future while it waits in the admission queue. With 10,000 `Hold`

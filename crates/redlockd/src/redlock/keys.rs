@@ -8,6 +8,11 @@
 //!   fence of the latest commit, so Extend can report the fence), expiring
 //!   after `fence_ttl`. See [`super::fence`].
 //!
+//! A resource that has shared (read) holders also uses
+//! `redlock:readers:orders/42`, a sorted set of the shared holders' tokens
+//! scored by their expiry on the master's clock, and keeps the string
+//! [`SHARED_SENTINEL`] in its lock key while they hold. See [`super::rw`].
+//!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
 //! `redlock:released`.
 //!
@@ -15,7 +20,15 @@
 //! remaining time to live is at least that of the longest lock written to
 //! the master (see `crate::node::horizon`).
 
-/// The two keys of one resource, built once per request.
+use super::token::Token;
+use std::time::Duration;
+
+/// The lock key's value while shared holders hold the resource on a master:
+/// never a token (tokens are hex, or `s` and hex), so no exclusive
+/// compare-and-anything matches it. See [`super::rw`].
+pub(crate) const SHARED_SENTINEL: &str = "shared";
+
+/// The keys of one resource, built once per request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
     /// The lock key: its value is the holder's token.
@@ -24,6 +37,13 @@ pub struct LockKeys {
     pub fence: String,
     /// The pub/sub channel of release notices.
     pub channel: String,
+    /// For a shared grant's token: the readers sorted set, see
+    /// [`super::rw`]. `None`: an exclusive grant, today's lock.
+    pub readers: Option<String>,
+    /// For an exclusive acquisition: how long a master that refuses it
+    /// because shared holders hold there refuses new shared grants (the
+    /// writer-waiting marker, [`super::rw`]). Zero: sets none.
+    pub writer_mark: Duration,
     /// The resource's limit record (see the module doc): read by every
     /// acquisition, written by a permit's.
     pub limit_record: String,
@@ -47,6 +67,8 @@ impl LockKeys {
             lock,
             fence: format!("{prefix}fence:{resource}"),
             channel: release_channel(prefix),
+            readers: None,
+            writer_mark: Duration::ZERO,
             limit_record: format!("{prefix}limit:{resource}"),
             limit: 0,
             limit_ttl: std::time::Duration::ZERO,
@@ -70,6 +92,23 @@ impl LockKeys {
             limit_ttl,
             ..plain
         }
+    }
+
+    /// Keys for `token`'s grant of `resource`: a shared token's reach the
+    /// readers set; an exclusive one's carry `writer_mark`.
+    pub fn for_token(
+        prefix: &str,
+        resource: &str,
+        token: &Token,
+        writer_mark: Duration,
+    ) -> LockKeys {
+        let mut keys = LockKeys::new(prefix, resource);
+        if token.is_shared() {
+            keys.readers = Some(format!("{prefix}readers:{resource}"));
+        } else {
+            keys.writer_mark = writer_mark;
+        }
+        keys
     }
 }
 
@@ -107,5 +146,20 @@ mod tests {
         assert_eq!(p.base, "redlock:lock:orders/42");
         assert_eq!(p.limit_record, k.limit_record);
         assert_eq!(p.limit, 3);
+        assert_eq!(k.readers, None);
+    }
+
+    /// A shared token's keys reach the readers set and set no marker; an
+    /// exclusive one's carry the marker's duration.
+    #[test]
+    fn shared_layout() {
+        let mark = Duration::from_secs(2);
+        let token = Token::generate().expect("OS RNG");
+        let k = LockKeys::for_token("redlock:", "orders/42", &token, mark);
+        assert_eq!((k.readers, k.writer_mark), (None, mark));
+        let k = LockKeys::for_token("redlock:", "orders/42", &token.into_shared(), mark);
+        assert_eq!(k.readers.as_deref(), Some("redlock:readers:orders/42"));
+        assert_eq!(k.writer_mark, Duration::ZERO);
+        assert_eq!(k.lock, "redlock:lock:orders/42");
     }
 }

@@ -34,6 +34,7 @@ pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
+pub(crate) mod rw;
 pub(crate) mod semaphore;
 #[cfg(test)]
 mod semaphore_tests;
@@ -132,6 +133,9 @@ pub struct Holder {
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
     /// commit + this shortens the lock instead of deleting it (zero: none).
     pub hold_at_least: Duration,
+    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
+    /// token carries the mode.
+    pub shared: bool,
     /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
     /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
     pub limit: u32,
@@ -145,6 +149,7 @@ impl Holder {
             kind: "unary".into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            shared: false,
             limit: 0,
         }
     }
@@ -156,6 +161,7 @@ impl Holder {
             kind: format!("hold:{replica}").into(),
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
+            shared: false,
             limit: 0,
         }
     }
@@ -172,6 +178,11 @@ impl Holder {
             hold_at_least,
             ..self
         }
+    }
+
+    /// This holder, shared (a read lock, [`rw`]) or not.
+    pub fn with_shared(self, shared: bool) -> Holder {
+        Holder { shared, ..self }
     }
 }
 
@@ -600,11 +611,22 @@ impl Redlock {
     /// The keys `token` acts on: a permit's own (its index is in the
     /// token, see [`semaphore`]) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
+        self.subject_marking(resource, token, false)
+    }
+
+    /// [`Redlock::subject`] for an attempt: a waiting exclusive one sets the
+    /// writer-waiting marker where shared holders refuse it ([`rw`]); a
+    /// try-lock (no wait) does not hold readers back.
+    fn subject_marking(&self, resource: &str, token: Token, waits: bool) -> Arc<Subject> {
         let prefix = &self.settings.key_prefix;
+        let mark = match waits {
+            true => rw::writer_mark(self.settings.wait_fallback),
+            false => Duration::ZERO,
+        };
         Arc::new(Subject {
             keys: match token.permit() {
                 Some(index) => LockKeys::permit(prefix, resource, index, (0, Duration::ZERO)),
-                None => LockKeys::new(prefix, resource),
+                None => LockKeys::for_token(prefix, resource, &token, mark),
             },
             resource: resource.to_owned(),
             token,

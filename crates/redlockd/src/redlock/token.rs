@@ -10,6 +10,11 @@ const TOKEN_BYTES: usize = 16;
 /// any daemon replica accepts it. `Debug` does not print it, so a token never
 /// reaches a log by accident.
 ///
+/// A shared (read) grant's token is the same 32 characters after the
+/// prefix [`SHARED_PREFIX`]: the mode travels with the token, so Extend,
+/// Release and Validate, which carry only the resource and the token, find
+/// the holder in the right structure on the masters (`super::rw`).
+///
 /// A semaphore permit's token carries its permit's index after a dot
 /// (`<32 hex>.<index>`, see `super::semaphore`): the index is public, the
 /// 128 random bits stay the secret.
@@ -29,6 +34,10 @@ pub enum TokenError {
     #[error("the OS random source failed: {0}")]
     Random(String),
 }
+
+/// What starts a shared grant's token (a read lock, `super::rw`). Never a
+/// hex digit, so no exclusive token looks like a shared one.
+pub(crate) const SHARED_PREFIX: char = 's';
 
 impl Token {
     /// Draws a fresh token from the OS's CSPRNG.
@@ -62,12 +71,13 @@ impl Token {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }
-        // A permit's token (`<random>.<index>`) and a multi-resource
-        // lock's (`<random>:<hex list>`) differ by their separator, so no
-        // text is both.
-        let plain_or_permit = match text.split_once('.') {
+        // A permit's token (`<random>.<index>`), a shared holder's
+        // (`s<random>`) and a multi-resource lock's (`<random>:<hex list>`)
+        // differ by their separator or prefix, so no text is two of them.
+        let unprefixed = text.strip_prefix(SHARED_PREFIX).unwrap_or(text);
+        let plain_or_permit = match unprefixed.split_once('.') {
             Some((random, index)) => is_permit_index(index) && is_random(random),
-            None => is_random(text),
+            None => is_random(unprefixed),
         };
         let well_formed = plain_or_permit || super::multi::well_formed(text);
         if well_formed {
@@ -80,6 +90,20 @@ impl Token {
     /// The token's text, for the masters and the caller only (never for logs).
     pub fn expose(&self) -> &str {
         &self.0
+    }
+
+    /// This token as a shared grant's (prefixed with [`SHARED_PREFIX`]);
+    /// unchanged if it already is one.
+    pub fn into_shared(self) -> Token {
+        if self.is_shared() {
+            return self;
+        }
+        Token(format!("{SHARED_PREFIX}{}", self.0))
+    }
+
+    /// Whether this token names a shared (read) grant.
+    pub fn is_shared(&self) -> bool {
+        self.0.starts_with(SHARED_PREFIX)
     }
 }
 
@@ -234,6 +258,26 @@ mod tests {
         assert_eq!(Token::parse(&"g".repeat(32)), Err(TokenError::Malformed));
         assert_eq!(Token::parse(&"a".repeat(33)), Err(TokenError::Malformed));
         assert!(Token::parse(&"0f".repeat(16)).is_ok());
+        assert_eq!(
+            Token::parse(&format!("S{}", "0f".repeat(16))),
+            Err(TokenError::Malformed)
+        );
+        assert_eq!(Token::parse("s"), Err(TokenError::Malformed));
+    }
+
+    /// A shared token is the prefix and 32 hex characters; it parses back
+    /// as shared, and an exclusive one never is.
+    #[test]
+    fn shared_tokens() {
+        let plain = Token::generate().expect("OS RNG");
+        assert!(!plain.is_shared());
+        let shared = plain.clone().into_shared();
+        assert!(shared.is_shared());
+        assert_eq!(shared.expose().len(), 33);
+        assert_eq!(shared.clone().into_shared(), shared);
+        assert_eq!(Token::parse(shared.expose()), Ok(shared.clone()));
+        assert!(Token::parse(shared.expose()).expect("parses").is_shared());
+        assert_eq!(&shared.expose()[1..], plain.expose());
     }
 
     /// Permit tokens: a token, a dot and a decimal index; the index is read

@@ -138,7 +138,10 @@ impl Redlock {
         wait: Duration,
         holder: Holder,
     ) -> DetachedAcquire {
-        let fixed = request_id.map(|id| Token::derive(id, &resource));
+        let fixed = request_id.map(|id| match holder.shared {
+            true => Token::derive(id, &resource).into_shared(),
+            false => Token::derive(id, &resource),
+        });
         let engine = Arc::clone(self);
         let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
@@ -199,13 +202,17 @@ impl Redlock {
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
-        let who = Claimant { holder, fixed };
         let wait = match fixed {
             Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
                 Resumed::Held(lock) => return Ok(lock),
                 Resumed::NotHeld { wait_left } => wait_left,
             },
             None => wait,
+        };
+        let who = Claimant {
+            holder,
+            fixed,
+            waits: !wait.is_zero(),
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {

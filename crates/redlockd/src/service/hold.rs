@@ -496,7 +496,8 @@ impl Session {
         let args = &self.args;
         let holder = Holder::session(&args.owner, self.engine.replica())
             .with_terms(args.lock_delay, args.hold_at_least)
-            .with_limit(args.limit);
+            .with_limit(args.limit)
+            .with_shared(args.shared);
         let acquisition = match args.resources.is_empty() {
             true => self.engine.acquire_detached_as(
                 args.resource.clone(),

@@ -293,7 +293,8 @@ impl LockApi {
     ) -> Result<Lock, LockError> {
         let holder = Holder::unary(&args.owner)
             .with_terms(args.lock_delay, args.hold_at_least)
-            .with_limit(args.limit);
+            .with_limit(args.limit)
+            .with_shared(args.shared);
         let request::AcquireArgs {
             resource,
             resources,

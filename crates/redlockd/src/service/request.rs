@@ -85,6 +85,8 @@ pub struct AcquireArgs {
     /// The idempotency key, if the caller sent one (see
     /// [`crate::redlock::Redlock::acquire_detached_as`]).
     pub request_id: Option<RequestId>,
+    /// `mode` is SHARED: a read lock (`crate::redlock::rw`).
+    pub shared: bool,
     /// `limit`: above 1, a permit of a semaphore (issue 19).
     pub limit: u32,
 }
@@ -140,6 +142,7 @@ impl Limits {
                 "not supported with a limit above 1 (a semaphore's permit)",
             ));
         }
+        let shared = shared_mode(&request)?;
         let (resource, resources) = match request.resources.is_empty() {
             true => (self.resource(request.resource)?, Vec::new()),
             false => self.resources(&request.resource, request.resources)?,
@@ -156,7 +159,14 @@ impl Limits {
                 "a semaphore is on one resource: not with resources",
             ));
         }
+        if !resources.is_empty() && shared {
+            return Err(invalid(
+                "mode",
+                "SHARED is on one resource: not with resources",
+            ));
+        }
         Ok(AcquireArgs {
+            shared,
             limit: request.limit,
             request_id,
             ttl: self.ttl("ttl", request.ttl)?,
@@ -291,6 +301,34 @@ fn duration(field: &'static str, value: prost_types::Duration) -> Result<Duratio
     Duration::try_from(value).map_err(|e| invalid(field, e.to_string()))
 }
 
+/// `mode`: EXCLUSIVE (false) or SHARED (true); an unknown value, or SHARED
+/// with lock terms a shared grant does not keep (`crate::redlock::rw`), is
+/// refused naming `mode`.
+fn shared_mode(request: &pb::AcquireRequest) -> Result<bool, InvalidRequest> {
+    match pb::LockMode::try_from(request.mode) {
+        Ok(pb::LockMode::Exclusive) => Ok(false),
+        Ok(pb::LockMode::Shared) => {
+            let has_terms = |d: &Option<prost_types::Duration>| {
+                d.is_some_and(|d| d.seconds != 0 || d.nanos != 0)
+            };
+            if has_terms(&request.lock_delay) || has_terms(&request.hold_at_least) {
+                return Err(invalid(
+                    "mode",
+                    "SHARED takes no lock_delay or hold_at_least",
+                ));
+            }
+            if request.limit > 1 {
+                return Err(invalid("mode", "SHARED takes no limit above 1"));
+            }
+            Ok(true)
+        }
+        Err(_) => Err(invalid(
+            "mode",
+            format!("unknown lock mode {}", request.mode),
+        )),
+    }
+}
+
 fn token(text: &str) -> Result<Token, InvalidRequest> {
     Token::parse(text).map_err(|e: TokenError| invalid("token", e.to_string()))
 }
@@ -329,6 +367,7 @@ mod tests {
             request_id: String::new(),
             lock_delay: None,
             hold_at_least: None,
+            mode: 0,
             limit: 0,
             resources: Vec::new(),
         })
@@ -382,6 +421,44 @@ mod tests {
             hold_at_least,
             ..Default::default()
         })
+    }
+
+    /// mode: absent is EXCLUSIVE, SHARED is shared, an unknown value or
+    /// SHARED with lock terms is refused naming `mode`.
+    #[test]
+    fn lock_mode() {
+        let with_mode = |mode: i32, lock_delay| {
+            limits().acquire(pb::AcquireRequest {
+                resource: "r".into(),
+                ttl: secs(1, 0),
+                mode,
+                lock_delay,
+                ..Default::default()
+            })
+        };
+        assert!(!with_mode(0, None).expect("exclusive").shared);
+        assert!(
+            with_mode(pb::LockMode::Shared as i32, None)
+                .expect("shared")
+                .shared
+        );
+        assert!(
+            with_mode(pb::LockMode::Shared as i32, secs(0, 0))
+                .expect("zero")
+                .shared
+        );
+        assert_eq!(field_of(with_mode(2, None)), "mode");
+        assert_eq!(field_of(with_mode(-1, None)), "mode");
+        assert_eq!(field_of(with_mode(1, secs(1, 0))), "mode");
+        assert!(!with_mode(0, secs(1, 0)).expect("terms are fine").shared);
+        let semaphore = limits().acquire(pb::AcquireRequest {
+            resource: "r".into(),
+            ttl: secs(1, 0),
+            mode: pb::LockMode::Shared as i32,
+            limit: 2,
+            ..Default::default()
+        });
+        assert_eq!(field_of(semaphore), "mode");
     }
 
     /// lock_delay and hold_at_least: absent is zero, bounds are inclusive,

@@ -25,45 +25,47 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15redlock/v1/lock.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\xa2\x01\n\x04Lock\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x04\x12+\n\x08validity\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06permit\x18\x06 \x01(\r\x12-\n\tresources\x18\x05 \x03(\x0b\x32\x1a.redlock.v1.LockedResource\"1\n\x0eLockedResource\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x04\"\x99\x02\n\x0e\x41\x63quireRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\x04wait\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12-\n\nlock_delay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rhold_at_least\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05limit\x18\n \x01(\r\x12\x11\n\tresources\x18\x08 \x03(\t\"1\n\x0f\x41\x63quireResponse\x12\x1e\n\x04lock\x18\x01 \x01(\x0b\x32\x10.redlock.v1.Lock\"X\n\rExtendRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"0\n\x0e\x45xtendResponse\x12\x1e\n\x04lock\x18\x01 \x01(\x0b\x32\x10.redlock.v1.Lock\"1\n\x0eReleaseRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\"2\n\x0fValidateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"M\n\x10ValidateResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12+\n\x08validity\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x86\x01\n\x0bHoldRequest\x12-\n\x07\x61\x63quire\x18\x01 \x01(\x0b\x32\x1a.redlock.v1.AcquireRequestH\x00\x12\x32\n\x07release\x18\x02 \x01(\x0b\x32\x1f.redlock.v1.HoldRequest.ReleaseH\x00\x1a\t\n\x07ReleaseB\t\n\x07request\"\xe5\x02\n\tHoldEvent\x12$\n\x08\x61\x63quired\x18\x01 \x01(\x0b\x32\x10.redlock.v1.LockH\x00\x12$\n\x08\x65xtended\x18\x02 \x01(\x0b\x32\x10.redlock.v1.LockH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.redlock.v1.HoldEvent.ReleasedH\x00\x12*\n\x04lost\x18\x04 \x01(\x0b\x32\x1a.redlock.v1.HoldEvent.LostH\x00\x12\x32\n\x08\x64raining\x18\x05 \x01(\x0b\x32\x1e.redlock.v1.HoldEvent.DrainingH\x00\x1a\x1c\n\x08Released\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x1a\x16\n\x04Lost\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x39\n\x08\x44raining\x12-\n\nrelease_in\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x07\n\x05\x65vent2\xd9\x02\n\x0bLockService\x12\x42\n\x07\x41\x63quire\x12\x1a.redlock.v1.AcquireRequest\x1a\x1b.redlock.v1.AcquireResponse\x12?\n\x06\x45xtend\x12\x19.redlock.v1.ExtendRequest\x1a\x1a.redlock.v1.ExtendResponse\x12\x42\n\x07Release\x12\x1a.redlock.v1.ReleaseRequest\x1a\x1b.redlock.v1.ReleaseResponse\x12\x45\n\x08Validate\x12\x1b.redlock.v1.ValidateRequest\x1a\x1c.redlock.v1.ValidateResponse\x12:\n\x04Hold\x12\x17.redlock.v1.HoldRequest\x1a\x15.redlock.v1.HoldEvent(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15redlock/v1/lock.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\"\xa2\x01\n\x04Lock\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x04\x12+\n\x08validity\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06permit\x18\x06 \x01(\r\x12-\n\tresources\x18\x05 \x03(\x0b\x32\x1a.redlock.v1.LockedResource\"1\n\x0eLockedResource\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x04\"\xbd\x02\n\x0e\x41\x63quireRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\x04wait\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12-\n\nlock_delay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rhold_at_least\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x04mode\x18\t \x01(\x0e\x32\x14.redlock.v1.LockMode\x12\r\n\x05limit\x18\n \x01(\r\x12\x11\n\tresources\x18\x08 \x03(\t\"1\n\x0f\x41\x63quireResponse\x12\x1e\n\x04lock\x18\x01 \x01(\x0b\x32\x10.redlock.v1.Lock\"X\n\rExtendRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"0\n\x0e\x45xtendResponse\x12\x1e\n\x04lock\x18\x01 \x01(\x0b\x32\x10.redlock.v1.Lock\"1\n\x0eReleaseRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\"2\n\x0fValidateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"M\n\x10ValidateResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12+\n\x08validity\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x86\x01\n\x0bHoldRequest\x12-\n\x07\x61\x63quire\x18\x01 \x01(\x0b\x32\x1a.redlock.v1.AcquireRequestH\x00\x12\x32\n\x07release\x18\x02 \x01(\x0b\x32\x1f.redlock.v1.HoldRequest.ReleaseH\x00\x1a\t\n\x07ReleaseB\t\n\x07request\"\xe5\x02\n\tHoldEvent\x12$\n\x08\x61\x63quired\x18\x01 \x01(\x0b\x32\x10.redlock.v1.LockH\x00\x12$\n\x08\x65xtended\x18\x02 \x01(\x0b\x32\x10.redlock.v1.LockH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.redlock.v1.HoldEvent.ReleasedH\x00\x12*\n\x04lost\x18\x04 \x01(\x0b\x32\x1a.redlock.v1.HoldEvent.LostH\x00\x12\x32\n\x08\x64raining\x18\x05 \x01(\x0b\x32\x1e.redlock.v1.HoldEvent.DrainingH\x00\x1a\x1c\n\x08Released\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x1a\x16\n\x04Lost\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x39\n\x08\x44raining\x12-\n\nrelease_in\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x07\n\x05\x65vent*9\n\x08LockMode\x12\x17\n\x13LOCK_MODE_EXCLUSIVE\x10\x00\x12\x14\n\x10LOCK_MODE_SHARED\x10\x01\x32\xd9\x02\n\x0bLockService\x12\x42\n\x07\x41\x63quire\x12\x1a.redlock.v1.AcquireRequest\x1a\x1b.redlock.v1.AcquireResponse\x12?\n\x06\x45xtend\x12\x19.redlock.v1.ExtendRequest\x1a\x1a.redlock.v1.ExtendResponse\x12\x42\n\x07Release\x12\x1a.redlock.v1.ReleaseRequest\x1a\x1b.redlock.v1.ReleaseResponse\x12\x45\n\x08Validate\x12\x1b.redlock.v1.ValidateRequest\x1a\x1c.redlock.v1.ValidateResponse\x12:\n\x04Hold\x12\x17.redlock.v1.HoldRequest\x1a\x15.redlock.v1.HoldEvent(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'redlock.v1.lock_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_LOCKMODE']._serialized_start=1512
+  _globals['_LOCKMODE']._serialized_end=1569
   _globals['_LOCK']._serialized_start=70
   _globals['_LOCK']._serialized_end=232
   _globals['_LOCKEDRESOURCE']._serialized_start=234
   _globals['_LOCKEDRESOURCE']._serialized_end=283
   _globals['_ACQUIREREQUEST']._serialized_start=286
-  _globals['_ACQUIREREQUEST']._serialized_end=567
-  _globals['_ACQUIRERESPONSE']._serialized_start=569
-  _globals['_ACQUIRERESPONSE']._serialized_end=618
-  _globals['_EXTENDREQUEST']._serialized_start=620
-  _globals['_EXTENDREQUEST']._serialized_end=708
-  _globals['_EXTENDRESPONSE']._serialized_start=710
-  _globals['_EXTENDRESPONSE']._serialized_end=758
-  _globals['_RELEASEREQUEST']._serialized_start=760
-  _globals['_RELEASEREQUEST']._serialized_end=809
-  _globals['_RELEASERESPONSE']._serialized_start=811
-  _globals['_RELEASERESPONSE']._serialized_end=846
-  _globals['_VALIDATEREQUEST']._serialized_start=848
-  _globals['_VALIDATEREQUEST']._serialized_end=898
-  _globals['_VALIDATERESPONSE']._serialized_start=900
-  _globals['_VALIDATERESPONSE']._serialized_end=977
-  _globals['_HOLDREQUEST']._serialized_start=980
-  _globals['_HOLDREQUEST']._serialized_end=1114
-  _globals['_HOLDREQUEST_RELEASE']._serialized_start=1094
-  _globals['_HOLDREQUEST_RELEASE']._serialized_end=1103
-  _globals['_HOLDEVENT']._serialized_start=1117
-  _globals['_HOLDEVENT']._serialized_end=1474
-  _globals['_HOLDEVENT_RELEASED']._serialized_start=1354
-  _globals['_HOLDEVENT_RELEASED']._serialized_end=1382
-  _globals['_HOLDEVENT_LOST']._serialized_start=1384
-  _globals['_HOLDEVENT_LOST']._serialized_end=1406
-  _globals['_HOLDEVENT_DRAINING']._serialized_start=1408
-  _globals['_HOLDEVENT_DRAINING']._serialized_end=1465
-  _globals['_LOCKSERVICE']._serialized_start=1477
-  _globals['_LOCKSERVICE']._serialized_end=1822
+  _globals['_ACQUIREREQUEST']._serialized_end=603
+  _globals['_ACQUIRERESPONSE']._serialized_start=605
+  _globals['_ACQUIRERESPONSE']._serialized_end=654
+  _globals['_EXTENDREQUEST']._serialized_start=656
+  _globals['_EXTENDREQUEST']._serialized_end=744
+  _globals['_EXTENDRESPONSE']._serialized_start=746
+  _globals['_EXTENDRESPONSE']._serialized_end=794
+  _globals['_RELEASEREQUEST']._serialized_start=796
+  _globals['_RELEASEREQUEST']._serialized_end=845
+  _globals['_RELEASERESPONSE']._serialized_start=847
+  _globals['_RELEASERESPONSE']._serialized_end=882
+  _globals['_VALIDATEREQUEST']._serialized_start=884
+  _globals['_VALIDATEREQUEST']._serialized_end=934
+  _globals['_VALIDATERESPONSE']._serialized_start=936
+  _globals['_VALIDATERESPONSE']._serialized_end=1013
+  _globals['_HOLDREQUEST']._serialized_start=1016
+  _globals['_HOLDREQUEST']._serialized_end=1150
+  _globals['_HOLDREQUEST_RELEASE']._serialized_start=1130
+  _globals['_HOLDREQUEST_RELEASE']._serialized_end=1139
+  _globals['_HOLDEVENT']._serialized_start=1153
+  _globals['_HOLDEVENT']._serialized_end=1510
+  _globals['_HOLDEVENT_RELEASED']._serialized_start=1390
+  _globals['_HOLDEVENT_RELEASED']._serialized_end=1418
+  _globals['_HOLDEVENT_LOST']._serialized_start=1420
+  _globals['_HOLDEVENT_LOST']._serialized_end=1442
+  _globals['_HOLDEVENT_DRAINING']._serialized_start=1444
+  _globals['_HOLDEVENT_DRAINING']._serialized_end=1501
+  _globals['_LOCKSERVICE']._serialized_start=1572
+  _globals['_LOCKSERVICE']._serialized_end=1917
 # @@protoc_insertion_point(module_scope)

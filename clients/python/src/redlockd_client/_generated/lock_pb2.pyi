@@ -2,12 +2,20 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_MODE_EXCLUSIVE: _ClassVar[LockMode]
+    LOCK_MODE_SHARED: _ClassVar[LockMode]
+LOCK_MODE_EXCLUSIVE: LockMode
+LOCK_MODE_SHARED: LockMode
 
 class Lock(_message.Message):
     __slots__ = ("resource", "token", "fence", "validity", "permit", "resources")
@@ -34,7 +42,7 @@ class LockedResource(_message.Message):
     def __init__(self, resource: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "limit", "resources")
+    __slots__ = ("resource", "ttl", "wait", "owner", "request_id", "lock_delay", "hold_at_least", "mode", "limit", "resources")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +50,7 @@ class AcquireRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     HOLD_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     resource: str
@@ -51,9 +60,10 @@ class AcquireRequest(_message.Message):
     request_id: str
     lock_delay: _duration_pb2.Duration
     hold_at_least: _duration_pb2.Duration
+    mode: LockMode
     limit: int
     resources: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ..., resources: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, resource: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., lock_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hold_at_least: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[_Union[LockMode, str]] = ..., limit: _Optional[int] = ..., resources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
     __slots__ = ("lock",)

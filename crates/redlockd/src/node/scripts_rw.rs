@@ -1,0 +1,203 @@
+//! The scripts of shared (read) grants, one per step as for the mutex
+//! (`super::scripts`), run through the same batch script. The design and
+//! its safety argument: `crate::redlock::rw`.
+//!
+//! Keys: the lock key (which holds `'shared'`,
+//! [`crate::redlock::keys::SHARED_SENTINEL`], while shared holders hold),
+//! the fence hash (`max` is the one fence counter of the resource; `r:`
+//! and a shared token: that holder's fence; `ww`: the writer-waiting
+//! marker's end, ms on the master's clock) and the readers sorted set
+//! (token -> expiry, ms on the master's clock). Every body keeps the
+//! invariant: while the set has an unexpired member, the lock key holds
+//! the sentinel and expires no earlier than the set's latest expiry.
+//!
+//! Every body reads before it writes where a wrong-typed key could raise,
+//! like the mutex's scripts. They use only commands Redis 6.2, Redis 7 and
+//! Valkey 9 all have (`ZRANGE .. WITHSCORES` with indexes, `ZRANGEBYSCORE`).
+
+/// Lua shared by the bodies: `prune` drops expired members (and their
+/// fences); `cover` makes the lock key's sentinel (and the set) live as
+/// long as the latest member, or deletes the sentinel when none is left
+/// (returns whether a member is left). Each body defines them itself (an
+/// operation is a function of its own in the batch script).
+macro_rules! with_helpers {
+    ($body:literal) => {
+        concat!(
+            r#"
+local nowm = now_ms()
+local function prune()
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowm)
+  if #gone > 0 then
+    for _, t in ipairs(gone) do redis.call('HDEL', KEYS[2], 'r:' .. t) end
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', nowm)
+  end
+end
+local function cover()
+  local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if top[2] then
+    local left = string.format('%d', tonumber(top[2]) - nowm)
+    redis.call('SET', KEYS[1], 'shared', 'PX', left)
+    redis.call('PEXPIRE', KEYS[3], left)
+    return true
+  end
+  redis.call('DEL', KEYS[1])
+  return false
+end
+"#,
+            $body
+        )
+    };
+}
+
+/// KEYS: lock, fence, readers, limit record. ARGV: token, ttl ms.
+/// A shared grant on this master: refused as [`super::scripts::ACQUIRE`]
+/// refuses (`{0, '0', 'limit', limit}`) while a semaphore's permit of the
+/// resource is held here; refused (`{0, pttl}`) while an exclusive
+/// token holds the lock key, or while a writer-waiting marker runs (`{0,
+/// left}`: until it ends), or, the key being free, while a lock-delay runs
+/// (`{0, left, 'delay'}`, as [`super::scripts::ACQUIRE`]). Else adds the
+/// token with expiry now + ttl and returns `{1, max, now_micros}` like
+/// the exclusive acquire.
+pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(
+    r#"
+local lim = redis.call('GET', KEYS[4])
+if lim then
+  local ks = {}
+  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+end
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww')
+local max = f[1] or '0'
+local held = redis.call('GET', KEYS[1])
+if held and held ~= 'shared' then return {0, tostring(redis.call('PTTL', KEYS[1]))} end
+if f[3] then
+  local left = tonumber(f[3]) - nowm
+  if left > 0 then return {0, string.format('%d', left)} end
+end
+if not held and f[2] then
+  local left = tonumber(f[2]) - nowm
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
+end
+prune()
+redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
+cover()
+return {1, max, now_micros()}
+"#
+);
+
+/// KEYS: lock, fence, readers. ARGV: token, fence, fence ttl ms, lock ttl
+/// ms (then owner, kind and the terms, unused: a shared grant records only
+/// its fence). Only where the token is an unexpired member: raise `max` to
+/// the fence, record `r:<token>` = fence, refresh the hash's expiry, raise
+/// the horizon to the lock's ttl. Returns 1 if done.
+pub(crate) const COMMIT_SHARED: &str = with_helpers!(
+    r#"
+local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not s or tonumber(s) <= nowm or redis.call('GET', KEYS[1]) ~= 'shared' then return 0 end
+raise(ARGV[4])
+local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
+if tonumber(ARGV[2]) > max then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
+redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+"#
+);
+
+/// KEYS: lock, fence, readers. ARGV: token, ttl ms, fence ttl ms.
+/// `{0}` while an exclusive token holds the key, `{2}` when the token is
+/// no unexpired member (lost or expired here), else resets its expiry to
+/// now + ttl, re-covers, raises the horizon and returns `{1, fence}`
+/// ('0' when this master did not take part in the commit).
+pub(crate) const EXTEND_SHARED: &str = with_helpers!(
+    r#"
+local held = redis.call('GET', KEYS[1])
+if held and held ~= 'shared' then return {0} end
+local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not s or tonumber(s) <= nowm then return {2} end
+raise(ARGV[2])
+prune()
+redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
+cover()
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {1, redis.call('HGET', KEYS[2], 'r:' .. ARGV[1]) or '0'}
+"#
+);
+
+/// KEYS: lock, fence, readers. ARGV: token, ttl ms. Puts back a shared
+/// grant that still holds on a majority on a master that lost it (see
+/// `Node::recreate`): unless an exclusive token holds the key or the token
+/// is already a member. Ignores the writer marker and the lock-delay: the
+/// grant exists already. Returns 1 if added.
+pub(crate) const RECREATE_SHARED: &str = with_helpers!(
+    r#"
+local held = redis.call('GET', KEYS[1])
+if held and held ~= 'shared' then return 0 end
+prune()
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
+cover()
+raise(ARGV[2])
+return 1
+"#
+);
+
+/// KEYS: lock, fence, readers. ARGV: token, release channel, release
+/// notice (then two flags of the exclusive release, unused: a shared
+/// grant has no hold-at-least). Removes the token and its fence; when it
+/// was the last member, deletes the sentinel and announces the release
+/// (waiting writers wake), else re-covers. Returns 1 if the token was an
+/// unexpired member.
+pub(crate) const RELEASE_SHARED: &str = with_helpers!(
+    r#"
+local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not s then return 0 end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1])
+prune()
+if redis.call('GET', KEYS[1]) == 'shared' and not cover() then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
+if tonumber(s) > nowm then return 1 end
+return 0
+"#
+);
+
+/// KEYS: lock, fence, readers. ARGV: token. The token's remaining time
+/// (ms) if it is an unexpired member and the sentinel stands, else -3.
+pub(crate) const CHECK_SHARED: &str = with_helpers!(
+    r#"
+if redis.call('GET', KEYS[1]) ~= 'shared' then return -3 end
+local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not s then return -3 end
+local left = tonumber(s) - nowm
+if left <= 0 then return -3 end
+return left
+"#
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redlock::keys::SHARED_SENTINEL;
+
+    /// Every shared script writes or compares the one sentinel value the
+    /// exclusive side knows (`crate::redlock::keys`), and is in the batch.
+    #[test]
+    fn scripts_use_the_sentinel() {
+        let sentinel = format!("'{SHARED_SENTINEL}'");
+        let lua = super::super::scripts::batch_script();
+        for body in [
+            ACQUIRE_SHARED,
+            COMMIT_SHARED,
+            EXTEND_SHARED,
+            RECREATE_SHARED,
+            RELEASE_SHARED,
+            CHECK_SHARED,
+        ] {
+            assert!(body.contains(&sentinel));
+            let first = body.trim().lines().next().unwrap_or_default();
+            assert!(lua.contains(first));
+        }
+        assert!(super::super::scripts::ACQUIRE.contains(&sentinel));
+    }
+}
