@@ -47,6 +47,7 @@ pub use keys::LockKeys;
 pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
+pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
 pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
