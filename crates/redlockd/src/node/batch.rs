@@ -37,8 +37,9 @@
 //! processes), and the master's answer is in the socket, unread; or the
 //! master works through a backlog of batches, answering the earlier ones
 //! after this one was sent. Either way the batch gets another
-//! `node_timeout` ([`more_time`]), up to [`OVERDUE_FACTOR`]
-//! `node_timeout`s from its send. A master that said nothing at all since
+//! `node_timeout` ([`more_time`]): as long as the daemon's timer runs late,
+//! and up to [`OVERDUE_FACTOR`] `node_timeout`s from its send for a busy
+//! master. A master that said nothing at all since
 //! the batch was sent, with the daemon's timer on time, has failed: hung
 //! or unreachable. An answer read late is a real answer: the engine counts
 //! validity from the round's start, so a late vote only shortens the
@@ -72,12 +73,25 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// started, and coalesce into full batches.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
-/// Longest life of a written batch, in `node_timeout`s from its send, when
-/// the daemon itself ran late ([`more_time`]): fred's own timeout on the
-/// batch's command. As long as a round's backstop
+/// Longest life of a written batch, in `node_timeout`s from its send, while
+/// its master answers earlier batches but not yet this one
+/// ([`more_time`]). As long as a round's backstop
 /// (`crate::redlock::round::QUEUE_ALLOWANCE`), so that a batch that is
 /// still given time ends about when the round stops listening anyway.
 pub(crate) const OVERDUE_FACTOR: u32 = 1 + crate::redlock::QUEUE_ALLOWANCE;
+
+/// fred's own timeout on a batch's command, past [`OVERDUE_FACTOR`]
+/// `node_timeout`s: a backstop only. Time the daemon itself stalls is not
+/// the master's, so a batch whose timer runs late always gets another
+/// `node_timeout`; this bounds how long a batch keeps its in-flight slot
+/// if the daemon stays behind for that long.
+pub(crate) const BACKSTOP: Duration = Duration::from_secs(5);
+
+/// fred's timeout on a batch's command ([`BACKSTOP`] past
+/// [`OVERDUE_FACTOR`] `node_timeout`s).
+pub(crate) fn backstop(node_timeout: Duration) -> Duration {
+    node_timeout * OVERDUE_FACTOR + BACKSTOP
+}
 
 /// How late a batch's timer may fire and still count as on time: a quarter
 /// of `node_timeout`, and at least 2 ms (tokio's timers have a resolution
@@ -87,12 +101,14 @@ pub(crate) fn own_lateness(node_timeout: Duration) -> Duration {
 }
 
 /// Whether a batch whose timer was due at `due` and ran at `now` gets more
-/// time, and until when: if the timer ran later than [`own_lateness`]
-/// (the daemon was behind, and the answer may be waiting unread), or the
-/// master `progressing` (it answered something since the batch was sent),
-/// another `node_timeout` from `now`, never past `limit` (the batch's send
-/// plus [`OVERDUE_FACTOR`] `node_timeout`s). `None`: the daemon kept up and
-/// the master said nothing: it did not answer in time.
+/// time, and until when. If the timer ran later than [`own_lateness`], the
+/// daemon was behind and the answer may be waiting unread: another
+/// `node_timeout` from `now`, whatever the time already spent (the
+/// daemon's stall is not the master's; fred's [`BACKSTOP`] bounds it). If
+/// the master is `progressing` (it answered something since the batch was
+/// sent): another `node_timeout`, never past `limit` (the batch's send plus
+/// [`OVERDUE_FACTOR`] `node_timeout`s). `None`: the daemon kept up and the
+/// master said nothing: it did not answer in time.
 pub(crate) fn more_time(
     due: TokioInstant,
     now: TokioInstant,
@@ -100,8 +116,10 @@ pub(crate) fn more_time(
     progressing: bool,
     limit: TokioInstant,
 ) -> Option<TokioInstant> {
-    let late = now.saturating_duration_since(due) > own_lateness(node_timeout);
-    ((late || progressing) && now < limit).then(|| (now + node_timeout).min(limit))
+    if now.saturating_duration_since(due) > own_lateness(node_timeout) {
+        return Some(now + node_timeout);
+    }
+    (progressing && now < limit).then(|| (now + node_timeout).min(limit))
 }
 
 /// One operation waiting for its batch.
@@ -146,9 +164,9 @@ pub(crate) struct Batcher {
 impl Batcher {
     /// Starts the batching task for one master's connection. It ends when
     /// the batcher is dropped. `command` must time its commands out after
-    /// [`OVERDUE_FACTOR`] `node_timeout`s: this task bounds them by
-    /// `node_timeout` itself, with more time only while the daemon runs
-    /// late (see the module doc).
+    /// [`backstop`]: this task bounds them by `node_timeout` itself, with
+    /// more time only while the daemon runs late or the master is busy (see
+    /// the module doc).
     pub(crate) fn start(
         name: Arc<str>,
         command: WithOptions<Client>,
@@ -282,9 +300,9 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
 }
 
 /// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
-/// passed on a timer that ran on time with the master silent since
-/// `sent` ([`more_time`]); fred's own timeout
-/// ends it after [`OVERDUE_FACTOR`] `node_timeout`s whatever happens.
+/// passed on a timer that ran on time with the master silent since `sent`
+/// ([`more_time`]); fred's own timeout ([`BACKSTOP`]) ends it whatever
+/// happens.
 async fn bounded<F>(
     node: &str,
     state: &NodeState,
@@ -459,14 +477,29 @@ mod tests {
         assert_eq!(more_time(due, due, MS(50), true, limit), Some(due + MS(50)));
     }
 
-    /// Never past the limit, and none once it is reached.
+    /// A busy master's batch: never past the limit, and none once it is
+    /// reached.
     #[test]
-    fn more_time_is_bounded() {
+    fn more_time_for_a_busy_master_is_bounded() {
         let sent = TokioInstant::now();
         let limit = sent + MS(200);
         let due = sent + MS(180);
         assert_eq!(more_time(due, due, MS(50), true, limit), Some(limit));
-        assert_eq!(more_time(limit, limit + MS(40), MS(50), true, limit), None);
+        assert_eq!(more_time(limit, limit + MS(5), MS(50), true, limit), None);
+    }
+
+    /// The daemon stalled past the limit (a second without running): the
+    /// answer may be in the socket, unread, so the batch still gets another
+    /// `node_timeout` of the daemon's own time.
+    #[test]
+    fn a_stalled_daemon_gets_more_time_past_the_limit() {
+        let sent = TokioInstant::now();
+        let (due, limit) = (sent + MS(50), sent + MS(200));
+        let ran = sent + MS(1300);
+        assert_eq!(
+            more_time(due, ran, MS(50), false, limit),
+            Some(ran + MS(50))
+        );
     }
 
     /// Timers run up to about a millisecond late: a small node_timeout

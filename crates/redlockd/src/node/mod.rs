@@ -157,9 +157,9 @@ impl FredNode {
         });
         // Lock commands go in batches, which bound them by `node_timeout`
         // themselves and give more time only while the daemon runs late
-        // (`batch.rs`); fred's timeout is their backstop.
+        // (`batch.rs`); fred's timeout is only their backstop.
         let batch_command = client.with_options(&Options {
-            timeout: Some(node_timeout * batch::OVERDUE_FACTOR),
+            timeout: Some(batch::backstop(node_timeout)),
             max_attempts: Some(1),
             fail_fast: true,
             ..Options::default()
