@@ -11,7 +11,7 @@ use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::ProstCodec;
 
 /// Initial size of each call's encode and decode buffer.
-const BUFFER_SIZE: usize = 512;
+const BUFFER_SIZE: usize = 256;
 /// tonic's default: how much an encoder writes before yielding.
 const YIELD_THRESHOLD: usize = 32 * 1024;
 

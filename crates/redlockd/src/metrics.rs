@@ -23,6 +23,10 @@ pub(crate) const NODE_UP: &str = "redlock_node_up";
 pub(crate) const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_seconds";
 /// Commands a master did not answer, by kind (timeout, unavailable, server, protocol).
 pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
+/// Batches given more time because the daemon itself ran late when their
+/// `node_timeout` passed (`node::batch::more_time`): its own backlog, not
+/// the master's silence.
+pub(crate) const NODE_OVERDUE_TOTAL: &str = "redlock_node_overdue_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
 pub(crate) const NODE_QUARANTINED: &str = "redlock_node_quarantined";
 /// Seconds left of a master's restart quarantine (0: none): the real
@@ -84,7 +88,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 26] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 27] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -134,6 +138,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 26] = [
         NODE_ERRORS_TOTAL,
         Kind::Counter,
         "Master commands that failed, by kind (timeout, unavailable, server, protocol).",
+    ),
+    (
+        NODE_OVERDUE_TOTAL,
+        Kind::Counter,
+        "Batches given more time because the daemon itself ran late at their node_timeout.",
     ),
     (
         NODE_QUARANTINED,
@@ -331,6 +340,12 @@ pub(crate) fn node_command(node: &str, command: &'static str, elapsed: Duration)
 /// A master did not answer a command.
 pub(crate) fn node_error(node: &str, kind: &'static str) {
     counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind).increment(1);
+}
+
+/// A batch to `node` was given more time: the daemon ran late at its
+/// `node_timeout` (`node::batch::more_time`).
+pub(crate) fn node_overdue(node: &str) {
+    counter!(NODE_OVERDUE_TOTAL, "node" => node.to_owned()).increment(1);
 }
 
 /// A master's connection state and quarantine (`quarantine_left`: zero

@@ -14,11 +14,13 @@
 
 use crate::checks::{Check, Findings, Violation};
 use crate::clients::Shared;
+use crate::cluster::Cluster;
 use crate::faults::{Budget, Plan};
 use crate::figures::masters_faulted;
-use crate::history::{Fault, Time};
+use crate::history::{Clock, Fault, Time};
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
+use redlockd_testkit::proxy::Mode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +101,24 @@ pub(crate) fn times(plan: &Plan, budget: Budget, deadline: Time) -> Vec<Time> {
         }
     }
     chosen
+}
+
+/// `--unrecorded-burst-outage`: at each of `times`, three masters' links
+/// blackholed for [`QUIET`], a fault the history does not record. A
+/// counterfactual only: the daemons then rightly answer part of the burst
+/// UNAVAILABLE, and [`check`], told every master was healthy, must report
+/// it (`short_runs.rs`).
+pub(crate) async fn unrecorded_outage(cluster: &Cluster, clock: Clock, times: Vec<Time>) {
+    for at in times {
+        tokio::time::sleep_until(clock.deadline(at)).await;
+        for i in 0..3 {
+            cluster.set_mode(i, Mode::Blackhole);
+        }
+        tokio::time::sleep_until(clock.deadline(at + QUIET)).await;
+        for i in 0..3 {
+            cluster.set_mode(i, Mode::Pass);
+        }
+    }
 }
 
 /// The hidden first argument of the burst process mode.

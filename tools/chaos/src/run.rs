@@ -174,17 +174,21 @@ pub(crate) async fn run(
     let semaphore_tasks: Vec<_> = (0..semaphore_clients)
         .map(|id| tokio::spawn(semaphore::client(id, Arc::clone(&shared), args.seed)))
         .collect();
-    let bursts = (args.schedule == Schedule::Full && args.bursts > 0)
-        .then(|| burst::times(&plan, budget, args.duration))
-        .map(|times| {
-            let run = burst::bursts(
-                Arc::clone(&shared),
-                replicas.grpc_addrs(),
-                times,
-                args.bursts,
-            );
-            tokio::spawn(run)
-        });
+    let burst_times = (args.schedule == Schedule::Full && args.bursts > 0)
+        .then(|| burst::times(&plan, budget, args.duration));
+    let bursts = burst_times.clone().map(|times| {
+        let run = burst::bursts(
+            Arc::clone(&shared),
+            replicas.grpc_addrs(),
+            times,
+            args.bursts,
+        );
+        tokio::spawn(run)
+    });
+    let unrecorded = match (args.unrecorded_burst_outage, &burst_times) {
+        (true, Some(times)) => times.clone(),
+        _ => Vec::new(),
+    };
     let rw_tasks: Vec<_> = (0..args.rw)
         .map(|id| {
             tokio::spawn(rw::client(
@@ -194,7 +198,10 @@ pub(crate) async fn run(
             ))
         })
         .collect();
-    let injected = faults::inject(&plan, clock, &cluster, &replicas, budget).await;
+    let (injected, ()) = tokio::join!(
+        faults::inject(&plan, clock, &cluster, &replicas, budget),
+        burst::unrecorded_outage(&cluster, clock, unrecorded),
+    );
     tokio::time::sleep_until(clock.deadline(args.duration)).await;
     let mut logs_of_clients = Vec::new();
     let drained = clock.deadline(args.duration + DRAIN);

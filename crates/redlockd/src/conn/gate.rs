@@ -21,15 +21,22 @@ impl Activity {
         }
     }
 
+    /// A stream (a gRPC call, a gateway request) starts on the connection:
+    /// it counts as active until the returned guard is dropped.
+    pub(crate) fn open_stream(self: &Arc<Self>) -> OpenStream {
+        self.stream_opened();
+        OpenStream(Arc::clone(self))
+    }
+
     /// A stream (call) started on the connection.
-    pub(crate) fn stream_opened(&self) {
+    fn stream_opened(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.0 += 1;
         state.1 = Instant::now();
     }
 
     /// A stream ended.
-    pub(crate) fn stream_closed(&self) {
+    fn stream_closed(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.0 = state.0.saturating_sub(1);
         state.1 = Instant::now();
@@ -40,6 +47,19 @@ impl Activity {
     pub(crate) fn idle_since(&self) -> Option<Instant> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         (state.0 == 0).then_some(state.1)
+    }
+}
+
+/// One open stream of a connection ([`Activity::open_stream`]): while it
+/// lives, the idle timeout (`server.idle_timeout`) never cuts the
+/// connection, however long the call waits. The one guard of both the gRPC
+/// calls (`conn::idle`) and the HTTP gateway's requests (`gateway`).
+#[derive(Debug)]
+pub(crate) struct OpenStream(Arc<Activity>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.stream_closed();
     }
 }
 
@@ -188,9 +208,12 @@ mod tests {
         let gate = Gate::new(1, 1);
         let a = gate.admit(addr("10.0.0.1:1")).unwrap();
         assert!(a.activity.idle_since().is_some());
-        a.activity.stream_opened();
+        let first = a.activity.open_stream();
+        let second = a.activity.open_stream();
         assert!(a.activity.idle_since().is_none());
-        a.activity.stream_closed();
+        drop(first);
+        assert!(a.activity.idle_since().is_none());
+        drop(second);
         assert!(a.activity.idle_since().is_some());
     }
 }

@@ -5,7 +5,7 @@
 //! The same layer bounds the calls of the services outside authentication
 //! (`limits.max_unauthenticated_calls`, see [`Unauthenticated`]).
 
-use super::gate::{Activity, Gate};
+use super::gate::{Gate, OpenStream};
 use super::Throttled;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -105,22 +105,6 @@ pub(crate) struct Streams<S> {
     unauthenticated: Arc<Unauthenticated>,
 }
 
-/// One open stream; counted until dropped.
-struct Open(Arc<Activity>);
-
-impl Open {
-    fn new(activity: Arc<Activity>) -> Open {
-        activity.stream_opened();
-        Open(activity)
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.stream_closed();
-    }
-}
-
 /// The peer (address and port) a request came from, with or without TLS.
 fn peer<B>(request: &Request<B>) -> Option<std::net::SocketAddr> {
     let ext = request.extensions();
@@ -136,7 +120,7 @@ fn peer<B>(request: &Request<B>) -> Option<std::net::SocketAddr> {
 /// call's place taken) until it is done.
 struct Counted {
     inner: Body,
-    _open: Option<Open>,
+    _open: Option<OpenStream>,
     _place: Option<Place>,
 }
 
@@ -205,7 +189,7 @@ where
         };
         let open = peer(&request)
             .and_then(|p| self.gate.activity(p))
-            .map(Open::new);
+            .map(|activity| activity.open_stream());
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;

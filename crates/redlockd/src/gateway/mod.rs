@@ -328,24 +328,6 @@ where
     }
 }
 
-/// One request in progress on a gateway connection: it keeps the
-/// connection from counting as idle (`server.idle_timeout`) until answered,
-/// however long its `wait`.
-struct InProgress(Arc<Activity>);
-
-impl InProgress {
-    fn new(activity: &Arc<Activity>) -> InProgress {
-        activity.stream_opened();
-        InProgress(Arc::clone(activity))
-    }
-}
-
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        self.0.stream_closed();
-    }
-}
-
 /// HTTP/1.1 on one connection.
 async fn serve_connection<S>(
     stream: S,
@@ -359,7 +341,9 @@ async fn serve_connection<S>(
     let service = hyper::service::service_fn(move |request| {
         let gateway = gateway.clone();
         let conn = conn.clone();
-        let in_progress = InProgress::new(&activity);
+        // Keeps the connection from counting as idle until answered,
+        // however long the request's `wait`.
+        let in_progress = activity.open_stream();
         async move {
             let answer = gateway.answer(&conn, request).await;
             drop(in_progress);

@@ -28,6 +28,24 @@
 //! spent in this queue is the daemon's, and is never blamed on the master.
 //! The engine's rounds allow for it (`Node::bounds_own_commands`).
 //!
+//! Overload is not failure: `node_timeout` is meant to tell a failed
+//! master (hung, unreachable) from a live one, and a burst of callers on a
+//! loaded machine must not make live masters look failed (UNAVAILABLE,
+//! "retry at once"). Two things make a batch's `node_timeout` pass with
+//! its master alive: the daemon's own timer runs late because the daemon
+//! itself is behind (a burst on a debug build, cores shared with other
+//! processes), and the master's answer is in the socket, unread; or the
+//! master works through a backlog of batches, answering the earlier ones
+//! after this one was sent. Either way the batch gets another
+//! `node_timeout` ([`more_time`]): as long as the daemon's timer runs late,
+//! and up to [`OVERDUE_FACTOR`] `node_timeout`s from its send for a busy
+//! master. A master that said nothing at all since
+//! the batch was sent, with the daemon's timer on time, has failed: hung
+//! or unreachable. An answer read late is a real answer: the engine counts
+//! validity from the round's start, so a late vote only shortens the
+//! grant. A round that gives up meanwhile counts the silence as its own
+//! backlog (`crate::redlock::Vote::Late`, RESOURCE_EXHAUSTED).
+//!
 //! Dropping the future of a submitted operation does not withdraw it: it is
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
@@ -40,8 +58,9 @@ use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant as TokioInstant;
 
 /// Most operations in one script call: a batch runs atomically on the
 /// master, so a bound keeps any one call short (about 2 µs per operation).
@@ -53,6 +72,55 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// the wire; the rest wait in the queue, where their `node_timeout` has not
 /// started, and coalesce into full batches.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
+
+/// Longest life of a written batch, in `node_timeout`s from its send, while
+/// its master answers earlier batches but not yet this one
+/// ([`more_time`]). As long as a round's backstop
+/// (`crate::redlock::round::QUEUE_ALLOWANCE`), so that a batch that is
+/// still given time ends about when the round stops listening anyway.
+pub(crate) const OVERDUE_FACTOR: u32 = 1 + crate::redlock::QUEUE_ALLOWANCE;
+
+/// fred's own timeout on a batch's command, past [`OVERDUE_FACTOR`]
+/// `node_timeout`s: a backstop only. Time the daemon itself stalls is not
+/// the master's, so a batch whose timer runs late always gets another
+/// `node_timeout`; this bounds how long a batch keeps its in-flight slot
+/// if the daemon stays behind for that long.
+pub(crate) const BACKSTOP: Duration = Duration::from_secs(5);
+
+/// fred's timeout on a batch's command ([`BACKSTOP`] past
+/// [`OVERDUE_FACTOR`] `node_timeout`s).
+pub(crate) fn backstop(node_timeout: Duration) -> Duration {
+    node_timeout * OVERDUE_FACTOR + BACKSTOP
+}
+
+/// How late a batch's timer may fire and still count as on time: a quarter
+/// of `node_timeout`, and at least 2 ms (tokio's timers have a resolution
+/// of 1 ms, so a timer is always up to about that late).
+pub(crate) fn own_lateness(node_timeout: Duration) -> Duration {
+    (node_timeout / 4).max(Duration::from_millis(2))
+}
+
+/// Whether a batch whose timer was due at `due` and ran at `now` gets more
+/// time, and until when. If the timer ran later than [`own_lateness`], the
+/// daemon was behind and the answer may be waiting unread: another
+/// `node_timeout` from `now`, whatever the time already spent (the
+/// daemon's stall is not the master's; fred's [`BACKSTOP`] bounds it). If
+/// the master is `progressing` (it answered something since the batch was
+/// sent): another `node_timeout`, never past `limit` (the batch's send plus
+/// [`OVERDUE_FACTOR`] `node_timeout`s). `None`: the daemon kept up and the
+/// master said nothing: it did not answer in time.
+pub(crate) fn more_time(
+    due: TokioInstant,
+    now: TokioInstant,
+    node_timeout: Duration,
+    progressing: bool,
+    limit: TokioInstant,
+) -> Option<TokioInstant> {
+    if now.saturating_duration_since(due) > own_lateness(node_timeout) {
+        return Some(now + node_timeout);
+    }
+    (progressing && now < limit).then(|| (now + node_timeout).min(limit))
+}
 
 /// One operation waiting for its batch.
 struct Queued {
@@ -95,16 +163,27 @@ pub(crate) struct Batcher {
 
 impl Batcher {
     /// Starts the batching task for one master's connection. It ends when
-    /// the batcher is dropped.
+    /// the batcher is dropped. `command` must time its commands out after
+    /// [`backstop`]: this task bounds them by `node_timeout` itself, with
+    /// more time only while the daemon runs late or the master is busy (see
+    /// the module doc).
     pub(crate) fn start(
         name: Arc<str>,
         command: WithOptions<Client>,
+        node_timeout: Duration,
         state: Arc<NodeState>,
         script: Arc<BatchScript>,
         horizon_key: Value,
     ) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(name, queued, command, state, script, horizon_key));
+        let link = Link {
+            command,
+            node_timeout,
+            state,
+            script,
+            horizon_key,
+        };
+        tokio::spawn(run(name, queued, link));
         Batcher { queue }
     }
 
@@ -137,14 +216,23 @@ impl Batcher {
     }
 }
 
-async fn run(
-    name: Arc<str>,
-    mut queued: mpsc::UnboundedReceiver<Queued>,
+/// What the batching task sends with.
+struct Link {
     command: WithOptions<Client>,
+    node_timeout: Duration,
     state: Arc<NodeState>,
     script: Arc<BatchScript>,
     horizon_key: Value,
-) {
+}
+
+async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: Link) {
+    let Link {
+        command,
+        node_timeout,
+        state,
+        script,
+        horizon_key,
+    } = link;
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = queued.recv().await {
@@ -191,14 +279,57 @@ async fn run(
         // fred queues the command on the connection at the first poll; do it
         // here, before the next batch, to keep the order.
         // The batch keeps its slot until it is answered or timed out.
+        let sent = TokioInstant::now();
         match futures::poll!(call.as_mut()) {
             std::task::Poll::Ready(result) => deliver(&name, &state, sent_on, result, replies),
             std::task::Poll::Pending => {
                 let (name, state) = (Arc::clone(&name), Arc::clone(&state));
                 tokio::spawn(async move {
-                    deliver(&name, &state, sent_on, call.await, replies);
+                    let result = bounded(&name, &state, call, sent, node_timeout).await;
+                    if result.is_err() {
+                        // As for fred's own errors (above): the next batch
+                        // carries the script's text.
+                        state.script_lost();
+                    }
+                    deliver(&name, &state, sent_on, result, replies);
                     drop(slot);
                 });
+            }
+        }
+    }
+}
+
+/// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
+/// passed on a timer that ran on time with the master silent since `sent`
+/// ([`more_time`]); fred's own timeout ([`BACKSTOP`]) ends it whatever
+/// happens.
+async fn bounded<F>(
+    node: &str,
+    state: &NodeState,
+    mut call: std::pin::Pin<Box<F>>,
+    sent: TokioInstant,
+    node_timeout: Duration,
+) -> Result<Value, fred::error::Error>
+where
+    F: std::future::Future<Output = Result<Value, fred::error::Error>>,
+{
+    let limit = sent + node_timeout * OVERDUE_FACTOR;
+    let mut due = sent + node_timeout;
+    loop {
+        if let Ok(result) = tokio::time::timeout_at(due, call.as_mut()).await {
+            return result;
+        }
+        let progressing = state.answered_since(sent);
+        match more_time(due, TokioInstant::now(), node_timeout, progressing, limit) {
+            Some(next) => {
+                metrics::node_overdue(node);
+                due = next;
+            }
+            None => {
+                return Err(fred::error::Error::new(
+                    fred::error::ErrorKind::Timeout,
+                    "no answer within node_timeout",
+                ))
             }
         }
     }
@@ -306,4 +437,76 @@ fn unwrap_item(item: Value) -> Result<Value, NodeError> {
         }
     }
     Ok(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// The daemon kept up (its timer ran on time) and the master said
+    /// nothing since the batch was sent: the master did not answer in time.
+    #[test]
+    fn silent_master_with_the_daemon_on_time_times_out() {
+        let sent = TokioInstant::now();
+        let (due, limit) = (sent + MS(50), sent + MS(200));
+        assert_eq!(more_time(due, due, MS(50), false, limit), None);
+        assert_eq!(more_time(due, due + MS(12), MS(50), false, limit), None);
+    }
+
+    /// The daemon's timer ran late (the daemon was behind: the answer may
+    /// be waiting unread): another `node_timeout` from when it ran.
+    #[test]
+    fn late_daemon_gives_more_time() {
+        let sent = TokioInstant::now();
+        let (due, limit) = (sent + MS(50), sent + MS(200));
+        let ran = due + MS(30);
+        assert_eq!(
+            more_time(due, ran, MS(50), false, limit),
+            Some(ran + MS(50))
+        );
+    }
+
+    /// The master answered something since the batch was sent (it works
+    /// through a backlog): more time, with the daemon on time too.
+    #[test]
+    fn progressing_master_gets_more_time() {
+        let sent = TokioInstant::now();
+        let (due, limit) = (sent + MS(50), sent + MS(200));
+        assert_eq!(more_time(due, due, MS(50), true, limit), Some(due + MS(50)));
+    }
+
+    /// A busy master's batch: never past the limit, and none once it is
+    /// reached.
+    #[test]
+    fn more_time_for_a_busy_master_is_bounded() {
+        let sent = TokioInstant::now();
+        let limit = sent + MS(200);
+        let due = sent + MS(180);
+        assert_eq!(more_time(due, due, MS(50), true, limit), Some(limit));
+        assert_eq!(more_time(limit, limit + MS(5), MS(50), true, limit), None);
+    }
+
+    /// The daemon stalled past the limit (a second without running): the
+    /// answer may be in the socket, unread, so the batch still gets another
+    /// `node_timeout` of the daemon's own time.
+    #[test]
+    fn a_stalled_daemon_gets_more_time_past_the_limit() {
+        let sent = TokioInstant::now();
+        let (due, limit) = (sent + MS(50), sent + MS(200));
+        let ran = sent + MS(1300);
+        assert_eq!(
+            more_time(due, ran, MS(50), false, limit),
+            Some(ran + MS(50))
+        );
+    }
+
+    /// Timers run up to about a millisecond late: a small node_timeout
+    /// still needs the daemon 2 ms late to count as behind.
+    #[test]
+    fn lateness_floor() {
+        assert_eq!(own_lateness(MS(50)), Duration::from_micros(12_500));
+        assert_eq!(own_lateness(MS(4)), MS(2));
+    }
 }

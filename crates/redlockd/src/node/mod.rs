@@ -158,11 +158,21 @@ impl FredNode {
             fail_fast: true,
             ..Options::default()
         });
+        // Lock commands go in batches, which bound them by `node_timeout`
+        // themselves and give more time only while the daemon runs late
+        // (`batch.rs`); fred's timeout is only their backstop.
+        let batch_command = client.with_options(&Options {
+            timeout: Some(batch::backstop(node_timeout)),
+            max_attempts: Some(1),
+            fail_fast: true,
+            ..Options::default()
+        });
         let index = peers.join(Arc::clone(&state), command.clone());
         let node = FredNode {
             batcher: Batcher::start(
                 name.as_str().into(),
-                command.clone(),
+                batch_command,
+                node_timeout,
                 Arc::clone(&state),
                 script,
                 Value::from(peers.horizon_key()),

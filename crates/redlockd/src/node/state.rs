@@ -132,6 +132,16 @@ impl NodeState {
         self.last_answer.fetch_max(since + 1, Ordering::Relaxed);
     }
 
+    /// Whether the master answered something (to any command) at or after
+    /// `at`, to the millisecond: a master working through a backlog of
+    /// commands, not a hung one (`super::batch::more_time`).
+    pub fn answered_since(&self, at: Instant) -> bool {
+        match self.last_answer.load(Ordering::Relaxed) {
+            0 => false,
+            last => self.born + Duration::from_millis(last) > at,
+        }
+    }
+
     /// Whether the master answered something within the last `window`.
     /// The watcher PINGs every master a few times a second (`watch.rs`),
     /// so a live master answers well within it and a hung one falls out of

@@ -56,6 +56,7 @@ pub use multi::Member;
 pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
+pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
 pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub use validity::Deadline;
