@@ -53,7 +53,7 @@ impl Mode {
 enum Target {
     Grpc {
         /// The daemon process `--dev` spawned (None: `--addr`).
-        daemon: Option<DaemonProcess>,
+        daemon: Option<Box<DaemonProcess>>,
         addr: std::net::SocketAddr,
         /// HTTP/2 connections the workers share (`--grpc-connections`).
         connections: usize,
@@ -274,7 +274,7 @@ pub(crate) async fn run_all(
             let meter = CpuMeter {
                 masters: master_pids.to_vec(),
                 daemon: match &target {
-                    Target::Grpc { daemon, .. } => daemon.as_ref().map(|d| d.pid),
+                    Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
                     _ => None,
                 },
             };
@@ -303,7 +303,7 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
             let daemon = setup::spawn_daemon(nodes, &args.daemon_settings)?;
             let addr = daemon.addr;
             Target::Grpc {
-                daemon: Some(daemon),
+                daemon: Some(Box::new(daemon)),
                 addr,
                 connections: usize::from(args.grpc_connections),
             }
@@ -335,7 +335,7 @@ async fn close(target: Target) {
     match target {
         Target::Grpc { daemon, .. } => {
             if let Some(daemon) = daemon {
-                setup::stop_process(daemon).await;
+                setup::stop_process(*daemon).await;
             }
         }
         Target::Engine(engine) => engine.close().await,
