@@ -22,7 +22,7 @@ mod watch;
 
 pub use watch::mark_duplicates;
 
-use crate::redlock::fence::FenceRead;
+use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
 use batch::Batcher;
 use fred::clients::WithOptions;
@@ -240,19 +240,33 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
+        if proposal.fence > 0 {
+            // The grant may stand without a commit (see `commit_fence`).
+            self.peers.local().record(ttl);
+        }
         let reply = self.run(
             Op::Acquire,
             vec![key(&keys.lock), key(&keys.fence)],
-            vec![token.expose().into(), millis(ttl)],
+            vec![
+                token.expose().into(),
+                millis(ttl),
+                Value::String(proposal.fence.to_string().into()),
+                Value::String(proposal.window.as_micros().to_string().into()),
+                millis(proposal.fence_ttl),
+            ],
         );
         async move {
             let fields = array(reply.await?)?;
             match fields.as_slice() {
-                [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
-                    max: unsigned(max)?,
-                    now_micros: unsigned(now)?,
-                })),
+                [flag, max, now, took] if integer(flag)? == 1 => {
+                    Ok(AcquireVote::Granted(FenceRead {
+                        max: unsigned(max)?,
+                        now_micros: unsigned(now)?,
+                        took: integer(took)? == 1,
+                    }))
+                }
                 [_, pttl] => Ok(AcquireVote::Refused {
                     holder_ttl: u64::try_from(integer(pttl)?)
                         .ok()

@@ -141,8 +141,15 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms.
-/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`.
+/// KEYS: lock, fence. ARGV: token, ttl ms, proposed fence (0: none),
+/// proposal window µs, fence ttl ms.
+/// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
+/// `{0, pttl}`. `took` is 1 where the proposal was taken: old max below it
+/// and `now <= F <= now + window`; then `max`, `holder` and `fence` are
+/// written, the hash's expiry refreshed and the horizon raised to the
+/// lock's ttl, as the commit does (the one-round grant, see
+/// `crate::redlock::fence`). The proposal block is the part after the
+/// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -153,10 +160,19 @@ fn at_offsets(body: &str) -> String {
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
 local max = redis.call('HGET', KEYS[2], 'max') or '0'
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, max, now_micros()}
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, tostring(redis.call('PTTL', KEYS[1]))}
 end
-return {0, tostring(redis.call('PTTL', KEYS[1]))}
+-- one-round fence: take the proposal ARGV[3] if it fits
+local f, now = tonumber(ARGV[3]), now_micros()
+local t = tonumber(now)
+if f > tonumber(max) and f >= t and f <= t + tonumber(ARGV[4]) then
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  raise(ARGV[2])
+  return {1, max, now, 1}
+end
+return {1, max, now, 0}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms.

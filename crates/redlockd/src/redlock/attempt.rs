@@ -114,6 +114,11 @@ impl Redlock {
         ttl: Duration,
         admitted: &Admitted<'_>,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
+        // No proposal while a master is untrusted (see `fence`: attempts
+        // turned away then must not raise horizons).
+        let proposal = self
+            .proposer
+            .propose(self.nodes.iter().all(|node| node.trusted()));
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
@@ -121,7 +126,7 @@ impl Redlock {
             .round(
                 subject,
                 self.all(),
-                Command::Acquire { ttl },
+                Command::Acquire { ttl, proposal },
                 |index, reply, tally| match reply {
                     Reply::Acquire(AcquireVote::Granted(read)) => {
                         tally.count(Vote::Yes);
@@ -153,7 +158,31 @@ impl Redlock {
             });
         }
 
-        let fence = fence::next_fence(granted.iter().map(|&(_, read)| read));
+        let reads = || granted.iter().map(|&(_, read)| read);
+        self.proposer.observe(reads());
+        if fence::one_round(proposal, reads()) {
+            // Every counted master wrote the proposal atomically with its
+            // SET: the fence is on a majority already (see `fence`).
+            return match start.validity(ttl, self.settings.drift_factor) {
+                Some(validity) => {
+                    metrics::fence_round(false);
+                    Ok((proposal.fence, validity))
+                }
+                None => {
+                    self.release_everywhere(
+                        subject,
+                        WakeWaiters::IfDeleted,
+                        self.cleanup_deadline(start.mono()),
+                    )
+                    .await;
+                    Err(LockError::Expired(votes).into())
+                }
+            };
+        }
+        self.commit_rounds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::fence_round(true);
+        let fence = fence::next_fence(proposal, reads());
         let commit = Command::CommitFence {
             fence,
             fence_ttl: self.settings.fence_ttl,

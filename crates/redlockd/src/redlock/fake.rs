@@ -10,7 +10,7 @@
 //! of a round (the engine polls them all while it waits on the network), and
 //! a command whose reply comes too late has still taken effect.
 
-use super::fence::FenceRead;
+use super::fence::{FenceRead, Proposal};
 use super::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
 use std::collections::HashMap;
@@ -232,6 +232,7 @@ impl Node for FakeNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         let now_micros = self.wall_micros();
         self.serve(Op::Acquire, token, |state, now| {
@@ -244,7 +245,27 @@ impl Node for FakeNode {
                 .locks
                 .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
             let max = state.fences.get(&keys.fence).map_or(0, |hash| hash.max);
-            (AcquireVote::Granted(FenceRead { max, now_micros }), true)
+            let window = u64::try_from(proposal.window.as_micros()).expect("fits");
+            let f = proposal.fence;
+            let took = f > max && f >= now_micros && f <= now_micros + window;
+            if took {
+                let hash = state.fences.entry(keys.fence.clone()).or_insert(FenceHash {
+                    max: 0,
+                    holder: None,
+                    fence: None,
+                    expiry: now,
+                });
+                hash.max = f;
+                hash.holder = Some(token.expose().to_owned());
+                hash.fence = Some(f);
+                hash.expiry = now + whole_millis(proposal.fence_ttl);
+            }
+            let read = FenceRead {
+                max,
+                now_micros,
+                took,
+            };
+            (AcquireVote::Granted(read), true)
         })
     }
 

@@ -22,6 +22,8 @@ pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
+#[cfg(test)]
+mod fence_tests;
 pub(crate) mod keys;
 pub(crate) mod node;
 pub(crate) mod notices;
@@ -39,7 +41,7 @@ pub(crate) mod waiters;
 
 pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
-pub use fence::FenceRead;
+pub use fence::{FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
@@ -128,6 +130,10 @@ pub struct Redlock {
     suspends: tokio::sync::watch::Sender<u32>,
     /// Re-creations of lost keys in progress, which a release cancels.
     recreations: Arc<recreate::Recreations>,
+    /// The fences this engine proposes (see [`fence`]).
+    proposer: fence::Proposer,
+    /// Grants that needed the fence commit round (see [`fence`]).
+    commit_rounds: std::sync::atomic::AtomicU64,
 }
 
 impl Redlock {
@@ -139,6 +145,7 @@ impl Redlock {
             settings.max_waiters,
         ));
         let admission = admission::Admission::new(settings.admission, settings.node_timeout);
+        let proposer = fence::Proposer::new(settings.node_timeout, settings.fence_ttl);
         Ok(Redlock {
             nodes,
             quorum,
@@ -148,7 +155,17 @@ impl Redlock {
             seen_notices: Mutex::new(SeenNotices::default()),
             suspends: tokio::sync::watch::channel(0).0,
             recreations: Arc::default(),
+            proposer,
+            commit_rounds: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Grants so far that took the fence commit round, the fallback of the
+    /// one-round fenced grant ([`fence`]): for tests and the metric
+    /// `redlock_fence_commit_rounds_total`.
+    pub fn fence_commit_rounds(&self) -> u64 {
+        self.commit_rounds
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The quorum this engine needs.

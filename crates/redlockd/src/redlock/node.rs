@@ -13,7 +13,7 @@
 //! *listening* once decided, but a straggler's SET or PEXPIRE still lands
 //! (a lock held on more masters than the quorum survives more losses).
 
-use super::fence::FenceRead;
+use super::fence::{FenceRead, Proposal};
 use super::keys::LockKeys;
 use super::token::Token;
 use super::NodeError;
@@ -73,12 +73,14 @@ pub trait Node: Send + Sync {
     }
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
-    /// the master's clock in the same atomic step.
+    /// the master's clock in the same atomic step, and take the proposed
+    /// fence where it fits (see [`super::fence`]).
     fn acquire(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and

@@ -61,6 +61,8 @@ pub(crate) enum Command {
     Acquire {
         /// Lease length.
         ttl: Duration,
+        /// The proposed fence (see `super::fence`).
+        proposal: super::fence::Proposal,
     },
     /// See [`Node::commit_fence`].
     CommitFence {
@@ -118,9 +120,11 @@ impl Command {
         }
         let (keys, token) = (&subject.keys, &subject.token);
         match self {
-            Command::Acquire { ttl } => {
-                tagged(index, node.acquire(keys, token, *ttl), Reply::Acquire)
-            }
+            Command::Acquire { ttl, proposal } => tagged(
+                index,
+                node.acquire(keys, token, *ttl, *proposal),
+                Reply::Acquire,
+            ),
             Command::CommitFence {
                 fence,
                 fence_ttl,
