@@ -241,6 +241,7 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
         proposal: Proposal,
+        waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         if proposal.fence > 0 {
             // The grant may stand without a commit (see `commit_fence`).
@@ -248,13 +249,14 @@ impl Node for FredNode {
         }
         let reply = self.run(
             Op::Acquire,
-            vec![key(&keys.lock), key(&keys.fence)],
+            vec![key(&keys.lock), key(&keys.fence), key(&keys.waiters)],
             vec![
                 token.expose().into(),
                 millis(ttl),
                 Value::String(proposal.fence.to_string().into()),
                 Value::String(proposal.window.as_micros().to_string().into()),
                 millis(proposal.fence_ttl),
+                millis(waiter_marker),
             ],
         );
         async move {
@@ -352,7 +354,7 @@ impl Node for FredNode {
         let delifeq = if self.state.has_delifeq() { "1" } else { "0" };
         let reply = self.run(
             Op::Release,
-            vec![key(&keys.lock)],
+            vec![key(&keys.lock), key(&keys.waiters)],
             vec![
                 token.expose().into(),
                 key(&keys.channel),

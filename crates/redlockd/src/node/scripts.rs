@@ -141,8 +141,11 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms, proposed fence (0: none),
-/// proposal window µs, fence ttl ms.
+/// KEYS: lock, fence, waiter marker. ARGV: token, ttl ms, proposed fence
+/// (0: none), proposal window µs, fence ttl ms, waiter marker ttl ms ('0':
+/// the caller will not wait in the queue). Where refused, a caller that will
+/// wait sets the waiter marker, so that the holder's release announces
+/// itself (see [`RELEASE`]).
 /// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
 /// `{0, pttl}`. `took` is 1 where the proposal was taken: old max below it
 /// and `now <= F <= now + window`; then `max`, `holder` and `fence` are
@@ -161,6 +164,7 @@ fn at_offsets(body: &str) -> String {
 pub(crate) const ACQUIRE: &str = r#"
 local max = redis.call('HGET', KEYS[2], 'max') or '0'
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[6] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[6]) end
   return {0, tostring(redis.call('PTTL', KEYS[1]))}
 end
 -- one-round fence: take the proposal ARGV[3] if it fits
@@ -212,9 +216,11 @@ if h[1] == ARGV[1] and h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock. ARGV: token, release channel, release notice, '1' if the
-/// master has DELIFEQ (Valkey 9). Compare-and-delete; announces the release
-/// on the channel when it deleted. Returns 1 if it deleted.
+/// KEYS: lock, waiter marker. ARGV: token, release channel, release
+/// notice, '1' if the master has DELIFEQ (Valkey 9). Compare-and-delete;
+/// when it deleted and a replica has waiters for the resource (the waiter
+/// marker is there, see [`ACQUIRE`]), announces the release on the channel.
+/// Returns 1 if it deleted.
 pub(crate) const RELEASE: &str = r#"
 if ARGV[4] == '1' then
   if redis.call('DELIFEQ', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -223,7 +229,9 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return 0
 end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
 return 1
 "#;
 

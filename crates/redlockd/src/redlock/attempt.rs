@@ -80,10 +80,14 @@ impl Redlock {
     /// own, no later attempt's lock, and no Extend of it, can ever be taken
     /// for that attempt's, so an Extend only ever reports the fence of the
     /// grant it extends.
+    ///
+    /// `waiter_marker`: see [`super::Node::acquire`]; zero unless the caller
+    /// waits in the queue.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
         ttl: Duration,
+        waiter_marker: Duration,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
@@ -94,7 +98,9 @@ impl Redlock {
         };
         let subject = self.subject(resource, Token::generate().map_err(LockError::from)?);
         stats.attempts += 1;
-        let result = self.attempt_once(&subject, ttl, &admitted).await;
+        let result = self
+            .attempt_once(&subject, ttl, waiter_marker, &admitted)
+            .await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -112,6 +118,7 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
+        waiter_marker: Duration,
         admitted: &Admitted<'_>,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
         // No proposal while a master is untrusted (see `fence`: attempts
@@ -126,7 +133,11 @@ impl Redlock {
             .round(
                 subject,
                 self.all(),
-                Command::Acquire { ttl, proposal },
+                Command::Acquire {
+                    ttl,
+                    proposal,
+                    waiter_marker,
+                },
                 |index, reply, tally| match reply {
                     Reply::Acquire(AcquireVote::Granted(read)) => {
                         tally.count(Vote::Yes);

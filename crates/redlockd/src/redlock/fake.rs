@@ -233,6 +233,7 @@ impl Node for FakeNode {
         token: &Token,
         ttl: Duration,
         proposal: Proposal,
+        _waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         let now_micros = self.wall_micros();
         self.serve(Op::Acquire, token, |state, now| {

@@ -74,13 +74,17 @@ pub trait Node: Send + Sync {
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step, and take the proposed
-    /// fence where it fits (see [`super::fence`]).
+    /// fence where it fits (see [`super::fence`]). Where refused, a
+    /// non-zero `waiter_marker` sets the resource's waiter marker for that
+    /// long, so that the holder's release publishes a notice (see
+    /// [`Node::release`]).
     fn acquire(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
         proposal: Proposal,
+        waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
@@ -118,8 +122,10 @@ pub trait Node: Send + Sync {
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
-    /// Where it deleted, it also publishes `notice` on the release channel
-    /// ([`LockKeys::channel`]), so waiters on every replica wake up.
+    /// Where it deleted and the resource's waiter marker is there (some
+    /// replica has waiters, [`LockKeys::waiters`]), it also publishes
+    /// `notice` on the release channel ([`LockKeys::channel`]), so waiters on
+    /// every replica wake up.
     fn release(
         &self,
         keys: &LockKeys,

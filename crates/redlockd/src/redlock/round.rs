@@ -63,6 +63,8 @@ pub(crate) enum Command {
         ttl: Duration,
         /// The proposed fence (see `super::fence`).
         proposal: super::fence::Proposal,
+        /// The waiter marker's ttl where refused (zero: not waiting).
+        waiter_marker: Duration,
     },
     /// See [`Node::commit_fence`].
     CommitFence {
@@ -120,9 +122,13 @@ impl Command {
         }
         let (keys, token) = (&subject.keys, &subject.token);
         match self {
-            Command::Acquire { ttl, proposal } => tagged(
+            Command::Acquire {
+                ttl,
+                proposal,
+                waiter_marker,
+            } => tagged(
                 index,
-                node.acquire(keys, token, *ttl, *proposal),
+                node.acquire(keys, token, *ttl, *proposal, *waiter_marker),
                 Reply::Acquire,
             ),
             Command::CommitFence {

@@ -9,7 +9,11 @@
 //!   masters report their remaining PTTL);
 //! - `wait_fallback`, in case a notice was lost;
 //!
-//! plus a small random jitter that breaks ties between replicas. When the
+//! plus a small random jitter that breaks ties between replicas. Releases
+//! publish notices only while some replica has a waiter: the front waiter's
+//! refused attempts set the resource's waiter marker on the masters that
+//! refused (atomically with the refusal, so a release after it sees the
+//! marker), and the release script publishes only where it finds one. When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
@@ -92,7 +96,7 @@ impl Redlock {
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
             tokio::pin!(stop);
-            self.attempt(resource, ttl, &mut stats, stop)
+            self.attempt(resource, ttl, Duration::ZERO, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -128,7 +132,11 @@ impl Redlock {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
-                match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+                let marker = self.waiter_marker_ttl();
+                match self
+                    .attempt(resource, ttl, marker, stats, stop.as_mut())
+                    .await
+                {
                     Ok(granted) => {
                         place.granted(Instant::now() + ttl);
                         return Ok(granted);
@@ -175,7 +183,8 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
         loop {
-            let failure = match self.attempt(resource, ttl, stats, stop.as_mut()).await {
+            let attempt = self.attempt(resource, ttl, Duration::ZERO, stats, stop.as_mut());
+            let failure = match attempt.await {
                 Ok(granted) => return Ok(granted),
                 Err(failure) => failure,
             };
@@ -189,6 +198,15 @@ impl Redlock {
                 () = &mut stop => return Err(LockError::Cancelled),
             }
         }
+    }
+
+    /// How long the waiter marker a refused front waiter sets lives: past
+    /// its next attempt, which comes within `wait_fallback` (plus jitter)
+    /// of this one's end and refreshes it while the resource stays held.
+    /// With it gone, releases stop publishing notices: other replicas'
+    /// releases then wake this waiter only through `wait_fallback`.
+    fn waiter_marker_ttl(&self) -> Duration {
+        self.settings.wait_fallback * 2 + self.settings.node_timeout * 4 + Duration::from_secs(1)
     }
 
     /// How long the front waiter sleeps after a failed attempt, unless woken.
