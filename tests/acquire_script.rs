@@ -31,7 +31,13 @@ async fn acquire_that_raises_leaves_no_lock(flavor: Flavor) {
     let token = Token::generate().expect("token");
     for (i, node) in engine.nodes.iter().enumerate() {
         let vote = node
-            .acquire(&keys, &token, Duration::from_secs(30), Proposal::NONE)
+            .acquire(
+                &keys,
+                &token,
+                Duration::from_secs(30),
+                Proposal::NONE,
+                Duration::ZERO,
+            )
             .await;
         assert!(
             matches!(&vote, Err(NodeError::Server(message)) if message.contains("WRONGTYPE")),
@@ -44,7 +50,13 @@ async fn acquire_that_raises_leaves_no_lock(flavor: Flavor) {
     }
     let fine = LockKeys::new("redlock:", "fine");
     let vote = engine.nodes[0]
-        .acquire(&fine, &token, Duration::from_secs(1), Proposal::NONE)
+        .acquire(
+            &fine,
+            &token,
+            Duration::from_secs(1),
+            Proposal::NONE,
+            Duration::ZERO,
+        )
         .await;
     assert!(
         matches!(vote, Ok(redlockd::redlock::AcquireVote::Granted(_))),
