@@ -22,8 +22,8 @@
 //! 2. *Commit* (the fallback: some counted master did not take `F`: its
 //!    counter was at or above `F`, its clock outside the window, or the
 //!    engine had nothing to propose yet): the engine picks
-//!    `fence = max(max over the counted grants + 1, largest TIME)`
-//!    ([`next_fence`]) and sends it to *every* master, not only those whose
+//!    `fence = max(max over the counted grants + 1, largest TIME)`, each
+//!    `max` as the acquire left it (`F` where it was taken) ([`next_fence`]) and sends it to *every* master, not only those whose
 //!    grant was counted. Each master writes it *only where our token still
 //!    holds the lock*: one that refused, or whose SET did not land, answers
 //!    no; one whose grant arrived after the acquire round was decided
@@ -82,6 +82,13 @@
 //!   one-round path there is no commit to arrive late: `F` is written in
 //!   the same atomic step as the SET. The grant's validity still counts
 //!   from before the acquire round was sent.
+//! - *Validity* still counts from before the acquire round was sent; a
+//!   one-round grant's is longer by the round it skips, and is as true as
+//!   before: every counted key was set after that instant with the full ttl.
+//!   (A client that counts it from the answer's arrival instead of from its
+//!   request's send, against the README's advice, overstates it by the
+//!   answer's transit; with a grant one round sooner after a key's expiry,
+//!   such a client's margin is one round smaller than before.)
 //! - *Extend* reports the largest `fence` recorded for the token among the
 //!   masters that extended: `F` where the proposal was taken, the committed
 //!   fence (always greater than `F`) where a fallback commit landed.
