@@ -22,7 +22,7 @@ mod watch;
 
 pub use watch::mark_duplicates;
 
-use crate::redlock::fence::FenceRead;
+use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::node::{Record, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
 use batch::Batcher;
@@ -242,19 +242,40 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
+        waiter_marker: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
+        if proposal.fence > 0 {
+            // The grant may stand without a commit (see `commit_fence`).
+            self.peers.local().record(ttl);
+        }
         let reply = self.run(
             Op::Acquire,
-            vec![key(&keys.lock), key(&keys.fence)],
-            vec![token.expose().into(), millis(ttl)],
+            vec![key(&keys.lock), key(&keys.fence), key(&keys.waiters)],
+            vec![
+                token.expose().into(),
+                millis(ttl),
+                Value::String(proposal.fence.to_string().into()),
+                Value::String(proposal.window.as_micros().to_string().into()),
+                millis(proposal.fence_ttl),
+                millis(waiter_marker),
+                holder.owner.as_ref().into(),
+                holder.kind.as_ref().into(),
+                millis(holder.lock_delay),
+                millis(holder.hold_at_least),
+            ],
         );
         async move {
             let fields = array(reply.await?)?;
             match fields.as_slice() {
-                [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
-                    max: unsigned(max)?,
-                    now_micros: unsigned(now)?,
-                })),
+                [flag, max, now, took] if integer(flag)? == 1 => {
+                    Ok(AcquireVote::Granted(FenceRead {
+                        max: unsigned(max)?,
+                        now_micros: unsigned(now)?,
+                        took: integer(took)? == 1,
+                    }))
+                }
                 [_, pttl] => Ok(AcquireVote::Refused {
                     holder_ttl: u64::try_from(integer(pttl)?)
                         .ok()
@@ -352,7 +373,7 @@ impl Node for FredNode {
         let minimum = if honour_minimum { "1" } else { "0" };
         let reply = self.run(
             Op::Release,
-            vec![key(&keys.lock), key(&keys.fence)],
+            vec![key(&keys.lock), key(&keys.fence), key(&keys.waiters)],
             vec![
                 token.expose().into(),
                 key(&keys.channel),

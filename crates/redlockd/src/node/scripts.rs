@@ -136,12 +136,16 @@ return out
     lua
 }
 
+/// The highest `KEYS`/`ARGV` index a script body may use ([`ACQUIRE`] takes
+/// ten arguments).
+const MAX_INDEX: usize = 12;
+
 /// A script body with `KEYS[n]` and `ARGV[n]` read at the operation's
 /// offsets `k` and `a` in the batch's arrays: no per-operation tables to
 /// build (allocation was a good part of the masters' time).
 fn at_offsets(body: &str) -> String {
     let mut out = body.to_owned();
-    for n in 1..=8 {
+    for n in 1..=MAX_INDEX {
         out = out
             .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
             .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
@@ -149,11 +153,26 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence. ARGV: token, ttl ms.
-/// Returns `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
-/// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
-/// (`left` ms until the master's clock reaches the fence hash's `nb`, see
-/// [`COMMIT_FENCE`]).
+/// KEYS: lock, fence, waiter marker. ARGV: token, ttl ms, proposed fence
+/// (0: none), proposal window µs, fence ttl ms, waiter marker ttl ms ('0':
+/// the caller will not wait in the queue), then the holder and the grant's
+/// terms as [`COMMIT_FENCE`] takes them: owner, kind, lock_delay ms,
+/// hold_at_least ms. Where refused because the key is held, a caller that
+/// will wait sets the waiter marker, so that the holder's release
+/// announces itself (see [`RELEASE`]).
+/// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
+/// `{0, pttl}`, or `{0, left, 'delay'}` when the key is free but a
+/// lock-delay still runs (`left` ms until the master's clock reaches the
+/// fence hash's `nb`, see [`COMMIT_FENCE`]). `took` is 1 where the
+/// proposal was taken: old max below it and `now <= F <= now + window`;
+/// then the script writes what the commit would ([`COMMIT_FENCE`], with
+/// `F` as the fence and the acquire's instant as `at`): `max`, `holder`,
+/// `fence`, `owner`, `kind`, `at`, the lock-delay (`delay`, `nb`) and the
+/// hold-at-least (`lu`), refreshes the hash's expiry and raises the horizon
+/// to the lock's ttl (the one-round grant, see `crate::redlock::fence`).
+/// `nb` counts from now, the key's own start, so it is the key's expiry +
+/// delay as with the commit. The proposal block is the part after the
+/// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -169,10 +188,31 @@ if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()
   if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, max, now_micros()}
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[6] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[6]) end
+  return {0, tostring(redis.call('PTTL', KEYS[1]))}
 end
-return {0, tostring(redis.call('PTTL', KEYS[1]))}
+-- one-round fence: take the proposal ARGV[3] if it fits
+local p, now = tonumber(ARGV[3]), now_micros()
+local t = tonumber(now)
+if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
+  raise(ARGV[2])
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now)
+  local nowm = now_ms()
+  if tonumber(ARGV[9]) > 0 then
+    redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
+  else
+    redis.call('HDEL', KEYS[2], 'delay', 'nb')
+  end
+  if tonumber(ARGV[10]) > 0 then
+    redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[10])))
+  else
+    redis.call('HDEL', KEYS[2], 'lu')
+  end
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  return {1, max, now, 1}
+end
+return {1, max, now, 0}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
@@ -254,11 +294,12 @@ if h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock, fence. ARGV: token, release channel, release notice, '1' if
-/// the master has DELIFEQ (Valkey 9), '1' if the grant's hold-at-least is
-/// honoured (a holder's release; not a failed attempt's clean-up nor an
-/// operator's force-release). Compare-and-delete; announces the release
-/// on the channel when it deleted. Returns 1 if it deleted, or if it
+/// KEYS: lock, fence, waiter marker. ARGV: token, release channel, release
+/// notice, '1' if the master has DELIFEQ (Valkey 9), '1' if the grant's
+/// hold-at-least is honoured (a holder's release; not a failed attempt's
+/// clean-up nor an operator's force-release). Compare-and-delete; when it
+/// deleted and a replica has waiters for the resource (the waiter marker
+/// is there, see [`ACQUIRE`]), announces the release on the channel. Returns 1 if it deleted, or if it
 /// honoured a hold-at-least: then, where the token holds the key and the
 /// master's clock is before `lu` ([`COMMIT_FENCE`]), the key is set to
 /// expire at `lu` instead (a compare-and-PEXPIRE; longer than the key's
@@ -287,7 +328,9 @@ else
   return 0
 end
 if mine then redis.call('HDEL', KEYS[2], 'nb') end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
 return 1
 "#;
 
@@ -358,9 +401,14 @@ mod tests {
             at_offsets("GET KEYS[1] KEYS[2] ARGV[1] ARGV[4]"),
             "GET KEYS[k + 0] KEYS[k + 1] ARGV[a + 0] ARGV[a + 3]"
         );
+        assert_eq!(at_offsets("ARGV[10] ARGV[1]"), "ARGV[a + 9] ARGV[a + 0]");
         for op in Op::ALL {
             let body = at_offsets(op.lua());
-            assert!(!body.contains("KEYS[1]") && !body.contains("ARGV[1]"));
+            // No index left unreplaced (one above MAX_INDEX would be).
+            for n in 1..=MAX_INDEX * 2 {
+                assert!(!body.contains(&format!("KEYS[{n}]")), "{body}");
+                assert!(!body.contains(&format!("ARGV[{n}]")), "{body}");
+            }
         }
     }
 

@@ -9,7 +9,9 @@
 //!   after `fence_ttl`. See [`super::fence`].
 //!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
-//! `redlock:released`.
+//! `redlock:released`, only for resources with a waiter marker
+//! `redlock:waiters:orders/42` on the master: a key with a ttl that an
+//! acquire which will wait in the queue sets where it is refused.
 //!
 //! One more key per master, not per resource: `redlock:horizon`, whose
 //! remaining time to live is at least that of the longest lock written to
@@ -24,6 +26,9 @@ pub struct LockKeys {
     pub fence: String,
     /// The pub/sub channel of release notices.
     pub channel: String,
+    /// The waiter marker: present while some replica has a waiter queued
+    /// for the resource (set by its refused attempts, expiring by itself).
+    pub waiters: String,
 }
 
 impl LockKeys {
@@ -33,6 +38,7 @@ impl LockKeys {
             lock: format!("{prefix}lock:{resource}"),
             fence: format!("{prefix}fence:{resource}"),
             channel: release_channel(prefix),
+            waiters: format!("{prefix}waiters:{resource}"),
         }
     }
 }
@@ -59,6 +65,7 @@ mod tests {
         assert_eq!(k.lock, "redlock:lock:orders/42");
         assert_eq!(k.fence, "redlock:fence:orders/42");
         assert_eq!(k.channel, "redlock:released");
+        assert_eq!(k.waiters, "redlock:waiters:orders/42");
         assert_eq!(horizon_key("redlock:"), "redlock:horizon");
     }
 }

@@ -24,6 +24,8 @@ pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
+#[cfg(test)]
+mod fence_tests;
 pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod node;
@@ -44,7 +46,7 @@ pub(crate) mod waiters;
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
-pub use fence::FenceRead;
+pub use fence::{FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use node::{AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
@@ -215,6 +217,10 @@ pub struct Redlock {
     replica: String,
     /// The locks handed out and not yet ended, for the held-locks gauge.
     held: held::HeldLocks,
+    /// The fences this engine proposes (see [`fence`]).
+    proposer: fence::Proposer,
+    /// Grants that needed the fence commit round (see [`fence`]).
+    commit_rounds: std::sync::atomic::AtomicU64,
 }
 
 impl Redlock {
@@ -226,6 +232,7 @@ impl Redlock {
             settings.max_waiters,
         ));
         let admission = admission::Admission::new(settings.admission, settings.node_timeout);
+        let proposer = fence::Proposer::new(settings.node_timeout, settings.fence_ttl);
         Ok(Redlock {
             nodes,
             quorum,
@@ -238,7 +245,17 @@ impl Redlock {
             turns: turns::Turns::default(),
             replica: replica_name(),
             held: held::HeldLocks::default(),
+            proposer,
+            commit_rounds: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Grants so far that took the fence commit round, the fallback of the
+    /// one-round fenced grant ([`fence`]): for tests and the metric
+    /// `redlock_fence_grants_total{path="commit"}`.
+    pub fn fence_commit_rounds(&self) -> u64 {
+        self.commit_rounds
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The quorum this engine needs.

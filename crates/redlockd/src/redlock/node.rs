@@ -13,7 +13,7 @@
 //! *listening* once decided, but a straggler's SET or PEXPIRE still lands
 //! (a lock held on more masters than the quorum survives more losses).
 
-use super::fence::FenceRead;
+use super::fence::{FenceRead, Proposal};
 use super::keys::LockKeys;
 use super::token::Token;
 use super::Holder;
@@ -65,7 +65,8 @@ pub struct Seen {
     pub record: Option<Record>,
 }
 
-/// The fence hash's record of a grant: what its commit wrote.
+/// The fence hash's record of a grant: what its commit wrote, or its
+/// acquire where it took the proposed fence (a one-round grant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The grant's fence.
@@ -74,7 +75,8 @@ pub struct Record {
     pub owner: String,
     /// `unary`, or `hold:<replica>` for a session.
     pub kind: String,
-    /// The master's clock at the commit, microseconds since the Unix epoch.
+    /// The master's clock at the commit (one-round: at the acquire),
+    /// microseconds since the Unix epoch.
     pub at_micros: u64,
 }
 
@@ -114,12 +116,21 @@ pub trait Node: Send + Sync {
     }
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
-    /// the master's clock in the same atomic step.
+    /// the master's clock in the same atomic step, and take the proposed
+    /// fence where it fits (see [`super::fence`]): there it also records
+    /// `holder` and the grant's terms, exactly as [`Node::commit_fence`]
+    /// does, since a one-round grant has no commit. Where refused because
+    /// the key is held, a non-zero `waiter_marker` sets the resource's
+    /// waiter marker for that long, so that the holder's release publishes
+    /// a notice (see [`Node::release`]).
     fn acquire(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
+        waiter_marker: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
 
     /// Records `fence` as the resource's fence (raising `max` if needed) and
@@ -159,11 +170,13 @@ pub trait Node: Send + Sync {
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
-    /// Where it deleted, it also publishes `notice` on the release channel
-    /// ([`LockKeys::channel`]), so waiters on every replica wake up. It ends
-    /// the grant's lock-delay. With `honour_minimum` (a holder's release),
-    /// before the grant's hold-at-least has run it shortens the key to end
-    /// then instead (and answers true).
+    /// Where it deleted and the resource's waiter marker is there (some
+    /// replica has waiters, [`LockKeys::waiters`]), it also publishes
+    /// `notice` on the release channel ([`LockKeys::channel`]), so waiters on
+    /// every replica wake up. It ends the grant's lock-delay. With
+    /// `honour_minimum` (a holder's release), before the grant's
+    /// hold-at-least has run it shortens the key to end then instead (and
+    /// answers true).
     fn release(
         &self,
         keys: &LockKeys,

@@ -15,7 +15,11 @@
 //! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
 //! the release notice of the other contender's failed attempt would
 //! otherwise wake both again within the same millisecond, and they could
-//! split again and again (issue 22 item 8). When the
+//! split again and again (issue 22 item 8). Releases publish notices only
+//! while some replica has a waiter: the front waiter's refused attempts set
+//! the resource's waiter marker on the masters that refused (atomically
+//! with the refusal, so a release after it sees the marker), and the
+//! release script publishes only where it finds one. When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
@@ -209,7 +213,7 @@ impl Redlock {
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            self.attempt(resource, who, ttl, &mut stats, false, stop)
+            self.attempt(resource, who, ttl, Duration::ZERO, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -294,8 +298,9 @@ impl Redlock {
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
+                let marker = self.waiter_marker_ttl();
                 match self
-                    .attempt(resource, who, ttl, stats, true, stop.as_mut())
+                    .attempt(resource, who, ttl, marker, stats, true, stop.as_mut())
                     .await
                 {
                     Ok(granted) => {
@@ -350,7 +355,15 @@ impl Redlock {
         loop {
             let started = Instant::now();
             let failure = match self
-                .attempt(resource, who, ttl, stats, false, stop.as_mut())
+                .attempt(
+                    resource,
+                    who,
+                    ttl,
+                    Duration::ZERO,
+                    stats,
+                    false,
+                    stop.as_mut(),
+                )
                 .await
             {
                 Ok(granted) => return Ok(granted),
@@ -372,6 +385,15 @@ impl Redlock {
                 () = &mut stop => return Err(LockError::Cancelled),
             }
         }
+    }
+
+    /// How long the waiter marker a refused front waiter sets lives: past
+    /// its next attempt, which comes within `wait_fallback` (plus jitter)
+    /// of this one's end and refreshes it while the resource stays held.
+    /// With it gone, releases stop publishing notices: other replicas'
+    /// releases then wake this waiter only through `wait_fallback`.
+    fn waiter_marker_ttl(&self) -> Duration {
+        self.settings.wait_fallback * 2 + self.settings.node_timeout * 4 + Duration::from_secs(1)
     }
 
     /// How long the front waiter sleeps after a failed attempt that took
