@@ -2,20 +2,30 @@
 //! spread over two daemon instances, and under contention across two
 //! daemons; a grant takes one master round trip in the common case, and
 //! the fence commit round when a master's counter is above the proposal
-//! (issue 16, `crates/redlockd/src/redlock/fence.rs`).
+//! (issue 16, `crates/redlockd/src/redlock/fence.rs`). A one-round grant
+//! records its holder and terms as the commit does: `Inspect` shows its
+//! owner, kind and time of grant, and its lock-delay holds the resource
+//! after the holder vanished (issue 18).
 
 mod common;
 
+use common::process::{free_addr, DaemonCommand, DaemonProcess};
 use common::*;
+use redlockd::pb;
+use redlockd::pb::lock_admin_service_client::LockAdminServiceClient;
+use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd::server::build_engine;
 use redlockd_testkit::masters::Flavor;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
+use tonic::Code;
 
 against_both_servers!(fences_increase_across_daemons);
 against_both_servers!(common_grant_takes_one_round);
 against_both_servers!(counter_above_the_proposal_takes_the_commit_round);
 against_both_servers!(fences_increase_under_contention_across_daemons);
+against_both_servers!(one_round_grant_records_holder_and_terms);
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -221,4 +231,152 @@ async fn fences_increase_across_daemons(flavor: Flavor) {
         .await
         .expect("free again");
     assert!(lock.fence > last);
+}
+
+/// Generous bound for a daemon to start, a metric to show, keys to expire.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// A daemon process over the harness's masters with its metrics endpoint
+/// on (at default settings otherwise), and a client of it.
+async fn replica_with_metrics(h: &Harness) -> (DaemonProcess, SocketAddr, LockClient) {
+    let metrics = free_addr().expect("a free port");
+    let daemon = DaemonCommand::workspace(&h.masters.urls())
+        .expect("redlockd binary")
+        .set("metrics.enabled", true)
+        .set("metrics.listen", metrics)
+        .spawn()
+        .expect("start redlockd");
+    let channel = client::endpoint(daemon.addr)
+        .expect("endpoint")
+        .connect_lazy();
+    client::wait_serving(channel.clone(), LIMIT)
+        .await
+        .expect("SERVING at start");
+    (daemon, metrics, LockServiceClient::new(channel))
+}
+
+/// Grants of the daemon whose metrics listen on `metrics` whose fence the
+/// acquire round fixed (`redlock_fence_grants_total{path="one_round"}`).
+fn one_round_grants(metrics: SocketAddr) -> f64 {
+    redlockd_testkit::metrics::counter(metrics, "redlock_fence_grants_total", r#"path="one_round""#)
+}
+
+/// A unary grant with an owner and a lock-delay, granted in one round (the
+/// daemon's metric says so): `Inspect` through the other replica shows its
+/// owner, kind, fence and time of grant, the masters' fence hashes hold the
+/// same record as a commit writes, and once the holder vanishes (no
+/// release) neither replica grants the resource before ttl + lock_delay;
+/// a waiter gets it after that (lower bound from the grant's request).
+async fn one_round_grant_records_holder_and_terms(flavor: Flavor) {
+    const RESOURCE: &str = "one-round/terms";
+    const TTL: u64 = 300;
+    const DELAY: u64 = 4_000;
+    // The masters' clock and ours are the same host's.
+    const SLACK: Duration = Duration::from_millis(25);
+    let h = Harness::start(flavor).await;
+    let (_daemon, metrics, mut a) = replica_with_metrics(&h).await;
+    // The daemon's first grant has no master clock to propose from yet.
+    let warm = acquire(&mut a, "one-round/warm", 10_000, 0)
+        .await
+        .expect("free");
+    assert!(release(&mut a, &warm).await.expect("Release"));
+    let before = one_round_grants(metrics);
+
+    let (asked, asked_wall) = (Instant::now(), SystemTime::now());
+    let lock = a
+        .acquire(pb::AcquireRequest {
+            resource: RESOURCE.into(),
+            ttl: ms(TTL),
+            owner: "one-round owner".into(),
+            lock_delay: ms(DELAY),
+            ..Default::default()
+        })
+        .await
+        .expect("Acquire with a lock_delay")
+        .into_inner()
+        .lock
+        .expect("lock");
+    assert_eq!(
+        one_round_grants(metrics),
+        before + 1.0,
+        "the grant took one round"
+    );
+
+    let mut admin = LockAdminServiceClient::connect(format!("http://{}", h.daemons[0].addr))
+        .await
+        .expect("connect");
+    let seen = admin
+        .inspect(pb::InspectRequest {
+            resource: RESOURCE.into(),
+        })
+        .await
+        .expect("Inspect")
+        .into_inner();
+    let info = seen.lock.expect("held: a lock");
+    assert!(seen.held);
+    assert_eq!(
+        info.owner, "one-round owner",
+        "owner recorded by the acquire"
+    );
+    assert_eq!(info.session_kind(), pb::SessionKind::Unary);
+    assert_eq!(info.fence, lock.fence);
+    let at = SystemTime::try_from(info.acquired_at.expect("acquired_at")).expect("timestamp");
+    let skew = at
+        .duration_since(asked_wall)
+        .unwrap_or_else(|e| e.duration());
+    assert!(skew < Duration::from_secs(5), "acquired_at {at:?}");
+
+    // The record on the masters: what COMMIT_FENCE would have written.
+    let mut recorded = 0;
+    for i in 0..5 {
+        let fields = vec![
+            "redlock:fence:one-round/terms".into(),
+            "fence".into(),
+            "owner".into(),
+            "kind".into(),
+            "delay".into(),
+            "nb".into(),
+            "at".into(),
+        ];
+        let got = h.raw(i, "HMGET", fields).await;
+        let got: Vec<Option<String>> = got
+            .into_array()
+            .into_iter()
+            .map(|v| v.as_string())
+            .collect();
+        if got[0].as_deref() == Some(lock.fence.to_string().as_str()) {
+            assert_eq!(got[1].as_deref(), Some("one-round owner"), "master {i}");
+            assert_eq!(got[2].as_deref(), Some("unary"), "master {i}");
+            assert_eq!(got[3].as_deref(), Some(DELAY.to_string().as_str()));
+            assert!(got[4].is_some() && got[5].is_some(), "master {i}: {got:?}");
+            recorded += 1;
+        }
+    }
+    assert!(recorded >= 3, "the record is on {recorded} masters");
+
+    // The holder vanishes: no Release, the lock runs out.
+    eventually(LIMIT, "the lock's keys are gone", || async {
+        h.holders(RESOURCE, &lock.token).await == 0
+    })
+    .await;
+    for client in [&mut a, &mut h.client().await] {
+        let refused = client
+            .acquire(pb::AcquireRequest {
+                resource: RESOURCE.into(),
+                ttl: ms(10_000),
+                ..Default::default()
+            })
+            .await
+            .expect_err("expired, but within its lock_delay");
+        assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    }
+    let next = acquire(&mut h.client().await, RESOURCE, 10_000, 30_000)
+        .await
+        .expect("granted once the delay ended");
+    let waited = asked.elapsed();
+    assert!(
+        waited + SLACK >= Duration::from_millis(TTL + DELAY),
+        "granted {waited:?} after the first grant, before ttl + lock_delay"
+    );
+    assert!(next.fence > lock.fence);
 }

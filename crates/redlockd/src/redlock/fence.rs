@@ -92,6 +92,28 @@
 //! - *Extend* reports the largest `fence` recorded for the token among the
 //!   masters that extended: `F` where the proposal was taken, the committed
 //!   fence (always greater than `F`) where a fallback commit landed.
+//! - *The holder's record and the grant's terms* (issue 18: `owner`, `kind`,
+//!   `at`, `lock_delay`, `hold_at_least`). The commit records them beside
+//!   the token; a one-round grant has no commit, so the acquire writes the
+//!   very same fields where it takes the proposal, under the same condition
+//!   (our token holds the key: its SET just succeeded), in the same atomic
+//!   step (`crate::node::scripts::ACQUIRE`). `Inspect`, `List`, the
+//!   lock-delay and the hold-at-least therefore read one record whichever
+//!   path fixed the fence; `at` and the delay's not-before time count from
+//!   the acquire's instant, the key's own start, so `nb` is exactly the
+//!   key's expiry plus the delay. The not-before check of a lock-delay runs
+//!   before the SET, so a one-round grant never skips it. A failed attempt
+//!   that took the proposal on a minority leaves its record and `nb` there
+//!   until its clean-up release, which deletes its key and clears `nb`;
+//!   where that release is lost, the master refuses the resource until its
+//!   key expires plus the delay: availability on a minority, as a failed
+//!   commit's leftovers, never exclusion.
+//! - *Request ids* (issue 22): all attempts of one acquisition share one
+//!   derived token. A failed attempt's key that outlived its clean-up on
+//!   some master refuses the next attempt's SET there, which is then not
+//!   counted; without a commit, that master keeps the failed attempt's
+//!   record. See `Redlock::acquire_detached_as` for why that costs at worst
+//!   liveness, never two writers.
 //!
 //! Fence hashes expire after `fence_ttl` (longer than any lock; refreshed by
 //! every commit and extension) so resources that are never locked again do

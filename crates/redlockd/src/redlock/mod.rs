@@ -108,8 +108,9 @@ pub struct Lock {
 }
 
 /// Who a grant is for: written beside its token by the fence commit
-/// ([`Node::commit_fence`]), shown by `Inspect` and `List`. Never a metric
-/// label, never logged with the token.
+/// ([`Node::commit_fence`]), or, for a one-round grant, by the acquire that
+/// took the proposed fence ([`Node::acquire`], see [`fence`]); shown by
+/// `Inspect` and `List`. Never a metric label, never logged with the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     /// The caller's `owner` label (validated at the door: bounded, no
@@ -118,11 +119,12 @@ pub struct Holder {
     /// `unary`, or `hold:<replica>` for a `Hold` session on that replica.
     pub kind: Arc<str>,
     /// `AcquireRequest.lock_delay`: after an expiry, nobody acquires the
-    /// resource for this long (zero: none). The commit records it on the
-    /// masters (`crate::node::scripts`).
+    /// resource for this long (zero: none). The commit (or the one-round
+    /// acquire) records it on the masters (`crate::node::scripts`).
     pub lock_delay: Duration,
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
-    /// commit + this shortens the lock instead of deleting it (zero: none).
+    /// commit (or one-round acquire) + this shortens the lock instead of
+    /// deleting it (zero: none).
     pub hold_at_least: Duration,
 }
 
@@ -356,7 +358,8 @@ impl Redlock {
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 self.held.hold(token, deadline);
                 // Any two majorities intersect, so a master of this round
-                // took part in the grant's commit and reports its fence,
+                // took part in the grant's commit (or took its one-round
+                // proposal, `fence`) and reports its fence,
                 // unless it lost the record since (a restart).
                 let lock = Lock {
                     resource: resource.to_owned(),

@@ -122,13 +122,22 @@ impl Redlock {
     /// queued on each master's connection before any later attempt's
     /// commands, so a later attempt of this replica finds nothing of it.
     /// Where it did not land (the connection dropped in between), the later
-    /// attempt's fence commit, sent to every master, overwrites the record
-    /// beside the token. Left over: a master that missed both the clean-up
-    /// and the commit may keep the failed attempt's fence beside the token,
-    /// and an Extend reaching it reports the larger of the two fences. Both
-    /// belong to the same holder; a later holder's fence is above the one
-    /// committed on a majority, so a fence-checking resource can at worst
-    /// refuse that later holder (a liveness loss, never two writers).
+    /// attempt's fence commit, if it has one, sent to every master,
+    /// overwrites the record beside the token (where the failed attempt's
+    /// key still stands, the token holds it, so the commit lands there). A
+    /// one-round grant ([`super::fence`]) has no commit: it writes its
+    /// record only where its own SET succeeded and took the proposal, and
+    /// the failed attempt's key, still standing, refuses that SET (the key
+    /// is the token's own; that master is simply not counted, and the
+    /// token's Extend and release reach it as any other). Left over,
+    /// therefore: a master that missed both the clean-up and any commit
+    /// (with one-round grants: any master that missed the clean-up and did
+    /// not take the later proposal) may keep the failed attempt's fence
+    /// beside the token, and an Extend reaching it reports the larger of
+    /// the two fences. Both belong to the same holder; a later holder's
+    /// fence is above the one written on a majority (committed, or taken
+    /// with the SETs), so a fence-checking resource can at worst refuse
+    /// that later holder (a liveness loss, never two writers).
     ///
     /// Two calls with one request id must not run at once: the clean-up of
     /// a failed attempt of one deletes the token, so it can delete the
