@@ -26,6 +26,7 @@ against_both_servers!(common_grant_takes_one_round);
 against_both_servers!(counter_above_the_proposal_takes_the_commit_round);
 against_both_servers!(fences_increase_under_contention_across_daemons);
 against_both_servers!(one_round_grant_records_holder_and_terms);
+against_both_servers!(one_round_grant_clears_earlier_terms);
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -379,4 +380,81 @@ async fn one_round_grant_records_holder_and_terms(flavor: Flavor) {
         "granted {waited:?} after the first grant, before ttl + lock_delay"
     );
     assert!(next.fence > lock.fence);
+}
+
+/// An earlier grant's terms left in the fence hash (a lock-delay whose
+/// not-before time has passed, a hold-at-least whose end has not) do not
+/// outlive a one-round grant without terms: the acquire deletes them, so
+/// the new holder's Release deletes its key at once instead of keeping it
+/// until the old `lu`, and its Extend sets no not-before time.
+async fn one_round_grant_clears_earlier_terms(flavor: Flavor) {
+    const RESOURCE: &str = "one-round/stale-terms";
+    let h = Harness::start(flavor).await;
+    let engine = build_engine(&h.config()).await.expect("engine");
+    let redlock = &engine.redlock;
+    let warm = redlock
+        .acquire("one-round/warm", TTL, Duration::ZERO)
+        .await
+        .expect("free");
+    assert!(redlock
+        .release("one-round/warm", &warm.token)
+        .await
+        .expect("release"));
+    let rounds = redlock.fence_commit_rounds();
+    let now_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let fields = || -> Vec<fred::prelude::Value> {
+        vec![
+            "redlock:fence:one-round/stale-terms".into(),
+            "delay".into(),
+            "nb".into(),
+            "lu".into(),
+        ]
+    };
+    for i in 0..5 {
+        let stale = vec![
+            "redlock:fence:one-round/stale-terms".into(),
+            "delay".into(),
+            "60000".into(),
+            "nb".into(),
+            (now_ms - 1_000).to_string().into(),
+            "lu".into(),
+            (now_ms + 600_000).to_string().into(),
+        ];
+        h.raw(i, "HSET", stale).await;
+    }
+    let lock = redlock
+        .acquire(RESOURCE, TTL, Duration::ZERO)
+        .await
+        .expect("free: the old not-before time has passed");
+    assert_eq!(
+        redlock.fence_commit_rounds(),
+        rounds,
+        "granted in one round"
+    );
+    let extended = redlock
+        .extend(RESOURCE, &lock.token, TTL)
+        .await
+        .expect("held");
+    assert_eq!(extended.fence, lock.fence);
+    let mut cleared = 0;
+    for i in 0..5 {
+        let got = h.raw(i, "HMGET", fields()).await.into_array();
+        if got.iter().all(|v| v.is_null()) {
+            cleared += 1;
+        }
+    }
+    assert!(cleared >= 3, "old terms cleared on {cleared} masters only");
+    assert!(redlock
+        .release(RESOURCE, &lock.token)
+        .await
+        .expect("release"));
+    assert_eq!(
+        h.holders(RESOURCE, lock.token.expose()).await,
+        0,
+        "deleted, not kept until the old hold-at-least"
+    );
+    engine.close().await;
 }

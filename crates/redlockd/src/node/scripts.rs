@@ -171,7 +171,10 @@ fn at_offsets(body: &str) -> String {
 /// hold-at-least (`lu`), refreshes the hash's expiry and raises the horizon
 /// to the lock's ttl (the one-round grant, see `crate::redlock::fence`).
 /// `nb` counts from now, the key's own start, so it is the key's expiry +
-/// delay as with the commit. The proposal block is the part after the
+/// delay as with the commit. An earlier grant's terms are deleted only
+/// where the first read found them (the script runs atomically, so that
+/// read is current): in the common case, no terms then or now, the grant
+/// costs `HMGET`, `SET`, `HSET` and `PEXPIRE`, with no `HDEL`. The proposal block is the part after the
 /// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
@@ -182,7 +185,7 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu')
 local max = f[1] or '0'
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()
@@ -201,12 +204,12 @@ if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
   local nowm = now_ms()
   if tonumber(ARGV[9]) > 0 then
     redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
-  else
+  elseif f[2] or f[3] then
     redis.call('HDEL', KEYS[2], 'delay', 'nb')
   end
   if tonumber(ARGV[10]) > 0 then
     redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[10])))
-  else
+  elseif f[4] then
     redis.call('HDEL', KEYS[2], 'lu')
   end
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
