@@ -308,18 +308,19 @@ return {1, '0'}
 /// expire at `lu` instead (a compare-and-PEXPIRE; longer than the key's
 /// remaining time, too, if the holder asked for a minimum beyond its ttl),
 /// and nothing is announced: nobody can take it before then. A release,
-/// deleting or shortening, ends the lock-delay (`nb` cleared): an orderly
-/// end is not a vanished holder. `lu` stays, so a repeated release
+/// deleting or shortening, ends the lock-delay (`nb` cleared, where the
+/// first read found it: no `HDEL` for the common grant without terms): an
+/// orderly end is not a vanished holder. `lu` stays, so a repeated release
 /// answers the same.
 pub(crate) const RELEASE: &str = r#"
-local h = redis.call('HMGET', KEYS[2], 'holder', 'lu')
+local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb')
 local mine = h[1] == ARGV[1]
 if mine and ARGV[5] == '1' and h[2] then
   local left = tonumber(h[2]) - now_ms()
   if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], string.format('%d', left))
     raise(left)
-    redis.call('HDEL', KEYS[2], 'nb')
+    if h[3] then redis.call('HDEL', KEYS[2], 'nb') end
     return 1
   end
 end
@@ -330,7 +331,7 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return 0
 end
-if mine then redis.call('HDEL', KEYS[2], 'nb') end
+if mine and h[3] then redis.call('HDEL', KEYS[2], 'nb') end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
