@@ -98,14 +98,14 @@ impl Redlock {
     /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
     /// for why that stays sound.
     ///
-    /// `waiter_marker`: see [`super::Node::acquire`]; zero unless the caller
-    /// waits in the queue.
+    /// `front`: the attempt is the queue's front waiter's; where refused,
+    /// it sets the resource's waiter marker (see [`super::Node::acquire`]),
+    /// so that the holder's release announces itself.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
         who: Claimant<'_>,
         ttl: Duration,
-        waiter_marker: Duration,
         stats: &mut AttemptStats,
         front: bool,
         mut stop: Pin<&mut S>,
@@ -124,9 +124,9 @@ impl Redlock {
         let subject = self.subject(resource, token);
         stats.attempts += 1;
         // The queue's front waiter's clean-up must not wake itself.
-        let cleanup = match front {
-            true => WakeWaiters::NotSelf,
-            false => WakeWaiters::IfDeleted,
+        let (cleanup, waiter_marker) = match front {
+            true => (WakeWaiters::NotSelf, self.waiter_marker_ttl()),
+            false => (WakeWaiters::IfDeleted, Duration::ZERO),
         };
         // Boxed: the round's state (its futures, tallies, replies) is then
         // allocated only once admitted, not carried inline by every caller's

@@ -222,7 +222,7 @@ impl Redlock {
         };
         let mut stats = AttemptStats::default();
         let result = if wait.is_zero() {
-            self.attempt(resource, who, ttl, Duration::ZERO, &mut stats, false, stop)
+            self.attempt(resource, who, ttl, &mut stats, false, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -307,9 +307,8 @@ impl Redlock {
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
-                let marker = self.waiter_marker_ttl();
                 match self
-                    .attempt(resource, who, ttl, marker, stats, true, stop.as_mut())
+                    .attempt(resource, who, ttl, stats, true, stop.as_mut())
                     .await
                 {
                     Ok(granted) => {
@@ -364,15 +363,7 @@ impl Redlock {
         loop {
             let started = Instant::now();
             let failure = match self
-                .attempt(
-                    resource,
-                    who,
-                    ttl,
-                    Duration::ZERO,
-                    stats,
-                    false,
-                    stop.as_mut(),
-                )
+                .attempt(resource, who, ttl, stats, false, stop.as_mut())
                 .await
             {
                 Ok(granted) => return Ok(granted),
@@ -401,7 +392,7 @@ impl Redlock {
     /// of this one's end and refreshes it while the resource stays held.
     /// With it gone, releases stop publishing notices: other replicas'
     /// releases then wake this waiter only through `wait_fallback`.
-    fn waiter_marker_ttl(&self) -> Duration {
+    pub(super) fn waiter_marker_ttl(&self) -> Duration {
         self.settings.wait_fallback * 2 + self.settings.node_timeout * 4 + Duration::from_secs(1)
     }
 
