@@ -397,7 +397,6 @@ async fn one_round_grant_records_holder_and_terms(flavor: Flavor) {
 /// the new holder's Release deletes its key at once instead of keeping it
 /// until the old `lu`, and its Extend sets no not-before time.
 async fn one_round_grant_clears_earlier_terms(flavor: Flavor) {
-    const RESOURCE: &str = "one-round/stale-terms";
     let h = Harness::start(flavor).await;
     let engine = build_engine(&h.config()).await.expect("engine");
     let redlock = &engine.redlock;
@@ -409,42 +408,54 @@ async fn one_round_grant_clears_earlier_terms(flavor: Flavor) {
         .release("one-round/warm", &warm.token)
         .await
         .expect("release"));
-    let rounds = redlock.fence_commit_rounds();
     let now_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .expect("after 1970")
         .as_millis();
+    // A starved engine's proposal can miss a master's clock window and fall
+    // back to the commit round (which clears the terms too): try fresh
+    // resources until one is granted in one round.
+    let mut one_round = None;
+    for attempt in 0..20 {
+        let resource = format!("one-round/stale-terms/{attempt}");
+        for i in 0..5 {
+            let stale = vec![
+                format!("redlock:fence:{resource}").into(),
+                "delay".into(),
+                "60000".into(),
+                "nb".into(),
+                (now_ms - 1_000).to_string().into(),
+                "lu".into(),
+                (now_ms + 600_000).to_string().into(),
+            ];
+            h.raw(i, "HSET", stale).await;
+        }
+        let rounds = redlock.fence_commit_rounds();
+        let lock = redlock
+            .acquire(&resource, TTL, Duration::ZERO)
+            .await
+            .expect("free: the old not-before time has passed");
+        if redlock.fence_commit_rounds() == rounds {
+            one_round = Some((resource, lock));
+            break;
+        }
+        assert!(redlock
+            .release_now(&resource, &lock.token)
+            .await
+            .expect("release"));
+    }
+    let (resource, lock) = one_round.expect("a one-round grant in 20 acquisitions");
+    let resource = resource.as_str();
     let fields = || -> Vec<fred::prelude::Value> {
         vec![
-            "redlock:fence:one-round/stale-terms".into(),
+            format!("redlock:fence:{resource}").into(),
             "delay".into(),
             "nb".into(),
             "lu".into(),
         ]
     };
-    for i in 0..5 {
-        let stale = vec![
-            "redlock:fence:one-round/stale-terms".into(),
-            "delay".into(),
-            "60000".into(),
-            "nb".into(),
-            (now_ms - 1_000).to_string().into(),
-            "lu".into(),
-            (now_ms + 600_000).to_string().into(),
-        ];
-        h.raw(i, "HSET", stale).await;
-    }
-    let lock = redlock
-        .acquire(RESOURCE, TTL, Duration::ZERO)
-        .await
-        .expect("free: the old not-before time has passed");
-    assert_eq!(
-        redlock.fence_commit_rounds(),
-        rounds,
-        "granted in one round"
-    );
     let extended = redlock
-        .extend(RESOURCE, &lock.token, TTL)
+        .extend(resource, &lock.token, TTL)
         .await
         .expect("held");
     assert_eq!(extended.fence, lock.fence);
@@ -457,11 +468,11 @@ async fn one_round_grant_clears_earlier_terms(flavor: Flavor) {
     }
     assert!(cleared >= 3, "old terms cleared on {cleared} masters only");
     assert!(redlock
-        .release(RESOURCE, &lock.token)
+        .release(resource, &lock.token)
         .await
         .expect("release"));
     assert_eq!(
-        h.holders(RESOURCE, lock.token.expose()).await,
+        h.holders(resource, lock.token.expose()).await,
         0,
         "deleted, not kept until the old hold-at-least"
     );
