@@ -59,7 +59,11 @@ async fn marker_set(h: &Harness, resource: &str) {
     let marker = format!("redlock:waiters:{resource}");
     eventually(Duration::from_secs(20), "the waiter marker", || async {
         for i in 0..5 {
-            if h.raw(i, "EXISTS", vec![marker.as_str().into()]).await.as_u64() == Some(1) {
+            if h.raw(i, "EXISTS", vec![marker.as_str().into()])
+                .await
+                .as_u64()
+                == Some(1)
+            {
                 return true;
             }
         }

@@ -318,13 +318,11 @@ impl Node for FredNode {
                     }))
                 }
                 // A permit's or shared grant's: no proposal taken.
-                [flag, max, now] if integer(flag)? == 1 => {
-                    Ok(AcquireVote::Granted(FenceRead {
-                        max: unsigned(max)?,
-                        now_micros: unsigned(now)?,
-                        took: false,
-                    }))
-                }
+                [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
+                    max: unsigned(max)?,
+                    now_micros: unsigned(now)?,
+                    took: false,
+                })),
                 [_, pttl] => Ok(AcquireVote::Refused {
                     holder_ttl: u64::try_from(integer(pttl)?)
                         .ok()

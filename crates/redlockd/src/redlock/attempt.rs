@@ -127,8 +127,7 @@ impl Redlock {
             false => (WakeWaiters::IfDeleted, Duration::ZERO),
         };
         if who.holder.limit > 1 {
-            let result =
-                Box::pin(self.attempt_permit(
+            let result = Box::pin(self.attempt_permit(
                 resource,
                 ttl,
                 waiter_marker,

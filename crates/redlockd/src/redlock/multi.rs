@@ -386,7 +386,12 @@ impl Redlock {
         }
 
         let fences: Vec<u64> = (0..resources.len())
-            .map(|i| super::fence::next_fence(super::fence::Proposal::NONE, granted.iter().map(|reads| reads[i])))
+            .map(|i| {
+                super::fence::next_fence(
+                    super::fence::Proposal::NONE,
+                    granted.iter().map(|reads| reads[i]),
+                )
+            })
             .collect();
         let commits = join_all(subjects.iter().zip(&fences).map(|(subject, &fence)| {
             let commit = Command::CommitFence {
