@@ -114,6 +114,15 @@
 //!   counted; without a commit, that master keeps the failed attempt's
 //!   record. See `Redlock::acquire_detached_as` for why that costs at worst
 //!   liveness, never two writers.
+//! - *Other kinds* (issue 19): a semaphore's permit, a shared grant and a
+//!   lock on several resources take no proposal (their scripts answer
+//!   without `took`, read as not taken), so they always commit with
+//!   `max + 1` as before; one-round grants are the plain lock's only. The
+//!   plain acquire still checks the limit record first, and a one-round
+//!   plain grant on a resource with shared holders cannot happen: the
+//!   sentinel in the lock key refuses its `SET NX`. A plain grant's fence
+//!   taken in one round is written to the same `max` that shared grants'
+//!   commits raise, so the argument above covers conflicts between them.
 //!
 //! Fence hashes expire after `fence_ttl` (longer than any lock; refreshed by
 //! every commit and extension) so resources that are never locked again do
