@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use redlockd::redlock::{LockKeys, Node, NodeError, Token};
+use redlockd::redlock::{Holder, LockKeys, Node, NodeError, Proposal, Token};
 use redlockd::server::build_engine;
 use redlockd_testkit::masters::Flavor;
 use std::time::Duration;
@@ -30,7 +30,16 @@ async fn acquire_that_raises_leaves_no_lock(flavor: Flavor) {
     }
     let token = Token::generate().expect("token");
     for (i, node) in engine.nodes.iter().enumerate() {
-        let vote = node.acquire(&keys, &token, Duration::from_secs(30)).await;
+        let vote = node
+            .acquire(
+                &keys,
+                &token,
+                Duration::from_secs(30),
+                Proposal::NONE,
+                Duration::ZERO,
+                &Holder::default(),
+            )
+            .await;
         assert!(
             matches!(&vote, Err(NodeError::Server(message)) if message.contains("WRONGTYPE")),
             "master {i}: {vote:?}"
@@ -42,7 +51,14 @@ async fn acquire_that_raises_leaves_no_lock(flavor: Flavor) {
     }
     let fine = LockKeys::new("redlock:", "fine");
     let vote = engine.nodes[0]
-        .acquire(&fine, &token, Duration::from_secs(1))
+        .acquire(
+            &fine,
+            &token,
+            Duration::from_secs(1),
+            Proposal::NONE,
+            Duration::ZERO,
+            &Holder::default(),
+        )
         .await;
     assert!(
         matches!(vote, Ok(redlockd::redlock::AcquireVote::Granted(_))),

@@ -19,6 +19,7 @@ against_both_servers!(
     woken_at_expiry,
     first_come_first_served,
     waiter_limits,
+    releases_publish_only_for_waiters,
 );
 
 /// The fallback retry is far away: only a wake-up can be quick.
@@ -60,6 +61,72 @@ async fn handoff_after_release(flavor: Flavor, via: usize) -> Duration {
     let handoff = granted - released;
     println!("{flavor}: release via daemon {via} -> waiter granted after {handoff:?}");
     handoff
+}
+
+/// PUBLISH commands run on every master so far (`INFO commandstats`; a
+/// PUBLISH from a script counts too).
+async fn publishes(h: &Harness) -> u64 {
+    let mut calls = 0;
+    for i in 0..5 {
+        let info = h.raw(i, "INFO", vec!["commandstats".into()]).await;
+        let text = info.as_string().unwrap_or_default();
+        calls += text
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_publish:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum::<u64>();
+    }
+    calls
+}
+
+/// Releases of resources nobody waits for publish no notice (issue 16: no
+/// master work for nobody); once a waiter on another replica was refused,
+/// the holder's release publishes, and the waiter is woken by it.
+async fn releases_publish_only_for_waiters(flavor: Flavor) {
+    let mut h = Harness::start_with(flavor, slow_fallback).await;
+    h.start_daemon().await;
+    let mut holder = h.client_of(1).await;
+    for i in 0..10 {
+        let lock = acquire(&mut holder, &format!("alone/{i}"), 10_000, 0)
+            .await
+            .expect("free");
+        assert!(release(&mut holder, &lock).await.expect("release"));
+    }
+    assert_eq!(publishes(&h).await, 0, "releases without waiters published");
+    let held = acquire(&mut holder, "baton", 30_000, 0)
+        .await
+        .expect("free");
+    let mut waiter = h.client_of(0).await;
+    let waiting = tokio::spawn(async move {
+        let lock = acquire(&mut waiter, "baton", 30_000, 25_000).await;
+        (Instant::now(), lock)
+    });
+    // The waiter's refused attempt left its marker on the masters.
+    eventually(Duration::from_secs(5), "the waiter marker", || async {
+        let marker = vec!["redlock:waiters:baton".into()];
+        h.raw(0, "EXISTS", marker).await.as_u64() == Some(1)
+    })
+    .await;
+    let released = Instant::now();
+    assert!(release(&mut holder, &held).await.expect("release"));
+    let (granted, lock) = waiting.await.expect("waiter task");
+    assert!(lock.expect("the waiter gets the lock").fence > held.fence);
+    let handoff = granted - released;
+    assert!(
+        handoff < FALLBACK / 10,
+        "{handoff:?}: not woken by the release notice"
+    );
+    assert!(
+        publishes(&h).await >= 3,
+        "the release published on its quorum"
+    );
 }
 
 /// A release through the waiter's own replica wakes it at once.

@@ -35,6 +35,10 @@ pub(crate) const NODE_QUARANTINED: &str = "redlock_node_quarantined";
 pub(crate) const NODE_QUARANTINE_SECONDS: &str = "redlock_node_quarantine_seconds";
 /// Masters' replies to acquire commands: granted, refused, error, timeout.
 pub(crate) const ACQUIRE_VOTES: &str = "redlock_acquire_votes_total";
+/// Grants by how their fence was fixed: `one_round` (the acquire took the
+/// proposed fence on the whole granting quorum) or `commit` (the fallback
+/// fence commit round), see `redlock::fence`.
+pub(crate) const FENCE_GRANTS_TOTAL: &str = "redlock_fence_grants_total";
 /// Validity at grant divided by ttl: how much of the lease the algorithm ate.
 pub(crate) const GRANT_VALIDITY_RATIO: &str = "redlock_grant_validity_ratio";
 /// Acquisitions that found the resource held.
@@ -158,6 +162,11 @@ const DESCRIPTIONS: [(&str, Kind, &str); 27] = [
         GRANT_VALIDITY_RATIO,
         Kind::Histogram,
         "Validity at grant divided by ttl: the share of the lease the acquisition left.",
+    ),
+    (
+        FENCE_GRANTS_TOTAL,
+        Kind::Counter,
+        "Grants by how their fence was fixed: one_round (the acquire took the proposed fence) or commit (the fallback commit round).",
     ),
     (
         CONTENDED_TOTAL,
@@ -322,6 +331,12 @@ pub(crate) fn waited(elapsed: Duration) {
 /// One master's reply to an acquire command (`granted`, `refused`, `error`, `timeout`).
 pub(crate) fn acquire_vote(result: &'static str) {
     counter!(ACQUIRE_VOTES, "result" => result).increment(1);
+}
+
+/// A grant's fence was fixed in one round, or by the commit round.
+pub(crate) fn fence_round(commit: bool) {
+    let path = if commit { "commit" } else { "one_round" };
+    counter!(FENCE_GRANTS_TOTAL, "path" => path).increment(1);
 }
 
 /// A grant: how much of the ttl was left as validity.

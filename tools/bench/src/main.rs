@@ -10,7 +10,9 @@
 //!   PX` + compare-and-delete on the five masters with fred, no lock logic)
 //!   and `library` (the `rslock` crate in-process; built with the
 //!   `bench-library` feature). Cycles per second, acquire and release
-//!   latency p50/p99/p99.9.
+//!   latency p50/p99/p99.9, and CPU per cycle split into the masters, the
+//!   daemon and the client ([`proc::CpuMeter`]; `--dev` runs the `grpc`
+//!   mode's daemon as a process of its own, so its CPU is its own).
 //! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling.
 //! - **W3, sessions** ([`w3`]): K open `Hold` sessions (`--sessions`, 1,000
 //!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
@@ -37,7 +39,8 @@
 //!
 //! `--dev` (the default without `--addr`/`--nodes`) starts five local Valkey
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
-//! in-process daemons over them. Otherwise `--nodes` names the masters
+//! daemon processes over them (`target/<profile>/redlockd`, beside this
+//! binary: build it first). Otherwise `--nodes` names the masters
 //! (W1 engine/raw/library, W3) and `--addr` running daemons (W1 grpc, W2).
 //!
 //! ```sh
@@ -126,7 +129,7 @@ pub struct Args {
     /// Bursts: Hold sessions opened at once over four connections.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     burst_sessions: u32,
-    /// A setting of the daemon processes (W3, bursts) as `key=value` in the
+    /// A setting of the daemon processes (W1 grpc, W2, W3, bursts) as `key=value` in the
     /// configuration's dotted names, e.g. `limits.max_acquisitions_in_flight=32`
     /// (repeatable); the rest are the defaults.
     #[arg(long = "daemon-set", value_name = "KEY=VALUE", value_parser = parse_setting)]
@@ -134,7 +137,7 @@ pub struct Args {
     /// Frozen client: the session ttls, one frozen holder each.
     #[arg(long, value_delimiter = ',', default_value = "1s,2s,5s", value_parser = parse_duration)]
     frozen_ttls: Vec<Duration>,
-    /// Start five local Valkey masters and in-process daemons. The default
+    /// Start five local Valkey masters and daemon processes. The default
     /// when neither --addr nor --nodes is given.
     #[arg(long, conflicts_with_all = ["addr", "nodes"])]
     dev: bool,
@@ -241,13 +244,23 @@ pub fn emit(line: &str) {
     let _ = std::io::stdout().flush();
 }
 
+/// The local masters' process ids (none without `--dev`).
+pub(crate) fn master_pids(masters: Option<&LocalMasters>) -> Vec<u32> {
+    masters.map_or_else(Vec::new, |m| {
+        (0..m.len()).filter_map(|i| m.pid(i)).collect()
+    })
+}
+
 /// Every run of this invocation, in the order of `--workloads`.
 async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::Reports, BoxError> {
     let nodes = masters.map_or_else(|| args.nodes.clone(), LocalMasters::urls);
     let mut reports = report::Reports::default();
     for workload in &args.workloads {
         match workload {
-            Workload::W1 => reports.w1 = w1::run_all(args, masters.is_some(), &nodes).await?,
+            Workload::W1 => {
+                let pids = master_pids(masters);
+                reports.w1 = w1::run_all(args, masters.is_some(), &nodes, &pids).await?;
+            }
             Workload::W2 => reports.w2 = w2::run_all(args, masters).await?,
             Workload::W3 if nodes.is_empty() => {
                 tracing::warn!("W3 skipped: it spawns a daemon, which needs --dev or --nodes");

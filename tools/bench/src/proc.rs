@@ -43,3 +43,96 @@ impl ProcSample {
         Ok(ProcSample { rss_kb, cpu_s })
     }
 }
+
+/// CPU seconds (user + system) process `pid` has used so far.
+fn cpu_s(pid: u32) -> Result<f64, BoxError> {
+    Ok(ProcSample::read(pid)?.cpu_s)
+}
+
+/// The processes whose CPU a run splits its cost into: the masters, the
+/// daemon (a process of its own, when the mode has one) and the client (this
+/// bench process: the workers, and in `engine` mode the engine too).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CpuMeter {
+    /// The masters' process ids (empty: not known, e.g. `--nodes`).
+    pub masters: Vec<u32>,
+    /// The daemon process's id, if the mode has one and it is known.
+    pub daemon: Option<u32>,
+}
+
+/// The CPU counters at the start of a measuring window.
+pub(crate) struct CpuStart {
+    masters: Option<f64>,
+    daemon: Option<f64>,
+    client: f64,
+}
+
+/// Core-microseconds of CPU per unit of work (a cycle, a grant) over a
+/// measuring window, by process kind; `None`: not measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CpuSplit {
+    /// All masters together.
+    pub masters_us: Option<f64>,
+    /// The daemon process.
+    pub daemon_us: Option<f64>,
+    /// The bench process (client; in-process modes include their lock logic).
+    pub client_us: Option<f64>,
+}
+
+impl CpuMeter {
+    /// The masters' CPU seconds summed; `None` when unknown or unreadable.
+    fn masters_s(&self) -> Option<f64> {
+        if self.masters.is_empty() {
+            return None;
+        }
+        self.masters.iter().map(|&pid| cpu_s(pid).ok()).sum()
+    }
+
+    /// Reads every counter: the start of a window.
+    pub(crate) fn start(&self) -> CpuStart {
+        CpuStart {
+            masters: self.masters_s(),
+            daemon: self.daemon.and_then(|pid| cpu_s(pid).ok()),
+            client: cpu_s(std::process::id()).unwrap_or(f64::NAN),
+        }
+    }
+
+    /// The CPU used since `start`, per each of `units` units of work.
+    pub(crate) fn per_unit(&self, start: &CpuStart, units: usize) -> CpuSplit {
+        let per = |before: Option<f64>, now: Option<f64>| -> Option<f64> {
+            let used = now? - before?;
+            (units > 0 && used.is_finite()).then(|| used * 1e6 / units as f64)
+        };
+        let client = cpu_s(std::process::id()).ok();
+        CpuSplit {
+            masters_us: per(start.masters, self.masters_s()),
+            daemon_us: per(start.daemon, self.daemon.and_then(|pid| cpu_s(pid).ok())),
+            client_us: per(Some(start.client), client),
+        }
+    }
+}
+
+impl CpuSplit {
+    /// `"masters_cpu_us":..,"daemon_cpu_us":..,"client_cpu_us":..` for a JSON line
+    /// (`null`: not measured).
+    pub(crate) fn json_fields(&self) -> String {
+        let f = |v: Option<f64>| v.map_or("null".to_owned(), |v| format!("{v:.1}"));
+        format!(
+            "\"masters_cpu_us\":{},\"daemon_cpu_us\":{},\"client_cpu_us\":{}",
+            f(self.masters_us),
+            f(self.daemon_us),
+            f(self.client_us)
+        )
+    }
+
+    /// "masters / daemon / client" in microseconds, for tables ("-": not measured).
+    pub(crate) fn cell(&self) -> String {
+        let f = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+        format!(
+            "{} / {} / {}",
+            f(self.masters_us),
+            f(self.daemon_us),
+            f(self.client_us)
+        )
+    }
+}

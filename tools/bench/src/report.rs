@@ -70,8 +70,10 @@ fn print_w1(reports: &[W1Report]) {
         ("release p99", column(&|r| ms(permille(&r.release, 990)))),
         ("release p99.9", column(&|r| ms(permille(&r.release, 999)))),
         ("errors", column(&|r| r.errors.to_string())),
+        ("CPU us/cycle m/d/c", column(&|r| r.cpu.cell())),
     ];
     print_columns("W1 uncontended acquire + release", &heads, &rows);
+    println!("CPU us/cycle m/d/c: core-microseconds per cycle of the masters (all five), the daemon process and the bench process, from /proc/<pid>/stat over the window");
     let find = |mode: &str, c: usize| {
         reports
             .iter()

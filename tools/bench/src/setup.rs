@@ -1,5 +1,5 @@
-//! What the workloads run against: local masters, in-process daemons and a
-//! daemon process (all from the test kit), and gRPC clients.
+//! What the workloads run against: local masters, in-process engines and
+//! daemon processes (all from the test kit), and gRPC clients.
 
 use crate::BoxError;
 use redlockd::config::Config;
@@ -18,8 +18,8 @@ pub(crate) fn start_masters() -> Result<LocalMasters, BoxError> {
     Ok(masters)
 }
 
-/// The default configuration over `nodes`, as the bench's daemons and
-/// engines use it (checked; workloads may change it and seal it with
+/// The default configuration over `nodes`, as the bench's engines and
+/// in-process daemons use it (checked; workloads may change it and seal it with
 /// [`Config::validated`]).
 pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     let mut config = Config::default();
@@ -34,7 +34,8 @@ pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     Ok(config)
 }
 
-/// Stops an in-process daemon, waiting at most 10 s; a failure is a warning.
+/// Stops an in-process daemon (the kinds' workloads: multi, rw,
+/// semaphore), waiting at most 10 s; a failure is a warning.
 pub(crate) async fn stop(daemon: Daemon) {
     if let Err(error) = daemon.stop(Duration::from_secs(10)).await {
         tracing::warn!("daemon ended: {error}");
@@ -49,7 +50,21 @@ pub(crate) fn spawn_process(
     max_sessions: usize,
     settings: &[(String, String)],
 ) -> Result<DaemonProcess, BoxError> {
-    let mut command = DaemonCommand::workspace(nodes)?.set("limits.max_sessions", max_sessions);
+    let mut settings = settings.to_vec();
+    settings.insert(
+        0,
+        ("limits.max_sessions".to_owned(), max_sessions.to_string()),
+    );
+    spawn_daemon(nodes, &settings)
+}
+
+/// Spawns a daemon process with the default configuration (W1 `grpc`,
+/// W2), `settings` on top.
+pub(crate) fn spawn_daemon(
+    nodes: &[String],
+    settings: &[(String, String)],
+) -> Result<DaemonProcess, BoxError> {
+    let mut command = DaemonCommand::workspace(nodes)?;
     for (key, value) in settings {
         command = command.set(key, value);
     }

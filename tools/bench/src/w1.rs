@@ -4,7 +4,8 @@
 //! engine in-process) vs `raw` (the masters' own commands, no lock logic)
 //! vs `library` (rslock in-process).
 
-use crate::setup::{self, bench_config, Client, Daemon};
+use crate::proc::{CpuMeter, CpuSplit};
+use crate::setup::{self, bench_config, Client};
 use crate::stats::{label, permille, sorted, us};
 use crate::w1_library::Library;
 use crate::{emit, Args, BoxError};
@@ -16,6 +17,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use redlockd::redlock::{Lock, Redlock};
 use redlockd::server::{build_engine, Engine};
 use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
+use redlockd_testkit::process::DaemonProcess;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,7 +52,8 @@ impl Mode {
 /// What a mode runs against, shared by its workers.
 enum Target {
     Grpc {
-        daemon: Option<Daemon>,
+        /// The daemon process `--dev` spawned (None: `--addr`).
+        daemon: Option<Box<DaemonProcess>>,
         addr: std::net::SocketAddr,
         /// HTTP/2 connections the workers share (`--grpc-connections`).
         connections: usize,
@@ -210,6 +213,8 @@ pub(crate) struct W1Report {
     pub release: Vec<Duration>,
     /// Cycles that failed.
     pub errors: u64,
+    /// CPU per completed cycle, by process kind, over the window.
+    pub cpu: CpuSplit,
 }
 
 impl W1Report {
@@ -225,7 +230,7 @@ impl W1Report {
             "{{\"workload\":\"W1\",\"mode\":\"{}\",\"concurrency\":{},\"duration_s\":{:.3},\
              \"cycles\":{},\"cycles_per_s\":{:.1},\"acquire_p50_us\":{},\"acquire_p99_us\":{},\
              \"acquire_p999_us\":{},\"release_p50_us\":{},\"release_p99_us\":{},\
-             \"release_p999_us\":{},\"errors\":{}}}",
+             \"release_p999_us\":{},\"errors\":{},{}}}",
             label(self.mode),
             self.concurrency,
             self.duration.as_secs_f64(),
@@ -238,16 +243,19 @@ impl W1Report {
             us(permille(r, 990)),
             us(permille(r, 999)),
             self.errors,
+            self.cpu.json_fields(),
         )
     }
 }
 
 /// Every W1 run: each mode at each concurrency; skips (with a warning) the
 /// modes this invocation has nothing to run against.
+/// `master_pids`: the local masters' processes (empty: not ours).
 pub(crate) async fn run_all(
     args: &Args,
     dev: bool,
     nodes: &[String],
+    master_pids: &[u32],
 ) -> Result<Vec<W1Report>, BoxError> {
     let mut reports = Vec::new();
     for &mode in &args.modes {
@@ -265,7 +273,14 @@ pub(crate) async fn run_all(
                 "W1 for {:?}",
                 args.duration
             );
-            let outcome = run(&target, mode, concurrency, args.duration).await;
+            let meter = CpuMeter {
+                masters: master_pids.to_vec(),
+                daemon: match &target {
+                    Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
+                    _ => None,
+                },
+            };
+            let outcome = run(&target, mode, concurrency, args.duration, &meter).await;
             if outcome.is_err() {
                 close(target).await;
                 return outcome.map(|_| reports);
@@ -286,10 +301,11 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
     };
     Ok(match mode {
         Mode::Grpc if dev => {
-            let daemon = Daemon::start(bench_config(nodes.to_vec())?.validated()?).await?;
+            // A process of its own, so that its CPU is its own.
+            let daemon = setup::spawn_daemon(nodes, &args.daemon_settings)?;
             let addr = daemon.addr;
             Target::Grpc {
-                daemon: Some(daemon),
+                daemon: Some(Box::new(daemon)),
                 addr,
                 connections: usize::from(args.grpc_connections),
             }
@@ -321,7 +337,7 @@ async fn close(target: Target) {
     match target {
         Target::Grpc { daemon, .. } => {
             if let Some(daemon) = daemon {
-                setup::stop(daemon).await;
+                setup::stop_process(*daemon).await;
             }
         }
         Target::Engine(engine) => engine.close().await,
@@ -336,6 +352,7 @@ async fn run(
     mode: Mode,
     concurrency: usize,
     duration: Duration,
+    meter: &CpuMeter,
 ) -> Result<W1Report, BoxError> {
     let mut workers = Vec::with_capacity(concurrency);
     let mut clients = Vec::new();
@@ -368,6 +385,7 @@ async fn run(
             tracing::warn!(mode = mode.name(), %error, "W1 warm-up cycle failed");
         }
     }
+    let cpu = meter.start();
     let start = Instant::now();
     let deadline = start + duration;
     let tasks = workers
@@ -396,6 +414,8 @@ async fn run(
         });
     let logs = futures::future::try_join_all(tasks).await?;
     let elapsed = start.elapsed();
+    let cycles: usize = logs.iter().map(|log| log.acquire.len()).sum();
+    let cpu = meter.per_unit(&cpu, cycles);
     let (mut acquire, mut release, mut errors) = (Vec::new(), Vec::new(), 0);
     for log in logs {
         acquire.extend(log.acquire);
@@ -409,5 +429,6 @@ async fn run(
         acquire: sorted(acquire),
         release: sorted(release),
         errors,
+        cpu,
     })
 }

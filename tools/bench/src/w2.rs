@@ -13,12 +13,14 @@
 //! the table adds where time goes: the Release round trip, and one Acquire
 //! per client on a free resource (same `wait`), timed before the run.
 //!
-//! With `--dev` it runs two in-process daemons over the local masters, one
-//! after the other (wake-ups, then polling); `--addr` (repeatable) runs
+//! With `--dev` it runs two daemon processes over the local masters, one
+//! after the other (wake-ups, then polling), and splits the CPU per grant
+//! into masters, daemon and client (`crate::proc::CpuMeter`); `--addr` (repeatable) runs
 //! against running daemons instead. Holds below 1 ms are rounded up by the
 //! tokio timer.
 
-use crate::setup::{bench_config, connect, proto_duration, Client, Daemon};
+use crate::proc::{CpuMeter, CpuSplit};
+use crate::setup::{connect, proto_duration, Client};
 use crate::stats::{label, ms, pct, sorted, us};
 use crate::{emit, Args, BoxError};
 use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest};
@@ -50,20 +52,25 @@ pub(crate) async fn run_all(
     };
     if let Some(masters) = masters {
         for (mode, wake) in [("wake", true), ("poll", false)] {
-            let mut config = bench_config(masters.urls())?;
-            config.redlock.wake_on_release = wake;
-            let daemon = Daemon::start(config.validated()?).await?;
+            let mut settings = args.daemon_settings.clone();
+            settings.push(("redlock.wake_on_release".to_owned(), wake.to_string()));
+            let daemon = crate::setup::spawn_daemon(&masters.urls(), &settings)?;
             tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
             let resource = format!("bench/w2/{mode}/{pid}");
-            let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params).await;
-            crate::setup::stop(daemon).await;
+            let meter = CpuMeter {
+                masters: crate::master_pids(Some(masters)),
+                daemon: Some(daemon.pid),
+            };
+            let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params, &meter).await;
+            crate::setup::stop_process(daemon).await;
             report(outcome?);
         }
     }
     for (i, addr) in args.addr.iter().enumerate() {
         tracing::info!(%addr, "W2 for {:?}", params.duration);
         let (mode, resource) = (format!("addr={addr}"), format!("bench/w2/{i}/{pid}"));
-        report(w2_contended_handoff(*addr, &mode, &resource, params).await?);
+        let meter = CpuMeter::default();
+        report(w2_contended_handoff(*addr, &mode, &resource, params, &meter).await?);
     }
     Ok(reports)
 }
@@ -104,6 +111,7 @@ async fn w2_contended_handoff(
     mode: &str,
     resource: &str,
     params: W2Params,
+    meter: &CpuMeter,
 ) -> Result<W2Report, BoxError> {
     let connecting = (0..params.contenders).map(|_| connect(addr));
     let mut clients = futures::future::try_join_all(connecting).await?;
@@ -122,6 +130,7 @@ async fn w2_contended_handoff(
             }
         }
     }
+    let cpu = meter.start();
     let clock = Instant::now();
     let deadline = tokio::time::Instant::from_std(clock + params.duration);
     let tasks = clients.into_iter().enumerate().map(|(id, client)| {
@@ -136,7 +145,9 @@ async fn w2_contended_handoff(
         ))
     });
     let logs = futures::future::try_join_all(tasks).await?;
-    Ok(W2Report::new(mode, params, &logs, uncontended))
+    let grants = logs.iter().map(|log| log.grants.len()).sum();
+    let cpu = meter.per_unit(&cpu, grants);
+    Ok(W2Report::new(mode, params, &logs, uncontended, cpu))
 }
 
 fn acquire_request(resource: &str, owner: &str) -> AcquireRequest {
@@ -241,10 +252,18 @@ pub(crate) struct W2Report {
     grants_max: usize,
     errors: u64,
     not_held: u64,
+    /// CPU per grant, by process kind, over the window.
+    cpu: CpuSplit,
 }
 
 impl W2Report {
-    fn new(mode: &str, params: W2Params, logs: &[ContenderLog], base: Vec<Duration>) -> Self {
+    fn new(
+        mode: &str,
+        params: W2Params,
+        logs: &[ContenderLog],
+        base: Vec<Duration>,
+        cpu: CpuSplit,
+    ) -> Self {
         let mut grants: Vec<&Grant> = logs.iter().flat_map(|l| &l.grants).collect();
         grants.sort_unstable_by_key(|g| g.granted);
         let (mut handoff, mut regrants, mut overlaps) = (Vec::new(), 0, 0);
@@ -280,6 +299,7 @@ impl W2Report {
             grants_max: per_contender.max().unwrap_or(0),
             errors: logs.iter().map(|l| l.errors).sum(),
             not_held: logs.iter().map(|l| l.not_held).sum(),
+            cpu,
         }
     }
 
@@ -294,7 +314,7 @@ impl W2Report {
             "{{\"workload\":\"W2\",\"mode\":\"{}\",\"contenders\":{},\"duration_s\":{:.3},\
              \"handoffs\":{},\"handoffs_per_s\":{:.1},\"handoff_p50_us\":{},\"handoff_p99_us\":{},\
              \"longest_wait_ms\":{longest_ms:.1},\"grants_min\":{},\"grants_max\":{},\
-             \"grants\":{},\"errors\":{}}}",
+             \"grants\":{},\"errors\":{},{}}}",
             label(&self.mode),
             self.params.contenders,
             self.params.duration.as_secs_f64(),
@@ -306,6 +326,7 @@ impl W2Report {
             self.grants_max,
             self.grants,
             self.errors,
+            self.cpu.json_fields(),
         )
     }
 }
@@ -333,11 +354,12 @@ pub(crate) fn print_table(reports: &[W2Report]) {
         ("grants/contender min/max", |r| {
             format!("{}/{}", r.grants_min, r.grants_max)
         }),
+        ("CPU us/grant m/d/c", |r| r.cpu.cell()),
         ("errors/not held/overlaps", |r| {
             format!("{}/{}/{}", r.errors, r.not_held, r.overlaps)
         }),
     ];
-    let width = 2 + reports.iter().map(|r| r.mode.len()).fold(12, usize::max);
+    let width = 2 + reports.iter().map(|r| r.mode.len()).fold(20, usize::max);
     let mut out = format!("\nW2 contended hand-off\n{:<28}", "");
     for r in reports {
         out.push_str(&format!("{:>width$}", r.mode));

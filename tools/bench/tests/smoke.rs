@@ -69,6 +69,14 @@ fn every_workload_reports_well_formed_non_zero_lines() {
         // Failed cycles (a master missing its 50 ms timeout on a loaded CI
         // machine) are timing, not form: only their presence is checked.
         assert!(number(line, "errors") >= 0.0, "{line}");
+        // The CPU split: the masters' and the bench's always (--dev), the
+        // daemon's where it is a process of its own (grpc).
+        assert!(number(line, "masters_cpu_us") >= 0.0, "{line}");
+        assert!(number(line, "client_cpu_us") >= 0.0, "{line}");
+        match line["mode"] == "grpc" {
+            true => assert!(number(line, "daemon_cpu_us") >= 0.0, "{line}"),
+            false => assert!(line["daemon_cpu_us"].is_null(), "{line}"),
+        }
     }
 
     let w2 = of("W2");
@@ -76,6 +84,9 @@ fn every_workload_reports_well_formed_non_zero_lines() {
     assert_eq!(seen, ["wake", "poll"], "{stdout}");
     for line in &w2 {
         assert!(number(line, "grants") > 0.0, "{line}");
+        for field in ["masters_cpu_us", "daemon_cpu_us", "client_cpu_us"] {
+            assert!(number(line, field) >= 0.0, "{field} in {line}");
+        }
     }
 
     let w3 = of("W3");

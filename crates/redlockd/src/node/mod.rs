@@ -25,7 +25,7 @@ mod watch;
 
 pub use watch::mark_duplicates;
 
-use crate::redlock::fence::FenceRead;
+use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::node::{Record, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
 use batch::Batcher;
@@ -255,6 +255,9 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
+        waiter_marker: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         let reply = if let Some(readers) = &keys.readers {
             self.run(
@@ -264,8 +267,9 @@ impl Node for FredNode {
                     key(&keys.fence),
                     key(readers),
                     key(&keys.limit_record),
+                    key(&keys.waiters),
                 ],
-                vec![token.expose().into(), millis(ttl)],
+                vec![token.expose().into(), millis(ttl), millis(waiter_marker)],
             )
         } else if keys.limit > 1 {
             self.run(
@@ -275,27 +279,59 @@ impl Node for FredNode {
                     key(&keys.fence),
                     key(&keys.base),
                     key(&keys.limit_record),
+                    key(&keys.waiters),
                 ],
                 vec![
                     token.expose().into(),
                     millis(ttl),
                     keys.limit.to_string().into(),
                     millis(keys.limit_ttl),
+                    millis(waiter_marker),
                 ],
             )
         } else {
+            if proposal.fence > 0 {
+                // The grant may stand without a commit (see `commit_fence`).
+                self.peers.local().record(ttl);
+            }
             self.run(
                 Op::Acquire,
-                vec![key(&keys.lock), key(&keys.fence), key(&keys.limit_record)],
-                vec![token.expose().into(), millis(ttl), millis(keys.writer_mark)],
+                vec![
+                    key(&keys.lock),
+                    key(&keys.fence),
+                    key(&keys.limit_record),
+                    key(&keys.waiters),
+                ],
+                vec![
+                    token.expose().into(),
+                    millis(ttl),
+                    Value::String(proposal.fence.to_string().into()),
+                    Value::String(proposal.window.as_micros().to_string().into()),
+                    millis(proposal.fence_ttl),
+                    millis(waiter_marker),
+                    holder.owner.as_ref().into(),
+                    holder.kind.as_ref().into(),
+                    millis(holder.lock_delay),
+                    millis(holder.hold_at_least),
+                    millis(keys.writer_mark),
+                ],
             )
         };
         async move {
             let fields = array(reply.await?)?;
             match fields.as_slice() {
+                [flag, max, now, took] if integer(flag)? == 1 => {
+                    Ok(AcquireVote::Granted(FenceRead {
+                        max: unsigned(max)?,
+                        now_micros: unsigned(now)?,
+                        took: integer(took)? == 1,
+                    }))
+                }
+                // A permit's or shared grant's: no proposal taken.
                 [flag, max, now] if integer(flag)? == 1 => Ok(AcquireVote::Granted(FenceRead {
                     max: unsigned(max)?,
                     now_micros: unsigned(now)?,
+                    took: false,
                 })),
                 [_, pttl] => Ok(AcquireVote::Refused {
                     holder_ttl: u64::try_from(integer(pttl)?)
@@ -319,8 +355,9 @@ impl Node for FredNode {
         keys: &[LockKeys],
         token: &Token,
         ttl: Duration,
+        waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<crate::redlock::AcquireAllVote, NodeError>> {
-        self.run_acquire_all(keys, token, ttl)
+        self.run_acquire_all(keys, token, ttl, waiter_marker)
     }
 
     fn commit_fence(
@@ -340,6 +377,7 @@ impl Node for FredNode {
             None => (Op::CommitFence, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
+        script_keys.push(key(&keys.waiters));
         let reply = self.run(
             op,
             script_keys,
@@ -370,6 +408,7 @@ impl Node for FredNode {
             None => (Op::Extend, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
+        script_keys.push(key(&keys.waiters));
         let reply = self.run(
             op,
             script_keys,
@@ -424,6 +463,7 @@ impl Node for FredNode {
             None => (Op::Release, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
+        script_keys.push(key(&keys.waiters));
         let reply = self.run(
             op,
             script_keys,

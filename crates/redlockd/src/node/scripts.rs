@@ -176,12 +176,16 @@ return out
     lua
 }
 
+/// The highest `KEYS`/`ARGV` index a script body may use ([`ACQUIRE`] takes
+/// ten arguments).
+const MAX_INDEX: usize = 12;
+
 /// A script body with `KEYS[n]` and `ARGV[n]` read at the operation's
 /// offsets `k` and `a` in the batch's arrays: no per-operation tables to
 /// build (allocation was a good part of the masters' time).
 fn at_offsets(body: &str) -> String {
     let mut out = body.to_owned();
-    for n in 1..=8 {
+    for n in 1..=MAX_INDEX {
         out = out
             .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
             .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
@@ -189,18 +193,39 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence, limit record. ARGV: token, ttl ms, writer mark ms.
-/// Returns `{0, '0', 'limit', limit}` when a semaphore's permit of the
-/// resource is held here (the limit record names its limit, and one of its
-/// permit keys exists: `crate::redlock::semaphore`),
-/// `{1, max, now_micros}` when the SET NX succeeded, else `{0, pttl}`,
-/// or `{0, left, 'delay'}` when the key is free but a lock-delay still runs
-/// (`left` ms until the master's clock reaches the fence hash's `nb`, see
-/// [`COMMIT_FENCE`]).
-/// Refused because shared holders hold here (the lock key holds the
-/// sentinel, `crate::redlock::rw`), it sets the writer-waiting marker: the
-/// fence hash's `ww` = now + writer mark ms (0: none), which refuses new
-/// shared grants until then.
+/// KEYS: lock, fence, limit record, waiter marker. ARGV: token, ttl ms,
+/// proposed fence (0: none), proposal window µs, fence ttl ms, waiter
+/// marker ttl ms ('0': the caller will not wait in the queue), then the
+/// holder and the grant's terms as [`COMMIT_FENCE`] takes them: owner,
+/// kind, lock_delay ms, hold_at_least ms; last, the writer mark ms.
+/// First, before anything is written: returns `{0, '0', 'limit', limit}`
+/// when a semaphore's permit of the resource is held here (the limit
+/// record names its limit, and one of its permit keys exists:
+/// `crate::redlock::semaphore`).
+/// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
+/// `{0, pttl}`, or `{0, left, 'delay'}` when the key is free but a
+/// lock-delay still runs (`left` ms until the master's clock reaches the
+/// fence hash's `nb`, see [`COMMIT_FENCE`]).
+/// Where refused because the key is held, a caller that will wait sets the
+/// waiter marker, so that the holder's release announces itself (see
+/// [`RELEASE`] and `super::scripts_rw::RELEASE_SHARED`: the key may hold
+/// shared holders' sentinel). Refused because shared holders hold here
+/// (the lock key holds the sentinel, `crate::redlock::rw`), it also sets
+/// the writer-waiting marker: the fence hash's `ww` = now + writer mark ms
+/// (0: none), which refuses new shared grants until then.
+/// `took` is 1 where the
+/// proposal was taken: old max below it and `now <= F <= now + window`;
+/// then the script writes what the commit would ([`COMMIT_FENCE`], with
+/// `F` as the fence and the acquire's instant as `at`): `max`, `holder`,
+/// `fence`, `owner`, `kind`, `at`, the lock-delay (`delay`, `nb`) and the
+/// hold-at-least (`lu`), refreshes the hash's expiry and raises the horizon
+/// to the lock's ttl (the one-round grant, see `crate::redlock::fence`).
+/// `nb` counts from now, the key's own start, so it is the key's expiry +
+/// delay as with the commit. An earlier grant's terms are deleted only
+/// where the first read found them (the script runs atomically, so that
+/// read is current): in the common case, no terms then or now, the grant
+/// costs `HMGET`, `SET`, `HSET` and `PEXPIRE`, with no `HDEL`. The proposal block is the part after the
+/// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -216,21 +241,42 @@ if lim then
   for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
 end
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu')
 local max = f[1] or '0'
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()
   if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, max, now_micros()}
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[11] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
+    redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[11])))
+    if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
+  end
+  if ARGV[6] ~= '0' then redis.call('SET', KEYS[4], '1', 'PX', ARGV[6]) end
+  return {0, tostring(pttl)}
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
-  redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[3])))
-  if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+-- one-round fence: take the proposal ARGV[3] if it fits
+local p, now = tonumber(ARGV[3]), now_micros()
+local t = tonumber(now)
+if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
+  raise(ARGV[2])
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now)
+  local nowm = now_ms()
+  if tonumber(ARGV[9]) > 0 then
+    redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
+  elseif f[2] or f[3] then
+    redis.call('HDEL', KEYS[2], 'delay', 'nb')
+  end
+  if tonumber(ARGV[10]) > 0 then
+    redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[10])))
+  elseif f[4] then
+    redis.call('HDEL', KEYS[2], 'lu')
+  end
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  return {1, max, now, 1}
 end
-return {0, tostring(pttl)}
+return {1, max, now, 0}
 "#;
 
 /// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
@@ -318,28 +364,30 @@ if h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock, fence. ARGV: token, release channel, release notice, '1' if
-/// the master has DELIFEQ (Valkey 9), '1' if the grant's hold-at-least is
-/// honoured (a holder's release; not a failed attempt's clean-up nor an
-/// operator's force-release). Compare-and-delete; announces the release
-/// on the channel when it deleted. Returns 1 if it deleted, or if it
+/// KEYS: lock, fence, waiter marker. ARGV: token, release channel, release
+/// notice, '1' if the master has DELIFEQ (Valkey 9), '1' if the grant's
+/// hold-at-least is honoured (a holder's release; not a failed attempt's
+/// clean-up nor an operator's force-release). Compare-and-delete; when it
+/// deleted and a replica has waiters for the resource (the waiter marker
+/// is there, see [`ACQUIRE`]), announces the release on the channel. Returns 1 if it deleted, or if it
 /// honoured a hold-at-least: then, where the token holds the key and the
 /// master's clock is before `lu` ([`COMMIT_FENCE`]), the key is set to
 /// expire at `lu` instead (a compare-and-PEXPIRE; longer than the key's
 /// remaining time, too, if the holder asked for a minimum beyond its ttl),
 /// and nothing is announced: nobody can take it before then. A release,
-/// deleting or shortening, ends the lock-delay (`nb` cleared): an orderly
-/// end is not a vanished holder. `lu` stays, so a repeated release
+/// deleting or shortening, ends the lock-delay (`nb` cleared, where the
+/// first read found it: no `HDEL` for the common grant without terms): an
+/// orderly end is not a vanished holder. `lu` stays, so a repeated release
 /// answers the same.
 pub(crate) const RELEASE: &str = r#"
-local h = redis.call('HMGET', KEYS[2], 'holder', 'lu')
+local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb')
 local mine = h[1] == ARGV[1]
 if mine and ARGV[5] == '1' and h[2] then
   local left = tonumber(h[2]) - now_ms()
   if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], string.format('%d', left))
     raise(left)
-    redis.call('HDEL', KEYS[2], 'nb')
+    if h[3] then redis.call('HDEL', KEYS[2], 'nb') end
     return 1
   end
 end
@@ -350,8 +398,10 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return 0
 end
-if mine then redis.call('HDEL', KEYS[2], 'nb') end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+if mine and h[3] then redis.call('HDEL', KEYS[2], 'nb') end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
 return 1
 "#;
 
@@ -422,9 +472,14 @@ mod tests {
             at_offsets("GET KEYS[1] KEYS[2] ARGV[1] ARGV[4]"),
             "GET KEYS[k + 0] KEYS[k + 1] ARGV[a + 0] ARGV[a + 3]"
         );
+        assert_eq!(at_offsets("ARGV[10] ARGV[1]"), "ARGV[a + 9] ARGV[a + 0]");
         for op in Op::ALL {
             let body = at_offsets(op.lua());
-            assert!(!body.contains("KEYS[1]") && !body.contains("ARGV[1]"));
+            // No index left unreplaced (one above MAX_INDEX would be).
+            for n in 1..=MAX_INDEX * 2 {
+                assert!(!body.contains(&format!("KEYS[{n}]")), "{body}");
+                assert!(!body.contains(&format!("ARGV[{n}]")), "{body}");
+            }
         }
     }
 

@@ -11,7 +11,12 @@ use futures::FutureExt;
 use std::time::Duration;
 
 /// KEYS: lock 1, fence 1, lock 2, fence 2, ..., then limit record 1, ...,
-/// limit record n. ARGV: token, ttl ms, the number of resources n. All or
+/// limit record n, then waiter marker 1, ..., waiter marker n. ARGV:
+/// token, ttl ms, the number of resources n, waiter marker ttl ms ('0':
+/// the caller will not wait). Refused because some are held, a caller
+/// that will wait sets the waiter marker of each held resource (it waits
+/// in every resource's queue), so that their releases announce
+/// themselves. The grant keeps the commit round (no proposal). All or
 /// none, atomically (one script): first every resource is read (the fence
 /// hash's `max` and lock-delay `nb`, the lock key's PTTL, and whether a
 /// semaphore's permit of it is held here: its limit record names a limit
@@ -30,7 +35,7 @@ use std::time::Duration;
 /// it uses no `KEYS[n]` that `at_offsets` would rewrite.
 pub(crate) const ACQUIRE_ALL: &str = r#"
 local n = tonumber(ARGV[a + 2])
-local maxes, wait, held, delayed = {}, 0, false, false
+local maxes, wait, held, delayed, marks = {}, 0, false, false, {}
 for i = 0, n - 1 do
   local lock, fence = KEYS[k + 2 * i], KEYS[k + 2 * i + 1]
   local f = redis.call('HMGET', fence, 'max', 'nb')
@@ -42,11 +47,13 @@ for i = 0, n - 1 do
     if redis.call('EXISTS', unpack(ks)) > 0 then
       held = true
       wait = -1
+      marks[#marks + 1] = KEYS[k + 3 * n + i]
     end
   end
   local pttl = redis.call('PTTL', lock)
   if pttl ~= -2 then
     held = true
+    marks[#marks + 1] = KEYS[k + 3 * n + i]
     if pttl == -1 or wait == -1 then wait = -1 elseif pttl > wait then wait = pttl end
   elseif f[2] and not held then
     local left = tonumber(f[2]) - now_ms()
@@ -56,7 +63,12 @@ for i = 0, n - 1 do
     end
   end
 end
-if held then return {0, tostring(wait)} end
+if held then
+  if ARGV[a + 3] ~= '0' then
+    for _, m in ipairs(marks) do redis.call('SET', m, '1', 'PX', ARGV[a + 3]) end
+  end
+  return {0, tostring(wait)}
+end
 if delayed then return {0, string.format('%d', wait), 'delay'} end
 for i = 0, n - 1 do
   redis.call('SET', KEYS[k + 2 * i], ARGV[a], 'PX', ARGV[a + 1])
@@ -74,17 +86,24 @@ impl FredNode {
         keys: &[LockKeys],
         token: &Token,
         ttl: Duration,
+        waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<AcquireAllVote, NodeError>> {
         let names = keys
             .iter()
             .flat_map(|k| [key(&k.lock), key(&k.fence)])
             .chain(keys.iter().map(|k| key(&k.limit_record)))
+            .chain(keys.iter().map(|k| key(&k.waiters)))
             .collect();
         let count = keys.len();
         let reply = self.run(
             Op::AcquireAll,
             names,
-            vec![token.expose().into(), millis(ttl), count.to_string().into()],
+            vec![
+                token.expose().into(),
+                millis(ttl),
+                count.to_string().into(),
+                millis(waiter_marker),
+            ],
         );
         async move {
             let fields = array(reply.await?)?;
@@ -97,6 +116,7 @@ impl FredNode {
                             Ok(FenceRead {
                                 max: unsigned(max)?,
                                 now_micros,
+                                took: false,
                             })
                         })
                         .collect::<Result<Vec<_>, NodeError>>()?;

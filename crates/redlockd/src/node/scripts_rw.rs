@@ -49,7 +49,8 @@ end
     };
 }
 
-/// KEYS: lock, fence, readers, limit record. ARGV: token, ttl ms.
+/// KEYS: lock, fence, readers, limit record, waiter marker. ARGV: token,
+/// ttl ms, waiter marker ttl ms ('0': the caller will not wait).
 /// A shared grant on this master: refused as [`super::scripts::ACQUIRE`]
 /// refuses (`{0, '0', 'limit', limit}`) while a semaphore's permit of the
 /// resource is held here; refused (`{0, pttl}`) while an exclusive
@@ -57,7 +58,9 @@ end
 /// left}`: until it ends), or, the key being free, while a lock-delay runs
 /// (`{0, left, 'delay'}`, as [`super::scripts::ACQUIRE`]). Else adds the
 /// token with expiry now + ttl and returns `{1, max, now_micros}` like
-/// the exclusive acquire.
+/// the exclusive acquire (no proposal: a shared grant keeps the commit
+/// round). Refused by a holder or a writer-waiting marker, a caller that
+/// will wait sets the waiter marker, as [`super::scripts::ACQUIRE`] does.
 pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(
     r#"
 local lim = redis.call('GET', KEYS[4])
@@ -69,10 +72,16 @@ end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww')
 local max = f[1] or '0'
 local held = redis.call('GET', KEYS[1])
-if held and held ~= 'shared' then return {0, tostring(redis.call('PTTL', KEYS[1]))} end
+if held and held ~= 'shared' then
+  if ARGV[3] ~= '0' then redis.call('SET', KEYS[5], '1', 'PX', ARGV[3]) end
+  return {0, tostring(redis.call('PTTL', KEYS[1]))}
+end
 if f[3] then
   local left = tonumber(f[3]) - nowm
-  if left > 0 then return {0, string.format('%d', left)} end
+  if left > 0 then
+    if ARGV[3] ~= '0' then redis.call('SET', KEYS[5], '1', 'PX', ARGV[3]) end
+    return {0, string.format('%d', left)}
+  end
 end
 if not held and f[2] then
   local left = tonumber(f[2]) - nowm
@@ -141,11 +150,13 @@ return 1
 "#
 );
 
-/// KEYS: lock, fence, readers. ARGV: token, release channel, release
-/// notice (then two flags of the exclusive release, unused: a shared
-/// grant has no hold-at-least). Removes the token and its fence; when it
-/// was the last member, deletes the sentinel and announces the release
-/// (waiting writers wake), else re-covers. Returns 1 if the token was an
+/// KEYS: lock, fence, readers, waiter marker. ARGV: token, release
+/// channel, release notice (then two flags of the exclusive release,
+/// unused: a shared grant has no hold-at-least). Removes the token and its
+/// fence; when it was the last member, deletes the sentinel and, where a
+/// replica has waiters (the waiter marker is there, as for
+/// [`super::scripts::RELEASE`]), announces the release (waiting writers
+/// wake), else re-covers. Returns 1 if the token was an
 /// unexpired member.
 pub(crate) const RELEASE_SHARED: &str = with_helpers!(
     r#"
@@ -154,7 +165,7 @@ if not s then return 0 end
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1])
 prune()
-if redis.call('GET', KEYS[1]) == 'shared' and not cover() then
+if redis.call('GET', KEYS[1]) == 'shared' and not cover() and redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
 if tonumber(s) > nowm then return 1 end

@@ -1,5 +1,6 @@
-//! One acquisition attempt: the acquire round, then the fence commit round
-//! (see [`super::fence`]). Whatever goes wrong, the token is released on
+//! One acquisition attempt: the acquire round, then, unless the acquire
+//! took the proposed fence on the whole counted quorum, the fence commit
+//! round (see [`super::fence`]). Whatever goes wrong, the token is released on
 //! every master before the attempt returns.
 
 use super::admission::Admitted;
@@ -99,6 +100,10 @@ impl Redlock {
     /// With a request id (`who.fixed`, the token derived from it), every
     /// attempt uses that one token instead: see [`Redlock::acquire_detached_as`]
     /// for why that stays sound.
+    ///
+    /// `front`: the attempt is the queue's front waiter's; where refused,
+    /// it sets the resource's waiter marker (see [`super::Node::acquire`]),
+    /// so that the holder's release announces itself.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
         resource: &str,
@@ -117,13 +122,20 @@ impl Redlock {
         };
         stats.attempts += 1;
         // The queue's front waiter's clean-up must not wake itself.
-        let cleanup = match front {
-            true => WakeWaiters::NotSelf,
-            false => WakeWaiters::IfDeleted,
+        let (cleanup, waiter_marker) = match front {
+            true => (WakeWaiters::NotSelf, self.waiter_marker_ttl()),
+            false => (WakeWaiters::IfDeleted, Duration::ZERO),
         };
         if who.holder.limit > 1 {
-            let result =
-                Box::pin(self.attempt_permit(resource, ttl, who.holder, &admitted, cleanup)).await;
+            let result = Box::pin(self.attempt_permit(
+                resource,
+                ttl,
+                waiter_marker,
+                who.holder,
+                &admitted,
+                cleanup,
+            ))
+            .await;
             match &result {
                 Ok(lock) => metrics::grant(lock.validity, ttl),
                 Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -140,8 +152,15 @@ impl Redlock {
         // allocated only once admitted, not carried inline by every caller's
         // future while it waits in the admission queue. With 10,000 `Hold`
         // sessions opened at once, ~9,900 wait there at the peak.
-        let result =
-            Box::pin(self.attempt_once(&subject, ttl, who.holder, &admitted, cleanup)).await;
+        let result = Box::pin(self.attempt_once(
+            &subject,
+            ttl,
+            waiter_marker,
+            who.holder,
+            &admitted,
+            cleanup,
+        ))
+        .await;
         match &result {
             Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
@@ -162,10 +181,16 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         ttl: Duration,
+        waiter_marker: Duration,
         holder: &Arc<Holder>,
         admitted: &Admitted<'_>,
         cleanup: WakeWaiters,
     ) -> Result<(u64, (Duration, Deadline)), Failure> {
+        // No proposal while a master is untrusted (see `fence`: attempts
+        // turned away then must not raise horizons).
+        let proposal = self
+            .proposer
+            .propose(self.nodes.iter().all(|node| node.trusted()));
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
@@ -175,7 +200,12 @@ impl Redlock {
             .round(
                 subject,
                 self.all(),
-                Command::Acquire { ttl },
+                Command::Acquire {
+                    ttl,
+                    proposal,
+                    waiter_marker,
+                    holder: Arc::clone(holder),
+                },
                 |index, reply, tally| match reply {
                     Reply::Acquire(AcquireVote::Granted(read)) => {
                         tally.count(Vote::Yes);
@@ -225,7 +255,33 @@ impl Redlock {
             });
         }
 
-        let fence = fence::next_fence(granted.iter().map(|&(_, read)| read));
+        let reads = || granted.iter().map(|&(_, read)| read);
+        self.proposer.observe(reads());
+        if fence::one_round(proposal, reads()) {
+            // Every counted master wrote the proposal atomically with its
+            // SET: the fence is on a majority already (see `fence`).
+            return match start.validity(ttl, self.settings.drift_factor) {
+                Some(validity) => {
+                    metrics::fence_round(false);
+                    Ok((proposal.fence, validity))
+                }
+                None => {
+                    self.release_everywhere(
+                        subject,
+                        cleanup,
+                        false,
+                        self.cleanup_deadline(start.mono()),
+                        Vote::Failed,
+                    )
+                    .await;
+                    Err(LockError::Expired(votes).into())
+                }
+            };
+        }
+        self.commit_rounds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::fence_round(true);
+        let fence = fence::next_fence(proposal, reads());
         let commit = Command::CommitFence {
             fence,
             fence_ttl: self.settings.fence_ttl,

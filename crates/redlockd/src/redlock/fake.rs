@@ -10,7 +10,7 @@
 //! of a round (the engine polls them all while it waits on the network), and
 //! a command whose reply comes too late has still taken effect.
 
-use super::fence::FenceRead;
+use super::fence::{FenceRead, Proposal};
 use super::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
 use std::collections::HashMap;
@@ -235,8 +235,12 @@ impl Node for FakeNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
+        _waiter_marker: Duration,
+        holder: &super::Holder,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         let now_micros = self.wall_micros();
+        let (owner, kind) = (holder.owner.to_string(), holder.kind.to_string());
         self.serve(Op::Acquire, token, |state, now| {
             if let Some((_, expiry)) = state.locks.get(&keys.lock) {
                 let holder_ttl = Some(whole_millis(*expiry - now));
@@ -253,7 +257,31 @@ impl Node for FakeNode {
                 .locks
                 .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
             let max = state.fences.get(&keys.fence).map_or(0, |hash| hash.max);
-            (AcquireVote::Granted(FenceRead { max, now_micros }), true)
+            let window = u64::try_from(proposal.window.as_micros()).expect("fits");
+            let f = proposal.fence;
+            let took = f > max && f >= now_micros && f <= now_micros + window;
+            if took {
+                let hash = state.fences.entry(keys.fence.clone()).or_insert(FenceHash {
+                    max: 0,
+                    holder: None,
+                    fence: None,
+                    owner: String::new(),
+                    kind: String::new(),
+                    expiry: now,
+                });
+                hash.owner = owner;
+                hash.kind = kind;
+                hash.max = f;
+                hash.holder = Some(token.expose().to_owned());
+                hash.fence = Some(f);
+                hash.expiry = now + whole_millis(proposal.fence_ttl);
+            }
+            let read = FenceRead {
+                max,
+                now_micros,
+                took,
+            };
+            (AcquireVote::Granted(read), true)
         })
     }
 

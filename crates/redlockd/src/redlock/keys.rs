@@ -14,7 +14,9 @@
 //! [`SHARED_SENTINEL`] in its lock key while they hold. See [`super::rw`].
 //!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
-//! `redlock:released`.
+//! `redlock:released`, only for resources with a waiter marker
+//! `redlock:waiters:orders/42` on the master: a key with a ttl that an
+//! acquire which will wait in the queue sets where it is refused.
 //!
 //! One more key per master, not per resource: `redlock:horizon`, whose
 //! remaining time to live is at least that of the longest lock written to
@@ -56,6 +58,10 @@ pub struct LockKeys {
     /// How long the limit record lives after a permit's grant (the
     /// engine's `fence_ttl`); zero when `limit` is.
     pub limit_ttl: std::time::Duration,
+    /// The waiter marker: present while some replica has a waiter queued
+    /// for the resource (set by its refused attempts, expiring by itself).
+    /// A permit's keys carry their resource's: waiters queue per resource.
+    pub waiters: String,
 }
 
 impl LockKeys {
@@ -72,6 +78,7 @@ impl LockKeys {
             limit_record: format!("{prefix}limit:{resource}"),
             limit: 0,
             limit_ttl: std::time::Duration::ZERO,
+            waiters: format!("{prefix}waiters:{resource}"),
         }
     }
 
@@ -138,6 +145,7 @@ mod tests {
         assert_eq!(k.lock, "redlock:lock:orders/42");
         assert_eq!(k.fence, "redlock:fence:orders/42");
         assert_eq!(k.channel, "redlock:released");
+        assert_eq!(k.waiters, "redlock:waiters:orders/42");
         assert_eq!(horizon_key("redlock:"), "redlock:horizon");
         assert_eq!(k.limit_record, "redlock:limit:orders/42");
         let p = LockKeys::permit("redlock:", "orders/42", 2, (3, std::time::Duration::ZERO));
@@ -145,6 +153,7 @@ mod tests {
         assert_eq!(p.fence, "redlock:fence:orders/42\u{1f}2");
         assert_eq!(p.base, "redlock:lock:orders/42");
         assert_eq!(p.limit_record, k.limit_record);
+        assert_eq!(p.waiters, k.waiters);
         assert_eq!(p.limit, 3);
         assert_eq!(k.readers, None);
     }

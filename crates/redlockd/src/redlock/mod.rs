@@ -25,6 +25,8 @@ pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
+#[cfg(test)]
+mod fence_tests;
 pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod multi;
@@ -50,7 +52,7 @@ pub(crate) mod waiters;
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use error::{LockError, NodeError};
-pub use fence::FenceRead;
+pub use fence::{FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use multi::Member;
 pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
@@ -118,8 +120,9 @@ pub struct Lock {
 }
 
 /// Who a grant is for: written beside its token by the fence commit
-/// ([`Node::commit_fence`]), shown by `Inspect` and `List`. Never a metric
-/// label, never logged with the token.
+/// ([`Node::commit_fence`]), or, for a one-round grant, by the acquire that
+/// took the proposed fence ([`Node::acquire`], see [`fence`]); shown by
+/// `Inspect` and `List`. Never a metric label, never logged with the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     /// The caller's `owner` label (validated at the door: bounded, no
@@ -128,11 +131,12 @@ pub struct Holder {
     /// `unary`, or `hold:<replica>` for a `Hold` session on that replica.
     pub kind: Arc<str>,
     /// `AcquireRequest.lock_delay`: after an expiry, nobody acquires the
-    /// resource for this long (zero: none). The commit records it on the
-    /// masters (`crate::node::scripts`).
+    /// resource for this long (zero: none). The commit (or the one-round
+    /// acquire) records it on the masters (`crate::node::scripts`).
     pub lock_delay: Duration,
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
-    /// commit + this shortens the lock instead of deleting it (zero: none).
+    /// commit (or one-round acquire) + this shortens the lock instead of
+    /// deleting it (zero: none).
     pub hold_at_least: Duration,
     /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
     /// token carries the mode.
@@ -247,6 +251,10 @@ pub struct Redlock {
     replica: String,
     /// The locks handed out and not yet ended, for the held-locks gauge.
     held: held::HeldLocks,
+    /// The fences this engine proposes (see [`fence`]).
+    proposer: fence::Proposer,
+    /// Grants that needed the fence commit round (see [`fence`]).
+    commit_rounds: std::sync::atomic::AtomicU64,
 }
 
 impl Redlock {
@@ -258,6 +266,7 @@ impl Redlock {
             settings.max_waiters,
         ));
         let admission = admission::Admission::new(settings.admission, settings.node_timeout);
+        let proposer = fence::Proposer::new(settings.node_timeout, settings.fence_ttl);
         Ok(Redlock {
             nodes,
             quorum,
@@ -270,7 +279,17 @@ impl Redlock {
             turns: turns::Turns::default(),
             replica: replica_name(),
             held: held::HeldLocks::default(),
+            proposer,
+            commit_rounds: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Grants so far that took the fence commit round, the fallback of the
+    /// one-round fenced grant ([`fence`]): for tests and the metric
+    /// `redlock_fence_grants_total{path="commit"}`.
+    pub fn fence_commit_rounds(&self) -> u64 {
+        self.commit_rounds
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The quorum this engine needs.
@@ -384,7 +403,8 @@ impl Redlock {
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 self.held.hold(token, deadline);
                 // Any two majorities intersect, so a master of this round
-                // took part in the grant's commit and reports its fence,
+                // took part in the grant's commit (or took its one-round
+                // proposal, `fence`) and reports its fence,
                 // unless it lost the record since (a restart).
                 let lock = Lock {
                     resource: resource.to_owned(),

@@ -194,7 +194,7 @@ impl Redlock {
         let mut stats = AttemptStats::default();
         let started = Instant::now();
         let result = if wait.is_zero() {
-            self.attempt_multi(resources, holder, ttl, &mut stats, stop)
+            self.attempt_multi(resources, holder, ttl, Duration::ZERO, &mut stats, stop)
                 .await
                 .map_err(|f| f.error)
         } else {
@@ -230,7 +230,14 @@ impl Redlock {
             if try_at <= Instant::now() {
                 let started = Instant::now();
                 match self
-                    .attempt_multi(resources, holder, ttl, stats, stop.as_mut())
+                    .attempt_multi(
+                        resources,
+                        holder,
+                        ttl,
+                        self.waiter_marker_ttl(),
+                        stats,
+                        stop.as_mut(),
+                    )
                     .await
                 {
                     Ok(granted) => {
@@ -291,13 +298,18 @@ impl Redlock {
     }
 
     /// One attempt on all of `resources` with a fresh token: the
-    /// all-or-none acquire round, then each resource's fence commit. Any
+    /// all-or-none acquire round, then each resource's fence commit. A
+    /// waiting caller's attempt (`waiter_marker` non-zero) sets the waiter
+    /// marker of each resource held where it is refused, so that their
+    /// releases on any replica wake it (every waiter of a multi-resource
+    /// lock attempts, so each sets it, not only a queue's front). Any
     /// failure releases every key on every master before returning.
     async fn attempt_multi<S: Future<Output = ()>>(
         &self,
         resources: &[String],
         holder: &Arc<Holder>,
         ttl: Duration,
+        waiter_marker: Duration,
         stats: &mut AttemptStats,
         mut stop: Pin<&mut S>,
     ) -> Result<Lock, Failure> {
@@ -319,7 +331,7 @@ impl Redlock {
         let mut pending: Pending = self
             .all()
             .map(|index| {
-                let reply = self.nodes[index].acquire_all(&keys, &token, ttl);
+                let reply = self.nodes[index].acquire_all(&keys, &token, ttl, waiter_marker);
                 async move { (index, reply.await.map(Reply::AcquireAll)) }.boxed()
             })
             .collect();
@@ -374,7 +386,12 @@ impl Redlock {
         }
 
         let fences: Vec<u64> = (0..resources.len())
-            .map(|i| super::fence::next_fence(granted.iter().map(|reads| reads[i])))
+            .map(|i| {
+                super::fence::next_fence(
+                    super::fence::Proposal::NONE,
+                    granted.iter().map(|reads| reads[i]),
+                )
+            })
             .collect();
         let commits = join_all(subjects.iter().zip(&fences).map(|(subject, &fence)| {
             let commit = Command::CommitFence {

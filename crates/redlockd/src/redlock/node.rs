@@ -13,7 +13,7 @@
 //! *listening* once decided, but a straggler's SET or PEXPIRE still lands
 //! (a lock held on more masters than the quorum survives more losses).
 
-use super::fence::FenceRead;
+use super::fence::{FenceRead, Proposal};
 use super::keys::LockKeys;
 use super::token::Token;
 use super::Holder;
@@ -86,7 +86,8 @@ pub struct Seen {
     pub record: Option<Record>,
 }
 
-/// The fence hash's record of a grant: what its commit wrote.
+/// The fence hash's record of a grant: what its commit wrote, or its
+/// acquire where it took the proposed fence (a one-round grant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The grant's fence.
@@ -95,7 +96,8 @@ pub struct Record {
     pub owner: String,
     /// `unary`, or `hold:<replica>` for a session.
     pub kind: String,
-    /// The master's clock at the commit, microseconds since the Unix epoch.
+    /// The master's clock at the commit (one-round: at the acquire),
+    /// microseconds since the Unix epoch.
     pub at_micros: u64,
 }
 
@@ -135,7 +137,13 @@ pub trait Node: Send + Sync {
     }
 
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
-    /// the master's clock in the same atomic step. Refused with
+    /// the master's clock in the same atomic step, and take the proposed
+    /// fence where it fits (see [`super::fence`]): there it also records
+    /// `holder` and the grant's terms, exactly as [`Node::commit_fence`]
+    /// does, since a one-round grant has no commit. Where refused because
+    /// the key is held, a non-zero `waiter_marker` sets the resource's
+    /// waiter marker for that long, so that the holder's release publishes
+    /// a notice (see [`Node::release`]). Refused with
     /// [`AcquireVote::Conflict`] where the resource is held under another
     /// limit than `keys.limit` (see `super::semaphore`).
     fn acquire(
@@ -143,20 +151,26 @@ pub trait Node: Send + Sync {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: Proposal,
+        waiter_marker: Duration,
+        holder: &Holder,
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>>;
 
     /// Sets every key of `keys` (a lock on several resources) to `token`
     /// with `ttl` if all of them are free, else none, in one atomic step;
     /// on success, each resource's fence counter and the clock. The
     /// default answers an error: only masters that implement it can serve
-    /// such locks (the test fakes do not).
+    /// such locks (the test fakes do not). Where refused because some are
+    /// held, a non-zero `waiter_marker` sets each held resource's waiter
+    /// marker for that long, as [`Node::acquire`] does.
     fn acquire_all(
         &self,
         keys: &[LockKeys],
         token: &Token,
         ttl: Duration,
+        waiter_marker: Duration,
     ) -> BoxFuture<'static, Result<AcquireAllVote, NodeError>> {
-        let _ = (keys, token, ttl);
+        let _ = (keys, token, ttl, waiter_marker);
         Box::pin(async {
             Err(NodeError::Protocol(
                 "this master does not take several resources at once".to_owned(),
@@ -201,11 +215,13 @@ pub trait Node: Send + Sync {
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
-    /// Where it deleted, it also publishes `notice` on the release channel
-    /// ([`LockKeys::channel`]), so waiters on every replica wake up. It ends
-    /// the grant's lock-delay. With `honour_minimum` (a holder's release),
-    /// before the grant's hold-at-least has run it shortens the key to end
-    /// then instead (and answers true).
+    /// Where it deleted and the resource's waiter marker is there (some
+    /// replica has waiters, [`LockKeys::waiters`]), it also publishes
+    /// `notice` on the release channel ([`LockKeys::channel`]), so waiters on
+    /// every replica wake up. It ends the grant's lock-delay. With
+    /// `honour_minimum` (a holder's release), before the grant's
+    /// hold-at-least has run it shortens the key to end then instead (and
+    /// answers true).
     fn release(
         &self,
         keys: &LockKeys,

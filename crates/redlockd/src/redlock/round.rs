@@ -61,6 +61,12 @@ pub(crate) enum Command {
     Acquire {
         /// Lease length.
         ttl: Duration,
+        /// The proposed fence (see `super::fence`).
+        proposal: super::fence::Proposal,
+        /// The waiter marker's ttl where refused (zero: not waiting).
+        waiter_marker: Duration,
+        /// Who the grant is for: recorded where the proposal is taken.
+        holder: Arc<super::Holder>,
     },
     /// See [`Node::commit_fence`].
     CommitFence {
@@ -128,9 +134,16 @@ impl Command {
         }
         let (keys, token) = (&subject.keys, &subject.token);
         match self {
-            Command::Acquire { ttl } => {
-                tagged(index, node.acquire(keys, token, *ttl), Reply::Acquire)
-            }
+            Command::Acquire {
+                ttl,
+                proposal,
+                waiter_marker,
+                holder,
+            } => tagged(
+                index,
+                node.acquire(keys, token, *ttl, *proposal, *waiter_marker, holder),
+                Reply::Acquire,
+            ),
             Command::CommitFence {
                 fence,
                 fence_ttl,

@@ -97,10 +97,13 @@ impl Redlock {
     /// granted. Fails with the first conflict (another limit holds the
     /// resource), else with an outage's error if any permit's try met one,
     /// else contended, with the earliest time a permit's holder frees up.
+    /// A front waiter's `waiter_marker` sets the resource's waiter marker
+    /// where a permit is held (see `crate::node::scripts_semaphore`).
     pub(super) async fn attempt_permit(
         &self,
         resource: &str,
         ttl: Duration,
+        waiter_marker: Duration,
         holder: &Arc<Holder>,
         admitted: &Admitted<'_>,
         cleanup: WakeWaiters,
@@ -122,7 +125,7 @@ impl Redlock {
                 token: Token::generate_permit(index).map_err(LockError::from)?,
             });
             match self
-                .attempt_once(&subject, ttl, holder, admitted, cleanup)
+                .attempt_once(&subject, ttl, waiter_marker, holder, admitted, cleanup)
                 .await
             {
                 Ok((fence, (validity, deadline))) => {

@@ -798,9 +798,12 @@ impl Node for Far {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        proposal: super::Proposal,
+        waiter_marker: Duration,
+        holder: &Holder,
     ) -> futures::future::BoxFuture<'static, Result<AcquireVote, NodeError>> {
-        let (keys, token) = (keys.clone(), token.clone());
-        self.late(move |n| n.acquire(&keys, &token, ttl))
+        let (keys, token, holder) = (keys.clone(), token.clone(), holder.clone());
+        self.late(move |n| n.acquire(&keys, &token, ttl, proposal, waiter_marker, &holder))
     }
     fn commit_fence(
         &self,

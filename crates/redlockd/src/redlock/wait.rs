@@ -15,7 +15,11 @@
 //! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
 //! the release notice of the other contender's failed attempt would
 //! otherwise wake both again within the same millisecond, and they could
-//! split again and again (issue 22 item 8). When the
+//! split again and again (issue 22 item 8). Releases publish notices only
+//! while some replica has a waiter: the front waiter's refused attempts set
+//! the resource's waiter marker on the masters that refused (atomically
+//! with the refusal, so a release after it sees the marker), and the
+//! release script publishes only where it finds one. When the
 //! front waiter gets the lock, the next one moves up and waits for the next
 //! release. With `wake_on_release` off the engine behaves like a Redlock
 //! library: every waiter retries after a jittered pause.
@@ -118,13 +122,22 @@ impl Redlock {
     /// queued on each master's connection before any later attempt's
     /// commands, so a later attempt of this replica finds nothing of it.
     /// Where it did not land (the connection dropped in between), the later
-    /// attempt's fence commit, sent to every master, overwrites the record
-    /// beside the token. Left over: a master that missed both the clean-up
-    /// and the commit may keep the failed attempt's fence beside the token,
-    /// and an Extend reaching it reports the larger of the two fences. Both
-    /// belong to the same holder; a later holder's fence is above the one
-    /// committed on a majority, so a fence-checking resource can at worst
-    /// refuse that later holder (a liveness loss, never two writers).
+    /// attempt's fence commit, if it has one, sent to every master,
+    /// overwrites the record beside the token (where the failed attempt's
+    /// key still stands, the token holds it, so the commit lands there). A
+    /// one-round grant ([`super::fence`]) has no commit: it writes its
+    /// record only where its own SET succeeded and took the proposal, and
+    /// the failed attempt's key, still standing, refuses that SET (the key
+    /// is the token's own; that master is simply not counted, and the
+    /// token's Extend and release reach it as any other). Left over,
+    /// therefore: a master that missed both the clean-up and any commit
+    /// (with one-round grants: any master that missed the clean-up and did
+    /// not take the later proposal) may keep the failed attempt's fence
+    /// beside the token, and an Extend reaching it reports the larger of
+    /// the two fences. Both belong to the same holder; a later holder's
+    /// fence is above the one written on a majority (committed, or taken
+    /// with the SETs), so a fence-checking resource can at worst refuse
+    /// that later holder (a liveness loss, never two writers).
     ///
     /// Two calls with one request id must not run at once: the clean-up of
     /// a failed attempt of one deletes the token, so it can delete the
@@ -383,6 +396,15 @@ impl Redlock {
                 () = &mut stop => return Err(LockError::Cancelled),
             }
         }
+    }
+
+    /// How long the waiter marker a refused front waiter sets lives: past
+    /// its next attempt, which comes within `wait_fallback` (plus jitter)
+    /// of this one's end and refreshes it while the resource stays held.
+    /// With it gone, releases stop publishing notices: other replicas'
+    /// releases then wake this waiter only through `wait_fallback`.
+    pub(super) fn waiter_marker_ttl(&self) -> Duration {
+        self.settings.wait_fallback * 2 + self.settings.node_timeout * 4 + Duration::from_secs(1)
     }
 
     /// How long the front waiter sleeps after a failed attempt that took

@@ -1,0 +1,207 @@
+//! The one-round fenced grant (issue 16, see [`super::fence`]) on fake
+//! masters under paused time: which grants skip the commit round, the
+//! fallback when a master's counter is above the proposal, and fences
+//! across two engines (daemon replicas) sharing the masters.
+
+use super::fake::{self, Behaviour, FakeNode, Op};
+use super::{LockKeys, Node, Redlock};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const TTL: Duration = Duration::from_secs(10);
+const RESOURCE: &str = "orders/42";
+
+/// Five masters whose clocks are a few milliseconds apart (NTP-synced).
+fn close_clocks() -> Vec<Arc<FakeNode>> {
+    [0, 3, -2, 1, -4]
+        .iter()
+        .enumerate()
+        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .collect()
+}
+
+fn engine(fakes: &[Arc<FakeNode>]) -> Redlock {
+    Redlock::new(fake::as_nodes(fakes), fake::settings(MS(50))).expect("five masters")
+}
+
+/// Fence commits each master received so far.
+fn commits(fakes: &[Arc<FakeNode>]) -> Vec<usize> {
+    fakes
+        .iter()
+        .map(|f| f.calls().iter().filter(|c| c.op == Op::CommitFence).count())
+        .collect()
+}
+
+/// The first grant has no clock to propose from and commits; every later
+/// one takes the proposal on its quorum and sends no commit, with a
+/// greater fence each time, which Extend reports back.
+#[tokio::test(start_paused = true)]
+async fn grants_after_the_first_take_one_round() {
+    let fakes = close_clocks();
+    let engine = engine(&fakes);
+    let first = engine
+        .acquire(RESOURCE, TTL, Duration::ZERO)
+        .await
+        .expect("free");
+    assert_eq!(commits(&fakes), [1; 5]);
+    assert_eq!(engine.fence_commit_rounds(), 1);
+    engine
+        .release(RESOURCE, &first.token)
+        .await
+        .expect("release");
+    let mut last = first.fence;
+    for i in 0..20 {
+        tokio::time::advance(MS(3)).await;
+        let lock = engine
+            .acquire(RESOURCE, TTL, Duration::ZERO)
+            .await
+            .expect("free");
+        assert!(lock.fence > last, "grant {i}: {} after {last}", lock.fence);
+        assert_eq!(commits(&fakes), [1; 5], "grant {i} sent a commit");
+        let extended = engine
+            .extend(RESOURCE, &lock.token, TTL)
+            .await
+            .expect("held");
+        assert_eq!(
+            extended.fence, lock.fence,
+            "Extend reports the grant's fence"
+        );
+        engine
+            .release(RESOURCE, &lock.token)
+            .await
+            .expect("release");
+        last = lock.fence;
+    }
+    assert_eq!(engine.fence_commit_rounds(), 1);
+    // The fence follows the masters' clock (plus the 50 ms lead).
+    let keys = LockKeys::new("t:", RESOURCE);
+    assert!(fakes[0].fence_max(&keys) >= fakes[0].wall_micros());
+}
+
+/// A master whose counter is above the proposal: the grant falls back to
+/// the commit round, with a fence above that counter, and the next grant
+/// (proposing above it now) is back to one round once that counter is
+/// below its proposals.
+#[tokio::test(start_paused = true)]
+async fn a_counter_above_the_proposal_falls_back_to_the_commit() {
+    let fakes = close_clocks();
+    let engine = engine(&fakes);
+    let keys = LockKeys::new("t:", RESOURCE);
+    let warm = engine
+        .acquire(RESOURCE, TTL, Duration::ZERO)
+        .await
+        .expect("free");
+    engine
+        .release(RESOURCE, &warm.token)
+        .await
+        .expect("release");
+    // Another grant (an older daemon, a fast clock) left master 2 far ahead.
+    let ahead = fakes[2].wall_micros() + 60_000_000;
+    let other = super::Token::generate().expect("token");
+    fakes[2].hold(&keys, &other, MS(1));
+    let planted = fakes[2].commit_fence(
+        &keys,
+        &other,
+        ahead,
+        Duration::from_secs(3600),
+        MS(1),
+        &super::Holder::default(),
+    );
+    assert!(planted.await.expect("fake answers"));
+    tokio::time::advance(MS(2)).await;
+    let lock = engine
+        .acquire(RESOURCE, TTL, Duration::ZERO)
+        .await
+        .expect("free");
+    assert_eq!(engine.fence_commit_rounds(), 2, "the fallback commit ran");
+    assert_eq!(lock.fence, ahead + 1, "one above the counter that refused");
+    let extended = engine
+        .extend(RESOURCE, &lock.token, TTL)
+        .await
+        .expect("held");
+    assert_eq!(extended.fence, lock.fence);
+    engine
+        .release(RESOURCE, &lock.token)
+        .await
+        .expect("release");
+    // Proposals stay about the clock, below master 2's counter: a quorum
+    // that includes master 2 keeps falling back, each time above it.
+    let next = engine
+        .acquire(RESOURCE, TTL, Duration::ZERO)
+        .await
+        .expect("free");
+    assert!(next.fence > lock.fence);
+}
+
+/// A master whose clock is far from the others is outside the proposal
+/// window: it does not take the proposal, and grants whose quorum counts it
+/// fall back; fences still increase.
+#[tokio::test(start_paused = true)]
+async fn a_master_with_a_far_clock_does_not_take_proposals() {
+    let fakes: Vec<_> = [0, 3, 5_000, 1, -4]
+        .iter()
+        .enumerate()
+        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .collect();
+    let engine = engine(&fakes);
+    let keys = LockKeys::new("t:", RESOURCE);
+    let mut last = 0;
+    for _ in 0..5 {
+        let lock = engine
+            .acquire(RESOURCE, TTL, Duration::ZERO)
+            .await
+            .expect("free");
+        assert!(lock.fence > last);
+        last = lock.fence;
+        engine
+            .release(RESOURCE, &lock.token)
+            .await
+            .expect("release");
+        tokio::time::advance(MS(1)).await;
+    }
+    // Every grant fell back: master 2 (counted in every quorum of five
+    // instant masters) never took a proposal of a clock 5 s behind its own.
+    assert_eq!(engine.fence_commit_rounds(), 5);
+    assert!(fakes[2].fence_max(&keys) >= last);
+}
+
+/// Two engines (daemon replicas) alternate grants of one resource, each
+/// proposing from its own estimate; some grants expire instead of being
+/// released, and a slow master turns some answers into stragglers. Fences
+/// strictly increase, and most grants after the first of each engine take
+/// one round.
+#[tokio::test(start_paused = true)]
+async fn fences_increase_across_two_engines() {
+    let fakes = close_clocks();
+    let engines = [engine(&fakes), engine(&fakes)];
+    let mut last = 0;
+    for i in 0..200usize {
+        let engine = &engines[i % 2];
+        fakes[i % 5].set(match i % 3 {
+            0 => Behaviour::Slow(MS(20)),
+            _ => Behaviour::Up,
+        });
+        let lock = engine
+            .acquire(RESOURCE, MS(500), Duration::ZERO)
+            .await
+            .unwrap_or_else(|e| panic!("grant {i}: {e}"));
+        assert!(lock.fence > last, "grant {i}: {} after {last}", lock.fence);
+        last = lock.fence;
+        fakes[i % 5].set(Behaviour::Up);
+        if i % 4 == 0 {
+            tokio::time::advance(MS(600)).await;
+        } else {
+            engine
+                .release(RESOURCE, &lock.token)
+                .await
+                .expect("release");
+            tokio::time::advance(MS(1)).await;
+        }
+    }
+    let fallbacks: u64 = engines.iter().map(Redlock::fence_commit_rounds).sum();
+    assert!(
+        fallbacks < 40,
+        "{fallbacks} of 200 grants took the commit round"
+    );
+}
