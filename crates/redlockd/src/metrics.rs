@@ -92,7 +92,7 @@ enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-const DESCRIPTIONS: [(&str, Kind, &str); 27] = [
+const DESCRIPTIONS: [(&str, Kind, &str); 28] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
