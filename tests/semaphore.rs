@@ -17,7 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::Code;
 
-against_both_servers!(limit_is_part_of_the_identity, a_permit_s_lifecycle);
+against_both_servers!(
+    limit_is_part_of_the_identity,
+    a_permit_s_lifecycle,
+    a_permit_kept_by_extensions_keeps_its_limit,
+);
 
 fn permit_request(resource: &str, limit: u32, ttl_ms: u64, wait_ms: u64) -> pb::AcquireRequest {
     pb::AcquireRequest {
@@ -316,6 +320,61 @@ async fn limit_is_part_of_the_identity(flavor: Flavor) {
         .await
         .expect("plain once the semaphore is gone");
     assert!(let_go(&mut a, &plain).await);
+}
+
+/// A permit kept alive by Extends alone, past `fence_ttl` after its grant
+/// (5 s here): the resource's fence hash, which holds the semaphore's
+/// limit (`lim`), is refreshed with it, so a plain lock and another limit
+/// are still refused (FAILED_PRECONDITION) and the limit is still on a
+/// majority of masters. Before issue 16's layout the limit record expired
+/// `fence_ttl` after the grant, and a plain lock was then granted beside
+/// the permit.
+async fn a_permit_kept_by_extensions_keeps_its_limit(flavor: Flavor) {
+    let mut h = Harness::start_with(flavor, |c| {
+        c.redlock.max_ttl = Duration::from_secs(3);
+        c.redlock.max_hold_at_least = Duration::from_secs(1);
+        c.redlock.max_lock_delay = Duration::from_secs(1);
+        c.redlock.fence_ttl = Duration::from_secs(5);
+    })
+    .await;
+    h.start_daemon().await;
+    let mut a = h.client_of(0).await;
+    let mut b = h.client_of(1).await;
+    let mut permit = take(&mut a, "sem/long", 2, 2_500, 0)
+        .await
+        .expect("a permit");
+    let granted = Instant::now();
+    // Extends every 300 ms (ttl 2.5 s) until 7 s after the grant: 2 s past
+    // the fence ttl.
+    while granted.elapsed() < Duration::from_secs(7) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        permit = extend(&mut a, &permit, 2_500)
+            .await
+            .expect("the permit is extended");
+    }
+    let status = acquire(&mut b, "sem/long", 2_500, 0)
+        .await
+        .expect_err("a plain lock beside a long-extended permit");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let status = take(&mut b, "sem/long", 3, 2_500, 0)
+        .await
+        .expect_err("limit 3 beside a long-extended limit-2 permit");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let mut with_limit = 0;
+    for i in 0..5 {
+        let lim = h
+            .raw(
+                i,
+                "HGET",
+                vec!["redlock:fence:sem/long".into(), "lim".into()],
+            )
+            .await;
+        if lim.as_string().as_deref() == Some("2") {
+            with_limit += 1;
+        }
+    }
+    assert!(with_limit >= 3, "the limit on {with_limit} masters");
+    assert!(let_go(&mut a, &permit).await);
 }
 
 /// A permit is validated, extended and released like a lock, through

@@ -108,12 +108,21 @@ async fn releases_publish_only_for_waiters(flavor: Flavor) {
         let lock = acquire(&mut waiter, "baton", 30_000, 25_000).await;
         (Instant::now(), lock)
     });
-    // The waiter's refused attempt left its marker on the masters.
+    // The waiter's refused attempt left its marker on the masters (the
+    // fence hash's `wm`: the master's time until which a replica waits).
     eventually(Duration::from_secs(5), "the waiter marker", || async {
-        let marker = vec!["redlock:waiters:baton".into()];
-        h.raw(0, "EXISTS", marker).await.as_u64() == Some(1)
+        let marker = vec!["redlock:fence:baton".into(), "wm".into()];
+        h.raw(0, "HEXISTS", marker).await.as_u64() == Some(1)
     })
     .await;
+    let ttl = h
+        .raw(0, "PTTL", vec!["redlock:fence:baton".into()])
+        .await
+        .as_i64();
+    assert!(
+        ttl.is_some_and(|t| t > 0),
+        "the marked hash expires: {ttl:?}"
+    );
     let released = Instant::now();
     assert!(release(&mut holder, &held).await.expect("release"));
     let (granted, lock) = waiting.await.expect("waiter task");

@@ -53,13 +53,14 @@ async fn grant(client: &mut LockClient, request: pb::AcquireRequest) -> pb::Lock
         .expect("a grant carries the lock")
 }
 
-/// Waits until some master holds `resource`'s waiter marker: the waiter's
-/// refused attempt set it.
+/// Waits until some master holds `resource`'s waiter marker (the field
+/// `wm` of the resource's own fence hash): the waiter's refused attempt
+/// set it.
 async fn marker_set(h: &Harness, resource: &str) {
-    let marker = format!("redlock:waiters:{resource}");
+    let fence = format!("redlock:fence:{resource}");
     eventually(Duration::from_secs(20), "the waiter marker", || async {
         for i in 0..5 {
-            if h.raw(i, "EXISTS", vec![marker.as_str().into()])
+            if h.raw(i, "HEXISTS", vec![fence.as_str().into(), "wm".into()])
                 .await
                 .as_u64()
                 == Some(1)

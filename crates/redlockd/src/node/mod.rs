@@ -262,13 +262,7 @@ impl Node for FredNode {
         let reply = if let Some(readers) = &keys.readers {
             self.run(
                 Op::AcquireShared,
-                vec![
-                    key(&keys.lock),
-                    key(&keys.fence),
-                    key(readers),
-                    key(&keys.limit_record),
-                    key(&keys.waiters),
-                ],
+                vec![key(&keys.lock), key(&keys.fence), key(readers)],
                 vec![token.expose().into(), millis(ttl), millis(waiter_marker)],
             )
         } else if keys.limit > 1 {
@@ -278,8 +272,7 @@ impl Node for FredNode {
                     key(&keys.lock),
                     key(&keys.fence),
                     key(&keys.base),
-                    key(&keys.limit_record),
-                    key(&keys.waiters),
+                    key(&keys.base_fence),
                 ],
                 vec![
                     token.expose().into(),
@@ -296,12 +289,7 @@ impl Node for FredNode {
             }
             self.run(
                 Op::Acquire,
-                vec![
-                    key(&keys.lock),
-                    key(&keys.fence),
-                    key(&keys.limit_record),
-                    key(&keys.waiters),
-                ],
+                vec![key(&keys.lock), key(&keys.fence)],
                 vec![
                     token.expose().into(),
                     millis(ttl),
@@ -377,7 +365,6 @@ impl Node for FredNode {
             None => (Op::CommitFence, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
-        script_keys.push(key(&keys.waiters));
         let reply = self.run(
             op,
             script_keys,
@@ -408,7 +395,7 @@ impl Node for FredNode {
             None => (Op::Extend, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
-        script_keys.push(key(&keys.waiters));
+        script_keys.push(key(&keys.base_fence));
         let reply = self.run(
             op,
             script_keys,
@@ -463,7 +450,7 @@ impl Node for FredNode {
             None => (Op::Release, Vec::new()),
         };
         script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
-        script_keys.push(key(&keys.waiters));
+        script_keys.push(key(&keys.base_fence));
         let reply = self.run(
             op,
             script_keys,

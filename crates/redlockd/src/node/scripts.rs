@@ -128,6 +128,20 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// A horizon without expiry (set by hand) is left alone; readers take it as
 /// `max_ttl`. Why: `crate::node::horizon`. `PEXPIRE .. GT` would do in one
 /// command, but not on Redis 6, and not on an absent key.
+///
+/// The waiter marker: an operation refused where its caller will wait in
+/// the queue calls `mark(fence hash, marker ttl ms, current marker)`, which
+/// sets the resource's fence hash's `wm` field to the master's now + ttl
+/// (ms): some replica has a waiter for the resource until then, so a
+/// release must announce itself (see [`RELEASE`]). A marker read by the
+/// operation that still has at least half its ttl to run is left as it is
+/// (no write: a contended resource's refusals cost no command for it):
+/// half the ttl (`crate::redlock::wait`: twice the fallback pause plus four
+/// node timeouts, plus a second) still outlasts the waiter's pause before
+/// its next attempt, which marks again. The hash gets an expiry of at
+/// least the marker's ttl when it has less (the marker may have created
+/// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
+/// (`crate::node::server_info::MIN_VERSION`) lacks.
 pub(crate) fn batch_script() -> String {
     let mut lua = String::from(
         r#"local now
@@ -140,6 +154,12 @@ local function now_micros()
 end
 local function now_ms()
   return math.floor(tonumber(now_micros()) / 1000)
+end
+local function mark(h, ttl, cur)
+  local t, nowm = tonumber(ttl), now_ms()
+  if cur and tonumber(cur) - nowm >= t / 2 then return end
+  redis.call('HSET', h, 'wm', string.format('%d', nowm + t))
+  if redis.call('PTTL', h) < t then redis.call('PEXPIRE', h, ttl) end
 end
 local horizon = 0
 local function raise(ttl)
@@ -193,21 +213,27 @@ fn at_offsets(body: &str) -> String {
     out
 }
 
-/// KEYS: lock, fence, limit record, waiter marker. ARGV: token, ttl ms,
+/// KEYS: lock, fence. ARGV: token, ttl ms,
 /// proposed fence (0: none), proposal window µs, fence ttl ms, waiter
 /// marker ttl ms ('0': the caller will not wait in the queue), then the
 /// holder and the grant's terms as [`COMMIT_FENCE`] takes them: owner,
 /// kind, lock_delay ms, hold_at_least ms; last, the writer mark ms.
-/// First, before anything is written: returns `{0, '0', 'limit', limit}`
-/// when a semaphore's permit of the resource is held here (the limit
-/// record names its limit, and one of its permit keys exists:
-/// `crate::redlock::semaphore`).
+///
+/// Everything the acquire needs to know before its `SET NX` is in the one
+/// `HMGET` of the fence hash (issue 16: no other key read in the common
+/// cycle): `max`, the terms (`nb`, `delay`, `lu`), the semaphore limit
+/// field `lim` and the waiter marker `wm`. First, before anything is
+/// written: returns `{0, '0', 'limit', limit}` when a semaphore's permit of
+/// the resource is held here (`lim` names its limit, and one of its permit
+/// keys exists: `crate::redlock::semaphore`); a `lim` whose permits are all
+/// gone is stale, and a grant here deletes it.
 /// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
 /// `{0, pttl}`, or `{0, left, 'delay'}` when the key is free but a
 /// lock-delay still runs (`left` ms until the master's clock reaches the
 /// fence hash's `nb`, see [`COMMIT_FENCE`]).
-/// Where refused because the key is held, a caller that will wait sets the
-/// waiter marker, so that the holder's release announces itself (see
+/// Where refused because the key is held, a caller that will wait marks
+/// the resource as waited for (`mark`, see [`batch_script`]: the fence
+/// hash's `wm`), so that the holder's release announces itself (see
 /// [`RELEASE`] and `super::scripts_rw::RELEASE_SHARED`: the key may hold
 /// shared holders' sentinel). Refused because shared holders hold here
 /// (the lock key holds the sentinel, `crate::redlock::rw`), it also sets
@@ -235,14 +261,13 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local lim = redis.call('GET', KEYS[3])
-if lim then
-  local ks = {}
-  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
-  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
-end
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm')
 local max = f[1] or '0'
+if f[5] then
+  local ks = {}
+  for i = 0, tonumber(f[5]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[5]} end
+end
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()
   if left > 0 then return {0, string.format('%d', left), 'delay'} end
@@ -253,9 +278,10 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[11])))
     if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
   end
-  if ARGV[6] ~= '0' then redis.call('SET', KEYS[4], '1', 'PX', ARGV[6]) end
+  if ARGV[6] ~= '0' then mark(KEYS[2], ARGV[6], f[6]) end
   return {0, tostring(pttl)}
 end
+if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
 -- one-round fence: take the proposal ARGV[3] if it fits
 local p, now = tonumber(ARGV[3]), now_micros()
 local t = tonumber(now)
@@ -340,8 +366,14 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 "#;
 
-/// KEYS: lock, fence. ARGV: token, ttl ms, fence ttl ms.
-/// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. Returns `{0}` when someone else holds the key, `{2}`
+/// KEYS: lock, fence, the resource's own fence hash (a permit's: its
+/// resource's; else the same as fence). ARGV: token, ttl ms, fence ttl ms.
+/// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. A
+/// permit's extension also refreshes its resource's fence hash to the
+/// fence ttl (above any lock's ttl), so that the semaphore's limit field
+/// there (`lim`, see `super::scripts_semaphore::ACQUIRE_PERMIT`) lives at
+/// least as long as the permit key: a permit kept for days by extensions
+/// alone keeps refusing other limits and plain locks. Returns `{0}` when someone else holds the key, `{2}`
 /// when the key is gone (this master restarted and lost it, or it expired),
 /// else `{1, fence}` where fence is '0' if this master did not take part in
 /// the grant's commit. Where the grant has a lock-delay, its end (`nb`)
@@ -355,6 +387,7 @@ end
 raise(ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if KEYS[3] ~= KEYS[2] then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
 local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'delay')
 if h[1] ~= ARGV[1] then return {1, '0'} end
 if h[3] then
@@ -364,12 +397,15 @@ if h[2] then return {1, h[2]} end
 return {1, '0'}
 "#;
 
-/// KEYS: lock, fence, waiter marker. ARGV: token, release channel, release
+/// KEYS: lock, fence, the resource's own fence hash (a permit's: its
+/// resource's, which holds the waiters' marker; else the same as fence).
+/// ARGV: token, release channel, release
 /// notice, '1' if the master has DELIFEQ (Valkey 9), '1' if the grant's
 /// hold-at-least is honoured (a holder's release; not a failed attempt's
 /// clean-up nor an operator's force-release). Compare-and-delete; when it
 /// deleted and a replica has waiters for the resource (the waiter marker
-/// is there, see [`ACQUIRE`]), announces the release on the channel. Returns 1 if it deleted, or if it
+/// `wm` is in the resource's fence hash and its instant has not passed,
+/// see [`ACQUIRE`] and `mark` in [`batch_script`]), announces the release on the channel. Returns 1 if it deleted, or if it
 /// honoured a hold-at-least: then, where the token holds the key and the
 /// master's clock is before `lu` ([`COMMIT_FENCE`]), the key is set to
 /// expire at `lu` instead (a compare-and-PEXPIRE; longer than the key's
@@ -379,8 +415,13 @@ return {1, '0'}
 /// first read found it: no `HDEL` for the common grant without terms): an
 /// orderly end is not a vanished holder. `lu` stays, so a repeated release
 /// answers the same.
+/// The marker is read by the same `HMGET` as the holder's fields (a plain
+/// lock's fence hash is its resource's): the common release costs `HMGET`
+/// and `DELIFEQ`. A permit's release reads its resource's hash after it
+/// deleted (one `HGET`). A marker past its instant is deleted where found,
+/// so that later releases of the resource do not read the clock for it.
 pub(crate) const RELEASE: &str = r#"
-local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb')
+local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb', 'wm')
 local mine = h[1] == ARGV[1]
 if mine and ARGV[5] == '1' and h[2] then
   local left = tonumber(h[2]) - now_ms()
@@ -399,8 +440,14 @@ else
   return 0
 end
 if mine and h[3] then redis.call('HDEL', KEYS[2], 'nb') end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+local wm = h[4]
+if KEYS[3] ~= KEYS[2] then wm = redis.call('HGET', KEYS[3], 'wm') end
+if wm then
+  if tonumber(wm) > now_ms() then
+    redis.call('PUBLISH', ARGV[2], ARGV[3])
+  else
+    redis.call('HDEL', KEYS[3], 'wm')
+  end
 end
 return 1
 "#;

@@ -10,16 +10,17 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::Duration;
 
-/// KEYS: lock 1, fence 1, lock 2, fence 2, ..., then limit record 1, ...,
-/// limit record n, then waiter marker 1, ..., waiter marker n. ARGV:
+/// KEYS: lock 1, fence 1, lock 2, fence 2, ... ARGV:
 /// token, ttl ms, the number of resources n, waiter marker ttl ms ('0':
 /// the caller will not wait). Refused because some are held, a caller
-/// that will wait sets the waiter marker of each held resource (it waits
-/// in every resource's queue), so that their releases announce
+/// that will wait marks each held resource's fence hash (`mark`,
+/// `super::scripts::batch_script`: it waits in every resource's queue),
+/// so that their releases announce
 /// themselves. The grant keeps the commit round (no proposal). All or
 /// none, atomically (one script): first every resource is read (the fence
-/// hash's `max` and lock-delay `nb`, the lock key's PTTL, and whether a
-/// semaphore's permit of it is held here: its limit record names a limit
+/// hash's `max`, lock-delay `nb`, semaphore limit `lim` and waiter marker
+/// `wm` in one `HMGET`, the lock key's PTTL, and whether a
+/// semaphore's permit of it is held here: `lim` names a limit
 /// and one of its permit keys exists, as `ACQUIRE` checks, answered as
 /// held with no known expiry, so a plain or multi-resource lock never
 /// stands beside a semaphore's permits); if any lock key exists, or any
@@ -38,22 +39,22 @@ local n = tonumber(ARGV[a + 2])
 local maxes, wait, held, delayed, marks = {}, 0, false, false, {}
 for i = 0, n - 1 do
   local lock, fence = KEYS[k + 2 * i], KEYS[k + 2 * i + 1]
-  local f = redis.call('HMGET', fence, 'max', 'nb')
+  local f = redis.call('HMGET', fence, 'max', 'nb', 'lim', 'wm')
   maxes[i + 1] = f[1] or '0'
-  local lim = redis.call('GET', KEYS[k + 2 * n + i])
+  local lim = f[3]
   if lim then
     local ks = {}
     for j = 0, tonumber(lim) - 1 do ks[j + 1] = lock .. '\31' .. j end
     if redis.call('EXISTS', unpack(ks)) > 0 then
       held = true
       wait = -1
-      marks[#marks + 1] = KEYS[k + 3 * n + i]
+      marks[#marks + 1] = {fence, f[4]}
     end
   end
   local pttl = redis.call('PTTL', lock)
   if pttl ~= -2 then
     held = true
-    marks[#marks + 1] = KEYS[k + 3 * n + i]
+    marks[#marks + 1] = {fence, f[4]}
     if pttl == -1 or wait == -1 then wait = -1 elseif pttl > wait then wait = pttl end
   elseif f[2] and not held then
     local left = tonumber(f[2]) - now_ms()
@@ -65,7 +66,13 @@ for i = 0, n - 1 do
 end
 if held then
   if ARGV[a + 3] ~= '0' then
-    for _, m in ipairs(marks) do redis.call('SET', m, '1', 'PX', ARGV[a + 3]) end
+    local done = {}
+    for _, m in ipairs(marks) do
+      if not done[m[1]] then
+        done[m[1]] = true
+        mark(m[1], ARGV[a + 3], m[2])
+      end
+    end
   end
   return {0, tostring(wait)}
 end
@@ -91,8 +98,6 @@ impl FredNode {
         let names = keys
             .iter()
             .flat_map(|k| [key(&k.lock), key(&k.fence)])
-            .chain(keys.iter().map(|k| key(&k.limit_record)))
-            .chain(keys.iter().map(|k| key(&k.waiters)))
             .collect();
         let count = keys.len();
         let reply = self.run(

@@ -49,8 +49,11 @@ end
     };
 }
 
-/// KEYS: lock, fence, readers, limit record, waiter marker. ARGV: token,
+/// KEYS: lock, fence, readers. ARGV: token,
 /// ttl ms, waiter marker ttl ms ('0': the caller will not wait).
+/// One `HMGET` of the fence hash reads `max`, the lock-delay `nb`, the
+/// writer-waiting marker `ww`, the semaphore limit `lim` and the waiter
+/// marker `wm`.
 /// A shared grant on this master: refused as [`super::scripts::ACQUIRE`]
 /// refuses (`{0, '0', 'limit', limit}`) while a semaphore's permit of the
 /// resource is held here; refused (`{0, pttl}`) while an exclusive
@@ -60,26 +63,26 @@ end
 /// token with expiry now + ttl and returns `{1, max, now_micros}` like
 /// the exclusive acquire (no proposal: a shared grant keeps the commit
 /// round). Refused by a holder or a writer-waiting marker, a caller that
-/// will wait sets the waiter marker, as [`super::scripts::ACQUIRE`] does.
+/// will wait marks the resource as waited for (`wm`), as
+/// [`super::scripts::ACQUIRE`] does.
 pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(
     r#"
-local lim = redis.call('GET', KEYS[4])
-if lim then
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww', 'lim', 'wm')
+if f[4] then
   local ks = {}
-  for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
-  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+  for i = 0, tonumber(f[4]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
+  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[4]} end
 end
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww')
 local max = f[1] or '0'
 local held = redis.call('GET', KEYS[1])
 if held and held ~= 'shared' then
-  if ARGV[3] ~= '0' then redis.call('SET', KEYS[5], '1', 'PX', ARGV[3]) end
+  if ARGV[3] ~= '0' then mark(KEYS[2], ARGV[3], f[5]) end
   return {0, tostring(redis.call('PTTL', KEYS[1]))}
 end
 if f[3] then
   local left = tonumber(f[3]) - nowm
   if left > 0 then
-    if ARGV[3] ~= '0' then redis.call('SET', KEYS[5], '1', 'PX', ARGV[3]) end
+    if ARGV[3] ~= '0' then mark(KEYS[2], ARGV[3], f[5]) end
     return {0, string.format('%d', left)}
   end
 end
@@ -150,13 +153,14 @@ return 1
 "#
 );
 
-/// KEYS: lock, fence, readers, waiter marker. ARGV: token, release
+/// KEYS: lock, fence, readers (then the resource's fence hash again,
+/// unused). ARGV: token, release
 /// channel, release notice (then two flags of the exclusive release,
 /// unused: a shared grant has no hold-at-least). Removes the token and its
 /// fence; when it was the last member, deletes the sentinel and, where a
-/// replica has waiters (the waiter marker is there, as for
-/// [`super::scripts::RELEASE`]), announces the release (waiting writers
-/// wake), else re-covers. Returns 1 if the token was an
+/// replica has waiters (the fence hash's waiter marker `wm` has not
+/// passed, as for [`super::scripts::RELEASE`]), announces the release
+/// (waiting writers wake), else re-covers. Returns 1 if the token was an
 /// unexpired member.
 pub(crate) const RELEASE_SHARED: &str = with_helpers!(
     r#"
@@ -165,8 +169,9 @@ if not s then return 0 end
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1])
 prune()
-if redis.call('GET', KEYS[1]) == 'shared' and not cover() and redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+if redis.call('GET', KEYS[1]) == 'shared' and not cover() then
+  local wm = redis.call('HGET', KEYS[2], 'wm')
+  if wm and tonumber(wm) > nowm then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 end
 if tonumber(s) > nowm then return 1 end
 return 0

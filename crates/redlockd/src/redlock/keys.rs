@@ -6,7 +6,17 @@
 //! - `redlock:fence:orders/42`: a hash with `max` (the largest fence committed
 //!   for the resource on this master), `holder` and `fence` (the token and
 //!   fence of the latest commit, so Extend can report the fence), expiring
-//!   after `fence_ttl`. See [`super::fence`].
+//!   after `fence_ttl`. See [`super::fence`]. It also holds the grant's
+//!   recorded owner, kind and time (`owner`, `kind`, `at`), its terms
+//!   (`delay`, `nb`, `lu`), the writer-waiting marker (`ww`, see
+//!   [`super::rw`]), a semaphore's limit (`lim`, see below) and the waiter
+//!   marker (`wm`, see below): every field an acquire or release must see
+//!   is in the one hash it reads anyway (issue 16: one `HMGET` per step).
+//!
+//! A semaphore of resource `orders/42` keeps its permits' keys beside it:
+//! `redlock:lock:orders/42<0x1f><i>` and `redlock:fence:orders/42<0x1f><i>`
+//! (see [`super::semaphore`]), and its limit in the resource's own fence
+//! hash (`lim`), which lives at least as long as any permit key.
 //!
 //! A resource that has shared (read) holders also uses
 //! `redlock:readers:orders/42`, a sorted set of the shared holders' tokens
@@ -14,9 +24,15 @@
 //! [`SHARED_SENTINEL`] in its lock key while they hold. See [`super::rw`].
 //!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
-//! `redlock:released`, only for resources with a waiter marker
-//! `redlock:waiters:orders/42` on the master: a key with a ttl that an
-//! acquire which will wait in the queue sets where it is refused.
+//! `redlock:released`, only for resources with a waiter marker on the
+//! master: the field `wm` of the resource's fence hash, the master's time
+//! (ms) until which some replica has a waiter queued, which an acquire
+//! that will wait in the queue sets where it is refused.
+//!
+//! Semaphore limits and waiter markers were separate keys
+//! (`redlock:limit:R`, `redlock:waiters:R`) before any release had them
+//! (0.1.0, untagged): no daemon reads those keys, and no rolling upgrade
+//! from that layout is supported.
 //!
 //! One more key per master, not per resource: `redlock:horizon`, whose
 //! remaining time to live is at least that of the longest lock written to
@@ -46,44 +62,42 @@ pub struct LockKeys {
     /// because shared holders hold there refuses new shared grants (the
     /// writer-waiting marker, [`super::rw`]). Zero: sets none.
     pub writer_mark: Duration,
-    /// The resource's limit record (see the module doc): read by every
-    /// acquisition, written by a permit's.
-    pub limit_record: String,
+    /// The resource's own fence hash (for a plain lock: `fence`; for a
+    /// permit: its resource's), which holds the semaphore's limit and the
+    /// waiter marker (see the module doc): read by every acquisition and
+    /// release, written by a permit's grant and by refused waiters.
+    pub base_fence: String,
     /// The resource's plain lock key (for a plain lock: `lock`), whose
     /// permits' keys are it, 0x1f, the index.
     pub base: String,
     /// The semaphore's limit when acquiring one of its permits; 0 for a
     /// plain lock, and for any operation but an acquisition.
     pub limit: u32,
-    /// How long the limit record lives after a permit's grant (the
-    /// engine's `fence_ttl`); zero when `limit` is.
+    /// How long the resource's fence hash lives after a permit's grant
+    /// (the engine's `fence_ttl`); zero when `limit` is.
     pub limit_ttl: std::time::Duration,
-    /// The waiter marker: present while some replica has a waiter queued
-    /// for the resource (set by its refused attempts, expiring by itself).
-    /// A permit's keys carry their resource's: waiters queue per resource.
-    pub waiters: String,
 }
 
 impl LockKeys {
     /// Keys for `resource` under `prefix`.
     pub fn new(prefix: &str, resource: &str) -> LockKeys {
         let lock = format!("{prefix}lock:{resource}");
+        let fence = format!("{prefix}fence:{resource}");
         LockKeys {
             base: lock.clone(),
             lock,
-            fence: format!("{prefix}fence:{resource}"),
+            base_fence: fence.clone(),
+            fence,
             channel: release_channel(prefix),
             readers: None,
             writer_mark: Duration::ZERO,
-            limit_record: format!("{prefix}limit:{resource}"),
             limit: 0,
             limit_ttl: std::time::Duration::ZERO,
-            waiters: format!("{prefix}waiters:{resource}"),
         }
     }
 
     /// Keys of permit `index` of the semaphore on `resource`, acquired
-    /// under `limit` with the limit record living `limit_ttl` (`(0, 0)`
+    /// under `limit` with the resource's fence hash living `limit_ttl` (`(0, 0)`
     /// when not acquiring).
     pub fn permit(
         prefix: &str,
@@ -145,15 +159,13 @@ mod tests {
         assert_eq!(k.lock, "redlock:lock:orders/42");
         assert_eq!(k.fence, "redlock:fence:orders/42");
         assert_eq!(k.channel, "redlock:released");
-        assert_eq!(k.waiters, "redlock:waiters:orders/42");
+        assert_eq!(k.base_fence, k.fence);
         assert_eq!(horizon_key("redlock:"), "redlock:horizon");
-        assert_eq!(k.limit_record, "redlock:limit:orders/42");
         let p = LockKeys::permit("redlock:", "orders/42", 2, (3, std::time::Duration::ZERO));
         assert_eq!(p.lock, "redlock:lock:orders/42\u{1f}2");
         assert_eq!(p.fence, "redlock:fence:orders/42\u{1f}2");
         assert_eq!(p.base, "redlock:lock:orders/42");
-        assert_eq!(p.limit_record, k.limit_record);
-        assert_eq!(p.waiters, k.waiters);
+        assert_eq!(p.base_fence, k.fence);
         assert_eq!(p.limit, 3);
         assert_eq!(k.readers, None);
     }

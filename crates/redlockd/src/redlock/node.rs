@@ -216,7 +216,8 @@ pub trait Node: Send + Sync {
 
     /// Compare-and-delete; returns whether the token's key was deleted.
     /// Where it deleted and the resource's waiter marker is there (some
-    /// replica has waiters, [`LockKeys::waiters`]), it also publishes
+    /// replica has waiters: the field `wm` of [`LockKeys::base_fence`]),
+    /// it also publishes
     /// `notice` on the release channel ([`LockKeys::channel`]), so waiters on
     /// every replica wake up. It ends the grant's lock-delay. With
     /// `honour_minimum` (a holder's release), before the grant's

@@ -34,7 +34,9 @@
 //! Permits of all limits share their keys by index, so a limit-3 caller
 //! would take permit 2 beside two limit-2 holders: three holders where the
 //! limit-2 callers count on two. Each master therefore keeps a limit record
-//! per resource (`limit:R`, the limit of the latest permit grant there) and
+//! per resource (the field `lim` of R's own fence hash, the limit of the
+//! latest permit grant there: the plain acquire reads that hash anyway, so
+//! the check costs it no command) and
 //! refuses with a conflict, atomically with the `SET NX` attempt
 //! (`crate::node::scripts_semaphore`):
 //! - a permit where R's plain lock key exists, or where the record names
@@ -50,11 +52,14 @@
 //! caller gets [`LockError::LimitConflict`] (FAILED_PRECONDITION) at once,
 //! even if it asked to wait; a minority of conflicts counts as refusals.
 //!
-//! Residual: the record expires `fence_ttl` after the latest permit grant
-//! on that master. A permit kept alive by Extends alone for longer than
-//! `fence_ttl` (a week by default) with no grant of the semaphore meanwhile
-//! loses its record there, and a request under another limit is then not
-//! refused by that master: at most max(limits asked) holders.
+//! The record outlives every permit key: a permit's grant and every
+//! extension of a permit refresh R's fence hash to `fence_ttl`, which
+//! config validation keeps above every lock's ttl (before issue 16 the
+//! record was a key of its own that only grants refreshed, so a permit
+//! kept alive by Extends alone for longer than `fence_ttl` lost its record
+//! and a request under another limit was then not refused;
+//! `tests/semaphore.rs` covers it). Residual: a record deleted by hand (or
+//! the hash's whole key) while permits are held.
 //!
 //! # Fences: per permit
 //!
