@@ -118,7 +118,8 @@
 //!   lock on several resources take no proposal (their scripts answer
 //!   without `took`, read as not taken), so they always commit with
 //!   `max + 1` as before; one-round grants are the plain lock's only. The
-//!   plain acquire still checks the limit record first, and a one-round
+//!   plain acquire still checks the semaphore's limit first (the fence
+//!   hash's `lim`, read by the same `HMGET` as `max`), and a one-round
 //!   plain grant on a resource with shared holders cannot happen: the
 //!   sentinel in the lock key refuses its `SET NX`. A plain grant's fence
 //!   taken in one round is written to the same `max` that shared grants'

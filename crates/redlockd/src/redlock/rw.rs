@@ -94,8 +94,8 @@
 //! Semaphores (`super::semaphore`): a resource is one or the other at a
 //! time. A permit's acquire script refuses while the resource's plain lock
 //! key exists, which the sentinel is; the shared acquire script refuses,
-//! as the exclusive one does, while the limit record names a limit one of
-//! whose permits is held. Both answer FAILED_PRECONDITION.
+//! as the exclusive one does, while the limit field (`lim` of the fence
+//! hash, which it reads anyway) names a limit one of whose permits is held. Both answer FAILED_PRECONDITION.
 
 use std::time::Duration;
 
