@@ -250,22 +250,8 @@ fn at_offsets(body: &str) -> String {
 /// delay as with the commit. An earlier grant's terms are deleted only
 /// where the first read found them (the script runs atomically, so that
 /// read is current): in the common case, no terms then or now, the grant
-/// costs `HMGET`, `SET` and `HSET`, with no `HDEL`. The proposal block is the part after the
+/// costs `HMGET`, `SET`, `HSET` and `PEXPIRE`, with no `HDEL`. The proposal block is the part after the
 /// SET, kept apart so that other changes to the script merge easily.
-///
-/// The hash's expiry is refreshed (`PEXPIRE` to the fence ttl) only when
-/// needed: the field `ex` records the instant (master's clock, ms) that
-/// the latest such refresh by this block set, and a grant that reads an
-/// `ex` at least max(fence ttl / 2, ttl + lock_delay + hold_at_least) ahead
-/// skips it (and leaves `ex`). `ex` is a lower bound of the hash's expiry:
-/// every other write to the expiry of a fence hash raises it (the commits
-/// and extensions set the same fence ttl, replicas share the `redlock`
-/// settings; `mark` and the writer mark only give a shorter-lived or
-/// expiry-less hash one), and a hash that expired took `ex` with it. So
-/// the hash still outlives this lock and its terms, as the fence argument
-/// needs (`crate::redlock::fence`: the counter outlives every lock), and a
-/// resource used again and again refreshes it once per half fence ttl
-/// (3.5 days by default) instead of at every grant.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
 /// WRONGTYPE) leaves nothing behind (issue 22 item 9).
@@ -275,7 +261,7 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ex')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm')
 local max = f[1] or '0'
 if f[5] then
   local ks = {}
@@ -301,14 +287,8 @@ local p, now = tonumber(ARGV[3]), now_micros()
 local t = tonumber(now)
 if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
   raise(ARGV[2])
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now)
   local nowm = now_ms()
-  local need = math.max(tonumber(ARGV[5]) / 2, tonumber(ARGV[2]) + tonumber(ARGV[9]) + tonumber(ARGV[10]))
-  local fresh = f[7] and tonumber(f[7]) - nowm >= need
-  if fresh then
-    redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now)
-  else
-    redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now, 'ex', string.format('%d', nowm + tonumber(ARGV[5])))
-  end
   if tonumber(ARGV[9]) > 0 then
     redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
   elseif f[2] or f[3] then
@@ -319,7 +299,7 @@ if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
   elseif f[4] then
     redis.call('HDEL', KEYS[2], 'lu')
   end
-  if not fresh then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
   return {1, max, now, 1}
 end
 return {1, max, now, 0}
