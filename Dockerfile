@@ -44,11 +44,11 @@ COPY config/redlockd.toml /etc/redlockd/redlockd.toml
 USER 10001
 # Listen beyond loopback inside the container; the port mapping decides who
 # can reach it. REDLOCK_ADDR is where `redlockctl` (and so HEALTHCHECK) calls.
-# MIMALLOC_PURGE_DELAY=0: mimalloc gives freed pages back to the OS at once
-# instead of after 10 ms (a compile-time default it does not offer, and the
-# workspace forbids the unsafe call that sets it): 10,000 Hold sessions
-# opened at once peak at 97 to 99 MB RSS instead of 107 to 112 MB (README,
-# "Bursts"), with no throughput cost measured.
+# MIMALLOC_PURGE_DELAY=0: mimalloc (v2, see Cargo.toml) gives freed pages
+# back to the OS at once instead of after 10 ms (a compile-time default it
+# does not offer, and the workspace forbids the unsafe call that sets it):
+# 10,000 Hold sessions opened at once peak at 94 to 96 MB RSS instead of 96
+# to 102 MB (README, "Bursts"), with no throughput cost measured.
 ENV REDLOCKD__SERVER__LISTEN=0.0.0.0:50051 \
     REDLOCKD__METRICS__LISTEN=0.0.0.0:9464 \
     REDLOCK_ADDR=http://127.0.0.1:50051 \

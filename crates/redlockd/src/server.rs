@@ -28,6 +28,20 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// HTTP/2 connection window the daemon grants each client connection.
+/// h2 (0.4.20) closes a connection with ENHANCE_YOUR_CALM
+/// ("too_many_data_frames", which clients see as RESOURCE_EXHAUSTED and
+/// transport errors on every call) once the overhead of small DATA frames
+/// it holds unread exceeds half this window: its guard against a flood of
+/// tiny frames. Every gRPC request is such a frame, so with hyper's default
+/// window (1 MiB) a burst of about 2,700 calls opened at once on one
+/// connection, faster than the daemon reads them, lost the whole connection
+/// (seen with 3,000 Acquire calls on a debug daemon, `chaos --bursts 3000`).
+/// 4 MiB lets about 10,000 wait unread (beyond `max_calls_per_connection`,
+/// which bounds them first); the window is a permission, not memory the
+/// daemon sets aside.
+const CONNECTION_WINDOW: u32 = 4 << 20;
+
 /// How long start-up waits for the masters' first connections before
 /// serving anyway (a master that is down is retried in the background).
 const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(2);
@@ -351,6 +365,7 @@ pub async fn run_draining(
         config.limits.max_connections_per_peer,
     );
     let server = tonic::transport::Server::builder()
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
         .http2_keepalive_timeout(Some(config.server.keepalive_timeout));

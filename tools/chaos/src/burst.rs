@@ -311,7 +311,12 @@ pub(crate) fn check(
             figures.granted += 1;
             continue;
         };
-        *figures.codes.entry(format!("{code:?}")).or_default() += 1;
+        let count = figures.codes.entry(format!("{code:?}")).or_default();
+        if *count == 0 {
+            // One message per code, for whoever reads the run's log.
+            tracing::info!("burst answer {code:?}: {:?}", call.message);
+        }
+        *count += 1;
         if code != tonic::Code::Unavailable {
             continue;
         }

@@ -176,6 +176,7 @@ impl FredNode {
                 Arc::clone(&state),
                 script,
                 Value::from(peers.horizon_key()),
+                Arc::clone(peers),
             ),
             state,
             peers: Arc::clone(peers),

@@ -3,6 +3,7 @@
 //! horizons, and the task that does so until its quarantine is settled.
 //! The rule, its arithmetic and why it is safe: `super::horizon`.
 
+use super::batch::Pace;
 use super::boot;
 use super::horizon::{self, Census, Horizon, LocalHorizon, Reading, Verdict};
 use super::state::NodeState;
@@ -42,6 +43,9 @@ pub struct Peers {
     quorum: usize,
     drift_factor: f64,
     max_ttl: Duration,
+    /// How briskly the masters answered their recent batches
+    /// (`super::batch`).
+    pace: Pace,
 }
 
 /// One master as seen by the others.
@@ -87,6 +91,7 @@ impl Peers {
             quorum: masters / 2 + 1,
             drift_factor,
             max_ttl,
+            pace: Pace::new(),
         })
     }
 
@@ -113,6 +118,21 @@ impl Peers {
             (Arc::clone(&member.state), member.command.clone())
         };
         boot::read(&state, &command, &self.boot_key).await.ok()
+    }
+
+    /// Whether any master of the group answered something (to any
+    /// command, a PING included) at or after `at`. None did: the daemon
+    /// read nothing from any master meanwhile, which points at the daemon
+    /// or its machine, not at one master (`super::batch::more_time`).
+    pub(super) fn any_answered_since(&self, at: Instant) -> bool {
+        self.members()
+            .iter()
+            .any(|member| member.state.answered_since(at))
+    }
+
+    /// How briskly the masters answered their recent batches.
+    pub(super) fn pace(&self) -> &Pace {
+        &self.pace
     }
 
     /// Adds a master; returns its index in the group.
