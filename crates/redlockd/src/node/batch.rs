@@ -57,9 +57,11 @@ use crate::redlock::NodeError;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant as TokioInstant;
 
 /// Most operations in one script call: a batch runs atomically on the
@@ -139,10 +141,10 @@ struct Awaiting {
 
 impl Awaiting {
     /// Records the operation's metrics and hands it its reply.
-    fn answer(self, node: &str, reply: Result<Value, NodeError>) {
-        metrics::node_command(node, self.op.label(), self.submitted.elapsed());
+    fn answer(self, node: &metrics::NodeCommands, reply: Result<Value, NodeError>) {
+        node.record(self.op as usize, self.op.label(), self.submitted.elapsed());
         if let Err(error) = &reply {
-            metrics::node_error(node, error.kind());
+            metrics::node_error(node.node(), error.kind());
         }
         if matches!(self.op, Op::Acquire | Op::AcquireAll) {
             metrics::acquire_vote(match &reply {
@@ -183,7 +185,8 @@ impl Batcher {
             script,
             horizon_key,
         };
-        tokio::spawn(run(name, queued, link));
+        let node = Arc::new(metrics::NodeCommands::new(name, Op::ALL.len() + 1));
+        tokio::spawn(run(node, queued, link));
         Batcher { queue }
     }
 
@@ -225,7 +228,11 @@ struct Link {
     horizon_key: Value,
 }
 
-async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: Link) {
+async fn run(
+    name: Arc<metrics::NodeCommands>,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    link: Link,
+) {
     let Link {
         command,
         node_timeout,
@@ -234,12 +241,23 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
         horizon_key,
     } = link;
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = queued.recv().await {
-        // Wait for a batch slot before collecting: what queues up meanwhile
-        // goes out in this batch. The semaphore is never closed.
-        let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
-            return;
+    // The batches written and not yet answered, polled by this task rather
+    // than each on a task of its own: a spawn per batch (per master, per
+    // round at one caller) cost a task allocation and a cross-thread wake-up
+    // on every reply (issue 16). What each one does on its answer is the
+    // same: deliver the replies, then free its slot (leave this set).
+    let mut in_flight: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+    loop {
+        let first = tokio::select! {
+            // Answers first: a slot they free lets the queue move.
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
+            // Collect only with a slot free: what queues up while every
+            // slot is taken goes out together in the next batch.
+            first = queued.recv(), if in_flight.len() < MAX_IN_FLIGHT => match first {
+                Some(first) => first,
+                None => break,
+            },
         };
         batch.push(first);
         // Whatever queued up while the previous batch was being sent.
@@ -284,19 +302,21 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
             std::task::Poll::Ready(result) => deliver(&name, &state, sent_on, result, replies),
             std::task::Poll::Pending => {
                 let (name, state) = (Arc::clone(&name), Arc::clone(&state));
-                tokio::spawn(async move {
-                    let result = bounded(&name, &state, call, sent, node_timeout).await;
+                in_flight.push(Box::pin(async move {
+                    let result = bounded(name.node(), &state, call, sent, node_timeout).await;
                     if result.is_err() {
                         // As for fred's own errors (above): the next batch
                         // carries the script's text.
                         state.script_lost();
                     }
                     deliver(&name, &state, sent_on, result, replies);
-                    drop(slot);
-                });
+                }));
             }
         }
     }
+    // The batcher was dropped: the batches still out get their answers
+    // (or time out) as before, then the task ends.
+    while in_flight.next().await.is_some() {}
 }
 
 /// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
@@ -368,7 +388,7 @@ fn encode(
 /// connection `sent_on` (see [`unverified`]); otherwise every operation
 /// gets an error, which the engine counts as a failed vote.
 fn deliver(
-    node: &str,
+    node: &metrics::NodeCommands,
     state: &NodeState,
     sent_on: u64,
     result: Result<Value, fred::error::Error>,
