@@ -3,9 +3,9 @@
 //! names, gRPC code names, master names, fixed kinds): never a resource name,
 //! an owner or a token, whose cardinality is unbounded.
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Calls per RPC and outcome (the gRPC status code name).
@@ -309,40 +309,125 @@ pub(crate) fn collect_process() {
     process_collector().collect();
 }
 
+/// The handles of the metrics every call or grant records, each looked up
+/// once (see [`NodeCommands`] for why), at its first use: after the daemon
+/// installed the recorder (`crate::server` does that before serving).
+fn once<T>(cell: &'static OnceLock<T>, resolve: impl FnOnce() -> T) -> &'static T {
+    cell.get_or_init(resolve)
+}
+
+/// A call's counter (by RPC and outcome) and duration histogram (by RPC).
+type RequestHandles = (&'static str, &'static str, Counter, Histogram);
+
 /// One answered call.
 pub(crate) fn request(rpc: &'static str, outcome: &'static str, elapsed: Duration) {
-    counter!(REQUESTS_TOTAL, "rpc" => rpc, "outcome" => outcome).increment(1);
-    histogram!(REQUEST_DURATION, "rpc" => rpc).record(elapsed.as_secs_f64());
+    // A few dozen pairs at most (RPCs times the outcomes they meet).
+    static HANDLES: Mutex<Vec<RequestHandles>> = Mutex::new(Vec::new());
+    let (counter, histogram) = {
+        let mut handles = HANDLES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match handles.iter().find(|h| h.0 == rpc && h.1 == outcome) {
+            Some((_, _, counter, histogram)) => (counter.clone(), histogram.clone()),
+            None => {
+                let counter = counter!(REQUESTS_TOTAL, "rpc" => rpc, "outcome" => outcome);
+                let histogram = histogram!(REQUEST_DURATION, "rpc" => rpc);
+                handles.push((rpc, outcome, counter.clone(), histogram.clone()));
+                (counter, histogram)
+            }
+        }
+    };
+    counter.increment(1);
+    histogram.record(elapsed.as_secs_f64());
 }
 
 /// One finished acquisition: how many attempts, and whether it met a holder.
 pub(crate) fn acquisition(attempts: u32, contended: bool) {
-    histogram!(ACQUIRE_ATTEMPTS).record(f64::from(attempts));
+    static ATTEMPTS: OnceLock<Histogram> = OnceLock::new();
+    static CONTENDED: OnceLock<Counter> = OnceLock::new();
+    once(&ATTEMPTS, || histogram!(ACQUIRE_ATTEMPTS)).record(f64::from(attempts));
     if contended {
-        counter!(CONTENDED_TOTAL).increment(1);
+        once(&CONTENDED, || counter!(CONTENDED_TOTAL)).increment(1);
     }
 }
 
 /// Time an acquisition with `wait` spent waiting.
 pub(crate) fn waited(elapsed: Duration) {
-    histogram!(WAIT_DURATION).record(elapsed.as_secs_f64());
+    static WAITED: OnceLock<Histogram> = OnceLock::new();
+    once(&WAITED, || histogram!(WAIT_DURATION)).record(elapsed.as_secs_f64());
 }
 
 /// One master's reply to an acquire command (`granted`, `refused`, `error`, `timeout`).
+/// The four counters are looked up once (see [`NodeCommands`] for why).
 pub(crate) fn acquire_vote(result: &'static str) {
-    counter!(ACQUIRE_VOTES, "result" => result).increment(1);
+    const RESULTS: [&str; 4] = ["granted", "refused", "error", "timeout"];
+    static VOTES: OnceLock<[Counter; 4]> = OnceLock::new();
+    match RESULTS.iter().position(|r| *r == result) {
+        Some(index) => VOTES
+            .get_or_init(|| RESULTS.map(|r| counter!(ACQUIRE_VOTES, "result" => r)))[index]
+            .increment(1),
+        None => counter!(ACQUIRE_VOTES, "result" => result).increment(1),
+    }
 }
 
 /// A grant's fence was fixed in one round, or by the commit round.
 pub(crate) fn fence_round(commit: bool) {
-    let path = if commit { "commit" } else { "one_round" };
-    counter!(FENCE_GRANTS_TOTAL, "path" => path).increment(1);
+    static PATHS: OnceLock<[Counter; 2]> = OnceLock::new();
+    let paths = once(&PATHS, || {
+        ["one_round", "commit"].map(|path| counter!(FENCE_GRANTS_TOTAL, "path" => path))
+    });
+    paths[usize::from(commit)].increment(1);
 }
 
 /// A grant: how much of the ttl was left as validity.
 pub(crate) fn grant(validity: Duration, ttl: Duration) {
+    static RATIO: OnceLock<Histogram> = OnceLock::new();
     if !ttl.is_zero() {
-        histogram!(GRANT_VALIDITY_RATIO).record(validity.as_secs_f64() / ttl.as_secs_f64());
+        once(&RATIO, || histogram!(GRANT_VALIDITY_RATIO))
+            .record(validity.as_secs_f64() / ttl.as_secs_f64());
+    }
+}
+
+/// One master's command-duration histograms, each looked up once, at its
+/// first use, and kept.
+///
+/// Why: every operation of every batch records its duration, and a
+/// labelled lookup (building the key with an owned copy of the master's
+/// name, hashing it, finding it in the recorder's registry) cost several
+/// times the recording itself, ten times per lock cycle (issue 16).
+/// Resolved lazily rather than at start so that a recorder installed after
+/// the masters were set up still receives them; the daemon installs it
+/// first (`crate::server`).
+pub(crate) struct NodeCommands {
+    node: Arc<str>,
+    /// By command code (`crate::node::scripts::Op` as an index).
+    durations: Box<[OnceLock<Histogram>]>,
+}
+
+impl NodeCommands {
+    /// Handles for master `node`, for command codes below `codes`.
+    pub(crate) fn new(node: Arc<str>, codes: usize) -> NodeCommands {
+        NodeCommands {
+            node,
+            durations: (0..codes).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The master's name, as its metrics label it.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// One command (code `code`, named `command`) and how long it took.
+    pub(crate) fn record(&self, code: usize, command: &'static str, elapsed: Duration) {
+        match self.durations.get(code) {
+            Some(slot) => slot
+                .get_or_init(|| {
+                    histogram!(NODE_COMMAND_DURATION, "node" => self.node.to_string(), "command" => command)
+                })
+                .record(elapsed.as_secs_f64()),
+            None => node_command(&self.node, command, elapsed),
+        }
     }
 }
 

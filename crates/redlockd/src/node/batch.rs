@@ -76,9 +76,11 @@ use crate::redlock::NodeError;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant as TokioInstant;
 
 /// Most operations in one script call: a batch runs atomically on the
@@ -253,10 +255,10 @@ struct Awaiting {
 
 impl Awaiting {
     /// Records the operation's metrics and hands it its reply.
-    fn answer(self, node: &str, reply: Result<Value, NodeError>) {
-        metrics::node_command(node, self.op.label(), self.submitted.elapsed());
+    fn answer(self, node: &metrics::NodeCommands, reply: Result<Value, NodeError>) {
+        node.record(self.op as usize, self.op.label(), self.submitted.elapsed());
         if let Err(error) = &reply {
-            metrics::node_error(node, error.kind());
+            metrics::node_error(node.node(), error.kind());
         }
         if matches!(self.op, Op::Acquire | Op::AcquireAll) {
             metrics::acquire_vote(match &reply {
@@ -299,7 +301,8 @@ impl Batcher {
             horizon_key,
             peers,
         };
-        tokio::spawn(run(name, queued, link));
+        let node = Arc::new(metrics::NodeCommands::new(name, Op::ALL.len() + 1));
+        tokio::spawn(run(node, queued, link));
         Batcher { queue }
     }
 
@@ -342,7 +345,11 @@ struct Link {
     peers: Arc<Peers>,
 }
 
-async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: Link) {
+async fn run(
+    name: Arc<metrics::NodeCommands>,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    link: Link,
+) {
     let Link {
         command,
         node_timeout,
@@ -352,12 +359,23 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
         peers,
     } = link;
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = queued.recv().await {
-        // Wait for a batch slot before collecting: what queues up meanwhile
-        // goes out in this batch. The semaphore is never closed.
-        let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
-            return;
+    // The batches written and not yet answered, polled by this task rather
+    // than each on a task of its own: a spawn per batch (per master, per
+    // round at one caller) cost a task allocation and a cross-thread wake-up
+    // on every reply (issue 16). What each one does on its answer is the
+    // same: deliver the replies, then free its slot (leave this set).
+    let mut in_flight: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+    loop {
+        let first = tokio::select! {
+            // Answers first: a slot they free lets the queue move.
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
+            // Collect only with a slot free: what queues up while every
+            // slot is taken goes out together in the next batch.
+            first = queued.recv(), if in_flight.len() < MAX_IN_FLIGHT => match first {
+                Some(first) => first,
+                None => break,
+            },
         };
         batch.push(first);
         // Whatever queued up while the previous batch was being sent.
@@ -368,7 +386,11 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
             }
         }
         if state.is_down() {
-            tracing::debug!(node = %name, ops = batch.len(), "batch failed: connection down");
+            tracing::debug!(
+                node = name.node(),
+                ops = batch.len(),
+                "batch failed: connection down"
+            );
             for queued in batch.drain(..) {
                 let down = NodeError::Unavailable("connection lost; reconnecting".into());
                 queued.awaiting.answer(&name, Err(down));
@@ -404,9 +426,9 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
             std::task::Poll::Pending => {
                 let (name, state) = (Arc::clone(&name), Arc::clone(&state));
                 let peers = Arc::clone(&peers);
-                tokio::spawn(async move {
+                in_flight.push(Box::pin(async move {
                     let watch = Watch {
-                        name: &name,
+                        name: name.node(),
                         state: &state,
                         peers: &peers,
                         pace: peers.pace(),
@@ -422,11 +444,13 @@ async fn run(name: Arc<str>, mut queued: mpsc::UnboundedReceiver<Queued>, link: 
                         state.script_lost();
                     }
                     deliver(&name, &state, sent_on, result, replies);
-                    drop(slot);
-                });
+                }));
             }
         }
     }
+    // The batcher was dropped: the batches still out get their answers
+    // (or time out) as before, then the task ends.
+    while in_flight.next().await.is_some() {}
 }
 
 /// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
@@ -520,7 +544,7 @@ fn encode(
 /// connection `sent_on` (see [`unverified`]); otherwise every operation
 /// gets an error, which the engine counts as a failed vote.
 fn deliver(
-    node: &str,
+    node: &metrics::NodeCommands,
     state: &NodeState,
     sent_on: u64,
     result: Result<Value, fred::error::Error>,
@@ -536,7 +560,7 @@ fn deliver(
     let result = match result {
         Ok(_) if unverified(state, sent_on) => {
             tracing::debug!(
-                node,
+                node = node.node(),
                 ops = replies.len(),
                 sent_on,
                 "batch reply on an unverified connection"
@@ -568,7 +592,7 @@ fn deliver(
         }
         Err(error) => {
             let error = super::node_error(error);
-            tracing::debug!(node, ops = replies.len(), %error, "batch failed");
+            tracing::debug!(node = node.node(), ops = replies.len(), %error, "batch failed");
             for reply in replies {
                 reply.answer(node, Err(error.clone()));
             }

@@ -29,6 +29,7 @@ use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::node::{Record, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
 use batch::Batcher;
+use fred::bytes::Bytes;
 use fred::clients::WithOptions;
 use fred::prelude::{
     Builder, Client, ClientLike, Config as FredConfig, ErrorKind, Options, ReconnectPolicy,
@@ -288,11 +289,15 @@ impl Node for FredNode {
                 // The grant may stand without a commit (see `commit_fence`).
                 self.peers.local().record(ttl);
             }
+            let wire = Wire::of(keys, token);
             self.run(
                 Op::Acquire,
-                vec![key(&keys.lock), key(&keys.fence)],
                 vec![
-                    token.expose().into(),
+                    shared(wire.map(|w| &w.lock), &keys.lock),
+                    shared(wire.map(|w| &w.fence), &keys.fence),
+                ],
+                vec![
+                    shared(wire.map(|w| &w.token), token.expose()),
                     millis(ttl),
                     Value::String(proposal.fence.to_string().into()),
                     Value::String(proposal.window.as_micros().to_string().into()),
@@ -365,12 +370,19 @@ impl Node for FredNode {
             Some(readers) => (Op::CommitShared, vec![key(readers)]),
             None => (Op::CommitFence, Vec::new()),
         };
-        script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
+        let wire = Wire::of(keys, token);
+        script_keys.splice(
+            0..0,
+            [
+                shared(wire.map(|w| &w.lock), &keys.lock),
+                shared(wire.map(|w| &w.fence), &keys.fence),
+            ],
+        );
         let reply = self.run(
             op,
             script_keys,
             vec![
-                token.expose().into(),
+                shared(wire.map(|w| &w.token), token.expose()),
                 Value::String(fence.to_string().into()),
                 millis(fence_ttl),
                 millis(ttl),
@@ -444,23 +456,32 @@ impl Node for FredNode {
         notice: &str,
         honour_minimum: bool,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
-        let delifeq = if self.state.has_delifeq() { "1" } else { "0" };
-        let minimum = if honour_minimum { "1" } else { "0" };
+        // Static flags: no copy per command.
+        let flag = |on: bool| Value::Bytes(Bytes::from_static(if on { b"1" } else { b"0" }));
+        let delifeq = flag(self.state.has_delifeq());
+        let minimum = flag(honour_minimum);
         let (op, mut script_keys) = match &keys.readers {
             Some(readers) => (Op::ReleaseShared, vec![key(readers)]),
             None => (Op::Release, Vec::new()),
         };
-        script_keys.splice(0..0, [key(&keys.lock), key(&keys.fence)]);
-        script_keys.push(key(&keys.base_fence));
+        let wire = Wire::of(keys, token);
+        script_keys.splice(
+            0..0,
+            [
+                shared(wire.map(|w| &w.lock), &keys.lock),
+                shared(wire.map(|w| &w.fence), &keys.fence),
+            ],
+        );
+        script_keys.push(shared(wire.map(|w| &w.base_fence), &keys.base_fence));
         let reply = self.run(
             op,
             script_keys,
             vec![
-                token.expose().into(),
-                key(&keys.channel),
+                shared(wire.map(|w| &w.token), token.expose()),
+                shared(wire.map(|w| &w.channel), &keys.channel),
                 notice.into(),
-                delifeq.into(),
-                minimum.into(),
+                delifeq,
+                minimum,
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -571,6 +592,42 @@ fn key(name: &str) -> Value {
     Value::from(name)
 }
 
+/// The strings every master's command about one subject carries, as shared
+/// bytes: copied once per round, then cloned (a reference count) for each
+/// master (see `LockKeys::encoded`).
+struct Wire {
+    lock: Bytes,
+    fence: Bytes,
+    base_fence: Bytes,
+    channel: Bytes,
+    token: Bytes,
+}
+
+impl Wire {
+    /// `keys`' cached encoding, made now from them and `token` if this is
+    /// the round's first command.
+    fn of<'k>(keys: &'k LockKeys, token: &Token) -> Option<&'k Wire> {
+        let bytes = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        keys.encoded.get_or_init(|| Wire {
+            lock: bytes(&keys.lock),
+            fence: bytes(&keys.fence),
+            base_fence: bytes(&keys.base_fence),
+            channel: bytes(&keys.channel),
+            token: bytes(token.expose()),
+        })
+    }
+}
+
+/// `current` as a command argument: the cached copy if it still says the
+/// same (always, unless a field changed after the cache was made), else a
+/// fresh one.
+fn shared(cached: Option<&Bytes>, current: &str) -> Value {
+    match cached {
+        Some(bytes) if bytes.as_ref() == current.as_bytes() => Value::Bytes(bytes.clone()),
+        _ => Value::from(current),
+    }
+}
+
 fn millis(duration: Duration) -> Value {
     Value::Integer(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
 }
@@ -647,6 +704,31 @@ mod tests {
         .expect("some");
         assert_eq!((other.record, other.pttl), (None, Duration::ZERO));
         assert!(seen(vec![s("a"), s("b")]).is_err());
+    }
+
+    /// A round's commands share one copy of the keys and token; a cached
+    /// string that no longer says what its field says is never sent.
+    #[test]
+    fn keys_are_encoded_once_per_subject_and_never_stale() {
+        let token = Token::generate().expect("OS RNG");
+        let mut keys = LockKeys::new("redlock:", "orders/42");
+        let first = Wire::of(&keys, &token).expect("made") as *const Wire;
+        let again = Wire::of(&keys, &token).expect("cached") as *const Wire;
+        assert_eq!(first, again, "made once, then reused");
+        let wire = Wire::of(&keys, &token);
+        let lock = shared(wire.map(|w| &w.lock), &keys.lock);
+        assert_eq!(lock.as_str().as_deref(), Some("redlock:lock:orders/42"));
+        assert!(matches!(lock, Value::Bytes(_)), "the shared copy");
+        let other = Token::generate().expect("OS RNG");
+        let sent = shared(wire.map(|w| &w.token), other.expose());
+        assert_eq!(sent.as_str().as_deref(), Some(other.expose()));
+        // A field changed after the cache was made: its current value goes.
+        keys.lock = "redlock:lock:other".into();
+        let wire = Wire::of(&keys, &token);
+        let lock = shared(wire.map(|w| &w.lock), &keys.lock);
+        assert_eq!(lock.as_str().as_deref(), Some("redlock:lock:other"));
+        // A clone starts without the cache (and compares equal).
+        assert_eq!(keys.clone(), keys);
     }
 
     /// Node names never carry credentials.

@@ -58,6 +58,10 @@ pub(crate) struct AttemptStats {
     pub attempts: u32,
     /// Whether any attempt found the resource held.
     pub contended: bool,
+    /// The notice ids of the last failed attempt's clean-up releases (a
+    /// lock on several resources, `super::multi`): its waiter tells their
+    /// wake-ups from a holder's release by them.
+    pub cleanup_notices: Vec<u64>,
 }
 
 /// Whom an acquisition is for: the holder its grant records beside the

@@ -39,6 +39,8 @@
 //! the master (see `crate::node::horizon`).
 
 use super::token::Token;
+use std::any::Any;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The lock key's value while shared holders hold the resource on a master:
@@ -76,6 +78,49 @@ pub struct LockKeys {
     /// How long the resource's fence hash lives after a permit's grant
     /// (the engine's `fence_ttl`); zero when `limit` is.
     pub limit_ttl: std::time::Duration,
+    /// The keys as a master connection sends them, made by the first
+    /// master's command of a round and reused by the others (see
+    /// [`Encoded`]).
+    pub encoded: Encoded,
+}
+
+/// A node's own encoding of a subject's keys (and token), made once by the
+/// first of the round's commands and shared by the others: one copy of
+/// each string per round instead of one per master (issue 16: the
+/// per-master copies were a quarter of the daemon's allocations per lock
+/// cycle). Opaque to the engine, which never reads it; a clone starts
+/// empty, and it is never compared. Its user checks each cached string
+/// against the field it stands for before using it, so a field changed
+/// after the cache was made can never be sent stale.
+#[derive(Default)]
+pub struct Encoded(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl Encoded {
+    /// The cached encoding, made by `make` on first use; `None` if it was
+    /// made as another type (a different node kind in the same round).
+    pub(crate) fn get_or_init<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<&T> {
+        self.0.get_or_init(|| Box::new(make())).downcast_ref()
+    }
+}
+
+impl Clone for Encoded {
+    fn clone(&self) -> Encoded {
+        Encoded::default()
+    }
+}
+
+impl PartialEq for Encoded {
+    fn eq(&self, _: &Encoded) -> bool {
+        true
+    }
+}
+
+impl Eq for Encoded {}
+
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Encoded")
+    }
 }
 
 impl LockKeys {
@@ -93,6 +138,7 @@ impl LockKeys {
             writer_mark: Duration::ZERO,
             limit: 0,
             limit_ttl: std::time::Duration::ZERO,
+            encoded: Encoded::default(),
         }
     }
 

@@ -576,7 +576,7 @@ impl Redlock {
             .map(|mut seen| seen.first_sighting(notice.id))
             .unwrap_or(true);
         if first {
-            self.waiters.released(&notice.resource, at_once);
+            self.waiters.released(&notice.resource, at_once, notice.id);
         }
     }
 
@@ -595,6 +595,22 @@ impl Redlock {
         silent: Vote,
     ) -> Tally {
         let notice = Notice::new(&subject.resource);
+        self.release_noticed(subject, notice, wake, honour_minimum, deadline, silent)
+            .await
+    }
+
+    /// [`Redlock::release_everywhere`] announcing itself with `notice`
+    /// (its caller knows the id: `multi`'s waiters tell their own
+    /// clean-up's wake-ups from a holder's release by it).
+    async fn release_noticed(
+        &self,
+        subject: &Arc<Subject>,
+        notice: Notice,
+        wake: WakeWaiters,
+        honour_minimum: bool,
+        deadline: Instant,
+        silent: Vote,
+    ) -> Tally {
         let command = Command::Release {
             notice: notice.encode().into(),
             honour_minimum,

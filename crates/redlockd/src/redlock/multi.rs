@@ -78,6 +78,7 @@
 
 use super::attempt::{AttemptStats, Failure};
 use super::node::AcquireAllVote;
+use super::notices::Notice;
 use super::quorum::Vote;
 use super::round::{Command, Pending, Reply, Until};
 use super::validity;
@@ -227,8 +228,11 @@ impl Redlock {
         let mut last_error = None;
         let mut backing_off_until: Option<Instant> = None;
         loop {
+            // A holder's release heard while our attempt ran.
+            let mut heard = None;
             if try_at <= Instant::now() {
                 let started = Instant::now();
+                stats.cleanup_notices.clear();
                 match self
                     .attempt_multi(
                         resources,
@@ -255,9 +259,17 @@ impl Redlock {
                         // The attempt's own clean-up woke the front waiters
                         // of its resources, us included: not a release by a
                         // holder, so it must not cut the pause short (else a
-                        // refused waiter would retry every round).
+                        // refused waiter would retry every round). A
+                        // holder's release heard meanwhile must: dropping
+                        // it left the waiter asleep until the fallback.
                         for place in &mut places {
-                            while place.woken().now_or_never().is_some() {}
+                            while let Some(wake) = place.woken().now_or_never() {
+                                match wake {
+                                    Wake::Released { notice, .. }
+                                        if stats.cleanup_notices.contains(&notice) => {}
+                                    other => heard = Some(other),
+                                }
+                            }
                         }
                         let pause = self.pause_after(&failure, now - started);
                         try_at = now + pause;
@@ -267,26 +279,29 @@ impl Redlock {
                     }
                 }
             }
-            let wake = {
-                let mut wakes: FuturesUnordered<_> =
-                    places.iter_mut().map(|place| place.woken()).collect();
-                tokio::select! {
-                    () = tokio::time::sleep_until(try_at) => None,
-                    wake = wakes.next() => wake,
-                    () = tokio::time::sleep_until(give_up_at) => {
-                        return Err(last_error.unwrap_or(LockError::StillHeld));
+            let wake = match heard {
+                Some(wake) => Some(wake),
+                None => {
+                    let mut wakes: FuturesUnordered<_> =
+                        places.iter_mut().map(|place| place.woken()).collect();
+                    tokio::select! {
+                        () = tokio::time::sleep_until(try_at) => None,
+                        wake = wakes.next() => wake,
+                        () = tokio::time::sleep_until(give_up_at) => {
+                            return Err(last_error.unwrap_or(LockError::StillHeld));
+                        }
+                        () = &mut stop => return Err(LockError::Cancelled),
                     }
-                    () = &mut stop => return Err(LockError::Cancelled),
                 }
             };
             if let Some(wake) = wake {
                 let now = Instant::now();
                 let woken_at = match wake {
-                    Wake::Released { at_once: true }
+                    Wake::Released { at_once: true, .. }
                     | Wake::Front {
                         holder_expires: None,
                     } => now,
-                    Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
+                    Wake::Released { at_once: false, .. } => now + jitter(TIE_BREAK_JITTER),
                     Wake::Front {
                         holder_expires: Some(expires),
                     } => expires.min(try_at) + jitter(TIE_BREAK_JITTER),
@@ -365,7 +380,8 @@ impl Redlock {
         admitted.round_took(start.elapsed());
         let cleanup_deadline = self.cleanup_deadline(start.mono());
         if votes.decision() != Decision::Reached {
-            self.release_all_of(&subjects, cleanup_deadline).await;
+            let notices = self.release_all_of(&subjects, cleanup_deadline).await;
+            stats.cleanup_notices.extend(notices);
             if delayed && votes.refused_by_majority() {
                 metrics::lock_delay_refusal();
             }
@@ -431,7 +447,8 @@ impl Redlock {
                 })
             }
             (failed, _) => {
-                self.release_all_of(&subjects, cleanup_deadline).await;
+                let notices = self.release_all_of(&subjects, cleanup_deadline).await;
+                stats.cleanup_notices.extend(notices);
                 Err(match failed {
                     None => LockError::Expired(votes),
                     Some(tally) => LockError::no_quorum(tally),
@@ -442,11 +459,22 @@ impl Redlock {
     }
 
     /// A failed attempt's clean-up: every key of it released on every
-    /// master (see `Redlock::release_everywhere`).
-    async fn release_all_of(&self, subjects: &[Arc<super::round::Subject>], deadline: Instant) {
-        join_all(subjects.iter().map(|subject| {
-            self.release_everywhere(
+    /// master (see `Redlock::release_everywhere`). The ids of its notices,
+    /// by which the attempter tells their wake-ups from a holder's release.
+    async fn release_all_of(
+        &self,
+        subjects: &[Arc<super::round::Subject>],
+        deadline: Instant,
+    ) -> Vec<u64> {
+        let notices: Vec<Notice> = subjects
+            .iter()
+            .map(|subject| Notice::new(&subject.resource))
+            .collect();
+        let ids = notices.iter().map(|notice| notice.id).collect();
+        join_all(subjects.iter().zip(notices).map(|(subject, notice)| {
+            self.release_noticed(
                 subject,
+                notice,
                 WakeWaiters::IfDeleted,
                 false,
                 deadline,
@@ -454,6 +482,7 @@ impl Redlock {
             )
         }))
         .await;
+        ids
     }
 
     /// [`Redlock::extend_lease`] of a lock on several resources: every

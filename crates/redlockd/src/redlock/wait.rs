@@ -344,8 +344,8 @@ impl Redlock {
                 wake = place.woken() => {
                     let now = Instant::now();
                     let woken_at = match wake {
-                        Wake::Released { at_once: true } | Wake::Front { holder_expires: None } => now,
-                        Wake::Released { at_once: false } => now + jitter(TIE_BREAK_JITTER),
+                        Wake::Released { at_once: true, .. } | Wake::Front { holder_expires: None } => now,
+                        Wake::Released { at_once: false, .. } => now + jitter(TIE_BREAK_JITTER),
                         Wake::Front { holder_expires: Some(expires) } => {
                             expires.min(now + self.settings.wait_fallback) + jitter(TIE_BREAK_JITTER)
                         }

@@ -23,6 +23,9 @@ pub(crate) enum Wake {
     Released {
         /// Try without the tie-breaking jitter.
         at_once: bool,
+        /// The release's notice id (`super::notices`): lets a waiter tell
+        /// the clean-up of its own attempt from a holder's release.
+        notice: u64,
     },
     /// This waiter is now the front of the queue. `holder_expires` is when
     /// the lock just granted to its predecessor expires at the latest (none
@@ -111,11 +114,12 @@ impl Waiters {
         })
     }
 
-    /// Wakes the front waiter of `resource`, if any: it was released.
-    pub(crate) fn released(&self, resource: &str, at_once: bool) {
+    /// Wakes the front waiter of `resource`, if any: it was released (the
+    /// release's notice id is `notice`).
+    pub(crate) fn released(&self, resource: &str, at_once: bool, notice: u64) {
         let queues = self.lock();
         if let Some(front) = queues.by_resource.get(resource).and_then(VecDeque::front) {
-            let _ = front.wake.send(Wake::Released { at_once });
+            let _ = front.wake.send(Wake::Released { at_once, notice });
         }
     }
 
@@ -238,8 +242,14 @@ mod tests {
         let mut front = w.join("r").expect("room");
         let mut back = w.join("r").expect("room");
         let mut other = w.join("s").expect("room");
-        w.released("r", true);
-        assert_eq!(front.woken().await, Wake::Released { at_once: true });
+        w.released("r", true, 7);
+        assert_eq!(
+            front.woken().await,
+            Wake::Released {
+                at_once: true,
+                notice: 7
+            }
+        );
         assert!(back.woken.try_recv().is_err());
         assert!(other.woken.try_recv().is_err());
     }
