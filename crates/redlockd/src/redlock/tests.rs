@@ -937,3 +937,24 @@ async fn two_split_contenders_converge() {
         granted[0]
     );
 }
+
+/// An acquisition waits on its own task for as long as its caller waits
+/// (in a burst, in the admission queue): its future must not carry its
+/// largest branch inline. It was 1,416 bytes (the request-id resume path
+/// inline) before those branches were boxed (issue 15: 10,000 `Hold`
+/// sessions opened at once, under 100 MB).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_acquisition_stays_small() {
+    let c = cluster();
+    let holder = Arc::new(Holder::session("owner", "replica"));
+    let acquisition = c.engine.acquire_until_stopped(
+        RESOURCE,
+        None,
+        TTL,
+        Duration::from_secs(1),
+        &holder,
+        std::future::pending(),
+    );
+    let size = std::mem::size_of_val(&acquisition);
+    assert!(size <= 800, "an acquisition's future is {size} bytes");
+}

@@ -205,7 +205,7 @@ impl Redlock {
     /// Attempts until a grant, until `wait` elapses, or until `stop`
     /// completes. `stop` is only heeded between attempts: an attempt always
     /// runs to its end, which cleans up after itself.
-    async fn acquire_until_stopped(
+    pub(super) async fn acquire_until_stopped(
         &self,
         resource: &str,
         fixed: Option<&Token>,
@@ -215,11 +215,17 @@ impl Redlock {
         stop: impl Future<Output = ()>,
     ) -> Result<Lock, LockError> {
         tokio::pin!(stop);
+        // All but the plain attempt are boxed: this future is a detached task's
+        // for as long as its caller waits, and inline it would be as large
+        // as its largest branch, while a burst of callers waits for
+        // admission (issue 15).
         let wait = match fixed {
-            Some(token) => match self.resume(resource, token, ttl, wait, &mut stop).await? {
-                Resumed::Held(lock) => return Ok(lock),
-                Resumed::NotHeld { wait_left } => wait_left,
-            },
+            Some(token) => {
+                match Box::pin(self.resume(resource, token, ttl, wait, &mut stop)).await? {
+                    Resumed::Held(lock) => return Ok(lock),
+                    Resumed::NotHeld { wait_left } => wait_left,
+                }
+            }
             None => wait,
         };
         let who = Claimant {
@@ -236,11 +242,9 @@ impl Redlock {
             let started = Instant::now();
             let give_up_at = started + wait;
             let result = if self.settings.wake_on_release {
-                self.wait_in_queue(resource, who, ttl, give_up_at, stop, &mut stats)
-                    .await
+                Box::pin(self.wait_in_queue(resource, who, ttl, give_up_at, stop, &mut stats)).await
             } else {
-                self.poll(resource, who, ttl, give_up_at, stop, &mut stats)
-                    .await
+                Box::pin(self.poll(resource, who, ttl, give_up_at, stop, &mut stats)).await
             };
             metrics::waited(started.elapsed());
             result
