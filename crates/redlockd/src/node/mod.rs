@@ -10,6 +10,7 @@
 pub(crate) mod auth;
 pub(crate) mod batch;
 pub(crate) mod boot;
+pub(crate) mod clock_jump;
 pub(crate) mod connection;
 pub(crate) mod horizon;
 pub(crate) mod offset;

@@ -21,7 +21,10 @@
 //! toward a quorum; its `TIME` then feeds no fence) while `|offset| +
 //! rtt / 2 > max_clock_offset`, that is while it *may* be beyond the
 //! bound, and trusted again at the first reading within it. A master whose
-//! offset is unknown (no reading yet) is not refused for it.
+//! offset is unknown (no reading yet) is not refused for it. A reading
+//! whose round trip exceeds `node_timeout` is not used at all
+//! ([`Offset::conclusive`]): on a busy daemon its uncertainty is the
+//! daemon's slowness, not the master's clock.
 //!
 //! # The bound (default 1 s)
 //!
@@ -68,6 +71,15 @@ impl Offset {
         }
     }
 
+    /// Whether the reading is precise enough to act on: its round trip
+    /// within `node_timeout`. A slower one (a `TIME` that waited behind a
+    /// burst's batches, or an answer a busy daemon read late) would refuse
+    /// a master for the daemon's own slowness, and is left unused, as the
+    /// jump check leaves it (`super::clock_jump`).
+    pub(crate) fn conclusive(&self, node_timeout: Duration) -> bool {
+        self.uncertainty * 2.0 <= node_timeout.as_secs_f64()
+    }
+
     /// Whether the master's offset may exceed `bound`.
     pub(crate) fn beyond(&self, bound: Duration) -> bool {
         self.seconds.abs() + self.uncertainty > bound.as_secs_f64()
@@ -106,5 +118,18 @@ mod tests {
         // Our clock stepped back between the readings: no negative trip.
         let stepped = Offset::measure(base, base + MS(3), base);
         assert!(stepped.uncertainty == 0.0 && (stepped.seconds + 0.003).abs() < 1e-6);
+    }
+
+    /// A reading whose round trip exceeds node_timeout is left unused: a
+    /// 2.4 s round trip (a burst) would otherwise refuse a master whose
+    /// clock is exact, since it *may* be 1.2 s off.
+    #[test]
+    fn slow_readings_are_inconclusive() {
+        let base = Duration::from_secs(1_700_000_000);
+        let burst = Offset::measure(base + MS(1_200), base, base + MS(2_400));
+        assert!(burst.beyond(Duration::from_secs(1)));
+        assert!(!burst.conclusive(MS(50)));
+        let brisk = Offset::measure(base + MS(25), base, base + MS(50));
+        assert!(brisk.conclusive(MS(50)));
     }
 }

@@ -538,23 +538,6 @@ pub(crate) fn quarantine_left(uptime_seconds: u64, period: Duration) -> Option<D
         .filter(|left| !left.is_zero())
 }
 
-/// Compares how far a master's clock moved (`master`) with how far ours did
-/// (`local`, monotonic) between two readings taken `rtt` apart at most:
-/// returns the skew rate, and whether the difference is a jump beyond the
-/// drift allowance (`drift_factor` of the interval, plus 2 ms, plus the
-/// measurement's own uncertainty).
-pub(crate) fn clock_check(
-    master: Duration,
-    local: Duration,
-    rtt: Duration,
-    drift_factor: f64,
-) -> (f64, bool) {
-    let (m, l) = (master.as_secs_f64(), local.as_secs_f64());
-    let rate = if l > 0.0 { (m - l) / l } else { 0.0 };
-    let allowance = l * drift_factor + 0.002 + rtt.as_secs_f64();
-    (rate, (m - l).abs() > allowance)
-}
-
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;

@@ -5,9 +5,10 @@
 //! ours (clock jumps).
 
 use super::boot;
+use super::clock_jump::{self, ClockReading};
 use super::offset::Offset;
 use super::server_info::ServerInfo;
-use super::state::{clock_check, CertificateDue, NodeState};
+use super::state::{CertificateDue, NodeState};
 use super::{FredNode, NodeSettings};
 use crate::metrics;
 use fred::clients::WithOptions;
@@ -85,7 +86,9 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                             }
                             // The clock offset, at once on a new connection.
                             if let Ok((_, offset)) = read_offset(&command).await {
-                                take_offset(&state, &name, offset, settings.max_clock_offset);
+                                if offset.conclusive(settings.node_timeout) {
+                                    take_offset(&state, &name, offset, settings.max_clock_offset);
+                                }
                             }
                             break;
                         }
@@ -136,7 +139,8 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
     // Weak: the check ends once the node is dropped.
     let state = Arc::downgrade(&node.state);
     tokio::spawn(async move {
-        let mut last: Option<(Instant, Duration)> = None;
+        // The last conclusive reading: the baseline for the next one.
+        let mut last: Option<ClockReading> = None;
         let mut interval = tokio::time::interval(CLOCK_CHECK_EVERY);
         loop {
             interval.tick().await;
@@ -144,25 +148,36 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 return;
             };
             let asked = Instant::now();
-            let Ok((master_now, offset)) = read_offset(&command).await else {
+            let Ok((master, offset)) = read_offset(&command).await else {
                 last = None;
                 continue;
             };
-            let rtt = asked.elapsed();
+            let reading = ClockReading {
+                asked,
+                rtt: asked.elapsed(),
+                master,
+            };
+            if !reading.conclusive(settings.node_timeout) {
+                // A busy master or daemon: neither the offset nor the jump
+                // check can tell anything from it (`clock_jump`).
+                tracing::debug!(node = %name, rtt = ?reading.rtt, "clock reading too slow to use");
+                continue;
+            }
             take_offset(&state, &name, offset, settings.max_clock_offset);
-            if let Some((at, then)) = last {
-                let local = asked.duration_since(at);
-                // A clock that went backwards moved "zero": a jump too.
-                let master = master_now.checked_sub(then).unwrap_or_default();
-                let (rate, jumped) = clock_check(master, local, rtt, settings.drift_factor);
-                metrics::node_clock_skew(&name, rate);
-                if jumped {
+            if let Some(then) = last {
+                let check = clock_jump::compare(&then, &reading, settings.drift_factor);
+                metrics::node_clock_skew(&name, check.rate);
+                if check.jumped {
+                    let (master, local) = (
+                        reading.master.checked_sub(then.master).unwrap_or_default(),
+                        reading.asked.duration_since(then.asked),
+                    );
                     state.quarantine_now(&format!(
                         "the master's clock moved {master:?} while ours moved {local:?}"
                     ));
                 }
             }
-            last = Some((asked, master_now));
+            last = Some(reading);
         }
     });
 }
