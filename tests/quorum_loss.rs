@@ -1,16 +1,21 @@
 //! Losing masters: two of five are survivable; three are not, and then the
-//! call fails fast with UNAVAILABLE and leaves nothing locked.
+//! call fails fast with UNAVAILABLE and leaves nothing locked. With two
+//! down, a resource someone holds is still told ABORTED (held), not
+//! UNAVAILABLE: the round keeps listening until the reason is known.
 
 mod common;
 
 use common::*;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
 against_both_servers!(
     two_masters_down_still_works,
-    three_masters_down_is_unavailable
+    three_masters_down_is_unavailable,
+    held_with_two_masters_hung_or_dead_is_aborted,
 );
 
 /// Acquire, validate, extend and release all succeed with two masters dead.
@@ -85,4 +90,64 @@ async fn three_masters_down_is_unavailable(flavor: Flavor) {
         async move { acquire(&mut c, "after-restart", 1_000, 0).await.is_ok() }
     })
     .await;
+}
+
+/// Sends `signal` to master `i`.
+fn signal_master(h: &Harness, i: usize, signal: Signal) {
+    let pid = h.masters.pid(i).expect("master running");
+    kill(Pid::from_raw(i32::try_from(pid).expect("pid")), signal).expect("signal the master");
+}
+
+/// Resumes the hung masters whatever the test's outcome.
+struct Resume<'a>(&'a Harness, Vec<usize>);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        for &i in &self.1 {
+            signal_master(self.0, i, Signal::SIGCONT);
+        }
+    }
+}
+
+/// A resource held while two masters are hung (SIGSTOP: connected, silent)
+/// or dead (connection refused): another caller is told ABORTED, with or
+/// without a wait, because the three live masters refuse. (The round used
+/// to stop listening once a grant was impossible, and answered UNAVAILABLE
+/// "0 yes, 1 no, 2 failed".) The holder keeps its lock throughout.
+async fn held_with_two_masters_hung_or_dead_is_aborted(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let mut holder = h.client().await;
+    let mut other = h.client().await;
+    let lock = acquire(&mut holder, "busy", 30_000, 0)
+        .await
+        .expect("granted");
+    {
+        signal_master(&h, 3, Signal::SIGSTOP);
+        signal_master(&h, 4, Signal::SIGSTOP);
+        let _resume = Resume(&h, vec![3, 4]);
+        for wait_ms in [0, 200] {
+            let status = acquire(&mut other, "busy", 1_000, wait_ms)
+                .await
+                .expect_err("held by someone else");
+            assert_eq!(
+                status.code(),
+                Code::Aborted,
+                "two masters hung, wait {wait_ms} ms: {status:?}"
+            );
+        }
+    }
+    h.masters.stop(3).expect("stop");
+    h.masters.stop(4).expect("stop");
+    for wait_ms in [0, 200] {
+        let status = acquire(&mut other, "busy", 1_000, wait_ms)
+            .await
+            .expect_err("held by someone else");
+        assert_eq!(
+            status.code(),
+            Code::Aborted,
+            "two masters dead, wait {wait_ms} ms: {status:?}"
+        );
+    }
+    assert!(validate(&mut holder, &lock).await.expect("validate").held);
+    assert!(release(&mut holder, &lock).await.expect("release"));
 }

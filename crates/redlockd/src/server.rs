@@ -397,6 +397,7 @@ pub async fn run_draining(
         gate,
         AcceptSettings {
             keepalive: config.server.keepalive_interval,
+            keepalive_timeout: config.server.keepalive_timeout,
             idle_timeout: config.server.idle_timeout,
         },
     );

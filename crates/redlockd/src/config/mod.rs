@@ -135,7 +135,8 @@ pub struct ServerConfig {
     /// daemon: the request's travel makes the daemon see the deadline late,
     /// and the answer's travel makes the grant arrive late (a one-way
     /// reserve left grants orphaned for their whole ttl in `chaos
-    /// --interleaving slow-link`).
+    /// --interleaving slow-link`). A deadline shorter than four reserves
+    /// keeps three quarters of itself instead of being refused untried.
     #[serde(with = "humantime_serde")]
     pub deadline_reserve: Duration,
     /// How long a client may take to complete the TLS handshake after its

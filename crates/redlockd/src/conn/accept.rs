@@ -28,8 +28,12 @@ const LOG_PERIOD: Duration = Duration::from_secs(10);
 /// How accepted connections are set up.
 #[derive(Debug, Clone)]
 pub(crate) struct AcceptSettings {
-    /// The TCP keepalive idle time.
+    /// `server.keepalive_interval`: TCP keepalive's idle time and the
+    /// pause between its probes.
     pub(crate) keepalive: Duration,
+    /// `server.keepalive_timeout`: how long TCP keepalive probes may go
+    /// unanswered before the kernel drops the connection.
+    pub(crate) keepalive_timeout: Duration,
     /// `server.idle_timeout`.
     pub(crate) idle_timeout: Duration,
 }
@@ -159,17 +163,39 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// Sets up an admitted socket like tonic's own `TcpIncoming` did:
-/// TCP_NODELAY (without it Nagle's algorithm and the client's delayed ACK
-/// hold a response back by ~40 ms) and TCP keepalive.
-fn configure(stream: &TcpStream, keepalive: Duration) {
+/// Sets up an admitted socket: TCP_NODELAY (without it Nagle's algorithm
+/// and the client's delayed ACK hold a response back by ~40 ms) and TCP
+/// keepalive with the same bound as the HTTP/2 PINGs (`server.rs`): idle
+/// `interval`, then a probe every `interval` until `timeout` has gone
+/// unanswered. Linux's own defaults (a probe every 75 s, 9 of them) would
+/// leave a dead peer's connection open for 11 minutes; the PINGs end a
+/// session sooner, and this is the backstop where no PING runs (the HTTP
+/// gateway's HTTP/1.1 connections).
+fn configure(stream: &TcpStream, settings: &AcceptSettings) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "could not set TCP_NODELAY");
     }
-    let ka = socket2::TcpKeepalive::new().with_time(keepalive);
+    let ka = keepalive(settings.keepalive, settings.keepalive_timeout);
     if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
         tracing::debug!(error = %e, "could not set TCP keepalive");
     }
+}
+
+/// TCP keepalive: idle `interval`, probes `interval` apart, as many as fit
+/// in `timeout` (at least one).
+fn keepalive(interval: Duration, timeout: Duration) -> socket2::TcpKeepalive {
+    socket2::TcpKeepalive::new()
+        .with_time(interval)
+        .with_interval(interval)
+        .with_retries(probes(interval, timeout))
+}
+
+/// How many unanswered probes `interval` apart make `timeout`, rounded up.
+fn probes(interval: Duration, timeout: Duration) -> u32 {
+    let interval = interval.as_millis().max(1);
+    u32::try_from(timeout.as_millis().div_ceil(interval))
+        .unwrap_or(u32::MAX)
+        .max(1)
 }
 
 struct Loop {
@@ -191,7 +217,7 @@ impl Loop {
                     self.backoff = BACKOFF_MIN;
                     match self.gate.admit(peer) {
                         Ok(admitted) => {
-                            configure(&stream, self.settings.keepalive);
+                            configure(&stream, &self.settings);
                             let idle_timeout = self.settings.idle_timeout;
                             return Conn {
                                 stream,
@@ -258,4 +284,47 @@ pub(crate) fn incoming(
         let conn = state.next().await;
         Some((Ok(conn), state))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes fit the timeout, rounded up, at least one.
+    #[test]
+    fn probes_fill_the_timeout() {
+        let s = Duration::from_secs;
+        assert_eq!(probes(s(1), s(2)), 2);
+        assert_eq!(probes(s(1), Duration::from_millis(2_500)), 3);
+        assert_eq!(probes(s(10), s(1)), 1);
+        assert_eq!(probes(Duration::ZERO, s(1)), 1_000);
+    }
+
+    /// An accepted socket carries the keepalive the settings ask for, as
+    /// the kernel reports it back.
+    #[tokio::test]
+    async fn accepted_sockets_probe_at_the_configured_pace() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let (stream, _) = listener.accept().await.expect("accept");
+        let settings = AcceptSettings {
+            keepalive: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(60),
+        };
+        configure(&stream, &settings);
+        let socket = socket2::SockRef::from(&stream);
+        assert!(socket.keepalive().expect("SO_KEEPALIVE"));
+        assert_eq!(
+            socket.tcp_keepalive_time().expect("TCP_KEEPIDLE"),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            socket.tcp_keepalive_interval().expect("TCP_KEEPINTVL"),
+            Duration::from_secs(1)
+        );
+        assert_eq!(socket.tcp_keepalive_retries().expect("TCP_KEEPCNT"), 2);
+        assert!(socket.tcp_nodelay().expect("TCP_NODELAY"));
+    }
 }

@@ -259,6 +259,7 @@ pub(crate) async fn start(
         ),
         AcceptSettings {
             keepalive: config.server.keepalive_interval,
+            keepalive_timeout: config.server.keepalive_timeout,
             idle_timeout: config.server.idle_timeout,
         },
     );

@@ -120,14 +120,21 @@ impl Peers {
         boot::read(&state, &command, &self.boot_key).await.ok()
     }
 
-    /// Whether any master of the group answered something (to any
-    /// command, a PING included) at or after `at`. None did: the daemon
-    /// read nothing from any master meanwhile, which points at the daemon
-    /// or its machine, not at one master (`super::batch::more_time`).
-    pub(super) fn any_answered_since(&self, at: Instant) -> bool {
-        self.members()
+    /// Whether a quorum of the group's *other* masters (other than `this`)
+    /// answered something (to any command, a PING included) at or after
+    /// `at`. If so, the group could decide without `this` and the daemon
+    /// demonstrably reads their answers, so `this` one's silence is its
+    /// own. If not, most of the group went quiet at once, which points at
+    /// what they share (the daemon, its machine, the network), not at one
+    /// master (`super::batch::more_time`).
+    pub(super) fn quorum_of_others_answered_since(&self, at: Instant, this: &NodeState) -> bool {
+        let members = self.members();
+        let answered = members
             .iter()
-            .any(|member| member.state.answered_since(at))
+            .filter(|member| !std::ptr::eq(Arc::as_ptr(&member.state), this))
+            .filter(|member| member.state.answered_since(at))
+            .count();
+        answered >= self.quorum
     }
 
     /// How briskly the masters answered their recent batches.
@@ -286,4 +293,53 @@ pub(super) fn spawn_settler(peers: &Arc<Peers>, index: usize, state: &Arc<NodeSt
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fred::prelude::{Builder, ClientLike};
+
+    /// Five masters: one silent master's silence is its own once three of
+    /// the other four answered since the send, not while only one or two
+    /// did (four of five silent at once: what they share is at fault). Its
+    /// own answer does not count for itself.
+    #[tokio::test(start_paused = true)]
+    async fn a_silence_is_a_masters_own_only_beside_a_quorum_of_answers() {
+        let peers = Peers::new(5, "t:", Duration::from_secs(3600), 0.01);
+        let states: Vec<Arc<NodeState>> = (0..5)
+            .map(|i| Arc::new(NodeState::new(format!("m{i}"), None, true)))
+            .collect();
+        for state in &states {
+            // Never connected: nothing is sent in this test.
+            let client = Builder::default_centralized().build().expect("client");
+            peers.join(Arc::clone(state), client.with_options(&Default::default()));
+        }
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let sent = Instant::now();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let silent = &states[0];
+        silent.answered();
+        assert!(
+            !peers.quorum_of_others_answered_since(sent, silent),
+            "its own answer"
+        );
+        states[1].answered();
+        states[2].answered();
+        assert!(
+            !peers.quorum_of_others_answered_since(sent, silent),
+            "two of four"
+        );
+        states[3].answered();
+        assert!(
+            peers.quorum_of_others_answered_since(sent, silent),
+            "three of four"
+        );
+        let later = Instant::now() + Duration::from_millis(5);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert!(
+            !peers.quorum_of_others_answered_since(later, silent),
+            "answers before the send"
+        );
+    }
 }
