@@ -3,7 +3,8 @@
 //! ABORTED) until its client releases it, and the daemon then exits at
 //! once; a session that never releases is released when
 //! `server.shutdown_grace` runs out, and its client is told; meanwhile new
-//! and waiting Acquire calls get UNAVAILABLE and health is NOT_SERVING.
+//! and waiting Acquire calls get UNAVAILABLE, health is NOT_SERVING, and
+//! the gauges keep following the daemon.
 
 mod common;
 
@@ -129,6 +130,14 @@ async fn a_session_keeps_its_lock_until_its_client_releases() {
         .expect("endpoint")
         .connect_lazy();
     assert!(!client::serving(channel, LOCK_SERVICE).await, "NOT_SERVING");
+    // The gauges keep following the daemon through the drain (they froze
+    // at SIGTERM before): the answered waiter is gone from them.
+    eventually(
+        Duration::from_secs(5),
+        "redlock_waiters back to 0",
+        || async { gauge(metrics, "redlock_waiters") == Some(0.0) },
+    )
+    .await;
     stays_held_for(&mut other, "drained", Duration::from_millis(1_500)).await;
     let valid = validate(&mut c, &lock)
         .await

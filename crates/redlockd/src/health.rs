@@ -34,7 +34,10 @@ const HELD_LOCKS_EVERY: u32 = 5;
 /// Histogram buckets are drained this often when nobody scrapes.
 const UPKEEP_EVERY: u32 = 25;
 
-/// Runs until `shutdown` completes.
+/// Runs for the daemon's life. Once `shutdown` completes (a drain began),
+/// health stays NOT_SERVING, and the gauges keep following the masters for
+/// the rest of the drain (up to `server.shutdown_grace`), so that a
+/// dashboard still sees what the draining daemon's sessions depend on.
 pub(crate) async fn watch(
     engine: Arc<Redlock>,
     nodes: Vec<Arc<FredNode>>,
@@ -44,14 +47,16 @@ pub(crate) async fn watch(
 ) {
     tokio::pin!(shutdown);
     let mut serving = None;
+    let mut draining = false;
     let mut ticks = 0u32;
     let mut interval = tokio::time::interval(INTERVAL);
     loop {
         tokio::select! {
             _ = interval.tick() => {}
-            () = &mut shutdown => {
+            () = &mut shutdown, if !draining => {
                 reporter.set_service_status(LOCK_SERVICE, ServingStatus::NotServing).await;
-                return;
+                draining = true;
+                continue;
             }
         }
         crate::node::mark_duplicates(&nodes);
@@ -69,7 +74,7 @@ pub(crate) async fn watch(
             engine.queued(),
             engine.admission_limit(),
         );
-        if serving != Some(quorum) {
+        if !draining && serving != Some(quorum) {
             if quorum {
                 tracing::info!(
                     up,
