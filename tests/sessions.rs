@@ -19,6 +19,7 @@ against_both_servers!(
     three_masters_down_means_lost,
     first_message_must_be_acquire,
     session_limit,
+    a_silent_hold_is_bounded_and_takes_no_slot,
 );
 
 async fn next_event(events: &mut tonic::Streaming<pb::HoldEvent>) -> Option<Event> {
@@ -172,4 +173,50 @@ async fn hold_opens(c: &mut common::LockClient) -> bool {
     c.hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
         .await
         .is_ok()
+}
+
+/// One session at most, and a first message due within 1 s.
+fn single_session_quick_first_message(config: &mut Config) {
+    single_session(config);
+    config.session.first_message_timeout = Duration::from_secs(1);
+}
+
+/// A `Hold` stream that never sends its first message (a client stuck
+/// before its first write, or a hostile one) ends with INVALID_ARGUMENT
+/// once `session.first_message_timeout` has passed, and never held a
+/// session slot: with `limits.max_sessions` = 1, a real session opens and
+/// is granted beside it.
+async fn a_silent_hold_is_bounded_and_takes_no_slot(flavor: Flavor) {
+    let h = Harness::start_with(flavor, single_session_quick_first_message).await;
+    let mut c = h.client().await;
+    let (silent_tx, silent_rx) = tokio::sync::mpsc::channel::<pb::HoldRequest>(1);
+    let mut silent_client = c.clone();
+    let opened = Instant::now();
+    let silent = tokio::spawn(async move {
+        let ended = match silent_client
+            .hold(tokio_stream::wrappers::ReceiverStream::new(silent_rx))
+            .await
+        {
+            Ok(response) => response.into_inner().message().await.map(|_| ()),
+            Err(status) => Err(status),
+        };
+        (ended, opened.elapsed())
+    });
+    // Give the silent stream time to reach the daemon first.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (requests, mut events, _) = hold(&mut c, "beside", 10_000, 0).await;
+    let (ended, after) = tokio::time::timeout(Duration::from_secs(10), silent)
+        .await
+        .expect("the silent stream ends within 10 s")
+        .expect("no panic");
+    let status = ended.expect_err("ended with an error");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(after >= Duration::from_secs(1), "ended after {after:?}");
+    println!("{flavor}: a silent Hold ended after {after:?} (first_message_timeout 1 s)");
+    drop(silent_tx);
+    requests.send(release_message()).await.expect("release");
+    assert!(matches!(
+        next_event(&mut events).await,
+        Some(Event::Released(_))
+    ));
 }

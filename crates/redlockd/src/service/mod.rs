@@ -293,10 +293,12 @@ impl LockApi {
     /// call failed: the wait, cut short by it, ended with the resource still
     /// held, or the cut-off passed. Any other failure (a limit, overload,
     /// masters unreachable) is told as it is, even when the caller's
-    /// deadline is shorter than its wait. And it is told only once the
-    /// deadline has passed: the caller's own deadline says the same at the
-    /// same moment, and no caller is told its deadline ran out before it
-    /// did.
+    /// deadline is shorter than its wait. It is told at the cut-off, a
+    /// moment before the caller's own deadline, on purpose: a tonic client
+    /// reports its own expiry as CANCELLED ("Timeout expired"), so only the
+    /// daemon's answer gives every client DEADLINE_EXCEEDED (the handler
+    /// test `deadline_exceeded_when_grpc_timeout_is_shorter_than_the_wait`
+    /// and tests/cancellation.rs hold it to that).
     ///
     /// With a request id too, a grant after the cut-off is released: the
     /// request id is for answers lost where the daemon cannot see it (see
@@ -353,7 +355,7 @@ impl LockApi {
             false => wait,
         };
         let attempt = acquire(wait);
-        let outcome = match tokio::time::timeout_at(cutoff, attempt).await {
+        match tokio::time::timeout_at(cutoff, attempt).await {
             Ok(Ok(lock)) => Ok(lock),
             Ok(Err(LockError::Contended(_) | LockError::StillHeld)) if truncated => {
                 Err(LockError::DeadlineExceeded)
@@ -361,11 +363,7 @@ impl LockApi {
             Ok(Err(error)) => Err(error),
             // Dropping the detached attempt releases anything it still gets.
             Err(_elapsed) => Err(LockError::DeadlineExceeded),
-        };
-        if matches!(outcome, Err(LockError::DeadlineExceeded)) {
-            tokio::time::sleep_until(deadline).await;
         }
-        outcome
     }
 }
 

@@ -562,8 +562,8 @@ async fn unavailable_when_masters_are_down() {
 // --- DEADLINE_EXCEEDED ----------------------------------------------------
 
 /// A `grpc-timeout` shorter than the wait, while the resource stays held:
-/// DEADLINE_EXCEEDED, told once the caller's deadline has passed, not
-/// before (the attempt itself stopped at the cut-off).
+/// DEADLINE_EXCEEDED, answered before the caller's deadline passes (a
+/// tonic client would report its own expiry as CANCELLED).
 #[tokio::test(start_paused = true)]
 async fn deadline_exceeded_when_grpc_timeout_is_shorter_than_the_wait() {
     let d = daemon();
@@ -573,10 +573,7 @@ async fn deadline_exceeded_when_grpc_timeout_is_shorter_than_the_wait() {
     let start = Instant::now();
     refused(d.api.acquire(request).await, Code::DeadlineExceeded);
     let answered = start.elapsed();
-    assert!(
-        answered >= MS(100) && answered < MS(110),
-        "answered after {answered:?}"
-    );
+    assert!(answered < MS(100), "answered after {answered:?}");
     // The raw header, as any gRPC client sends it, works the same.
     let mut request = Request::new(acquire(RESOURCE, TTL, Duration::from_secs(5)));
     request
@@ -601,10 +598,7 @@ async fn no_grant_inside_the_deadline_reserve() {
     let start = Instant::now();
     refused(d.api.acquire(request).await, Code::DeadlineExceeded);
     let answered = start.elapsed();
-    assert!(
-        answered >= MS(300),
-        "told before the deadline: {answered:?}"
-    );
+    assert!(answered <= MS(280), "answered after {answered:?}");
     // Well after the holder's expiry, nobody holds the resource: the waiter
     // did not take it after its caller's cut-off.
     tokio::time::sleep(MS(500)).await;
@@ -615,7 +609,7 @@ async fn no_grant_inside_the_deadline_reserve() {
 /// A deadline shorter than `server.deadline_reserve` is still tried: it
 /// keeps three quarters of itself (a fixed reserve refused every call with
 /// a deadline of 20 ms or less without trying). The grant comes before the
-/// deadline, and a held resource is told DEADLINE_EXCEEDED at the deadline.
+/// deadline, and a held resource is told DEADLINE_EXCEEDED before it too.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_shorter_than_the_reserve_is_still_tried() {
     let d = daemon_with(|c| c.server.deadline_reserve = MS(20));
@@ -633,11 +627,7 @@ async fn a_deadline_shorter_than_the_reserve_is_still_tried() {
     request.set_timeout(MS(10));
     let start = Instant::now();
     refused(d.api.acquire(request).await, Code::DeadlineExceeded);
-    assert!(
-        start.elapsed() >= MS(10),
-        "told after {:?}",
-        start.elapsed()
-    );
+    assert!(start.elapsed() < MS(10), "told after {:?}", start.elapsed());
 }
 
 /// The reserve: the configured one, or a quarter of a shorter budget.
