@@ -660,8 +660,8 @@ mod tests {
     };
 
     /// The daemon kept up (its timer ran on time), a quorum of the other
-    /// masters answered and this one, brisk until now, said nothing since the batch was
-    /// sent: the master did not answer in time.
+    /// masters answered and this one, brisk until now, said nothing since
+    /// the batch was sent: the master did not answer in time.
     #[test]
     fn silent_master_with_the_daemon_on_time_times_out() {
         let sent = TokioInstant::now();

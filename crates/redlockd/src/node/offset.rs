@@ -74,8 +74,8 @@ impl Offset {
     /// Whether the reading is precise enough to act on: its round trip
     /// within `node_timeout`. A slower one (a `TIME` that waited behind a
     /// burst's batches, or an answer a busy daemon read late) would refuse
-    /// a master for the daemon's own slowness, and is left unused, as the
-    /// jump check leaves it (`super::clock_jump`).
+    /// a master for the daemon's own slowness, and is left unused, by the
+    /// offset bound and the jump check alike (`super::clock_jump`).
     pub(crate) fn conclusive(&self, node_timeout: Duration) -> bool {
         self.uncertainty * 2.0 <= node_timeout.as_secs_f64()
     }

@@ -86,9 +86,7 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                             }
                             // The clock offset, at once on a new connection.
                             if let Ok((_, offset)) = read_offset(&command).await {
-                                if offset.conclusive(settings.node_timeout) {
-                                    take_offset(&state, &name, offset, settings.max_clock_offset);
-                                }
+                                take_offset(&state, &name, offset, &settings);
                             }
                             break;
                         }
@@ -157,13 +155,13 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 rtt: asked.elapsed(),
                 master,
             };
-            if !reading.conclusive(settings.node_timeout) {
-                // A busy master or daemon: neither the offset nor the jump
-                // check can tell anything from it (`clock_jump`).
+            take_offset(&state, &name, offset, &settings);
+            if !offset.conclusive(settings.node_timeout) {
+                // A busy master or daemon: the jump check can tell nothing
+                // from it, and it is no baseline either (`clock_jump`).
                 tracing::debug!(node = %name, rtt = ?reading.rtt, "clock reading too slow to use");
                 continue;
             }
-            take_offset(&state, &name, offset, settings.max_clock_offset);
             if let Some(then) = last {
                 let check = clock_jump::compare(&then, &reading, settings.drift_factor);
                 metrics::node_clock_skew(&name, check.rate);
@@ -234,10 +232,13 @@ async fn read_offset(command: &WithOptions<Client>) -> Result<(Duration, Offset)
     Ok((master, Offset::measure(master, sent, wall())))
 }
 
-/// Exports a clock-offset reading and applies the bound (`super::offset`).
-fn take_offset(state: &NodeState, name: &str, offset: Offset, bound: Duration) {
-    metrics::node_clock_offset(name, offset.seconds);
-    state.clock_offset(offset, bound);
+/// Exports a clock-offset reading and applies the bound (`super::offset`),
+/// unless the reading was too slow to tell anything ([`Offset::conclusive`]).
+fn take_offset(state: &NodeState, name: &str, offset: Offset, settings: &NodeSettings) {
+    if offset.conclusive(settings.node_timeout) {
+        metrics::node_clock_offset(name, offset.seconds);
+        state.clock_offset(offset, settings.max_clock_offset);
+    }
 }
 
 /// The master's wall clock (`TIME`), as time since the Unix epoch.
