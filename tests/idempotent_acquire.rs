@@ -19,6 +19,8 @@ against_both_servers!(
     another_request_id_is_aborted,
     a_malformed_request_id_is_invalid,
     extend_after_expiry_on_the_masters_is_refused,
+    a_hold_retried_on_a_new_connection_keeps_the_lock,
+    a_hold_moved_to_another_replica_keeps_the_lock,
 );
 
 const REQUEST_ID: &str = "Zk3-q_7wLm2Pn9Rt4Vx8Ya";
@@ -242,4 +244,153 @@ async fn a_retry_right_after_deadline_exceeded_keeps_its_lock() {
     }
     assert!(release(&mut c, &retry).await.expect("release"));
     daemon.stop(Duration::from_secs(5)).await.expect("stop");
+}
+
+/// How the first session of a retried Hold ends.
+#[derive(Debug, Clone, Copy)]
+enum FirstEnds {
+    /// Its client sends `release` (then half-closes).
+    Released,
+    /// Its stream is dropped (the connection is gone).
+    Dropped,
+}
+
+/// Opens a Hold with `request_id` on `resource` (ttl 1 s) and waits for
+/// `acquired`.
+async fn hold_as(
+    client: &mut client::LockClient,
+    resource: &str,
+    request_id: &str,
+) -> (
+    tokio::sync::mpsc::Sender<pb::HoldRequest>,
+    tonic::Streaming<pb::HoldEvent>,
+    pb::Lock,
+) {
+    let (requests, outgoing) = tokio::sync::mpsc::channel(4);
+    let first = pb::HoldRequest {
+        request: Some(pb::hold_request::Request::Acquire(request(
+            resource, request_id, 1_000,
+        ))),
+    };
+    requests.send(first).await.expect("queue the first message");
+    let mut events = client
+        .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .expect("Hold opens")
+        .into_inner();
+    match events.message().await {
+        Ok(Some(pb::HoldEvent {
+            event: Some(pb::hold_event::Event::Acquired(lock)),
+        })) => (requests, events, lock),
+        other => panic!("expected `acquired`, got {other:?}"),
+    }
+}
+
+/// A Hold with a request id holds; the client retries the Hold with the
+/// same request id on a new connection while the first stream lingers,
+/// and is told `acquired` with the same lock; then the first stream ends.
+/// The retry keeps the lock: the first session's end deletes nothing of it
+/// (its release answers `was_held = false`), another client is refused for
+/// as long as the retry holds, the retry is never told `lost`, and its own
+/// release finds the lock held. Before the fix the first session's
+/// end-of-stream release deleted the lock under the retry, and a third
+/// client was granted it at once.
+async fn a_hold_retried_on_a_new_connection_keeps_the_lock(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    retried_hold(&h, 0, FirstEnds::Released).await;
+    retried_hold(&h, 0, FirstEnds::Dropped).await;
+}
+
+/// The same, with the retry sent through another daemon replica (a client
+/// moving its session after `draining`): the first replica knows nothing
+/// of the retry, and still deletes nothing of it.
+async fn a_hold_moved_to_another_replica_keeps_the_lock(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    let other = h.start_daemon().await;
+    retried_hold(&h, other, FirstEnds::Released).await;
+    retried_hold(&h, other, FirstEnds::Dropped).await;
+}
+
+/// The retried-Hold steps, the retry through daemon `retry_via`.
+async fn retried_hold(h: &Harness, retry_via: usize, first_ends: FirstEnds) {
+    let resource = format!("moved-{retry_via}-{first_ends:?}");
+    let id = "Mv7-q_7wLm2Pn9Rt4Vx8Yb";
+    let mut first_client = h.client_of(0).await;
+    let (first_requests, mut first_events, first) = hold_as(&mut first_client, &resource, id).await;
+    let mut retry_client = h.client_of(retry_via).await;
+    let (retry_requests, mut retry_events, retried) =
+        hold_as(&mut retry_client, &resource, id).await;
+    assert_eq!(retried.token, first.token, "the same lock");
+    assert_eq!(retried.fence, first.fence, "with its own fence");
+    match first_ends {
+        FirstEnds::Released => {
+            first_requests
+                .send(release_message())
+                .await
+                .expect("the first session's release");
+            drop(first_requests);
+            // The first session deleted nothing: the retry holds it now.
+            loop {
+                match first_events.message().await {
+                    Ok(Some(pb::HoldEvent {
+                        event: Some(pb::hold_event::Event::Released(released)),
+                    })) => {
+                        assert!(!released.was_held, "the first session no longer held it");
+                        break;
+                    }
+                    Ok(Some(pb::HoldEvent {
+                        event: Some(pb::hold_event::Event::Extended(_)),
+                    })) => continue,
+                    // Told `lost` (taken over) before its release: fine too.
+                    Ok(Some(pb::HoldEvent {
+                        event: Some(pb::hold_event::Event::Lost(_)),
+                    })) => break,
+                    other => panic!("the first session ended with {other:?}"),
+                }
+            }
+        }
+        FirstEnds::Dropped => {
+            drop(first_requests);
+            drop(first_events);
+            drop(first_client);
+        }
+    }
+    // For a few of the retry's extensions: nobody else gets the lock, and
+    // the retry is never told `lost`.
+    let mut third = h.client_of(0).await;
+    let watch_until = tokio::time::Instant::now() + Duration::from_millis(1_500);
+    while tokio::time::Instant::now() < watch_until {
+        match acquire(&mut third, &resource, 1_000, 0).await {
+            Ok(lock) => panic!("a third holder while the retry holds: {lock:?}"),
+            Err(status) => assert_eq!(status.code(), Code::Aborted, "{status:?}"),
+        }
+        if let Ok(event) =
+            tokio::time::timeout(Duration::from_millis(100), retry_events.message()).await
+        {
+            match event {
+                Ok(Some(pb::HoldEvent {
+                    event: Some(pb::hold_event::Event::Extended(_)),
+                })) => {}
+                other => panic!("the retry was told {other:?}"),
+            }
+        }
+    }
+    retry_requests
+        .send(release_message())
+        .await
+        .expect("the retry's release");
+    loop {
+        match retry_events.message().await {
+            Ok(Some(pb::HoldEvent {
+                event: Some(pb::hold_event::Event::Released(released)),
+            })) => {
+                assert!(released.was_held, "the retry held the lock to the end");
+                break;
+            }
+            Ok(Some(pb::HoldEvent {
+                event: Some(pb::hold_event::Event::Extended(_)),
+            })) => continue,
+            other => panic!("the retry ended with {other:?}"),
+        }
+    }
 }

@@ -1,9 +1,9 @@
 //! The default restart quarantine (horizon, see `crates/redlockd/src/node/horizon.rs`)
 //! against real masters, at the default `max_ttl` (1 h): a fresh cluster
 //! serves at once; a master restarted empty while a lock it held is still
-//! valid sits out exactly until that lock has expired (plus drift), as seen
-//! by a replica that did not grant the lock; restarts with nothing ever
-//! locked cost nothing.
+//! valid sits out exactly until that lock has expired (plus drift and the
+//! fences' clock allowance), as seen by a replica that did not grant the
+//! lock; restarts with nothing ever locked cost nothing.
 
 mod common;
 
@@ -94,9 +94,10 @@ async fn fresh_cluster_serves_at_once(flavor: Flavor) {
 /// come back with their data. One of the three is then restarted empty.
 /// Until the lock has expired no second holder is granted, through the
 /// replica that granted it or another one that knows nothing of it; the
-/// restarted master's quarantine is the lock's remaining time plus drift,
-/// not max_ttl (1 h); once over, the master votes again (a grant that
-/// needs it).
+/// restarted master's quarantine is the lock's remaining time plus drift
+/// and the fences' clock allowance (about 4 s at the defaults), not
+/// max_ttl (1 h); once over, the master votes again (a grant that needs
+/// it).
 async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor) {
     const TTL: Duration = Duration::from_secs(4);
     let mut h = Harness::start_with(flavor, default_quarantine).await;
@@ -108,6 +109,13 @@ async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor
         config.redlock.nodes[i] = format!("redis://{}", proxy.addr());
         proxies.push(proxy);
     }
+    // Horizons outlast each lock by the fences' clock allowance (see
+    // `redlock::fence::clock_allowance`): the restarted master sits out that
+    // much longer than the lock.
+    let allowance = redlockd::redlock::clock_allowance(
+        config.redlock.node_timeout,
+        config.redlock.max_clock_offset,
+    );
     // Two replicas: `granter` grants the lock, `other` never heard of it.
     let granter = build_engine(&config).await.expect("engine");
     let other = build_engine(&config).await.expect("engine");
@@ -141,7 +149,10 @@ async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor
         let pttl = h.raw(i, "PTTL", vec!["redlock:horizon".into()]).await;
         let pttl = pttl.as_i64().expect("an integer");
         match i < 3 {
-            true => assert!(pttl > 0 && pttl <= 4_000, "master {i}: horizon {pttl} ms"),
+            true => assert!(
+                pttl > 0 && pttl <= 4_000 + allowance.as_millis() as i64,
+                "master {i}: horizon {pttl} ms"
+            ),
             false => assert_eq!(pttl, -2, "master {i} never saw the lock"),
         }
     }
@@ -165,8 +176,9 @@ async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor
         let left = state.quarantine_left();
         let lock_left = held_until.saturating_duration_since(Instant::now());
         assert!(
-            left >= lock_left && left <= TTL + Duration::from_millis(200),
-            "quarantine {left:?} for a lock with {lock_left:?} left (max_ttl 1 h)"
+            left >= lock_left + allowance && left <= TTL + allowance + Duration::from_millis(200),
+            "quarantine {left:?} for a lock with {lock_left:?} left, allowance {allowance:?} \
+             (max_ttl 1 h)"
         );
         println!("{flavor}: master 2 quarantined for {left:?}; the lock has {lock_left:?} left");
     }
@@ -196,9 +208,11 @@ async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor
     // After it: master 2 votes again, in both replicas. With 3 and 4 gone,
     // a grant needs it.
     for engine in [&granter, &other] {
-        eventually(Duration::from_secs(2), "master 2 votes again", || async {
-            engine.nodes[2].trusted()
-        })
+        eventually(
+            allowance + Duration::from_secs(2),
+            "master 2 votes again",
+            || async { engine.nodes[2].trusted() },
+        )
         .await;
     }
     let sat_out = restarted.elapsed();
@@ -227,7 +241,10 @@ async fn restarted_master_sits_out_until_the_lock_it_lost_expires(flavor: Flavor
          restart; trusted again {after_expiry:?} after that); max_ttl is 1 h",
         held_until.saturating_duration_since(restarted),
     );
-    assert!(sat_out < TTL + Duration::from_secs(2), "{sat_out:?}");
+    assert!(
+        sat_out < TTL + allowance + Duration::from_secs(2),
+        "{sat_out:?}"
+    );
     granter.close().await;
     other.close().await;
 }

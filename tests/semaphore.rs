@@ -504,9 +504,11 @@ async fn bad_input_names_the_field() {
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().starts_with("request_id: "), "{status:?}");
     for token in [
-        format!("{}.01", "0f".repeat(16)),
+        format!("{}.2.01", "0f".repeat(16)),
         format!("{}.", "0f".repeat(16)),
-        format!("{}.1.2", "0f".repeat(16)),
+        // An index without its limit: no daemon issues it.
+        format!("{}.1", "0f".repeat(16)),
+        format!("{}.1.2.3", "0f".repeat(16)),
     ] {
         let status = c
             .validate(pb::ValidateRequest {

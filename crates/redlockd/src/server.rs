@@ -153,10 +153,19 @@ impl Engine {
 
 /// Connects to the configured masters and builds the engine over them.
 pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
-    let script = Arc::new(BatchScript::new());
-    let access = MasterAccess::load(&config.masters)?;
     let r = &config.redlock;
-    let peers = Peers::new(r.nodes.len(), &r.key_prefix, r.max_ttl, r.drift_factor);
+    // Horizons outlast each lock by the fences' clock allowance (see
+    // `redlock::fence`): a master that lost its counters sits out until
+    // the clock alone orders fences again.
+    let allowance = crate::redlock::clock_allowance(r.node_timeout, r.max_clock_offset);
+    let script = Arc::new(BatchScript::with(config.testing.counterfactuals, allowance));
+    let access = MasterAccess::load(&config.masters)?;
+    let peers = Peers::new(
+        r.nodes.len(),
+        &r.key_prefix,
+        (r.max_ttl, allowance),
+        r.drift_factor,
+    );
     let nodes = r
         .nodes
         .iter()

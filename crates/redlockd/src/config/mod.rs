@@ -31,6 +31,7 @@ mod quarantine;
 mod redact;
 mod security;
 mod sessions;
+mod testing;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -50,6 +51,7 @@ use redact::redact_text;
 pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
 pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
+pub use testing::{Counterfactuals, TestingConfig};
 pub use validate::{
     ValidConfig, DRIFT_FACTOR_LIMIT, KEEPALIVE_MAX, KEEPALIVE_MIN, MAX_REQUEST_BYTES_LIMIT,
     MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
@@ -90,6 +92,8 @@ pub struct Config {
     pub masters: MastersConfig,
     /// The HTTP/JSON gateway (off by default).
     pub http: HttpConfig,
+    /// Switches for the safety checkers only (see [`TestingConfig`]).
+    pub testing: TestingConfig,
 }
 
 /// The `[server]` section: the gRPC endpoint.
@@ -442,6 +446,14 @@ impl Config {
                  masters that persist every write (appendfsync always)"
                     .to_owned(),
             );
+        }
+        if self.testing.counterfactuals.any() {
+            out.push(format!(
+                "testing.counterfactuals = {:?}: the masters' scripts re-introduce fixed defects \
+                 that let two clients hold one lock; for the safety checkers only, never in \
+                 production",
+                self.testing.counterfactuals.names()
+            ));
         }
         if r.drift_factor == 0.0 {
             out.push(

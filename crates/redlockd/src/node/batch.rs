@@ -494,8 +494,15 @@ where
         if let std::task::Poll::Ready(result) = futures::poll!(call.as_mut()) {
             return result;
         }
+        let progressing = link.state.answered_since(sent);
+        if !progressing {
+            // A master silent with our batch outstanding for node_timeout,
+            // whatever the verdict below: a waiter that never got to
+            // attempt says UNAVAILABLE, not "held" (`redlock::wait`).
+            link.state.fell_silent();
+        }
         let silence = Silence {
-            progressing: link.state.answered_since(sent),
+            progressing,
             others_answered: link.peers.quorum_of_others_answered_since(sent, link.state),
             recently_slow: link.pace.slow_within(node_timeout * SLOW_MEMORY),
         };

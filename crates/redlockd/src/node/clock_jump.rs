@@ -22,14 +22,21 @@
 //! seconds, `node_timeout` 1 s: `tests/clock_offset.rs`) into a quarantine
 //! of every master.
 //!
-//! # Inconclusive readings
+//! # Slow readings
 //!
-//! A reading whose round trip exceeds `node_timeout` says little
-//! (`super::offset::Offset::conclusive`, the same rule for the offset): its
-//! uncertainty alone is above what the check is meant to catch. The
-//! watcher (`super::watch`) does not compare it, nor make it the baseline:
-//! the next brisk reading is compared with the last brisk one, over a
-//! longer interval, so a jump that happened meanwhile is still caught.
+//! A reading whose round trip exceeds `node_timeout` is inconclusive
+//! (`super::offset::Offset::conclusive`, the same rule for the offset):
+//! it never becomes the baseline ([`JumpWatch`]), since every later
+//! comparison would carry its large uncertainty. It is still compared with
+//! the last conclusive baseline, with half its round trip in the allowance:
+//! under sustained load every reading may be slow, and skipping them all
+//! (as the check did before) left a master's clock unwatched for as long
+//! as the load lasted. A jump larger than the readings' uncertainty is
+//! caught then too; a smaller one waits for the next brisk reading, which
+//! is compared with the last brisk one over a longer interval. A reading
+//! that failed outright (no answer within the reading's own, longer
+//! timeout) leaves the baseline as it was: it says nothing about the
+//! clock.
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -54,6 +61,33 @@ pub(crate) struct ClockCheck {
     /// Whether the difference is beyond the drift allowance plus the
     /// readings' uncertainty: a jump.
     pub jumped: bool,
+}
+
+/// The jump check's memory between readings (`super::watch`): the last
+/// conclusive reading, against which every later one is compared.
+#[derive(Debug, Default)]
+pub(crate) struct JumpWatch {
+    baseline: Option<ClockReading>,
+}
+
+impl JumpWatch {
+    /// Compares `reading` with the baseline, whatever its round trip (the
+    /// allowance counts half of each), and makes it the baseline if it is
+    /// `conclusive`. `None` before any baseline.
+    pub(crate) fn observe(
+        &mut self,
+        reading: ClockReading,
+        conclusive: bool,
+        drift_factor: f64,
+    ) -> Option<(ClockReading, ClockCheck)> {
+        let check = self
+            .baseline
+            .map(|then| (then, compare(&then, &reading, drift_factor)));
+        if conclusive {
+            self.baseline = Some(reading);
+        }
+        check
+    }
 }
 
 impl ClockReading {
@@ -145,6 +179,32 @@ mod tests {
         // 290 ms off, against 50 ms of drift + 2 ms + 1 ms.
         let only_later = 5.0 * 0.01 + 0.002 + 0.001;
         assert!(0.290 > only_later);
+    }
+
+    /// Under sustained load every reading is slow: each is still compared
+    /// with the last brisk baseline, so a jump larger than the readings'
+    /// uncertainty is caught; a slow reading never becomes the baseline,
+    /// and steady clocks read slowly are never called a jump.
+    #[test]
+    fn slow_readings_are_compared_but_never_the_baseline() {
+        let o = Instant::now();
+        let mut watch = JumpWatch::default();
+        assert!(watch.observe(reading(o, 0, 2, 1), true, 0.01).is_none());
+        // Steady clock, every reading 300 ms slow (the master answers at
+        // any point of it): never a jump.
+        for (i, at) in [5_000u64, 10_000, 15_000].into_iter().enumerate() {
+            let answered_at = at + 100 * i as u64;
+            let (then, check) = watch
+                .observe(reading(o, at, 300, answered_at + 1), false, 0.01)
+                .expect("compared");
+            assert_eq!(then.asked, o, "the brisk baseline stays");
+            assert!(!check.jumped, "a steady clock read slowly at {at} ms");
+        }
+        // The clock jumps 2 s ahead: caught although the reading is slow.
+        let (_, check) = watch
+            .observe(reading(o, 20_000, 300, 22_150), false, 0.01)
+            .expect("compared");
+        assert!(check.jumped);
     }
 
     /// The uncertainty does not hide a jump larger than itself.

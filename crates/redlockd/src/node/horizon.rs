@@ -318,22 +318,30 @@ fn later(at: Instant, by: Duration) -> Instant {
 pub struct LocalHorizon {
     /// Origin of the recorded offsets.
     base: Instant,
+    /// Added to every recorded ttl: the fences' clock allowance, as the
+    /// masters add it to their horizons (`crate::redlock::clock_allowance`).
+    allowance: Duration,
     /// Milliseconds after `base` (rounded up); 0: nothing recorded.
     latest_ms: AtomicU64,
 }
 
 impl LocalHorizon {
-    /// Nothing recorded yet.
-    pub fn new() -> LocalHorizon {
+    /// Nothing recorded yet; each record lasts `allowance` past its ttl.
+    pub fn new(allowance: Duration) -> LocalHorizon {
         LocalHorizon {
             base: Instant::now(),
+            allowance,
             latest_ms: AtomicU64::new(0),
         }
     }
 
     /// A lock with `ttl` is being written now.
     pub fn record(&self, ttl: Duration) {
-        let end = self.base.elapsed().saturating_add(ttl);
+        let end = self
+            .base
+            .elapsed()
+            .saturating_add(ttl)
+            .saturating_add(self.allowance);
         let ms = u64::try_from(end.as_millis())
             .unwrap_or(u64::MAX)
             .saturating_add(1);
@@ -349,9 +357,10 @@ impl LocalHorizon {
     }
 }
 
+/// Without allowance (tests of the horizon arithmetic).
 impl Default for LocalHorizon {
     fn default() -> Self {
-        LocalHorizon::new()
+        LocalHorizon::new(Duration::ZERO)
     }
 }
 
@@ -476,7 +485,7 @@ mod tests {
     /// The local horizon keeps the latest end, rounded up.
     #[tokio::test(start_paused = true)]
     async fn local_horizon_keeps_the_latest() {
-        let local = LocalHorizon::new();
+        let local = LocalHorizon::new(Duration::ZERO);
         assert_eq!(local.latest(), None);
         let start = Instant::now();
         local.record(MS(3_000));

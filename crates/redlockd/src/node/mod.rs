@@ -26,6 +26,7 @@ mod watch;
 
 pub use watch::mark_duplicates;
 
+use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::node::{Record, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token};
@@ -253,6 +254,14 @@ impl Node for FredNode {
         true
     }
 
+    fn answered_since(&self, at: tokio::time::Instant) -> bool {
+        self.state.answered_since(at)
+    }
+
+    fn is_silent(&self) -> bool {
+        self.state.is_silent()
+    }
+
     fn acquire(
         &self,
         keys: &LockKeys,
@@ -309,6 +318,7 @@ impl Node for FredNode {
                     millis(holder.lock_delay),
                     millis(holder.hold_at_least),
                     millis(keys.writer_mark),
+                    claim::encode(holder.epoch).into(),
                 ],
             )
         };
@@ -379,6 +389,10 @@ impl Node for FredNode {
                 shared(wire.map(|w| &w.fence), &keys.fence),
             ],
         );
+        if keys.readers.is_none() {
+            // The resource's own hash keeps its one fence sequence.
+            script_keys.push(shared(wire.map(|w| &w.base_fence), &keys.base_fence));
+        }
         let reply = self.run(
             op,
             script_keys,
@@ -391,6 +405,7 @@ impl Node for FredNode {
                 holder.kind.as_ref().into(),
                 millis(holder.lock_delay),
                 millis(holder.hold_at_least),
+                claim::encode(holder.epoch).into(),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -402,6 +417,7 @@ impl Node for FredNode {
         token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
+        claim: Claim,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
         self.peers.local().record(ttl);
         let (op, mut script_keys) = match &keys.readers {
@@ -413,13 +429,20 @@ impl Node for FredNode {
         let reply = self.run(
             op,
             script_keys,
-            vec![token.expose().into(), millis(ttl), millis(fence_ttl)],
+            vec![
+                token.expose().into(),
+                millis(ttl),
+                millis(fence_ttl),
+                permit_limit(token),
+                claim.encode().into(),
+            ],
         );
         async move {
             let fields = array(reply.await?)?;
             match fields.as_slice() {
                 [flag] if integer(flag)? == 0 => Ok(ExtendVote::NotHeld),
                 [flag] if integer(flag)? == 2 => Ok(ExtendVote::Missing),
+                [flag] if integer(flag)? == 3 => Ok(ExtendVote::Superseded),
                 [_, fence] => Ok(ExtendVote::Extended {
                     fence: Some(unsigned(fence)?).filter(|f| *f > 0),
                 }),
@@ -434,6 +457,7 @@ impl Node for FredNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        fence_ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         let reply = match &keys.readers {
             Some(readers) => self.run(
@@ -443,8 +467,13 @@ impl Node for FredNode {
             ),
             None => self.run(
                 Op::Recreate,
-                vec![key(&keys.lock)],
-                vec![token.expose().into(), millis(ttl)],
+                vec![key(&keys.lock), key(&keys.base_fence)],
+                vec![
+                    token.expose().into(),
+                    millis(ttl),
+                    permit_limit(token),
+                    millis(fence_ttl),
+                ],
             ),
         };
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -456,6 +485,7 @@ impl Node for FredNode {
         token: &Token,
         notice: &str,
         honour_minimum: bool,
+        epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         // Static flags: no copy per command.
         let flag = |on: bool| Value::Bytes(Bytes::from_static(if on { b"1" } else { b"0" }));
@@ -483,6 +513,7 @@ impl Node for FredNode {
                 notice.into(),
                 delifeq,
                 minimum,
+                claim::encode(epoch).into(),
             ],
         );
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
@@ -627,6 +658,12 @@ fn shared(cached: Option<&Bytes>, current: &str) -> Value {
         Some(bytes) if bytes.as_ref() == current.as_bytes() => Value::Bytes(bytes.clone()),
         _ => Value::from(current),
     }
+}
+
+/// A permit's semaphore limit as its token carries it, for the scripts that
+/// keep the limit record beside a permit's key; '0' for any other token.
+fn permit_limit(token: &Token) -> Value {
+    Value::String(token.limit().unwrap_or(0).to_string().into())
 }
 
 fn millis(duration: Duration) -> Value {

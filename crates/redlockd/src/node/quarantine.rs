@@ -76,15 +76,18 @@ impl Peers {
     /// The group of `masters` masters whose keys start with `key_prefix`
     /// (horizon, boot certificate); `max_ttl` stands in for a horizon
     /// without expiry.
+    /// `(max_ttl, allowance)`: the longest lock, and how long past each
+    /// lock's end a master that lost its data still sits out (the fences'
+    /// clock allowance, `crate::redlock::clock_allowance`).
     pub fn new(
         masters: usize,
         key_prefix: &str,
-        max_ttl: Duration,
+        (max_ttl, allowance): (Duration, Duration),
         drift_factor: f64,
     ) -> Arc<Peers> {
         Arc::new(Peers {
             members: Mutex::new(Vec::with_capacity(masters)),
-            local: LocalHorizon::new(),
+            local: LocalHorizon::new(allowance),
             horizon_key: crate::redlock::keys::horizon_key(key_prefix),
             boot_key: format!("{key_prefix}boot"),
             masters,
@@ -306,7 +309,7 @@ mod tests {
     /// own answer does not count for itself.
     #[tokio::test(start_paused = true)]
     async fn a_silence_is_a_masters_own_only_beside_a_quorum_of_answers() {
-        let peers = Peers::new(5, "t:", Duration::from_secs(3600), 0.01);
+        let peers = Peers::new(5, "t:", (Duration::from_secs(3600), Duration::ZERO), 0.01);
         let states: Vec<Arc<NodeState>> = (0..5)
             .map(|i| Arc::new(NodeState::new(format!("m{i}"), None, true)))
             .collect();

@@ -5,7 +5,9 @@
 //! carries the operations of every caller waiting for that master at that
 //! moment. Key layout: see `crate::redlock::keys`.
 
+use crate::config::Counterfactuals;
 use fred::prelude::Value;
+use std::time::Duration;
 
 /// Which script a batched operation runs: its index (from 1) in the
 /// batch script's table of operations, see [`batch_script`].
@@ -84,6 +86,20 @@ impl Op {
         }
     }
 
+    /// The operation's Lua body as the batch script runs it: [`Op::lua`],
+    /// with the fixed defects `counterfactuals` names put back
+    /// (`crate::config::Counterfactuals`, for the safety checkers only).
+    pub(crate) fn lua_with(self, counterfactuals: Counterfactuals) -> String {
+        let mut body = self.lua().to_owned();
+        for (op, on, fixed, defect) in COUNTERFACTUALS {
+            let on = on(&counterfactuals);
+            if *op == self && on {
+                body = body.replace(fixed, defect);
+            }
+        }
+        body
+    }
+
     /// The operation's Lua body (it reads its own `KEYS` and `ARGV`).
     pub(crate) fn lua(self) -> &'static str {
         match self {
@@ -105,6 +121,48 @@ impl Op {
         }
     }
 }
+
+/// A switch of [`Counterfactuals`], the operation it changes, the fixed
+/// line and the defect's line that replaces it.
+type Counterfactual = (Op, fn(&Counterfactuals) -> bool, &'static str, &'static str);
+
+/// Each fixed defect a counterfactual puts back, as a textual change of one
+/// line of one operation's body (`tests::counterfactuals_apply` checks that
+/// every fixed line is still there to change).
+const COUNTERFACTUALS: &[Counterfactual] = &[
+    // A permit's key put back without its semaphore's limit record.
+    (
+        Op::Recreate,
+        |c| c.recreate_without_limit,
+        "  if ARGV[3] ~= '0' then\n    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])",
+        "  if false then\n    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])",
+    ),
+    (
+        Op::Extend,
+        |c| c.recreate_without_limit,
+        "  if ARGV[4] ~= '0' then redis.call('HSETNX', KEYS[3], 'lim', ARGV[4]) end\n",
+        "",
+    ),
+    // A permit's fence from a counter of its own.
+    (
+        Op::AcquirePermit,
+        |c| c.per_kind_fences,
+        "local max = b[3] or '0'",
+        "local max = f[1] or '0'",
+    ),
+    (
+        Op::CommitFence,
+        |c| c.per_kind_fences,
+        "if KEYS[3] ~= KEYS[2] then maxs = redis.call('HGET', KEYS[3], 'max') end",
+        "",
+    ),
+    (
+        Op::CommitFence,
+        |c| c.per_kind_fences,
+        "if KEYS[3] ~= KEYS[2] then\n  if above",
+        "if false then\n  if above",
+    ),
+];
 
 /// The marker a batched operation's reply starts with when the operation
 /// raised an error (`{'!err', message}`); no operation returns it.
@@ -142,7 +200,10 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// least the marker's ttl when it has less (the marker may have created
 /// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
 /// (`crate::node::server_info::MIN_VERSION`) lacks.
-pub(crate) fn batch_script() -> String {
+pub(crate) fn batch_script(
+    counterfactuals: Counterfactuals,
+    horizon_allowance: Duration,
+) -> String {
     let mut lua = String::from(
         r#"local now
 local function now_micros()
@@ -171,7 +232,7 @@ local ops = {
     );
     for op in Op::ALL {
         lua.push_str("function(k, a)\n");
-        lua.push_str(&at_offsets(op.lua().trim()));
+        lua.push_str(&at_offsets(op.lua_with(counterfactuals).trim()));
         lua.push_str("\nend,\n");
     }
     lua.push_str(
@@ -185,6 +246,7 @@ for i = 1, tonumber(ARGV[1]) do
   k, a = k + nk, a + na
 end
 if horizon > 0 then
+  horizon = horizon + ALLOWANCE
   local left = redis.call('PTTL', KEYS[1])
   if left == -2 or (left >= 0 and left < horizon) then
     redis.call('SET', KEYS[1], '1', 'PX', horizon)
@@ -193,7 +255,8 @@ end
 return out
 "#,
     );
-    lua
+    let allowance = horizon_allowance.as_millis().to_string();
+    lua.replace("ALLOWANCE", &allowance)
 }
 
 /// The highest `KEYS`/`ARGV` index a script body may use ([`ACQUIRE`] takes
@@ -217,7 +280,9 @@ fn at_offsets(body: &str) -> String {
 /// proposed fence (0: none), proposal window µs, fence ttl ms, waiter
 /// marker ttl ms ('0': the caller will not wait in the queue), then the
 /// holder and the grant's terms as [`COMMIT_FENCE`] takes them: owner,
-/// kind, lock_delay ms, hold_at_least ms; last, the writer mark ms.
+/// kind, lock_delay ms, hold_at_least ms; then the writer mark ms; last,
+/// the acquisition's epoch ('0': none; `crate::redlock::claim`), recorded
+/// with the holder where the proposal is taken.
 ///
 /// Everything the acquire needs to know before its `SET NX` is in the one
 /// `HMGET` of the fence hash (issue 16: no other key read in the common
@@ -244,8 +309,10 @@ fn at_offsets(body: &str) -> String {
 /// then the script writes what the commit would ([`COMMIT_FENCE`], with
 /// `F` as the fence and the acquire's instant as `at`): `max`, `holder`,
 /// `fence`, `owner`, `kind`, `at`, the lock-delay (`delay`, `nb`) and the
-/// hold-at-least (`lu`), refreshes the hash's expiry and raises the horizon
-/// to the lock's ttl (the one-round grant, see `crate::redlock::fence`).
+/// hold-at-least (`lu`), clears the writer-waiting marker (`ww`: the writer
+/// it was set for is in, as the commit clears it), refreshes the hash's
+/// expiry and raises the horizon to the lock's ttl (the one-round grant,
+/// see `crate::redlock::fence`).
 /// `nb` counts from now, the key's own start, so it is the key's expiry +
 /// delay as with the commit. An earlier grant's terms are deleted only
 /// where the first read found them (the script runs atomically, so that
@@ -261,7 +328,7 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww')
 local max = f[1] or '0'
 if f[5] then
   local ks = {}
@@ -287,7 +354,7 @@ local p, now = tonumber(ARGV[3]), now_micros()
 local t = tonumber(now)
 if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
   raise(ARGV[2])
-  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now)
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now, 'ep', ARGV[12])
   local nowm = now_ms()
   if tonumber(ARGV[9]) > 0 then
     redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
@@ -299,16 +366,25 @@ if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
   elseif f[4] then
     redis.call('HDEL', KEYS[2], 'lu')
   end
+  if f[7] then redis.call('HDEL', KEYS[2], 'ww') end
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
   return {1, max, now, 1}
 end
 return {1, max, now, 0}
 "#;
 
-/// KEYS: lock, fence. ARGV: token, fence, fence ttl ms, lock ttl ms,
-/// owner, kind, lock_delay ms, hold_at_least ms.
-/// Only where the token still holds the lock: raise `max` to the fence,
-/// record the holder's fence, owner, session kind and the master's time of
+/// KEYS: lock, fence, the resource's own fence hash (a permit's: its
+/// resource's; else the same as fence). ARGV: token, fence, fence ttl ms,
+/// lock ttl ms, owner, kind, lock_delay ms, hold_at_least ms, the
+/// acquisition's epoch ('0': none). Refused (0) where the token's record
+/// names another epoch: another acquisition of the same request id took
+/// the lock over (`crate::redlock::claim`); else the epoch is recorded
+/// with the holder.
+/// Only where the token still holds the lock: raise the resource's `max`
+/// to the fence (one fence sequence per resource, whatever the kind: a
+/// permit's grant raises the same counter a plain grant reads, see
+/// `crate::redlock::fence`), record the holder's fence, owner, session kind
+/// and the master's time of
 /// the commit (`at`, microseconds: when it was acquired, for `Inspect`),
 /// refresh the expiry, raise the horizon to the
 /// lock's ttl (a grant stands once a majority committed: see
@@ -343,12 +419,22 @@ return {1, max, now, 0}
 /// cleared by its clean-up release.
 pub(crate) const COMMIT_FENCE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local r = redis.call('HMGET', KEYS[2], 'holder', 'ep', 'max')
+if ARGV[9] ~= '0' and r[1] == ARGV[1] and r[2] and r[2] ~= '0' and r[2] ~= ARGV[9] then return 0 end
 raise(ARGV[4])
-local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
-if tonumber(ARGV[2]) > max then
-  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros())
+local maxs = r[3]
+if KEYS[3] ~= KEYS[2] then maxs = redis.call('HGET', KEYS[3], 'max') end
+local max = tonumber(maxs or '0')
+local above = tonumber(ARGV[2]) > max
+if KEYS[3] ~= KEYS[2] then
+  if above then redis.call('HSET', KEYS[3], 'max', ARGV[2]) end
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  above = false
+end
+if above then
+  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros(), 'ep', ARGV[9])
 else
-  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros())
+  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros(), 'ep', ARGV[9])
 end
 local nowm = now_ms()
 if tonumber(ARGV[7]) > 0 then
@@ -367,13 +453,23 @@ return 1
 "#;
 
 /// KEYS: lock, fence, the resource's own fence hash (a permit's: its
-/// resource's; else the same as fence). ARGV: token, ttl ms, fence ttl ms.
+/// resource's; else the same as fence). ARGV: token, ttl ms, fence ttl ms,
+/// the semaphore's limit ('0': not a permit), the claim (`0`, `o<epoch>`,
+/// `t<epoch>`: `crate::redlock::claim::Claim`). An own claim is refused
+/// (`{3}`) where the token's record names another epoch (another
+/// acquisition of the request id took the lock over); a take records its
+/// epoch with the holder (where the record was another token's or gone,
+/// the record becomes the token's without a fence: the grant's fence is
+/// on the other masters).
 /// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. A
 /// permit's extension also refreshes its resource's fence hash to the
 /// fence ttl (above any lock's ttl), so that the semaphore's limit field
 /// there (`lim`, see `super::scripts_semaphore::ACQUIRE_PERMIT`) lives at
 /// least as long as the permit key: a permit kept for days by extensions
-/// alone keeps refusing other limits and plain locks. Returns `{0}` when someone else holds the key, `{2}`
+/// alone keeps refusing other limits and plain locks. Where the permit's
+/// key stands but `lim` is gone (a key put back by an older daemon, or a
+/// hash lost on its own), it writes `lim` back (`HSETNX`: a record naming
+/// another limit is left as it is). Returns `{0}` when someone else holds the key, `{2}`
 /// when the key is gone (this master restarted and lost it, or it expired),
 /// else `{1, fence}` where fence is '0' if this master did not take part in
 /// the grant's commit. Where the grant has a lock-delay, its end (`nb`)
@@ -384,12 +480,26 @@ if holder ~= ARGV[1] then
   if holder then return {0} end
   return {2}
 end
+local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'delay', 'ep')
+local mine = h[1] == ARGV[1]
+local mode, ep = string.sub(ARGV[5], 1, 1), string.sub(ARGV[5], 2)
+if mode == 'o' and mine and h[4] and h[4] ~= '0' and h[4] ~= ep then return {3} end
 raise(ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if KEYS[3] ~= KEYS[2] then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
-local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'delay')
-if h[1] ~= ARGV[1] then return {1, '0'} end
+if KEYS[3] ~= KEYS[2] then
+  if ARGV[4] ~= '0' then redis.call('HSETNX', KEYS[3], 'lim', ARGV[4]) end
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
+if mode == 't' then
+  if not mine then
+    redis.call('HDEL', KEYS[2], 'fence', 'owner', 'kind', 'at', 'delay', 'nb', 'lu')
+    redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'ep', ep)
+    return {1, '0'}
+  end
+  redis.call('HSET', KEYS[2], 'ep', ep)
+end
+if not mine then return {1, '0'} end
 if h[3] then
   redis.call('HSET', KEYS[2], 'nb', string.format('%d', now_ms() + tonumber(ARGV[2]) + tonumber(h[3])))
 end
@@ -402,7 +512,11 @@ return {1, '0'}
 /// ARGV: token, release channel, release
 /// notice, '1' if the master has DELIFEQ (Valkey 9), '1' if the grant's
 /// hold-at-least is honoured (a holder's release; not a failed attempt's
-/// clean-up nor an operator's force-release). Compare-and-delete; when it
+/// clean-up nor an operator's force-release), the releasing acquisition's
+/// epoch ('0': a client's own Release, whatever the epoch). Deletes
+/// nothing (0) where the token's record names another epoch: another
+/// acquisition of the request id took the lock over
+/// (`crate::redlock::claim`). Compare-and-delete; when it
 /// deleted and a replica has waiters for the resource (the waiter marker
 /// `wm` is in the resource's fence hash and its instant has not passed,
 /// see [`ACQUIRE`] and `mark` in [`batch_script`]), announces the release on the channel. Returns 1 if it deleted, or if it
@@ -421,8 +535,9 @@ return {1, '0'}
 /// deleted (one `HGET`). A marker past its instant is deleted where found,
 /// so that later releases of the resource do not read the clock for it.
 pub(crate) const RELEASE: &str = r#"
-local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb', 'wm')
+local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb', 'wm', 'ep')
 local mine = h[1] == ARGV[1]
+if ARGV[6] ~= '0' and mine and h[5] and h[5] ~= '0' and h[5] ~= ARGV[6] then return 0 end
 if mine and ARGV[5] == '1' and h[2] then
   local left = tonumber(h[2]) - now_ms()
   if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -452,12 +567,22 @@ end
 return 1
 "#;
 
-/// KEYS: lock. ARGV: token, ttl ms. `SET NX PX`, for a lock that lost its
-/// key on this master (see `Node::recreate`); where set, raises the
-/// horizon to the ttl. Returns 1 if set.
+/// KEYS: lock, the resource's own fence hash. ARGV: token, ttl ms, the
+/// semaphore's limit ('0': not a permit), fence ttl ms. `SET NX PX`, for a
+/// lock that lost its key on this master (see `Node::recreate`); where set,
+/// raises the horizon to the ttl. A permit's key comes back with its
+/// semaphore's limit record (`lim` in the resource's fence hash, with the
+/// fence ttl as the hash's expiry where it has less): plain, shared and
+/// multi-resource acquires find permits only through it, and a master
+/// that restarted empty lost it with the key (see
+/// `crate::redlock::semaphore`). Returns 1 if set.
 pub(crate) const RECREATE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   raise(ARGV[2])
+  if ARGV[3] ~= '0' then
+    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])
+    if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+  end
   return 1
 end
 return 0
@@ -491,9 +616,20 @@ pub struct BatchScript {
 }
 
 impl BatchScript {
-    /// Builds and hashes [`batch_script`].
+    /// Builds and hashes [`batch_script`], with no counterfactual and the
+    /// clock allowance of the default settings.
     pub fn new() -> BatchScript {
-        let lua = batch_script();
+        let defaults = crate::config::Config::default().redlock;
+        let allowance =
+            crate::redlock::clock_allowance(defaults.node_timeout, defaults.max_clock_offset);
+        BatchScript::with(Counterfactuals::default(), allowance)
+    }
+
+    /// Builds and hashes [`batch_script`] with `counterfactuals` (the
+    /// configuration's `[testing]`, for the safety checkers only), raising
+    /// horizons `horizon_allowance` beyond each lock's ttl.
+    pub fn with(counterfactuals: Counterfactuals, horizon_allowance: Duration) -> BatchScript {
+        let lua = batch_script(counterfactuals, horizon_allowance);
         let sha = sha1_smol::Sha1::from(&lua).digest().to_string();
         BatchScript {
             lua: Value::from(lua),
@@ -530,10 +666,30 @@ mod tests {
         }
     }
 
+    /// Every counterfactual finds the fixed line it replaces (a rewrite of
+    /// a script that moved the line would silently switch it off), and
+    /// only its own switch applies it.
+    #[test]
+    fn counterfactuals_apply() {
+        let all = Counterfactuals {
+            recreate_without_limit: true,
+            per_kind_fences: true,
+        };
+        for (op, on, fixed, defect) in COUNTERFACTUALS {
+            assert!(op.lua().contains(fixed), "{op:?}: {fixed}");
+            assert!(on(&all));
+            assert!(!on(&Counterfactuals::default()));
+            let changed = op.lua_with(all);
+            assert!(!changed.contains(fixed), "{op:?}");
+            assert!(changed.contains(defect), "{op:?}");
+            assert_eq!(op.lua_with(Counterfactuals::default()), op.lua());
+        }
+    }
+
     /// Every operation is in the batch script, at the index its code names.
     #[test]
     fn batch_script_holds_every_op_in_code_order() {
-        let lua = batch_script();
+        let lua = batch_script(Counterfactuals::default(), Duration::ZERO);
         let mut from = 0;
         for (i, op) in Op::ALL.iter().enumerate() {
             assert_eq!(*op as usize, i + 1);

@@ -28,7 +28,7 @@ local nowm = now_ms()
 local function prune()
   local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowm)
   if #gone > 0 then
-    for _, t in ipairs(gone) do redis.call('HDEL', KEYS[2], 'r:' .. t) end
+    for _, t in ipairs(gone) do redis.call('HDEL', KEYS[2], 'r:' .. t, 'e:' .. t) end
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', nowm)
   end
 end
@@ -99,39 +99,50 @@ return {1, max, now_micros()}
 
 /// KEYS: lock, fence, readers. ARGV: token, fence, fence ttl ms, lock ttl
 /// ms (then owner, kind and the terms, unused: a shared grant records only
-/// its fence). Only where the token is an unexpired member: raise `max` to
-/// the fence, record `r:<token>` = fence, refresh the hash's expiry, raise
-/// the horizon to the lock's ttl. Returns 1 if done.
+/// its fence), the acquisition's epoch ('0': none). Only where the token
+/// is an unexpired member and no other epoch of it is recorded
+/// (`e:<token>`, `crate::redlock::claim`): raise `max` to the fence, record
+/// `r:<token>` = fence (and `e:<token>` = the epoch), refresh the hash's
+/// expiry, raise the horizon to the lock's ttl. Returns 1 if done.
 pub(crate) const COMMIT_SHARED: &str = with_helpers!(
     r#"
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not s or tonumber(s) <= nowm or redis.call('GET', KEYS[1]) ~= 'shared' then return 0 end
+local r = redis.call('HMGET', KEYS[2], 'max', 'e:' .. ARGV[1])
+if ARGV[9] ~= '0' and r[2] and r[2] ~= ARGV[9] then return 0 end
 raise(ARGV[4])
-local max = tonumber(redis.call('HGET', KEYS[2], 'max') or '0')
-if tonumber(ARGV[2]) > max then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
+if tonumber(ARGV[2]) > tonumber(r[1] or '0') then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
 redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[2])
+if ARGV[9] ~= '0' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ARGV[9]) end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 "#
 );
 
-/// KEYS: lock, fence, readers. ARGV: token, ttl ms, fence ttl ms.
+/// KEYS: lock, fence, readers. ARGV: token, ttl ms, fence ttl ms, (the
+/// limit, unused), the claim as [`super::scripts::EXTEND`] takes it.
 /// `{0}` while an exclusive token holds the key, `{2}` when the token is
-/// no unexpired member (lost or expired here), else resets its expiry to
-/// now + ttl, re-covers, raises the horizon and returns `{1, fence}`
-/// ('0' when this master did not take part in the commit).
+/// no unexpired member (lost or expired here), `{3}` for an own claim
+/// where another epoch of the token is recorded (`e:<token>`), else resets
+/// its expiry to now + ttl, re-covers, raises the horizon (a take records
+/// its epoch) and returns `{1, fence}` ('0' when this master did not take
+/// part in the commit).
 pub(crate) const EXTEND_SHARED: &str = with_helpers!(
     r#"
 local held = redis.call('GET', KEYS[1])
 if held and held ~= 'shared' then return {0} end
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not s or tonumber(s) <= nowm then return {2} end
+local r = redis.call('HMGET', KEYS[2], 'r:' .. ARGV[1], 'e:' .. ARGV[1])
+local mode, ep = string.sub(ARGV[5], 1, 1), string.sub(ARGV[5], 2)
+if mode == 'o' and r[2] and r[2] ~= ep then return {3} end
 raise(ARGV[2])
 prune()
 redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
 cover()
+if mode == 't' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ep) end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return {1, redis.call('HGET', KEYS[2], 'r:' .. ARGV[1]) or '0'}
+return {1, r[1] or '0'}
 "#
 );
 
@@ -156,8 +167,11 @@ return 1
 /// KEYS: lock, fence, readers (then the resource's fence hash again,
 /// unused). ARGV: token, release
 /// channel, release notice (then two flags of the exclusive release,
-/// unused: a shared grant has no hold-at-least). Removes the token and its
-/// fence; when it was the last member, deletes the sentinel and, where a
+/// unused: a shared grant has no hold-at-least), the releasing
+/// acquisition's epoch ('0': a client's own). Removes nothing (0) where
+/// another epoch of the token is recorded (`e:<token>`,
+/// `crate::redlock::claim`). Removes the token, its fence and its epoch;
+/// when it was the last member, deletes the sentinel and, where a
 /// replica has waiters (the fence hash's waiter marker `wm` has not
 /// passed, as for [`super::scripts::RELEASE`]), announces the release
 /// (waiting writers wake), else re-covers. Returns 1 if the token was an
@@ -166,8 +180,12 @@ pub(crate) const RELEASE_SHARED: &str = with_helpers!(
     r#"
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not s then return 0 end
+if ARGV[6] ~= '0' then
+  local e = redis.call('HGET', KEYS[2], 'e:' .. ARGV[1])
+  if e and e ~= ARGV[6] then return 0 end
+end
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1])
+redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1], 'e:' .. ARGV[1])
 prune()
 if redis.call('GET', KEYS[1]) == 'shared' and not cover() then
   local wm = redis.call('HGET', KEYS[2], 'wm')
@@ -201,7 +219,10 @@ mod tests {
     #[test]
     fn scripts_use_the_sentinel() {
         let sentinel = format!("'{SHARED_SENTINEL}'");
-        let lua = super::super::scripts::batch_script();
+        let lua = super::super::scripts::batch_script(
+            crate::config::Counterfactuals::default(),
+            std::time::Duration::ZERO,
+        );
         for body in [
             ACQUIRE_SHARED,
             COMMIT_SHARED,

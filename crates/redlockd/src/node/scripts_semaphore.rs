@@ -27,10 +27,17 @@
 /// queue per resource, not per permit), so that a permit's release
 /// announces itself ([`super::scripts::RELEASE`] reads the resource's
 /// hash). The permit's grant keeps the commit round: no proposal is taken
-/// here.
+/// here. The fence counter it reports (`max`) is the resource's own, read
+/// by the same `HMGET` as the limit: one fence sequence per resource, which
+/// the commit raises ([`super::scripts::COMMIT_FENCE`]), so a permit's
+/// fence is above every earlier grant's of the resource, plain, shared,
+/// multi-resource or permit (`crate::redlock::fence`). (The permit's own
+/// hash keeps its holder record and lock-delay; its `max` field, written
+/// before fences were one sequence, is read only by the `per-kind-fences`
+/// counterfactual, `super::counterfactual`.)
 pub(crate) const ACQUIRE_PERMIT: &str = r#"
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, '0', 'limit', '0'} end
-local b = redis.call('HMGET', KEYS[4], 'lim', 'wm')
+local b = redis.call('HMGET', KEYS[4], 'lim', 'wm', 'max')
 local lim = b[1]
 if lim and lim ~= ARGV[3] then
   local ks = {}
@@ -38,7 +45,7 @@ if lim and lim ~= ARGV[3] then
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
 end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
-local max = f[1] or '0'
+local max = b[3] or '0'
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()
   if left > 0 then return {0, string.format('%d', left), 'delay'} end

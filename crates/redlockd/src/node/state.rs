@@ -53,6 +53,11 @@ pub struct NodeState {
     /// the connection's state alone cannot tell it is gone; its silence
     /// can (see [`NodeState::responsive`]).
     last_answer: AtomicU64,
+    /// Set (to 1) when a batch written to the master went `node_timeout`
+    /// without any answer from it, cleared by the next answer: the master
+    /// is silent with work outstanding (`super::batch`), which its last
+    /// answer's age alone cannot tell within a PING interval.
+    silent: AtomicBool,
     /// The origin of `last_answer`.
     born: Instant,
     trust: Mutex<Trust>,
@@ -120,6 +125,7 @@ impl NodeState {
             verified_on: AtomicU64::new(0),
             script_sent: AtomicBool::new(false),
             last_answer: AtomicU64::new(0),
+            silent: AtomicBool::new(false),
             born: Instant::now(),
             trust: Mutex::new(Trust::default()),
         }
@@ -130,6 +136,19 @@ impl NodeState {
     pub fn answered(&self) {
         let since = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_answer.fetch_max(since + 1, Ordering::Relaxed);
+        self.silent.store(false, Ordering::Relaxed);
+    }
+
+    /// A batch written to the master went `node_timeout` without any
+    /// answer from it since its write (`super::batch`).
+    pub(crate) fn fell_silent(&self) {
+        self.silent.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the master is silent with work outstanding (see
+    /// [`NodeState::fell_silent`]), until it answers again.
+    pub fn is_silent(&self) -> bool {
+        self.silent.load(Ordering::Relaxed)
     }
 
     /// Whether the master answered something (to any command) at or after

@@ -5,7 +5,7 @@
 //! ours (clock jumps).
 
 use super::boot;
-use super::clock_jump::{self, ClockReading};
+use super::clock_jump::{ClockReading, JumpWatch};
 use super::offset::Offset;
 use super::server_info::ServerInfo;
 use super::state::{CertificateDue, NodeState};
@@ -24,6 +24,13 @@ const INFO_RETRY: Duration = Duration::from_millis(100);
 
 /// How often each master's clock is compared with ours.
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// How long a clock reading may take before it counts as failed: far
+/// longer than `node_timeout`, so that readings go on under sustained load
+/// (a slow one is still compared, with its uncertainty: `clock_jump`).
+fn clock_read_timeout(node_timeout: Duration) -> Duration {
+    (node_timeout * 20).max(Duration::from_secs(1))
+}
 
 /// How often each master is PINGed, so that it answers something even
 /// while no lock traffic goes to it (see [`answer_window`]).
@@ -133,12 +140,17 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             tend_certificate(&state, &command, &boot_key).await;
         }
     });
-    let (command, name) = (node.command.clone(), node.name.clone());
+    let command = node.client.with_options(&fred::prelude::Options {
+        timeout: Some(clock_read_timeout(settings.node_timeout)),
+        max_attempts: Some(1),
+        fail_fast: true,
+        ..fred::prelude::Options::default()
+    });
+    let name = node.name.clone();
     // Weak: the check ends once the node is dropped.
     let state = Arc::downgrade(&node.state);
     tokio::spawn(async move {
-        // The last conclusive reading: the baseline for the next one.
-        let mut last: Option<ClockReading> = None;
+        let mut watch = JumpWatch::default();
         let mut interval = tokio::time::interval(CLOCK_CHECK_EVERY);
         loop {
             interval.tick().await;
@@ -147,7 +159,6 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
             };
             let asked = Instant::now();
             let Ok((master, offset)) = read_offset(&command).await else {
-                last = None;
                 continue;
             };
             let reading = ClockReading {
@@ -156,15 +167,14 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                 master,
             };
             take_offset(&state, &name, offset, &settings);
-            if !offset.conclusive(settings.node_timeout) {
-                // A busy master or daemon: the jump check can tell nothing
-                // from it, and it is no baseline either (`clock_jump`).
-                tracing::debug!(node = %name, rtt = ?reading.rtt, "clock reading too slow to use");
-                continue;
+            let conclusive = offset.conclusive(settings.node_timeout);
+            if !conclusive {
+                tracing::debug!(node = %name, rtt = ?reading.rtt, "slow clock reading: compared, not a baseline");
             }
-            if let Some(then) = last {
-                let check = clock_jump::compare(&then, &reading, settings.drift_factor);
-                metrics::node_clock_skew(&name, check.rate);
+            if let Some((then, check)) = watch.observe(reading, conclusive, settings.drift_factor) {
+                if conclusive {
+                    metrics::node_clock_skew(&name, check.rate);
+                }
                 if check.jumped {
                     let (master, local) = (
                         reading.master.checked_sub(then.master).unwrap_or_default(),
@@ -175,7 +185,6 @@ pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
                     ));
                 }
             }
-            last = Some(reading);
         }
     });
 }

@@ -151,7 +151,7 @@ impl Redlock {
             None if who.holder.shared => Token::generate().map_err(LockError::from)?.into_shared(),
             None => Token::generate().map_err(LockError::from)?,
         };
-        let subject = self.subject_marking(resource, token, who.waits);
+        let subject = self.subject_marking(resource, token, who.waits, who.holder.epoch);
         // Boxed: the round's state (its futures, tallies, replies) is then
         // allocated only once admitted, not carried inline by every caller's
         // future while it waits in the admission queue. With 10,000 `Hold`
@@ -176,6 +176,7 @@ impl Redlock {
             validity,
             deadline,
             members: Vec::new(),
+            epoch: who.holder.epoch,
         })
     }
 
@@ -249,7 +250,7 @@ impl Redlock {
             if conflicts >= self.quorum.needed() {
                 return Err(LockError::LimitConflict.into());
             }
-            return Err(if votes.refused_by_majority() {
+            return Err(if votes.held() {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
                     error: LockError::Contended(votes),

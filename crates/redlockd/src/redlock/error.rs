@@ -27,6 +27,12 @@ pub enum LockError {
     /// The token does not hold the lock on a majority of masters.
     #[error("the token does not hold the lock on a majority ({0})")]
     NotHeld(Tally),
+    /// The token still holds the lock, but another acquisition with its
+    /// request id took the lock over (a `Hold` retried on a new connection
+    /// or through another replica, see `super::claim`): this one no longer
+    /// holds it.
+    #[error("another acquisition with this request_id took the lock over ({0})")]
+    Superseded(Tally),
     /// Too few masters answered in time to decide; nothing is left locked.
     #[error("no quorum of masters answered in time ({0})")]
     NoQuorum(Tally),

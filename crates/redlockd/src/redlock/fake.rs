@@ -10,6 +10,7 @@
 //! of a round (the engine polls them all while it waits on the network), and
 //! a command whose reply comes too late has still taken effect.
 
+use super::claim::{Claim, Epoch};
 use super::fence::{FenceRead, Proposal};
 use super::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
@@ -323,6 +324,9 @@ impl Node for FakeNode {
         token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
+        // The fakes keep no epochs (`super::claim`): the real masters'
+        // scripts do (tests/idempotent_acquire.rs).
+        _claim: Claim,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
         self.serve(Op::Extend, token, |state, now| {
             if !state.locks.contains_key(&keys.lock) {
@@ -348,6 +352,7 @@ impl Node for FakeNode {
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        _fence_ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::Recreate, token, |state, now| {
             if state.locks.contains_key(&keys.lock) {
@@ -369,6 +374,7 @@ impl Node for FakeNode {
         // The fakes model neither lock-delay nor hold-at-least (both live in
         // the masters' scripts; tests/lock_terms.rs runs them on real ones).
         _honour_minimum: bool,
+        _epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::Release, token, |state, _| {
             let deleted = state.holds(keys, token);

@@ -32,111 +32,45 @@
 //!    `node_timeout`, and this round counts in `elapsed`; otherwise the
 //!    attempt is released on every master.
 //!
-//! Why this is enough: let G1 be a grant whose fence F1 was written, while
-//! its key was there, on a majority C1: the commit quorum of a two-round
-//! grant, or the granting quorum of a one-round grant (each of its masters
-//! wrote `max >= F1` in the same atomic step as the SET). Let G2 be any grant
-//! whose hold starts after G1's. G2's granting quorum Q2 shares a master m
-//! with C1. G2's SET NX on m succeeded only once G1's key was gone from m (it
-//! expired or was released), so after F1 was written there, and G2's read of
-//! `max` on m, atomic with its SET, saw at least F1. Then F2 > F1 either way:
-//! a one-round G2 requires every old `max` of Q2 below F2; a two-round G2
-//! takes one more than the largest counter of Q2 (`next_fence`). Reading the
-//! per-master counters without writing them on a majority is not enough: two
-//! quorums can see different counters.
+//! Why this is enough, with every kind of grant and after masters lose
+//! their counters, and the assumptions it rests on (numbered, each with what
+//! enforces it): `docs/design/fences.md`, the one home of the argument. In
+//! short: a later conflicting grant's quorum shares a master with the
+//! majority where the earlier fence was written while its key stood; there
+//! it could only be admitted after that key was gone, so it read a counter
+//! at least the earlier fence. Every kind (plain, shared, permit,
+//! multi-resource) reads and raises the same counter per resource, `max`
+//! in the resource's own fence hash. A master that lost its counters votes
+//! again only [`clock_allowance`] after the last lock it may have held
+//! ended, by which time the clock floor alone orders the next fence.
 //!
-//! The cases the one-round path must survive (issue 16), each checked:
-//! - *Restart without data.* Same as with two rounds: the restarted master
-//!   lost the key and the counter together, and stays out of quorums until
-//!   every lock that may have lived on it has expired (restart quarantine,
-//!   `crate::node::horizon`). Since a one-round grant stands without a
-//!   commit, the acquire raises the horizon (and the daemon's local horizon)
-//!   where it took the proposal, as the commit does; a master that took it
-//!   for an attempt that then failed holds a horizon a ttl too long, which
-//!   only lengthens a quarantine. No proposal is made while any master is
-//!   untrusted, so that attempts turned away during a restart quarantine do
-//!   not lengthen the next one.
-//! - *Stragglers.* A master whose acquire answers after the round was
-//!   decided is not in the counted quorum; the argument uses only the
-//!   counted quorum. What it wrote is `max(max, F)` where its SET succeeded:
-//!   counters only grow, so no later fence is lowered. A late two-round
-//!   commit still goes to every master, as before.
-//! - *Failed attempts that raised counters.* An attempt short of a quorum (or
-//!   one that falls back and fails its commit) may leave `max = F` on some
-//!   masters. Counters only grow; later grants take fences above them, so
-//!   this costs numbers, never order. Because `F` is bounded by the master's
-//!   clock (`F <= TIME + window`), such leftovers cannot push fences far
-//!   ahead of the clock.
-//! - *Several daemon replicas.* The argument is per master and per grant;
-//!   it never compares proposals of different daemons. Two replicas may
-//!   propose the same `F`: the second grant then finds `max >= F` on the
-//!   master it shares with the first and falls back to `max + 1`.
-//! - *Clock-floored proposals.* `F` is taken as a fence only where
-//!   `TIME <= F` on every counted master, so the clock floor below holds
-//!   for one-round fences too; and `F <= TIME + window` keeps them within
-//!   `window` of a master's clock, so the floor argument needs
-//!   `fence_ttl > window` (the engine proposes nothing otherwise). A daemon
-//!   whose estimate of the masters' clock is off just falls back.
-//! - *A key that expired before the commit reached it* (fallback path):
-//!   unchanged, the commit is refused there and counts as a no. On the
-//!   one-round path there is no commit to arrive late: `F` is written in
-//!   the same atomic step as the SET. The grant's validity still counts
-//!   from before the acquire round was sent.
-//! - *Validity* still counts from before the acquire round was sent; a
-//!   one-round grant's is longer by the round it skips, and is as true as
-//!   before: every counted key was set after that instant with the full ttl.
-//!   (A client that counts it from the answer's arrival instead of from its
-//!   request's send, against the README's advice, overstates it by the
-//!   answer's transit; with a grant one round sooner after a key's expiry,
-//!   such a client's margin is one round smaller than before.)
-//! - *Extend* reports the largest `fence` recorded for the token among the
-//!   masters that extended: `F` where the proposal was taken, the committed
-//!   fence (always greater than `F`) where a fallback commit landed.
-//! - *The holder's record and the grant's terms* (issue 18: `owner`, `kind`,
-//!   `at`, `lock_delay`, `hold_at_least`). The commit records them beside
-//!   the token; a one-round grant has no commit, so the acquire writes the
-//!   very same fields where it takes the proposal, under the same condition
-//!   (our token holds the key: its SET just succeeded), in the same atomic
-//!   step (`crate::node::scripts::ACQUIRE`). `Inspect`, `List`, the
-//!   lock-delay and the hold-at-least therefore read one record whichever
-//!   path fixed the fence; `at` and the delay's not-before time count from
-//!   the acquire's instant, the key's own start, so `nb` is exactly the
-//!   key's expiry plus the delay. The not-before check of a lock-delay runs
-//!   before the SET, so a one-round grant never skips it. A failed attempt
-//!   that took the proposal on a minority leaves its record and `nb` there
-//!   until its clean-up release, which deletes its key and clears `nb`;
-//!   where that release is lost, the master refuses the resource until its
-//!   key expires plus the delay: availability on a minority, as a failed
-//!   commit's leftovers, never exclusion.
-//! - *Request ids* (issue 22): all attempts of one acquisition share one
-//!   derived token. A failed attempt's key that outlived its clean-up on
-//!   some master refuses the next attempt's SET there, which is then not
-//!   counted; without a commit, that master keeps the failed attempt's
-//!   record. See `Redlock::acquire_detached_as` for why that costs at worst
-//!   liveness, never two writers.
-//! - *Other kinds* (issue 19): a semaphore's permit, a shared grant and a
-//!   lock on several resources take no proposal (their scripts answer
-//!   without `took`, read as not taken), so they always commit with
-//!   `max + 1` as before; one-round grants are the plain lock's only. The
-//!   plain acquire still checks the semaphore's limit first (the fence
-//!   hash's `lim`, read by the same `HMGET` as `max`), and a one-round
-//!   plain grant on a resource with shared holders cannot happen: the
-//!   sentinel in the lock key refuses its `SET NX`. A plain grant's fence
-//!   taken in one round is written to the same `max` that shared grants'
-//!   commits raise, so the argument above covers conflicts between them.
+//! Code-level notes the argument relies on:
+//! - *One-round grants* (plain locks only): the proposal is taken only
+//!   where `max < F` and `TIME <= F <= TIME + window`, atomically with the
+//!   SET, and counted only if every master of the counted quorum took it
+//!   ([`one_round`]); it raises the horizon there as a commit would. No
+//!   proposal is made while any master is untrusted.
+//! - *Stragglers and failed attempts* only ever raise counters (`max(max,
+//!   F)`), costing numbers, never order; `F <= TIME + window` keeps them
+//!   near the clock.
+//! - *Several replicas* may propose the same `F`: the second grant finds
+//!   `max >= F` on the master it shares with the first and falls back to
+//!   `max + 1`.
+//! - *The holder's record and terms* (`owner`, `kind`, `at`, `delay`, `nb`,
+//!   `lu`, and the acquisition's epoch `ep`, `super::claim`) are written by
+//!   the commit, or by the one-round acquire where it takes the proposal,
+//!   in the same atomic step, so both paths leave one record.
+//! - *Extend* reports the fence recorded beside the token only as
+//!   [`vouched`] says: the one value the masters agree on, or a value a
+//!   quorum reports.
+//! - *Validity* counts from before the acquire round was sent on both
+//!   paths.
 //!
 //! Fence hashes expire after `fence_ttl` (longer than any lock; refreshed by
-//! every commit and extension) so resources that are never locked again do
-//! not leak keys. After such an expiry the counter restarts from the masters'
-//! wall clock, which is why the fence has the clock as its floor: a fence is
-//! about the master's time of grant in microseconds since the Unix epoch, so
-//! a later grant starts above any fence handed out more than `fence_ttl` ago.
-//!
-//! Assumptions (Redlock's own, plus one): a majority of masters keep their
-//! data; masters' wall clocks do not step back by more than `fence_ttl`
-//! minus the proposal window. The
-//! fence stays below 2^53 until the year 2255, so clients that hold numbers as
-//! IEEE doubles (JavaScript) read it exactly.
+//! every commit and extension) so resources never locked again do not leak
+//! keys; after such an expiry the counter restarts from the masters' wall
+//! clock, the floor. The fence stays below 2^53 until the year 2255, so
+//! clients that hold numbers as IEEE doubles (JavaScript) read it exactly.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -180,6 +114,25 @@ impl Proposal {
 /// daemon's estimate of them a little stale.
 const CLOCK_SLACK: Duration = Duration::from_secs(1);
 
+/// How far ahead of a master's clock a proposal may be and still be taken
+/// ([`Proposal::window`]), for proposals `lead` ahead of the estimate.
+fn proposal_window(lead: Duration) -> Duration {
+    lead * 2 + CLOCK_SLACK
+}
+
+/// How long after a lock's end a master that lost its fence counters must
+/// still sit out, so that the clock floor alone orders the next fence above
+/// the lock's (assumption A5 of `docs/design/fences.md`): a fence is at
+/// most [`proposal_window`] ahead of the clock of the master that took it,
+/// and two trusted masters' clocks are at most 2 x `max_clock_offset` apart
+/// (each within it of its daemon's host), plus one more for daemon hosts
+/// that disagree by up to it. Every horizon a master keeps, and this
+/// daemon's own (`crate::node::horizon`), is raised by this much beyond the
+/// lock's ttl.
+pub fn clock_allowance(node_timeout: Duration, max_clock_offset: Duration) -> Duration {
+    proposal_window(node_timeout) + max_clock_offset * 3
+}
+
 /// Picks the fences this engine proposes: strictly increasing, and about the
 /// masters' wall clock plus `lead`. The masters' clock is estimated from the
 /// latest granting quorum's `TIME` readings, advanced on the engine's
@@ -207,7 +160,7 @@ impl Proposer {
     /// Proposals `lead` ahead of the masters' clock (the engine uses
     /// `node_timeout`), for fence hashes that expire after `fence_ttl`.
     pub(crate) fn new(lead: Duration, fence_ttl: Duration) -> Proposer {
-        let window = lead * 2 + CLOCK_SLACK;
+        let window = proposal_window(lead);
         Proposer {
             epoch: Instant::now(),
             offset: AtomicI64::new(0),
@@ -275,6 +228,33 @@ pub(crate) fn one_round(proposal: Proposal, reads: impl IntoIterator<Item = Fenc
         && reads
             .into_iter()
             .all(|read| read.took && read.max < proposal.fence)
+}
+
+/// The fence an Extend can vouch for, from the fences recorded beside the
+/// token on the masters that extended it (`reports`; a master that lost
+/// its record reports none): the one value if they all agree; else the
+/// value a quorum of masters reported; else none.
+///
+/// Why not the largest: the attempts of one acquisition with a request id
+/// share a token, and a failed attempt can leave its own fence beside the
+/// token on a minority of masters (a commit that landed there before the
+/// attempt gave up, its clean-up lost). That fence may be above the grant's
+/// (it was proposed later), and a later holder's fence is only guaranteed
+/// above the one on a majority: reporting the stray one would let a later
+/// holder's fence be lower than the one this holder presents. The grant's
+/// own fence is on a majority (its commit quorum, or the masters that took
+/// its proposal), so when records disagree, only a value on a quorum is
+/// the grant's. A token without a request id belongs to one attempt, whose
+/// records all say the same.
+pub(crate) fn vouched(reports: &[u64], quorum: super::Quorum) -> Option<u64> {
+    let first = *reports.first()?;
+    if reports.iter().all(|&fence| fence == first) {
+        return Some(first);
+    }
+    reports
+        .iter()
+        .copied()
+        .find(|&candidate| reports.iter().filter(|&&f| f == candidate).count() >= quorum.needed())
 }
 
 /// The fence for a two-round grant whose quorum reported `reads` for
@@ -376,6 +356,20 @@ mod tests {
         // A clock read that went back never lowers proposals.
         proposer.observe([read(0, 10)]);
         assert_eq!(proposer.propose(true).fence, 3_050_001);
+    }
+
+    /// An Extend vouches for the one fence its masters agree on; when they
+    /// disagree (a failed attempt's stray record beside a request id's
+    /// token), only for a value on a quorum, never the largest.
+    #[test]
+    fn vouched_fences() {
+        let q = crate::redlock::Quorum::majority(5).expect("5 > 0");
+        assert_eq!(vouched(&[], q), None);
+        assert_eq!(vouched(&[7], q), Some(7));
+        assert_eq!(vouched(&[7, 7], q), Some(7));
+        assert_eq!(vouched(&[7, 7, 9], q), None);
+        assert_eq!(vouched(&[7, 9, 7, 7], q), Some(7));
+        assert_eq!(vouched(&[9, 7, 9, 9, 7], q), Some(9));
     }
 
     /// A fence ttl within the window disables proposals.

@@ -19,6 +19,7 @@ pub(crate) mod admin;
 pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
+pub(crate) mod claim;
 #[cfg(test)]
 mod deadline_tests;
 pub(crate) mod error;
@@ -51,8 +52,9 @@ pub(crate) mod waiters;
 
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
+pub use claim::{Claim, Epoch};
 pub use error::{LockError, NodeError};
-pub use fence::{FenceRead, Proposal};
+pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use multi::Member;
 pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
@@ -117,6 +119,9 @@ pub struct Lock {
     /// order asked (the first is `resource`, `fence`). Empty for a lock on
     /// one resource. See [`multi`].
     pub members: Vec<Member>,
+    /// The epoch of the acquisition that holds it, when it had a request
+    /// id ([`claim`]): the lock's own extensions and releases carry it.
+    pub epoch: Option<Epoch>,
 }
 
 /// Who a grant is for: written beside its token by the fence commit
@@ -144,6 +149,10 @@ pub struct Holder {
     /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
     /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
     pub limit: u32,
+    /// The acquisition's epoch, when it has a request id ([`claim`]):
+    /// recorded with the grant, so that another acquisition of the same
+    /// request id can take the lock over.
+    pub epoch: Option<Epoch>,
 }
 
 impl Holder {
@@ -156,6 +165,7 @@ impl Holder {
             hold_at_least: Duration::ZERO,
             shared: false,
             limit: 0,
+            epoch: None,
         }
     }
 
@@ -168,6 +178,7 @@ impl Holder {
             hold_at_least: Duration::ZERO,
             shared: false,
             limit: 0,
+            epoch: None,
         }
     }
 
@@ -338,13 +349,28 @@ impl Redlock {
     /// [`LockError::FenceUnknown`] instead of answering a fence of 0, which
     /// would break "a later holder's fence is greater". The lock itself was
     /// extended; its holder should release it and acquire anew.
+    ///
+    /// This is a client's own Extend with its token: it acts whatever
+    /// acquisition of the token's request id holds the lock ([`Claim::Any`]).
     pub async fn extend(
         &self,
         resource: &str,
         token: &Token,
         ttl: Duration,
     ) -> Result<Lock, LockError> {
-        let (fence, lock) = self.extend_lease(resource, token, ttl).await?;
+        self.extend_claiming(resource, token, ttl, Claim::Any).await
+    }
+
+    /// [`Redlock::extend`] as `claim` says ([`claim`]): a resuming
+    /// acquisition takes the lock over with [`Claim::Take`].
+    pub(crate) async fn extend_claiming(
+        &self,
+        resource: &str,
+        token: &Token,
+        ttl: Duration,
+        claim: Claim,
+    ) -> Result<Lock, LockError> {
+        let (fence, lock) = self.extend_lease(resource, token, ttl, claim).await?;
         let fence = fence.ok_or(LockError::FenceUnknown)?;
         Ok(Lock { fence, ..lock })
     }
@@ -357,10 +383,11 @@ impl Redlock {
         resource: &str,
         token: &Token,
         ttl: Duration,
+        claim: Claim,
     ) -> Result<(Option<u64>, Lock), LockError> {
         match multi::members(token) {
             Some(members) => self.extend_multi(resource, &members, token, ttl).await,
-            None => self.extend_lease_one(resource, token, ttl).await,
+            None => self.extend_lease_one(resource, token, ttl, claim).await,
         }
     }
 
@@ -370,26 +397,37 @@ impl Redlock {
         resource: &str,
         token: &Token,
         ttl: Duration,
+        claim: Claim,
     ) -> Result<(Option<u64>, Lock), LockError> {
-        let subject = self.subject(resource, token.clone());
+        let epoch = match claim {
+            Claim::Any => None,
+            Claim::Own(epoch) | Claim::Take(epoch) => Some(epoch),
+        };
+        let subject = self.subject_of(resource, token.clone(), epoch);
         let _permit = self.admission.extension().await?;
         let start = validity::Started::now();
         let command = Command::Extend {
             ttl,
             fence_ttl: self.settings.fence_ttl,
+            take: matches!(claim, Claim::Take(_)),
         };
-        let mut fence = None;
+        let mut fences = Vec::with_capacity(self.nodes.len());
         let mut missing = Vec::new();
+        let mut superseded = 0;
         let (votes, stragglers) =
             self.round_with_stragglers(&subject, self.all(), command, |index, reply, tally| {
                 match reply {
                     Reply::Extend(ExtendVote::Extended { fence: seen }) => {
                         tally.count(Vote::Yes);
-                        fence = fence.max(seen);
+                        fences.extend(seen);
                     }
                     Reply::Extend(ExtendVote::Missing) => {
                         tally.count(Vote::No);
                         missing.push(index);
+                    }
+                    Reply::Extend(ExtendVote::Superseded) => {
+                        tally.count(Vote::No);
+                        superseded += 1;
                     }
                     _ => tally.count(Vote::No),
                 }
@@ -402,10 +440,6 @@ impl Redlock {
                     .ok_or(LockError::Expired(votes))?;
                 self.recreate_lost_keys(&subject, ttl, missing, stragglers);
                 self.held.hold(token, deadline);
-                // Any two majorities intersect, so a master of this round
-                // took part in the grant's commit (or took its one-round
-                // proposal, `fence`) and reports its fence,
-                // unless it lost the record since (a restart).
                 let lock = Lock {
                     resource: resource.to_owned(),
                     token: token.clone(),
@@ -413,9 +447,11 @@ impl Redlock {
                     validity,
                     deadline,
                     members: Vec::new(),
+                    epoch,
                 };
-                Ok((fence, lock))
+                Ok((fence::vouched(&fences, self.quorum), lock))
             }
+            _ if votes.refused_by_majority() && superseded > 0 => Err(LockError::Superseded(votes)),
             _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
             _ => Err(LockError::no_quorum(votes)),
         }
@@ -433,10 +469,14 @@ impl Redlock {
         missing: Vec<usize>,
         stragglers: round::Pending,
     ) {
+        let lease = recreate::Lease {
+            ttl,
+            fence_ttl: self.settings.fence_ttl,
+        };
         self.recreations.start(
             self.nodes.clone(),
             subject,
-            ttl,
+            lease,
             self.settings.node_timeout,
             missing,
             stragglers,
@@ -452,21 +492,40 @@ impl Redlock {
     /// This is the holder's release (Release, a Hold session's orderly
     /// end): before the grant's `hold_at_least` has run, the masters shorten
     /// the lock to end then instead of deleting it ([`Node::release`]).
+    ///
+    /// This is a client's own Release with its token: it deletes whatever
+    /// acquisition of the token's request id holds the lock.
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, true).await
+        self.release_as(resource, token, None, true).await
     }
 
-    /// [`Redlock::release`] that deletes whatever the grant's
-    /// `hold_at_least`: for an operator's force-release, a grant nobody
-    /// received, or what is left of a lost lock.
+    /// [`Redlock::release_now`] of an operator: whatever the grant's
+    /// `hold_at_least` and whichever acquisition holds it.
     pub async fn release_now(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, false).await
+        self.release_as(resource, token, None, false).await
+    }
+
+    /// The release of `lock` by the acquisition that holds it (a session's
+    /// end): deletes nothing where another acquisition of its request id
+    /// took it over ([`claim`]).
+    pub async fn release_held(&self, lock: &Lock) -> Result<bool, LockError> {
+        self.release_as(&lock.resource, &lock.token, lock.epoch, true)
+            .await
+    }
+
+    /// [`Redlock::release_held`] that deletes whatever the grant's
+    /// `hold_at_least`: a grant nobody received, or what is left of a lost
+    /// lock.
+    pub async fn release_held_now(&self, lock: &Lock) -> Result<bool, LockError> {
+        self.release_as(&lock.resource, &lock.token, lock.epoch, false)
+            .await
     }
 
     async fn release_as(
         &self,
         resource: &str,
         token: &Token,
+        epoch: Option<Epoch>,
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
         self.held.forget(token);
@@ -475,7 +534,10 @@ impl Redlock {
                 self.release_multi(resource, &members, token, honour_minimum)
                     .await
             }
-            None => self.release_one(resource, token, honour_minimum).await,
+            None => {
+                self.release_one(resource, token, epoch, honour_minimum)
+                    .await
+            }
         }
     }
 
@@ -484,10 +546,11 @@ impl Redlock {
         &self,
         resource: &str,
         token: &Token,
+        epoch: Option<Epoch>,
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
         self.recreations.cancel(resource, token).await;
-        let subject = self.subject(resource, token.clone());
+        let subject = self.subject_of(resource, token.clone(), epoch);
         let deadline = self.round_deadline(Instant::now());
         let tally = self
             .release_everywhere(
@@ -648,13 +711,24 @@ impl Redlock {
     /// The keys `token` acts on: a permit's own (its index is in the
     /// token, see [`semaphore`]) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
-        self.subject_marking(resource, token, false)
+        self.subject_of(resource, token, None)
+    }
+
+    /// [`Redlock::subject`] for the acquisition of `epoch` ([`claim`]).
+    fn subject_of(&self, resource: &str, token: Token, epoch: Option<Epoch>) -> Arc<Subject> {
+        self.subject_marking(resource, token, false, epoch)
     }
 
     /// [`Redlock::subject`] for an attempt: a waiting exclusive one sets the
     /// writer-waiting marker where shared holders refuse it ([`rw`]); a
     /// try-lock (no wait) does not hold readers back.
-    fn subject_marking(&self, resource: &str, token: Token, waits: bool) -> Arc<Subject> {
+    fn subject_marking(
+        &self,
+        resource: &str,
+        token: Token,
+        waits: bool,
+        epoch: Option<Epoch>,
+    ) -> Arc<Subject> {
         let prefix = &self.settings.key_prefix;
         let mark = match waits {
             true => rw::writer_mark(self.settings.wait_fallback),
@@ -667,6 +741,7 @@ impl Redlock {
             },
             resource: resource.to_owned(),
             token,
+            epoch,
         })
     }
 

@@ -84,7 +84,9 @@ use super::round::{Command, Pending, Reply, Until};
 use super::validity;
 use super::wait::{jitter, DetachedAcquire, TIE_BREAK_JITTER};
 use super::waiters::Wake;
-use super::{Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters};
+use super::{
+    Claim, Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
+};
 use crate::metrics;
 use futures::future::{join_all, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -385,7 +387,7 @@ impl Redlock {
             if delayed && votes.refused_by_majority() {
                 metrics::lock_delay_refusal();
             }
-            let failure = if votes.refused_by_majority() {
+            let failure = if votes.held() {
                 stats.contended = true;
                 Failure {
                     holder_free_in: super::attempt::holder_free_in(
@@ -444,6 +446,7 @@ impl Redlock {
                     validity,
                     deadline,
                     members,
+                    epoch: None,
                 })
             }
             (failed, _) => {
@@ -501,7 +504,7 @@ impl Redlock {
         let results = join_all(
             members
                 .iter()
-                .map(|member| self.extend_lease_one(member, token, ttl)),
+                .map(|member| self.extend_lease_one(member, token, ttl, Claim::Any)),
         )
         .await;
         let mut extended = Vec::with_capacity(members.len());
@@ -548,7 +551,7 @@ impl Redlock {
         let results = join_all(
             members
                 .iter()
-                .map(|member| self.release_one(member, token, honour_minimum)),
+                .map(|member| self.release_one(member, token, None, honour_minimum)),
         )
         .await;
         let mut all_held = true;
@@ -624,9 +627,10 @@ mod tests {
             assert!(Token::parse(&bad).is_err(), "{bad}");
         }
         assert!(Token::parse(&format!("{random}:{}", hex::encode("a\nb"))).is_ok());
-        // A semaphore permit's token (`.` and a decimal index) is never
-        // read as a list, even where the index is valid hex ("41" = "A").
-        let permit = Token::parse(&format!("{random}.41")).expect("a permit's token");
+        // A semaphore permit's token (`.`, a decimal limit, `.` and a
+        // decimal index) is never read as a list, even where the numbers
+        // are valid hex ("41" = "A").
+        let permit = Token::parse(&format!("{random}.42.41")).expect("a permit's token");
         assert_eq!(members(&permit), None);
         assert_eq!(permit.permit(), Some(41));
     }

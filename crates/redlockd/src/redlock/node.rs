@@ -13,6 +13,7 @@
 //! *listening* once decided, but a straggler's SET or PEXPIRE still lands
 //! (a lock held on more masters than the quorum survives more losses).
 
+use super::claim::{Claim, Epoch};
 use super::fence::{FenceRead, Proposal};
 use super::keys::LockKeys;
 use super::token::Token;
@@ -68,6 +69,9 @@ pub enum ExtendVote {
     },
     /// Someone else holds the key here.
     NotHeld,
+    /// The token holds the key, but another acquisition of its request id
+    /// took the lock over (an own claim, see `super::claim`).
+    Superseded,
     /// The key is gone here (the master restarted and lost it, or it expired).
     Missing,
 }
@@ -136,6 +140,22 @@ pub trait Node: Send + Sync {
         false
     }
 
+    /// Whether this master answered anything (a command, a batch, a PING)
+    /// since `at`: a master silent since then is not kept silent by the
+    /// daemon's own queue (see `super::round`). The default says yes, which
+    /// only matters for masters that bound their own commands.
+    fn answered_since(&self, at: tokio::time::Instant) -> bool {
+        let _ = at;
+        true
+    }
+
+    /// Whether this master is silent now with commands outstanding (one of
+    /// them went `node_timeout` without any answer from it, and it has not
+    /// answered since). The default says no.
+    fn is_silent(&self) -> bool {
+        false
+    }
+
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step, and take the proposed
     /// fence where it fits (see [`super::fence`]): there it also records
@@ -196,22 +216,28 @@ pub trait Node: Send + Sync {
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-PEXPIRE: resets the lock's expiry to `ttl` (and the fence
-    /// hash's to `fence_ttl`) if `token` holds it.
+    /// hash's to `fence_ttl`) if `token` holds it, as `claim` allows
+    /// (`super::claim`: an own claim is refused where another acquisition
+    /// of the token took the lock over; a take records its epoch).
     fn extend(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
+        claim: Claim,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>>;
 
     /// `SET lock token NX PX ttl`: puts a lock that still holds on a majority
-    /// back on a master that lost it. Returns whether it was set.
+    /// back on a master that lost it; a semaphore permit's with its
+    /// semaphore's limit record (the token's limit), in the resource's fence
+    /// hash kept for at least `fence_ttl`. Returns whether it was set.
     fn recreate(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        fence_ttl: Duration,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// Compare-and-delete; returns whether the token's key was deleted.
@@ -222,13 +248,16 @@ pub trait Node: Send + Sync {
     /// every replica wake up. It ends the grant's lock-delay. With
     /// `honour_minimum` (a holder's release), before the grant's
     /// hold-at-least has run it shortens the key to end then instead (and
-    /// answers true).
+    /// answers true). With the releasing acquisition's `epoch`, nothing is
+    /// deleted where another acquisition of the token took the lock over
+    /// (`super::claim`); without, whatever the epoch (a client's Release).
     fn release(
         &self,
         keys: &LockKeys,
         token: &Token,
         notice: &str,
         honour_minimum: bool,
+        epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.

@@ -166,10 +166,32 @@ impl Tally {
         self.no > self.quorum.tolerated()
     }
 
+    /// True when a round without a grant is a refusal ("held by someone
+    /// else", ABORTED) rather than an outage (UNAVAILABLE), by the table of
+    /// `docs/design/outcomes.md`: the "no" answers rule out a majority; or
+    /// at least a quorum of masters answered and most of those that
+    /// answered said held. With two of five masters silent and the
+    /// resource held, the caller's own "yes" on a master the holder's key
+    /// did not reach leaves the live answers at 1 yes and 2 no: the silent
+    /// two could in theory have made a majority, but what the cluster
+    /// says is "held", and a caller told UNAVAILABLE would alert and retry
+    /// elsewhere for a lock that is simply taken.
+    pub fn held(&self) -> bool {
+        let answered = self.yes + self.no;
+        self.refused_by_majority() || (answered >= self.quorum.needed && self.no > self.yes)
+    }
+
+    /// Whether more answers could still make [`Tally::held`] true.
+    fn could_become_held(&self, to_come: usize) -> bool {
+        self.no + to_come > self.quorum.tolerated()
+            || (self.yes + self.no + to_come >= self.quorum.needed && self.no + to_come > self.yes)
+    }
+
     /// True once both the outcome and its reason are known: a majority said
     /// yes; or the "no" answers alone rule out a majority (a real answer:
     /// held by someone else, not held); or a majority is out of reach and
-    /// the answers still to come cannot make it a refusal (an outage).
+    /// the answers still to come cannot change whether it is a refusal
+    /// ([`Tally::held`]) or an outage.
     ///
     /// Why not stop at [`Decision::Impossible`]: with two masters down and
     /// the resource held, the first three answers can be two failures and
@@ -183,7 +205,9 @@ impl Tally {
             Decision::Reached => true,
             Decision::Pending => false,
             Decision::Impossible => {
-                self.refused_by_majority() || self.no + to_come <= self.quorum.tolerated()
+                self.refused_by_majority()
+                    || to_come == 0
+                    || (!self.held() && !self.could_become_held(to_come))
             }
         }
     }
@@ -311,6 +335,63 @@ mod tests {
         t.count(Vote::No);
         assert!(t.settled());
         assert!(t.refused_by_majority());
+    }
+
+    /// The table of `docs/design/outcomes.md`, five masters: which rounds
+    /// without a grant are refusals (ABORTED) and which outages
+    /// (UNAVAILABLE), by (yes, no, failed).
+    #[test]
+    fn the_outcome_table() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let held = |yes: usize, no: usize, failed: usize| {
+            let t = Tally {
+                quorum: q,
+                yes,
+                no,
+                failed,
+                late: 0,
+            };
+            assert_ne!(t.decision(), Decision::Reached);
+            t.held()
+        };
+        // A majority refused: held, whatever else.
+        assert!(held(0, 3, 2));
+        assert!(held(2, 3, 0));
+        assert!(held(1, 4, 0));
+        // A quorum answered, most of them said held.
+        assert!(held(1, 2, 2));
+        assert!(held(0, 3, 0));
+        // Ties and grants leaning: an outage (the silent could decide).
+        assert!(!held(2, 2, 1));
+        assert!(!held(2, 1, 2));
+        // Fewer than a quorum answered: an outage, whatever they said.
+        assert!(!held(0, 2, 3));
+        assert!(!held(1, 1, 3));
+        assert!(!held(0, 0, 5));
+        assert!(!held(2, 0, 3));
+    }
+
+    /// A round is not settled while answers to come could still turn an
+    /// outage into a refusal, or a refusal by the live answers into an
+    /// outage.
+    #[test]
+    fn settled_waits_for_what_could_change_the_reason() {
+        let q = Quorum::majority(5).expect("5 > 0");
+        let mut t = Tally::new(q);
+        for vote in [Vote::Yes, Vote::No, Vote::Failed, Vote::Failed] {
+            t.count(vote);
+        }
+        assert!(!t.settled(), "a fifth 'no' would make it held");
+        t.count(Vote::No);
+        assert!(t.settled() && t.held());
+        let mut t = Tally::new(q);
+        for vote in [Vote::No, Vote::No, Vote::Yes, Vote::Failed] {
+            t.count(vote);
+        }
+        assert!(t.held());
+        assert!(!t.settled(), "a fifth 'yes' would make it a tie");
+        t.count(Vote::Yes);
+        assert!(t.settled() && !t.held());
     }
 
     /// Three failures: an outage whatever the other two say.

@@ -36,14 +36,15 @@ pub(crate) struct Recreations {
 }
 
 impl Recreations {
-    /// Puts the lock of `subject` back, in the background, on the masters
-    /// in `missing` and on those whose late answer (among `stragglers`,
-    /// heard for up to `timeout`) says they lost it.
+    /// Puts the lock of `subject` back (for `ttl`, see [`Lease`]), in the
+    /// background, on the masters in `missing` and on those whose late
+    /// answer (among `stragglers`, heard for up to `timeout`) says they
+    /// lost it.
     pub(crate) fn start(
         self: &Arc<Self>,
         nodes: Vec<Arc<dyn Node>>,
         subject: &Arc<Subject>,
-        ttl: Duration,
+        lease: Lease,
         timeout: Duration,
         missing: Vec<usize>,
         stragglers: round::Pending,
@@ -53,7 +54,7 @@ impl Recreations {
         let work = recreate(
             nodes,
             Arc::clone(subject),
-            ttl,
+            lease,
             timeout,
             missing,
             stragglers,
@@ -108,11 +109,20 @@ impl Recreations {
     }
 }
 
+/// How long a re-created key lives: the Extend's `ttl`, and the fence
+/// hash's `fence_ttl` (a permit's key comes back with its semaphore's
+/// limit record there, see `Node::recreate`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    pub(crate) ttl: Duration,
+    pub(crate) fence_ttl: Duration,
+}
+
 /// The re-creation itself: late answers first, then one master at a time.
 async fn recreate(
     nodes: Vec<Arc<dyn Node>>,
     subject: Arc<Subject>,
-    ttl: Duration,
+    lease: Lease,
     timeout: Duration,
     missing: Vec<usize>,
     stragglers: round::Pending,
@@ -124,7 +134,8 @@ async fn recreate(
     let late = late.take_until(tokio::time::sleep(timeout));
     let lost: Vec<usize> = futures::stream::iter(missing).chain(late).collect().await;
     for index in lost {
-        let put_back = nodes[index].recreate(&subject.keys, &subject.token, ttl);
+        let put_back =
+            nodes[index].recreate(&subject.keys, &subject.token, lease.ttl, lease.fence_ttl);
         if let Ok(Ok(true)) = tokio::time::timeout(timeout, put_back).await {
             tracing::info!(node = nodes[index].name(), resource = %subject.resource,
                 "put a held lock back on a master that had lost it");

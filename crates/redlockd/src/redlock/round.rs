@@ -6,6 +6,7 @@
 //! without *cancelling* anything, and the answers still to come (the
 //! stragglers) are dropped, or handed to a caller that wants them.
 
+use super::claim::Claim;
 use super::node::{AcquireVote, ExtendVote, Node};
 use super::quorum::Vote;
 use super::{LockKeys, NodeError, Redlock, Tally, Token};
@@ -34,8 +35,13 @@ pub(crate) enum Until {
     /// Until the round's outcome and its reason are known
     /// ([`Tally::settled`]): a vote.
     Decided,
-    /// Until every master answered: a clean-up, whose point is to know
-    /// where the deletes landed, whatever the first answers say.
+    /// Until every master answered: a release, whose point is to know
+    /// where the deletes landed, whatever the first answers say. Every
+    /// master's answer counts, trusted or not: quarantine keeps a master
+    /// that may have lost keys from voting for grants, but its answer to a
+    /// delete is a fact about its keys (it deleted the token's key, or had
+    /// none), so a release with every master answering is never
+    /// UNAVAILABLE because some were quarantined.
     AllAnswered,
 }
 
@@ -52,6 +58,9 @@ pub(crate) struct Subject {
     pub resource: String,
     /// The token the round acts for.
     pub token: Token,
+    /// The epoch of the acquisition the round acts for, when it has a
+    /// request id (`super::claim`): its releases and extensions carry it.
+    pub epoch: Option<super::Epoch>,
 }
 
 /// The command a round sends to each master.
@@ -85,6 +94,9 @@ pub(crate) enum Command {
         ttl: Duration,
         /// Fence hash expiry.
         fence_ttl: Duration,
+        /// A resuming acquisition takes the lock over ([`Claim::Take`]);
+        /// else the subject's own claim ([`Claim::own`]).
+        take: bool,
     },
     /// See [`Node::release`].
     Release {
@@ -154,17 +166,27 @@ impl Command {
                 node.commit_fence(keys, token, *fence, *fence_ttl, *ttl, holder),
                 Reply::Committed,
             ),
-            Command::Extend { ttl, fence_ttl } => tagged(
-                index,
-                node.extend(keys, token, *ttl, *fence_ttl),
-                Reply::Extend,
-            ),
+            Command::Extend {
+                ttl,
+                fence_ttl,
+                take,
+            } => {
+                let claim = match (*take, subject.epoch) {
+                    (true, Some(epoch)) => Claim::Take(epoch),
+                    (_, epoch) => Claim::own(epoch),
+                };
+                tagged(
+                    index,
+                    node.extend(keys, token, *ttl, *fence_ttl, claim),
+                    Reply::Extend,
+                )
+            }
             Command::Release {
                 notice,
                 honour_minimum,
             } => tagged(
                 index,
-                node.release(keys, token, notice, *honour_minimum),
+                node.release(keys, token, notice, *honour_minimum, subject.epoch),
                 Reply::Released,
             ),
             Command::Check => tagged(index, node.check(keys, token), Reply::Held),
@@ -262,7 +284,8 @@ impl Redlock {
     }
 
     /// Counts the answers of `pending` into `tally` (an untrusted master's
-    /// answer as a failure, see `Node::trusted`) until `until` says to stop,
+    /// answer as a failure, see `Node::trusted`, except in a release:
+    /// [`Until::AllAnswered`]) until `until` says to stop,
     /// every master answered, or `deadline` passed; masters still silent at
     /// the deadline count as `silent` ([`Redlock::silent_vote`] after a
     /// round's deadline, [`Vote::Failed`] after a shorter one).
@@ -277,21 +300,25 @@ impl Redlock {
     ) {
         let expiry = tokio::time::sleep_until(deadline);
         tokio::pin!(expiry);
+        let mut heard = vec![false; self.nodes.len()];
         loop {
             let answer = tokio::select! {
                 biased;
                 answer = pending.next() => answer,
                 () = &mut expiry => {
-                    for _ in 0..pending.len() {
-                        tally.count(silent);
-                    }
+                    self.count_silent(&heard, pending.len(), silent, tally);
                     tracing::debug!(silent = pending.len(), "masters did not answer in time");
                     return;
                 }
             };
             let Some((index, reply)) = answer else { return };
+            if let Some(heard) = heard.get_mut(index) {
+                *heard = true;
+            }
             match reply {
-                Ok(_) if !self.nodes[index].trusted() => tally.count(Vote::Failed),
+                Ok(_) if until == Until::Decided && !self.nodes[index].trusted() => {
+                    tally.count(Vote::Failed)
+                }
                 Ok(reply) => on_answer(index, reply, tally),
                 Err(error) => self.count_failure(index, &error, tally),
             }
@@ -299,6 +326,51 @@ impl Redlock {
                 return;
             }
         }
+    }
+
+    /// Counts the `silent` masters still silent at a round's deadline (the
+    /// ones not `heard`, when they are exactly the `still_pending`). A
+    /// [`Vote::Late`] (the daemon's own backlog) stands only for a master
+    /// that answered something during the round's length: one that said
+    /// nothing at all for that long is silent by itself (hung, stopped,
+    /// unreachable), even if the command waiting for it never left the
+    /// daemon's queue (its batches in flight were unanswered), so it counts
+    /// as failed and the round is UNAVAILABLE, never the daemon's overload.
+    fn count_silent(&self, heard: &[bool], still_pending: usize, silent: Vote, tally: &mut Tally) {
+        let unheard: Vec<usize> = (0..heard.len()).filter(|&i| !heard[i]).collect();
+        if silent != Vote::Late || unheard.len() != still_pending {
+            for _ in 0..still_pending {
+                tally.count(silent);
+            }
+            return;
+        }
+        let round = self.settings.node_timeout * (1 + QUEUE_ALLOWANCE);
+        let since = Instant::now()
+            .checked_sub(round)
+            .unwrap_or_else(Instant::now);
+        for index in unheard {
+            match self.nodes[index].answered_since(since) {
+                true => tally.count(Vote::Late),
+                false => tally.count(Vote::Failed),
+            }
+        }
+    }
+
+    /// The masters silent now (commands outstanding without an answer for
+    /// `node_timeout`, or nothing at all answered during a round's length),
+    /// as failures of a tally, when they are too many for a quorum: what a
+    /// waiter that never got to attempt (others were ahead of it) tells its
+    /// caller, UNAVAILABLE rather than "held".
+    pub(super) fn silent_majority(&self) -> Option<Tally> {
+        let round = self.settings.node_timeout * (1 + QUEUE_ALLOWANCE);
+        let since = Instant::now().checked_sub(round)?;
+        let mut tally = Tally::new(self.quorum);
+        for node in &self.nodes {
+            if node.is_silent() || !node.answered_since(since) {
+                tally.count(Vote::Failed);
+            }
+        }
+        (tally.failed() > self.quorum.tolerated()).then_some(tally)
     }
 
     pub(super) fn count_failure(&self, index: usize, error: &NodeError, tally: &mut Tally) {

@@ -58,21 +58,33 @@
 //! record was a key of its own that only grants refreshed, so a permit
 //! kept alive by Extends alone for longer than `fence_ttl` lost its record
 //! and a request under another limit was then not refused;
-//! `tests/semaphore.rs` covers it). Residual: a record deleted by hand (or
-//! the hash's whole key) while permits are held.
+//! `tests/semaphore.rs` covers it). A master that restarted empty lost the
+//! record with the permit's key; the Extend that puts the key back
+//! ([`super::recreate`]) writes the record with it, from the limit the
+//! permit's token carries (`<random>.<limit>.<index>`), and an extension
+//! that finds the key without its record writes the record back. Without
+//! that, a rolling restart of three masters while a permit is held (or one
+//! restart, with two masters unreachable at the grant) let a plain lock
+//! be granted beside the permit (`tests/semaphore.rs`,
+//! `a_rolling_restart_keeps_a_permits_limit`). Residual: a record deleted
+//! by hand (or the hash's whole key) while permits are held.
 //!
-//! # Fences: per permit
+//! # Fences: one sequence per resource
 //!
-//! Each permit has its own fence hash, so the plain lock's fence argument
-//! holds per permit: a grant's fence is above every earlier grant's of the
-//! same permit (a permit holder's fence fences a stale holder of the same
-//! permit; `Lock.permit` names it). Fences of different permits are not
-//! ordered among themselves, by choice: one counter shared by the
-//! semaphore's permits would not order them either, since two permits are
-//! held at once by design and two concurrent grants can read the shared
-//! counter before either commits; only the clock floor of
-//! [`super::fence::next_fence`] makes every fence roughly the master's time
-//! of grant.
+//! A permit's fence comes from the resource's one fence sequence (`max` in
+//! R's own fence hash), which plain, shared and multi-resource grants of R
+//! read and raise too: its acquire reads R's `max` in the same step as its
+//! `SET NX`, and its commit raises R's `max` where its key stands. So the
+//! plain lock's argument ([`super::fence`]) orders a permit's fence after
+//! every earlier grant it excludes: a plain, shared or multi-resource
+//! holder of R, a permit of another limit, and the earlier holder of the
+//! same permit. Permits of one semaphore held at once are not ordered among
+//! themselves (two concurrent grants can read the same `max` before either
+//! commits, and get equal fences); they do not exclude each other, so no
+//! fence-checking resource needs them ordered. (Before this, each permit
+//! counted in a hash of its own with the masters' clock as its only floor,
+//! and a permit granted right after a plain holder, whose one-round fence
+//! is a little ahead of the clock, got a lower fence than it.)
 //!
 //! # Waiting
 //!
@@ -127,7 +139,8 @@ impl Redlock {
                     (limit, self.settings.fence_ttl),
                 ),
                 resource: resource.to_owned(),
-                token: Token::generate_permit(index).map_err(LockError::from)?,
+                token: Token::generate_permit(index, limit).map_err(LockError::from)?,
+                epoch: None,
             });
             match self
                 .attempt_once(&subject, ttl, waiter_marker, holder, admitted, cleanup)
@@ -141,6 +154,7 @@ impl Redlock {
                         validity,
                         deadline,
                         members: Vec::new(),
+                        epoch: None,
                     })
                 }
                 Err(failure) => match failure.error {

@@ -1,7 +1,7 @@
 //! Keeping a lock alive for as long as a session lasts: extend it before it
 //! expires, and never claim it once an extension could not keep it valid.
 
-use super::{boottime, Lock, LockError, Redlock};
+use super::{boottime, Claim, Lock, LockError, Redlock};
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -102,7 +102,8 @@ impl Redlock {
             let started = Instant::now();
             // Boxed: a held session's future stays small between extensions.
             // The session knows its fence from the grant.
-            match Box::pin(self.extend_lease(&lock.resource, &lock.token, ttl)).await {
+            let claim = Claim::own(lock.epoch);
+            match Box::pin(self.extend_lease(&lock.resource, &lock.token, ttl, claim)).await {
                 Ok((_, extended)) => {
                     lock.validity = extended.validity;
                     lock.deadline = extended.deadline;
@@ -113,6 +114,9 @@ impl Redlock {
                     return HoldEnd::Lost(format!(
                         "the lock is no longer held on a majority of masters ({tally})"
                     ));
+                }
+                Err(error @ LockError::Superseded(_)) => {
+                    return HoldEnd::Lost(error.to_string());
                 }
                 Err(error) => {
                     // Try again soon, while there is validity left to save.

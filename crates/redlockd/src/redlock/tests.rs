@@ -519,7 +519,7 @@ async fn extend_without_any_fence_record_is_an_error() {
     }
     let (fence, extended) = c
         .engine
-        .extend_lease(RESOURCE, &lock.token, TTL)
+        .extend_lease(RESOURCE, &lock.token, TTL, super::Claim::Any)
         .await
         .expect("the lock itself is still held and extended");
     assert_eq!(fence, None);
@@ -823,18 +823,20 @@ impl Node for Far {
         token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
+        claim: super::Claim,
     ) -> futures::future::BoxFuture<'static, Result<ExtendVote, NodeError>> {
         let (keys, token) = (keys.clone(), token.clone());
-        self.late(move |n| n.extend(&keys, &token, ttl, fence_ttl))
+        self.late(move |n| n.extend(&keys, &token, ttl, fence_ttl, claim))
     }
     fn recreate(
         &self,
         keys: &LockKeys,
         token: &Token,
         ttl: Duration,
+        fence_ttl: Duration,
     ) -> futures::future::BoxFuture<'static, Result<bool, NodeError>> {
         let (keys, token) = (keys.clone(), token.clone());
-        self.late(move |n| n.recreate(&keys, &token, ttl))
+        self.late(move |n| n.recreate(&keys, &token, ttl, fence_ttl))
     }
     fn release(
         &self,
@@ -842,9 +844,10 @@ impl Node for Far {
         token: &Token,
         notice: &str,
         honour_minimum: bool,
+        epoch: Option<super::Epoch>,
     ) -> futures::future::BoxFuture<'static, Result<bool, NodeError>> {
         let (keys, token, notice) = (keys.clone(), token.clone(), notice.to_owned());
-        self.late(move |n| n.release(&keys, &token, &notice, honour_minimum))
+        self.late(move |n| n.release(&keys, &token, &notice, honour_minimum, epoch))
     }
     fn check(
         &self,

@@ -15,9 +15,13 @@ const TOKEN_BYTES: usize = 16;
 /// Release and Validate, which carry only the resource and the token, find
 /// the holder in the right structure on the masters (`super::rw`).
 ///
-/// A semaphore permit's token carries its permit's index after a dot
-/// (`<32 hex>.<index>`, see `super::semaphore`): the index is public, the
-/// 128 random bits stay the secret.
+/// A semaphore permit's token carries its semaphore's limit and its
+/// permit's index after dots (`<32 hex>.<limit>.<index>`, see
+/// `super::semaphore`): both are public, the 128 random bits stay the
+/// secret. The limit travels with the token so that a master that lost the
+/// permit's key (a restart) gets the semaphore's limit record back with
+/// the key when an Extend puts it back; without it, plain locks would be
+/// granted beside the permit there.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Token(pub(super) String);
 
@@ -52,18 +56,27 @@ impl Token {
         Ok(Token(text))
     }
 
-    /// A fresh token for permit `index` of a semaphore (see
-    /// `super::semaphore`): a generated token, a dot, the index in decimal.
-    pub fn generate_permit(index: u32) -> Result<Token, TokenError> {
+    /// A fresh token for permit `index` of a semaphore of `limit` (see
+    /// `super::semaphore`): a generated token, then the limit and the index
+    /// in decimal, each after a dot.
+    pub fn generate_permit(index: u32, limit: u32) -> Result<Token, TokenError> {
         let Token(random) = Token::generate()?;
-        Ok(Token(format!("{random}.{index}")))
+        Ok(Token(format!("{random}.{limit}.{index}")))
     }
 
     /// The permit index a semaphore permit's token carries; `None` for a
     /// plain lock's token.
     pub fn permit(&self) -> Option<u32> {
-        let (_, index) = self.0.split_once('.')?;
+        let (_, index) = self.0.rsplit_once('.')?;
         index.parse().ok()
+    }
+
+    /// The semaphore's limit a permit's token carries; `None` for any
+    /// other token.
+    pub fn limit(&self) -> Option<u32> {
+        let (_, rest) = self.0.split_once('.')?;
+        let (limit, _) = rest.split_once('.')?;
+        limit.parse().ok()
     }
 
     /// Accepts a token a client sent back, if it has the shape of one we issue.
@@ -76,7 +89,12 @@ impl Token {
         // differ by their separator or prefix, so no text is two of them.
         let unprefixed = text.strip_prefix(SHARED_PREFIX).unwrap_or(text);
         let plain_or_permit = match unprefixed.split_once('.') {
-            Some((random, index)) => is_permit_index(index) && is_random(random),
+            Some((random, rest)) => match rest.split_once('.') {
+                Some((limit, index)) => {
+                    is_permit_index(limit) && is_permit_index(index) && is_random(random)
+                }
+                None => false,
+            },
             None => is_random(unprefixed),
         };
         let well_formed = plain_or_permit || super::multi::well_formed(text);
@@ -280,20 +298,32 @@ mod tests {
         assert_eq!(&shared.expose()[1..], plain.expose());
     }
 
-    /// Permit tokens: a token, a dot and a decimal index; the index is read
-    /// back, and malformed suffixes are refused.
+    /// Permit tokens: a token, then the limit and the index after dots;
+    /// both are read back, and malformed suffixes are refused.
     #[test]
     fn permit_tokens() {
-        let t = Token::generate_permit(7).expect("OS RNG");
-        assert_eq!(t.permit(), Some(7));
+        let t = Token::generate_permit(7, 9).expect("OS RNG");
+        assert_eq!((t.permit(), t.limit()), (Some(7), Some(9)));
         assert_eq!(Token::parse(t.expose()), Ok(t.clone()));
-        assert_eq!(Token::generate().expect("OS RNG").permit(), None);
+        let plain = Token::generate().expect("OS RNG");
+        assert_eq!((plain.permit(), plain.limit()), (None, None));
         let hex = "0f".repeat(16);
         assert_eq!(
-            Token::parse(&format!("{hex}.0")).map(|t| t.permit()),
-            Ok(Some(0))
+            Token::parse(&format!("{hex}.2.0")).map(|t| (t.permit(), t.limit())),
+            Ok((Some(0), Some(2)))
         );
-        for bad in [".", ".01", ".x", ".123456", ".-1", ".1.2"] {
+        for bad in [
+            ".",
+            ".0",
+            ".2.01",
+            ".x.1",
+            ".2.x",
+            ".2.123456",
+            ".2.-1",
+            ".1.2.3",
+            ".2.",
+            "..1",
+        ] {
             assert_eq!(
                 Token::parse(&format!("{hex}{bad}")),
                 Err(TokenError::Malformed),

@@ -28,7 +28,7 @@ use super::attempt::{AttemptStats, Claimant, Failure};
 use super::retry;
 use super::turns::Turn;
 use super::waiters::Wake;
-use super::{Holder, Lock, LockError, Redlock, RequestId, Token};
+use super::{Claim, Epoch, Holder, Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use rand::Rng;
 use std::future::Future;
@@ -102,19 +102,16 @@ impl Redlock {
     /// ([`super::turns`]) and keeps it until its outcome is settled: its
     /// answer delivered, or its late grant released. A retry through the
     /// same replica therefore starts only after the previous call's
-    /// release, and finds the resource free. The residual window: a retry
-    /// through ANOTHER replica, sent right after an error that made this
-    /// replica release (DEADLINE_EXCEEDED, CANCELLED, a dropped
-    /// connection), can run while this replica's task still finishes its
-    /// attempt in flight and releases it: at most two rounds of
-    /// `node_timeout` for the attempt and one for the release, about
-    /// 3 × `node_timeout` after the caller's error. If its resuming Extend
-    /// lands between that grant and its release, the retry is answered the
-    /// lock that is then released under it: its holder's Extend or
-    /// Validate says not held, and a later holder gets a higher fence.
-    /// Clients therefore retry with the same request id through the same
-    /// channel, and after DEADLINE_EXCEEDED a fresh request id is as good
-    /// (the late grant was released).
+    /// release, and finds the resource free. Through ANOTHER replica the
+    /// calls can overlap (a retry sent right after an error that made this
+    /// replica release, or a `Hold` moved while its first stream lingers);
+    /// each acquisition then acts under an epoch of its own
+    /// ([`super::claim`]): a resuming Extend takes the lock over, and the
+    /// earlier acquisition's late release, clean-up or commit finds another
+    /// epoch recorded and leaves the lock alone, so the retry is never
+    /// answered a lock that is then released under it. (Before epochs,
+    /// that window was about 3 × `node_timeout` after the caller's error
+    /// by design, and longer under load.)
     ///
     /// Why one token for all attempts stays sound, where the engine
     /// otherwise draws a token per attempt (see [`Redlock::attempt`]): a
@@ -155,6 +152,13 @@ impl Redlock {
             true => Token::derive(id, &resource).into_shared(),
             false => Token::derive(id, &resource),
         });
+        // Each acquisition of a request id is an epoch of its lock (see
+        // `super::claim`): it can take the lock over from an earlier one,
+        // and an earlier one can no longer delete it.
+        let holder = Holder {
+            epoch: fixed.as_ref().map(|_| Epoch::generate()),
+            ..holder
+        };
         let engine = Arc::clone(self);
         let holder = Arc::new(holder);
         let (mut answer, answered) = tokio::sync::oneshot::channel();
@@ -196,7 +200,7 @@ impl Redlock {
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = engine.release_now(&orphan.resource, &orphan.token).await;
+                let _ = engine.release_held_now(&orphan).await;
                 drop(turn);
             });
         }
@@ -219,14 +223,15 @@ impl Redlock {
         // for as long as its caller waits, and inline it would be as large
         // as its largest branch, while a burst of callers waits for
         // admission (issue 15).
-        let wait = match fixed {
-            Some(token) => {
-                match Box::pin(self.resume(resource, token, ttl, wait, &mut stop)).await? {
+        let wait = match (fixed, holder.epoch) {
+            (Some(token), Some(epoch)) => {
+                let resumed = self.resume(resource, token, epoch, ttl, wait, &mut stop);
+                match Box::pin(resumed).await? {
                     Resumed::Held(lock) => return Ok(lock),
                     Resumed::NotHeld { wait_left } => wait_left,
                 }
             }
-            None => wait,
+            _ => wait,
         };
         let who = Claimant {
             holder,
@@ -269,13 +274,15 @@ impl Redlock {
         &self,
         resource: &str,
         token: &Token,
+        epoch: Epoch,
         ttl: Duration,
         wait: Duration,
         stop: &mut std::pin::Pin<&mut S>,
     ) -> Result<Resumed, LockError> {
         let give_up_at = Instant::now() + wait;
         loop {
-            match self.extend(resource, token, ttl).await {
+            let take = Claim::Take(epoch);
+            match self.extend_claiming(resource, token, ttl, take).await {
                 Ok(lock) => return Ok(Resumed::Held(lock)),
                 Err(LockError::NotHeld(_)) => {
                     let wait_left = give_up_at.saturating_duration_since(Instant::now());
@@ -331,6 +338,10 @@ impl Redlock {
                         return Ok(granted);
                     }
                     Err(failure) => {
+                        place.attempted(match failure.error {
+                            LockError::NoQuorum(votes) => Some(votes),
+                            _ => None,
+                        });
                         let now = Instant::now();
                         if now >= give_up_at || matches!(failure.error, LockError::LimitConflict) {
                             return Err(failure.error);
@@ -357,7 +368,17 @@ impl Redlock {
                     try_at = Some(backing_off_until.map_or(woken_at, |until| until.max(woken_at)));
                 }
                 () = tokio::time::sleep_until(give_up_at) => {
-                    return Err(last_error.unwrap_or(LockError::StillHeld));
+                    // Never attempted (others were ahead): the front's
+                    // latest outage, or too many masters silent now, if
+                    // that is what stood in the way; else the resource
+                    // stayed held.
+                    let outage = || {
+                        place
+                            .outage()
+                            .or_else(|| self.silent_majority())
+                            .map(LockError::NoQuorum)
+                    };
+                    return Err(last_error.or_else(outage).unwrap_or(LockError::StillHeld));
                 }
                 () = &mut stop => return Err(LockError::Cancelled),
             }

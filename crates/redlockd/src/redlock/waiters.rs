@@ -7,6 +7,7 @@
 //! one); when it leaves the queue, the next waiter becomes the front and is
 //! told when the lock it waits behind can expire at the latest.
 
+use super::Tally;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
@@ -54,9 +55,20 @@ struct Slot {
 
 #[derive(Default)]
 struct Queues {
-    by_resource: HashMap<String, VecDeque<Slot>>,
+    by_resource: HashMap<String, Queue>,
     total: usize,
     next_id: u64,
+}
+
+/// One resource's waiters, and what its front waiter's latest attempt ran
+/// into when that was an outage.
+#[derive(Default)]
+struct Queue {
+    slots: VecDeque<Slot>,
+    /// The latest failed attempt's counts, when too few masters answered
+    /// (none after a refusal): a waiter that gives up without having
+    /// attempted itself tells its caller this, not "held".
+    outage: Option<Tally>,
 }
 
 /// All local waiters of one engine, by resource.
@@ -91,7 +103,10 @@ impl Waiters {
     pub(crate) fn join(self: &Arc<Self>, resource: &str) -> Result<Place, WaitLimit> {
         let (wake, woken) = mpsc::unbounded_channel();
         let mut queues = self.lock();
-        let queued_here = queues.by_resource.get(resource).map_or(0, VecDeque::len);
+        let queued_here = queues
+            .by_resource
+            .get(resource)
+            .map_or(0, |queue| queue.slots.len());
         if queued_here >= self.max_per_resource {
             return Err(WaitLimit::PerResource(self.max_per_resource));
         }
@@ -101,8 +116,8 @@ impl Waiters {
         let id = queues.next_id;
         queues.next_id += 1;
         let queue = queues.by_resource.entry(resource.to_owned()).or_default();
-        queue.push_back(Slot { id, wake });
-        let front = queue.len() == 1;
+        queue.slots.push_back(Slot { id, wake });
+        let front = queue.slots.len() == 1;
         queues.total += 1;
         Ok(Place {
             waiters: Arc::clone(self),
@@ -118,7 +133,11 @@ impl Waiters {
     /// release's notice id is `notice`).
     pub(crate) fn released(&self, resource: &str, at_once: bool, notice: u64) {
         let queues = self.lock();
-        if let Some(front) = queues.by_resource.get(resource).and_then(VecDeque::front) {
+        if let Some(front) = queues
+            .by_resource
+            .get(resource)
+            .and_then(|queue| queue.slots.front())
+        {
             let _ = front.wake.send(Wake::Released { at_once, notice });
         }
     }
@@ -128,18 +147,18 @@ impl Waiters {
         let Some(queue) = queues.by_resource.get_mut(resource) else {
             return;
         };
-        let Some(position) = queue.iter().position(|slot| slot.id == id) else {
+        let Some(position) = queue.slots.iter().position(|slot| slot.id == id) else {
             return;
         };
-        queue.remove(position);
+        queue.slots.remove(position);
         if position == 0 {
-            if let Some(next) = queue.front() {
+            if let Some(next) = queue.slots.front() {
                 let _ = next.wake.send(Wake::Front {
                     holder_expires: granted_until,
                 });
             }
         }
-        if queue.is_empty() {
+        if queue.slots.is_empty() {
             queues.by_resource.remove(resource);
         }
         queues.total -= 1;
@@ -183,6 +202,24 @@ impl Place {
             // The sender lives in the queue until this place leaves it.
             None => std::future::pending().await,
         }
+    }
+
+    /// Records what this (front) waiter's failed attempt ran into: the
+    /// counts of an outage, or `None` for a refusal.
+    pub(crate) fn attempted(&self, outage: Option<Tally>) {
+        if let Some(queue) = self.waiters.lock().by_resource.get_mut(&self.resource) {
+            queue.outage = outage;
+        }
+    }
+
+    /// The latest outage of this resource's front waiter's attempts, if
+    /// its latest attempt failed for want of masters.
+    pub(crate) fn outage(&self) -> Option<Tally> {
+        self.waiters
+            .lock()
+            .by_resource
+            .get(&self.resource)
+            .and_then(|queue| queue.outage)
     }
 
     /// Leaves the queue with the lock, held until `expires` at the latest:

@@ -76,37 +76,64 @@ fn own_quotas(
 }
 
 /// This replica's Hold sessions by their lock's token, so that
-/// `LockAdmin.ForceRelease` can end the one holding a lock at once.
+/// `LockAdmin.ForceRelease` can end the ones holding a lock at once.
+///
+/// Several sessions can hold one token: a `Hold` retried with its
+/// request id on a new connection resumes the lock while the first
+/// session's stream lingers (`crate::redlock::claim`). Each entry is
+/// therefore the session's own, and a session that ends removes only its
+/// own entry, never its successor's.
 #[derive(Clone, Default)]
 pub struct SessionRegistry {
-    by_token: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+    inner: Arc<Mutex<Entries>>,
+}
+
+/// The registry's entries, and the next session's id.
+#[derive(Default)]
+struct Entries {
+    by_token: HashMap<String, Vec<(u64, Arc<Notify>)>>,
+    next: u64,
 }
 
 impl SessionRegistry {
-    /// Ends the session holding `token`, if it runs here: it tells its
-    /// client `lost` ("released by an operator"). Returns whether one did.
+    /// Ends every session holding `token` here: each tells its client
+    /// `lost` ("released by an operator"). Returns whether one did.
     pub(crate) fn end(&self, token: &Token) -> bool {
-        let by_token = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
-        match by_token.get(token.expose()) {
-            Some(ending) => {
-                ending.notify_one();
+        let entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match entries.by_token.get(token.expose()) {
+            Some(sessions) if !sessions.is_empty() => {
+                for (_, ending) in sessions {
+                    ending.notify_one();
+                }
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
     fn register(&self, token: &Token) -> Registered {
         let ending = Arc::new(Notify::new());
-        self.by_token
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(token.expose().to_owned(), Arc::clone(&ending));
+        let mut entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let id = entries.next;
+        entries.next += 1;
+        entries
+            .by_token
+            .entry(token.expose().to_owned())
+            .or_default()
+            .push((id, Arc::clone(&ending)));
         Registered {
             registry: self.clone(),
             token: token.expose().to_owned(),
+            id,
             ending,
         }
+    }
+
+    /// Sessions registered for `token` now.
+    #[cfg(test)]
+    fn count(&self, token: &Token) -> usize {
+        let entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        entries.by_token.get(token.expose()).map_or(0, Vec::len)
     }
 }
 
@@ -114,16 +141,23 @@ impl SessionRegistry {
 struct Registered {
     registry: SessionRegistry,
     token: String,
+    id: u64,
     ending: Arc<Notify>,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.registry
-            .by_token
+        let mut entries = self
+            .registry
+            .inner
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.token);
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(sessions) = entries.by_token.get_mut(&self.token) {
+            sessions.retain(|(id, _)| *id != self.id);
+            if sessions.is_empty() {
+                entries.by_token.remove(&self.token);
+            }
+        }
     }
 }
 
@@ -409,7 +443,7 @@ impl Session {
             .await
             .is_err()
         {
-            let _ = Box::pin(self.engine.release_now(&lock.resource, &lock.token)).await;
+            let _ = Box::pin(self.engine.release_held_now(&lock)).await;
             return;
         }
         let mut client_end = None;
@@ -494,7 +528,7 @@ impl Session {
                 // key on a minority.
                 let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
                 Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
-                let _ = Box::pin(self.engine.release_now(&lock.resource, &lock.token)).await;
+                let _ = Box::pin(self.engine.release_held_now(&lock)).await;
             }
         }
     }
@@ -539,7 +573,7 @@ impl Session {
 
     /// Releases at once, then tells the client if its stream still exists.
     async fn release(&self, lock: &Lock, client_end: Option<ClientEnd>) {
-        let was_held = self.engine.release(&lock.resource, &lock.token).await;
+        let was_held = self.engine.release_held(lock).await;
         tracing::debug!(rpc = "Hold", resource = %lock.resource, ?was_held, "session released");
         match client_end {
             Some(ClientEnd::Invalid(why)) => {
@@ -594,8 +628,27 @@ async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
 
 #[cfg(test)]
 mod tests {
-    use super::Session;
+    use super::{Session, SessionRegistry};
+    use crate::redlock::Token;
     use std::future::Future;
+
+    /// Two sessions of one token (a Hold retried with its request id while
+    /// the first stream lingers): the first one's end removes only its own
+    /// entry, so ForceRelease still reaches the second.
+    #[test]
+    fn a_sessions_end_keeps_its_successors_entry() {
+        let registry = SessionRegistry::default();
+        let token = Token::generate().expect("OS RNG");
+        let first = registry.register(&token);
+        let second = registry.register(&token);
+        assert_eq!(registry.count(&token), 2);
+        drop(first);
+        assert_eq!(registry.count(&token), 1);
+        assert!(registry.end(&token), "the successor is still reachable");
+        drop(second);
+        assert_eq!(registry.count(&token), 0);
+        assert!(!registry.end(&token));
+    }
 
     /// The size of the future `call` returns, without calling it.
     fn future_size<A, F: Future>(_call: impl FnOnce(A) -> F) -> usize {

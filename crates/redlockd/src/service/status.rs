@@ -22,9 +22,10 @@ pub(crate) fn code(error: &LockError) -> Code {
         LockError::Limit(_) | LockError::Overloaded { .. } | LockError::Backlogged(_) => {
             Code::ResourceExhausted
         }
-        LockError::NotHeld(_) | LockError::FenceUnknown | LockError::LimitConflict => {
-            Code::FailedPrecondition
-        }
+        LockError::NotHeld(_)
+        | LockError::Superseded(_)
+        | LockError::FenceUnknown
+        | LockError::LimitConflict => Code::FailedPrecondition,
         LockError::NoQuorum(_) | LockError::Expired(_) => Code::Unavailable,
         LockError::DeadlineExceeded => Code::DeadlineExceeded,
         LockError::Cancelled => Code::Cancelled,

@@ -346,3 +346,51 @@ fn shipped_example_parses_and_documents_the_defaults() {
         assert!(documented, "{key} is missing from config/redlockd.toml");
     }
 }
+
+/// `[testing] counterfactuals` parse from the environment's comma-separated
+/// string and from a TOML list; an unknown name is an error, never ignored;
+/// none is on by default, and any that is on is warned about at start-up.
+#[test]
+fn counterfactual_names() {
+    let nodes = FIVE.join(",");
+    let loaded = Config::load_with_env(
+        None,
+        env(&[
+            ("REDLOCKD__REDLOCK__NODES", &nodes),
+            (
+                "REDLOCKD__TESTING__COUNTERFACTUALS",
+                "recreate-without-limit, per-kind-fences",
+            ),
+        ]),
+    )
+    .expect("loads");
+    let cf = loaded.testing.counterfactuals;
+    assert!(cf.recreate_without_limit && cf.per_kind_fences);
+    assert!(loaded
+        .warnings()
+        .iter()
+        .any(|w| w.contains("per-kind-fences")));
+    let file = TempToml::new("[testing]\ncounterfactuals = [\"per-kind-fences\"]\n");
+    let loaded = Config::load_with_env(
+        Some(file.path()),
+        env(&[("REDLOCKD__REDLOCK__NODES", &nodes)]),
+    )
+    .expect("loads");
+    assert_eq!(
+        loaded.testing.counterfactuals.names(),
+        vec!["per-kind-fences"]
+    );
+    assert!(!Config::default().testing.counterfactuals.any());
+    assert!(valid()
+        .warnings()
+        .iter()
+        .all(|w| !w.contains("counterfactual")));
+    let error = load_err(
+        None,
+        &[
+            ("REDLOCKD__REDLOCK__NODES", &nodes),
+            ("REDLOCKD__TESTING__COUNTERFACTUALS", "no-quorum"),
+        ],
+    );
+    assert!(error.contains("no-quorum"), "{error}");
+}
