@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+)
+
+// The history file's records (tools/chaos/HISTORY.md), checked and typed.
+// Parsing is strict about what the check relies on (required fields, the
+// enumerated values, times that run forward) and ignores fields it does not
+// use, so the writer can add some without breaking the reader.
+
+// kind is an acquire's kind.
+type kind uint8
+
+const (
+	kindPlain kind = iota
+	kindShared
+	kindPermit
+	kindMulti
+)
+
+func (k kind) String() string {
+	return [...]string{"plain", "shared", "permit", "multi"}[k]
+}
+
+// acquireOutcome is how an acquire ended.
+type acquireOutcome uint8
+
+const (
+	acquireGranted acquireOutcome = iota
+	acquireFailed
+	acquireUnknown
+)
+
+// extendOutcome is how an extend ended.
+type extendOutcome uint8
+
+const (
+	extendOK extendOutcome = iota
+	extendLost
+	extendFailed
+	extendUnknown
+)
+
+// acquireRecord is one `acquire` line.
+type acquireRecord struct {
+	line      int
+	id        string
+	client    string
+	kind      kind
+	resources []string // one for every kind but multi, in the order asked
+	limit     uint32   // permit only
+	requestID string   // "" when absent
+	invokeUS  int64
+	outcome   acquireOutcome
+	// The rest is set only when granted.
+	completeUS int64
+	token      string
+	permit     uint32   // permit only
+	fences     []uint64 // one per resource
+	validityUS int64
+}
+
+// extendRecord is one `extend` line.
+type extendRecord struct {
+	line       int
+	id         string
+	grant      string
+	invokeUS   int64
+	completeUS int64 // set when the outcome is ok
+	outcome    extendOutcome
+	validityUS int64 // set when the outcome is ok
+}
+
+// releaseRecord is one `release` line. Only its send matters to the check:
+// the holder gave the lock up then, whatever the answer.
+type releaseRecord struct {
+	line     int
+	id       string
+	grant    string
+	invokeUS int64
+}
+
+// history is a parsed history file.
+type history struct {
+	acquires []*acquireRecord
+	extends  []*extendRecord
+	releases []*releaseRecord
+}
+
+// rawRecord is a line as written; pointers tell absent from zero.
+type rawRecord struct {
+	Type       *string         `json:"type"`
+	ID         json.RawMessage `json:"id"`
+	Client     json.RawMessage `json:"client"`
+	Kind       *string         `json:"kind"`
+	Resource   *string         `json:"resource"`
+	Resources  []string        `json:"resources"`
+	Limit      *uint32         `json:"limit"`
+	RequestID  *string         `json:"request_id"`
+	InvokeUS   *int64          `json:"invoke_us"`
+	CompleteUS *int64          `json:"complete_us"`
+	Outcome    *string         `json:"outcome"`
+	Token      json.RawMessage `json:"token"`
+	Permit     *uint32         `json:"permit"`
+	Fence      *uint64         `json:"fence"`
+	Fences     []uint64        `json:"fences"`
+	ValidityUS *int64          `json:"validity_us"`
+	Grant      json.RawMessage `json:"grant"`
+}
+
+// inputError is a malformed history: the check cannot run on it.
+type inputError struct {
+	msg string
+}
+
+func (e *inputError) Error() string { return e.msg }
+
+func malformed(format string, args ...any) error {
+	return &inputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// readHistoryFile parses the history file at path.
+func readHistoryFile(path string) (*history, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &inputError{msg: err.Error()}
+	}
+	defer f.Close()
+	h, err := parseHistory(f)
+	var ie *inputError
+	if errors.As(err, &ie) {
+		ie.msg = path + ":" + ie.msg
+	}
+	return h, err
+}
+
+// parseHistory reads JSON lines; blank lines are skipped. Errors name the
+// line ("LINE: what").
+func parseHistory(r io.Reader) (*history, error) {
+	h := &history{}
+	ids := make(map[string]int) // id -> line
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	line := 0
+	records := 0
+	for scanner.Scan() {
+		line++
+		text := bytes.TrimSpace(scanner.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		records++
+		var raw rawRecord
+		if err := json.Unmarshal(text, &raw); err != nil {
+			return nil, malformed("%d: not a JSON object of the history format: %v", line, err)
+		}
+		id, err := scalar(raw.ID, "id")
+		if err != nil {
+			return nil, malformed("%d: %v", line, err)
+		}
+		if first, dup := ids[id]; dup {
+			return nil, malformed("%d: id %q already used on line %d", line, id, first)
+		}
+		ids[id] = line
+		if raw.Type == nil {
+			return nil, malformed("%d: no \"type\"", line)
+		}
+		switch *raw.Type {
+		case "acquire":
+			a, err := acquireFrom(&raw, line, id)
+			if err != nil {
+				return nil, err
+			}
+			h.acquires = append(h.acquires, a)
+		case "extend":
+			e, err := extendFrom(&raw, line, id)
+			if err != nil {
+				return nil, err
+			}
+			h.extends = append(h.extends, e)
+		case "release":
+			r, err := releaseFrom(&raw, line, id)
+			if err != nil {
+				return nil, err
+			}
+			h.releases = append(h.releases, r)
+		default:
+			return nil, malformed("%d: unknown type %q (acquire, extend or release)", line, *raw.Type)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, malformed("after line %d: %v", line, err)
+	}
+	if records == 0 {
+		return nil, malformed(" no records: an empty history proves nothing")
+	}
+	if err := h.linkGrants(ids); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// scalar reads an id-like field written as a JSON string or integer (the
+// format does not fix which), as text.
+func scalar(raw json.RawMessage, field string) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", fmt.Errorf("no %q", field)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return "", fmt.Errorf("empty %q", field)
+		}
+		return s, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+			return n.String(), nil
+		}
+		if _, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
+			return n.String(), nil
+		}
+	}
+	return "", fmt.Errorf("%q is neither a string nor an integer: %s", field, raw)
+}
+
+func acquireFrom(raw *rawRecord, line int, id string) (*acquireRecord, error) {
+	bad := func(format string, args ...any) error {
+		return malformed("%d: acquire %s: %s", line, id, fmt.Sprintf(format, args...))
+	}
+	a := &acquireRecord{line: line, id: id}
+	if client, err := scalar(raw.Client, "client"); err == nil {
+		a.client = client
+	}
+	if raw.Kind == nil {
+		return nil, bad("no \"kind\"")
+	}
+	switch *raw.Kind {
+	case "plain":
+		a.kind = kindPlain
+	case "shared":
+		a.kind = kindShared
+	case "permit":
+		a.kind = kindPermit
+	case "multi":
+		a.kind = kindMulti
+	default:
+		return nil, bad("unknown kind %q (plain, shared, permit or multi)", *raw.Kind)
+	}
+	if raw.Resource == nil || *raw.Resource == "" {
+		return nil, bad("no \"resource\"")
+	}
+	if a.kind == kindMulti {
+		if len(raw.Resources) == 0 {
+			return nil, bad("a multi acquire needs \"resources\"")
+		}
+		if raw.Resources[0] != *raw.Resource {
+			return nil, bad("\"resource\" %q is not the first of \"resources\" (%q)", *raw.Resource, raw.Resources[0])
+		}
+		seen := make(map[string]bool, len(raw.Resources))
+		for _, r := range raw.Resources {
+			if r == "" {
+				return nil, bad("an empty resource in \"resources\"")
+			}
+			if seen[r] {
+				return nil, bad("resource %q twice in \"resources\"", r)
+			}
+			seen[r] = true
+		}
+		a.resources = raw.Resources
+	} else {
+		a.resources = []string{*raw.Resource}
+	}
+	if a.kind == kindPermit {
+		if raw.Limit == nil || *raw.Limit < 2 {
+			return nil, bad("a permit acquire needs \"limit\" of 2 or more")
+		}
+		a.limit = *raw.Limit
+	}
+	if raw.RequestID != nil {
+		a.requestID = *raw.RequestID
+	}
+	if raw.InvokeUS == nil {
+		return nil, bad("no \"invoke_us\"")
+	}
+	a.invokeUS = *raw.InvokeUS
+	if raw.CompleteUS != nil && *raw.CompleteUS < a.invokeUS {
+		return nil, bad("complete_us %d before invoke_us %d", *raw.CompleteUS, a.invokeUS)
+	}
+	if raw.Outcome == nil {
+		return nil, bad("no \"outcome\"")
+	}
+	switch *raw.Outcome {
+	case "failed":
+		a.outcome = acquireFailed
+		return a, nil
+	case "unknown":
+		a.outcome = acquireUnknown
+		return a, nil
+	case "granted":
+		a.outcome = acquireGranted
+	default:
+		return nil, bad("unknown outcome %q (granted, failed or unknown)", *raw.Outcome)
+	}
+	if raw.CompleteUS == nil {
+		return nil, bad("granted without \"complete_us\"")
+	}
+	a.completeUS = *raw.CompleteUS
+	token, err := scalar(raw.Token, "token")
+	if err != nil {
+		return nil, bad("granted: %v", err)
+	}
+	a.token = token
+	if raw.ValidityUS == nil {
+		return nil, bad("granted without \"validity_us\"")
+	}
+	a.validityUS = *raw.ValidityUS
+	if raw.Fence == nil {
+		return nil, bad("granted without \"fence\"")
+	}
+	if a.kind == kindMulti {
+		if len(raw.Fences) != len(a.resources) {
+			return nil, bad("%d fences for %d resources", len(raw.Fences), len(a.resources))
+		}
+		if raw.Fences[0] != *raw.Fence {
+			return nil, bad("\"fence\" %d is not the first of \"fences\" (%d)", *raw.Fence, raw.Fences[0])
+		}
+		a.fences = raw.Fences
+	} else {
+		a.fences = []uint64{*raw.Fence}
+	}
+	if a.kind == kindPermit {
+		if raw.Permit == nil {
+			return nil, bad("a granted permit without \"permit\"")
+		}
+		a.permit = *raw.Permit
+	}
+	return a, nil
+}
+
+func extendFrom(raw *rawRecord, line int, id string) (*extendRecord, error) {
+	bad := func(format string, args ...any) error {
+		return malformed("%d: extend %s: %s", line, id, fmt.Sprintf(format, args...))
+	}
+	grant, err := scalar(raw.Grant, "grant")
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	e := &extendRecord{line: line, id: id, grant: grant}
+	if raw.InvokeUS == nil {
+		return nil, bad("no \"invoke_us\"")
+	}
+	e.invokeUS = *raw.InvokeUS
+	if raw.CompleteUS != nil && *raw.CompleteUS < e.invokeUS {
+		return nil, bad("complete_us %d before invoke_us %d", *raw.CompleteUS, e.invokeUS)
+	}
+	if raw.Outcome == nil {
+		return nil, bad("no \"outcome\"")
+	}
+	switch *raw.Outcome {
+	case "ok":
+		e.outcome = extendOK
+	case "lost":
+		e.outcome = extendLost
+	case "failed":
+		e.outcome = extendFailed
+	case "unknown":
+		e.outcome = extendUnknown
+	default:
+		return nil, bad("unknown outcome %q (ok, lost, failed or unknown)", *raw.Outcome)
+	}
+	if e.outcome == extendOK {
+		if raw.CompleteUS == nil {
+			return nil, bad("ok without \"complete_us\"")
+		}
+		if raw.ValidityUS == nil {
+			return nil, bad("ok without \"validity_us\"")
+		}
+		e.completeUS = *raw.CompleteUS
+		e.validityUS = *raw.ValidityUS
+	}
+	return e, nil
+}
+
+func releaseFrom(raw *rawRecord, line int, id string) (*releaseRecord, error) {
+	bad := func(format string, args ...any) error {
+		return malformed("%d: release %s: %s", line, id, fmt.Sprintf(format, args...))
+	}
+	grant, err := scalar(raw.Grant, "grant")
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	r := &releaseRecord{line: line, id: id, grant: grant}
+	if raw.InvokeUS == nil {
+		return nil, bad("no \"invoke_us\"")
+	}
+	r.invokeUS = *raw.InvokeUS
+	if raw.CompleteUS != nil && *raw.CompleteUS < r.invokeUS {
+		return nil, bad("complete_us %d before invoke_us %d", *raw.CompleteUS, r.invokeUS)
+	}
+	if raw.Outcome == nil {
+		return nil, bad("no \"outcome\"")
+	}
+	switch *raw.Outcome {
+	case "ok", "failed", "unknown":
+	default:
+		return nil, bad("unknown outcome %q (ok, failed or unknown)", *raw.Outcome)
+	}
+	return r, nil
+}
+
+// linkGrants checks that every extend and release names an acquire line.
+func (h *history) linkGrants(ids map[string]int) error {
+	acquires := make(map[string]bool, len(h.acquires))
+	for _, a := range h.acquires {
+		acquires[a.id] = true
+	}
+	check := func(line int, what, id, grant string) error {
+		if acquires[grant] {
+			return nil
+		}
+		if other, ok := ids[grant]; ok {
+			return malformed("%d: %s %s: grant %q is line %d, not an acquire", line, what, id, grant, other)
+		}
+		return malformed("%d: %s %s: grant %q is no acquire of the history", line, what, id, grant)
+	}
+	for _, e := range h.extends {
+		if err := check(e.line, "extend", e.id, e.grant); err != nil {
+			return err
+		}
+	}
+	for _, r := range h.releases {
+		if err := check(r.line, "release", r.id, r.grant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
