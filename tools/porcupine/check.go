@@ -107,10 +107,12 @@ func explain(w io.Writer, ro *resourceOps, timeout time.Duration) []porcupine.An
 	if result == porcupine.Unknown {
 		fmt.Fprintf(w, "  (explaining timed out after %s; the partial linearization below may not be the longest)\n", timeout)
 	}
+	// The longest; among as long ones (Porcupine keeps them in a map) the
+	// first in order, so that the explanation does not change between runs.
 	var longest []int
 	for _, partition := range info.PartialLinearizations() {
 		for _, l := range partition {
-			if len(l) > len(longest) {
+			if len(l) > len(longest) || (len(l) == len(longest) && slices.Compare(l, longest) < 0) {
 				longest = l
 			}
 		}
@@ -144,6 +146,15 @@ func explain(w io.Writer, ro *resourceOps, timeout time.Duration) []porcupine.An
 		fmt.Fprintf(w, " (the last: %s)", prefix[len(prefix)-1].describe())
 	}
 	fmt.Fprintf(w, ", no grant that could come next fits:\n")
+	refusals := make([]*refusal, len(candidates))
+	onlyOrder := len(candidates) > 0
+	for i, g := range candidates {
+		_, refusals[i] = state.admit(g)
+		onlyOrder = onlyOrder && refusals[i] != nil && refusals[i].kind == refusedOrder
+	}
+	if onlyOrder {
+		fmt.Fprintf(w, "  FENCE ORDER: each of them waits for a conflicting grant with a lower fence that cannot come first: no order of the calls gives conflicting grants increasing fences\n")
+	}
 	const shown = 6
 	var notes []porcupine.Annotation
 	for n, g := range candidates {
@@ -152,7 +163,7 @@ func explain(w io.Writer, ro *resourceOps, timeout time.Duration) []porcupine.An
 			break
 		}
 		fmt.Fprintf(w, "  - %s\n    sent %s, answered %s\n", g.describe(), formatUS(g.call), formatUS(g.ret))
-		_, refused := state.admit(g)
+		refused := refusals[n]
 		if refused == nil {
 			fmt.Fprintf(w, "    fits here, but every way on from it was tried and fails\n")
 			continue
@@ -200,7 +211,7 @@ func refusalText(r *refusal, g *grantOp, ro *resourceOps, prefix []*grantOp, pla
 				break
 			}
 		}
-		return "must come after the conflicting grants with lower fences, still unordered:\n" + strings.Join(lines, "\n")
+		return "waits for conflicting grants with lower fences, not ordered yet:\n" + strings.Join(lines, "\n")
 	case refusedOverlap:
 		return fmt.Sprintf("OVERLAP during [%s, %s) with the conflicting holder\n  %s",
 			formatUS(r.during.start), formatUS(r.during.end), r.others[0].describe())
