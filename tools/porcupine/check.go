@@ -152,6 +152,27 @@ func explain(w io.Writer, ro *resourceOps, timeout time.Duration) []porcupine.An
 		_, refusals[i] = state.admit(g)
 		onlyOrder = onlyOrder && refusals[i] != nil && refusals[i].kind == refusedOrder
 	}
+	// The decisive refusals first (a fence, an overlap, the limit), then the
+	// grants that only wait for lower fences.
+	rank := func(r *refusal) int {
+		switch {
+		case r == nil:
+			return 4
+		case r.kind == refusedOrder:
+			return 5
+		}
+		return int(r.kind)
+	}
+	order := make([]int, len(candidates))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rank(refusals[order[a]]) < rank(refusals[order[b]]) })
+	sortedCandidates, sortedRefusals := make([]*grantOp, len(order)), make([]*refusal, len(order))
+	for i, j := range order {
+		sortedCandidates[i], sortedRefusals[i] = candidates[j], refusals[j]
+	}
+	candidates, refusals = sortedCandidates, sortedRefusals
 	if onlyOrder {
 		fmt.Fprintf(w, "  FENCE ORDER: each of them waits for a conflicting grant with a lower fence that cannot come first: no order of the calls gives conflicting grants increasing fences\n")
 	}

@@ -1,14 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 )
 
 // The history file's records (tools/chaos/HISTORY.md), checked and typed.
@@ -97,23 +98,23 @@ type history struct {
 
 // rawRecord is a line as written; pointers tell absent from zero.
 type rawRecord struct {
-	Type       *string         `json:"type"`
-	ID         json.RawMessage `json:"id"`
-	Client     json.RawMessage `json:"client"`
-	Kind       *string         `json:"kind"`
-	Resource   *string         `json:"resource"`
-	Resources  []string        `json:"resources"`
-	Limit      *uint32         `json:"limit"`
-	RequestID  *string         `json:"request_id"`
-	InvokeUS   *int64          `json:"invoke_us"`
-	CompleteUS *int64          `json:"complete_us"`
-	Outcome    *string         `json:"outcome"`
-	Token      json.RawMessage `json:"token"`
-	Permit     *uint32         `json:"permit"`
-	Fence      *uint64         `json:"fence"`
-	Fences     []uint64        `json:"fences"`
-	ValidityUS *int64          `json:"validity_us"`
-	Grant      json.RawMessage `json:"grant"`
+	Type       *string     `json:"type"`
+	ID         *scalarText `json:"id"`
+	Client     *scalarText `json:"client"`
+	Kind       *string     `json:"kind"`
+	Resource   *string     `json:"resource"`
+	Resources  []string    `json:"resources"`
+	Limit      *uint32     `json:"limit"`
+	RequestID  *string     `json:"request_id"`
+	InvokeUS   *int64      `json:"invoke_us"`
+	CompleteUS *int64      `json:"complete_us"`
+	Outcome    *string     `json:"outcome"`
+	Token      *scalarText `json:"token"`
+	Permit     *uint32     `json:"permit"`
+	Fence      *uint64     `json:"fence"`
+	Fences     []uint64    `json:"fences"`
+	ValidityUS *int64      `json:"validity_us"`
+	Grant      *scalarText `json:"grant"`
 }
 
 // inputError is a malformed history: the check cannot run on it.
@@ -143,63 +144,51 @@ func readHistoryFile(path string) (*history, error) {
 }
 
 // parseHistory reads JSON lines; blank lines are skipped. Errors name the
-// line ("LINE: what").
+// line ("LINE: what"), the first bad one in the file. Lines are decoded on
+// every processor: they are independent until ids are matched.
 func parseHistory(r io.Reader) (*history, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, malformed(" %v", err)
+	}
+	lines := bytes.Split(data, []byte{'\n'})
+	parsed := make([]parsedLine, len(lines))
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (len(lines) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(lines); lo += chunk {
+		hi := min(lo+chunk, len(lines))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				parsed[i] = parseLine(bytes.TrimSpace(lines[i]), i+1)
+			}
+		})
+	}
+	wg.Wait()
+
 	h := &history{}
-	ids := make(map[string]int) // id -> line
-	scanner := bufio.NewScanner(r)
-	scanner.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	line := 0
-	records := 0
-	for scanner.Scan() {
-		line++
-		text := bytes.TrimSpace(scanner.Bytes())
-		if len(text) == 0 {
+	ids := make(map[string]int, len(lines)) // id -> line
+	for i, p := range parsed {
+		switch {
+		case p.err != nil:
+			return nil, p.err
+		case p.id == "": // a blank line
 			continue
 		}
-		records++
-		var raw rawRecord
-		if err := json.Unmarshal(text, &raw); err != nil {
-			return nil, malformed("%d: not a JSON object of the history format: %v", line, err)
+		if first, dup := ids[p.id]; dup {
+			return nil, malformed("%d: id %q already used on line %d", i+1, p.id, first)
 		}
-		id, err := scalar(raw.ID, "id")
-		if err != nil {
-			return nil, malformed("%d: %v", line, err)
-		}
-		if first, dup := ids[id]; dup {
-			return nil, malformed("%d: id %q already used on line %d", line, id, first)
-		}
-		ids[id] = line
-		if raw.Type == nil {
-			return nil, malformed("%d: no \"type\"", line)
-		}
-		switch *raw.Type {
-		case "acquire":
-			a, err := acquireFrom(&raw, line, id)
-			if err != nil {
-				return nil, err
-			}
-			h.acquires = append(h.acquires, a)
-		case "extend":
-			e, err := extendFrom(&raw, line, id)
-			if err != nil {
-				return nil, err
-			}
-			h.extends = append(h.extends, e)
-		case "release":
-			r, err := releaseFrom(&raw, line, id)
-			if err != nil {
-				return nil, err
-			}
-			h.releases = append(h.releases, r)
+		ids[p.id] = i + 1
+		switch {
+		case p.acquire != nil:
+			h.acquires = append(h.acquires, p.acquire)
+		case p.extend != nil:
+			h.extends = append(h.extends, p.extend)
 		default:
-			return nil, malformed("%d: unknown type %q (acquire, extend or release)", line, *raw.Type)
+			h.releases = append(h.releases, p.release)
 		}
 	}
-	if err := scanner.Err(); err != nil {
-		return nil, malformed("after line %d: %v", line, err)
-	}
-	if records == 0 {
+	if len(ids) == 0 {
 		return nil, malformed(" no records: an empty history proves nothing")
 	}
 	if err := h.linkGrants(ids); err != nil {
@@ -208,29 +197,82 @@ func parseHistory(r io.Reader) (*history, error) {
 	return h, nil
 }
 
-// scalar reads an id-like field written as a JSON string or integer (the
+// parsedLine is one line's record (one of the three), or why it is bad;
+// all nil for a blank line.
+type parsedLine struct {
+	id      string
+	acquire *acquireRecord
+	extend  *extendRecord
+	release *releaseRecord
+	err     error
+}
+
+func parseLine(text []byte, line int) parsedLine {
+	if len(text) == 0 {
+		return parsedLine{}
+	}
+	var raw rawRecord
+	if err := json.Unmarshal(text, &raw); err != nil {
+		return parsedLine{err: malformed("%d: not a JSON object of the history format: %v", line, err)}
+	}
+	id, err := scalar(raw.ID, "id")
+	if err != nil {
+		return parsedLine{err: malformed("%d: %v", line, err)}
+	}
+	if raw.Type == nil {
+		return parsedLine{err: malformed("%d: no \"type\"", line)}
+	}
+	p := parsedLine{id: id}
+	switch *raw.Type {
+	case "acquire":
+		p.acquire, p.err = acquireFrom(&raw, line, id)
+	case "extend":
+		p.extend, p.err = extendFrom(&raw, line, id)
+	case "release":
+		p.release, p.err = releaseFrom(&raw, line, id)
+	default:
+		p.err = malformed("%d: unknown type %q (acquire, extend or release)", line, *raw.Type)
+	}
+	return p
+}
+
+// scalarText is an id-like field written as a JSON string or integer (the
 // format does not fix which), as text.
-func scalar(raw json.RawMessage, field string) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+type scalarText string
+
+func (s *scalarText) UnmarshalJSON(b []byte) error {
+	switch {
+	case len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0:
+		*s = scalarText(b[1 : len(b)-1])
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var text string
+		if err := json.Unmarshal(b, &text); err != nil {
+			return err
+		}
+		*s = scalarText(text)
+		return nil
+	case string(b) == "null":
+		return nil
+	}
+	if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
+		if _, err := strconv.ParseUint(string(b), 10, 64); err != nil {
+			return fmt.Errorf("neither a string nor an integer: %s", b)
+		}
+	}
+	*s = scalarText(b)
+	return nil
+}
+
+// scalar is a required id-like field's text.
+func scalar(v *scalarText, field string) (string, error) {
+	switch {
+	case v == nil:
 		return "", fmt.Errorf("no %q", field)
+	case *v == "":
+		return "", fmt.Errorf("empty %q", field)
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		if s == "" {
-			return "", fmt.Errorf("empty %q", field)
-		}
-		return s, nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(raw, &n); err == nil {
-		if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
-			return n.String(), nil
-		}
-		if _, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
-			return n.String(), nil
-		}
-	}
-	return "", fmt.Errorf("%q is neither a string nor an integer: %s", field, raw)
+	return string(*v), nil
 }
 
 func acquireFrom(raw *rawRecord, line int, id string) (*acquireRecord, error) {
