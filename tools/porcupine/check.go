@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,11 +39,13 @@ func (r *checkReport) with(result porcupine.CheckResult) []resourceResult {
 	return out
 }
 
-// clientRows numbers the clients for the visualization's rows.
-func clientRows(lh *lockHistory) func(string) int {
+// clientRows numbers the clients of the given resources for the
+// visualization's rows, in numeric order where they are numbers (the chaos
+// tool's are), so that the rows follow the clients.
+func clientRows(resources []*resourceOps) func(string) int {
 	var names []string
 	seen := make(map[string]bool)
-	for _, ro := range lh.resources {
+	for _, ro := range resources {
 		for _, g := range ro.ops {
 			if c := g.records[0].client; !seen[c] {
 				seen[c] = true
@@ -49,7 +53,19 @@ func clientRows(lh *lockHistory) func(string) int {
 			}
 		}
 	}
-	sort.Strings(names)
+	slices.SortFunc(names, func(a, b string) int {
+		na, errA := strconv.ParseInt(a, 10, 64)
+		nb, errB := strconv.ParseInt(b, 10, 64)
+		switch {
+		case errA == nil && errB == nil:
+			return cmp.Compare(na, nb)
+		case errA == nil:
+			return -1
+		case errB == nil:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 	rows := make(map[string]int, len(names))
 	for i, n := range names {
 		rows[n] = i
@@ -63,7 +79,7 @@ func clientRows(lh *lockHistory) func(string) int {
 func checkLocks(lh *lockHistory, deadline time.Time) *checkReport {
 	started := time.Now()
 	model := lockModel()
-	rows := clientRows(lh)
+	rows := func(string) int { return 0 } // no visualization here
 	order := make([]int, len(lh.resources))
 	for i := range order {
 		order[i] = i
@@ -75,9 +91,7 @@ func checkLocks(lh *lockHistory, deadline time.Time) *checkReport {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				ro := lh.resources[i]
 				began := time.Now()
@@ -87,7 +101,7 @@ func checkLocks(lh *lockHistory, deadline time.Time) *checkReport {
 				}
 				results[i] = resourceResult{ro: ro, result: result, elapsed: time.Since(began)}
 			}
-		}()
+		})
 	}
 	for _, i := range order {
 		next <- i
@@ -249,7 +263,7 @@ func refusalText(r *refusal, g *grantOp, ro *resourceOps, prefix []*grantOp, pla
 // visualize writes Porcupine's HTML visualization of the given resources.
 func visualize(path string, lh *lockHistory, resources []*resourceOps, notes []porcupine.Annotation, timeout time.Duration) error {
 	model := lockModel()
-	rows := clientRows(lh)
+	rows := clientRows(resources)
 	var ops []porcupine.Operation
 	for _, ro := range resources {
 		ops = append(ops, operations(ro, rows)...)

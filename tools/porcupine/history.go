@@ -132,7 +132,7 @@ func malformed(format string, args ...any) error {
 func readHistoryFile(path string) (*history, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &inputError{msg: err.Error()}
+		return nil, &inputError{msg: err.Error()} // names the path
 	}
 	defer f.Close()
 	h, err := parseHistory(f)

@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("porcupine", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	historyPath := flags.String("history", "", "the chaos history file (JSON lines, tools/chaos/HISTORY.md)")
-	timeout := flags.Duration("timeout", 60*time.Second, "bound on the check; a resource undecided by then fails the run (exit 2)")
+	timeout := flags.Duration("timeout", 60*time.Second, "bound on the check; a resource undecided by then fails the run (exit 2). Explaining rejected resources and the visualization get as long again")
 	visualizePath := flags.String("visualize", "", "write Porcupine's HTML visualization here (the rejected resources, or all when accepted)")
 	if err := flags.Parse(args); err != nil {
 		return exitUndecided
