@@ -139,8 +139,7 @@ func TestAcceptsTwoPermitsOfLimitTwoTogether(t *testing.T) {
 	)
 }
 
-// Permits held two at a time in a chain of three (the first and third never
-// together) keep a limit of 2: the limit counts holders at one moment.
+// Three permits of limit 2 held at most two at a time keep the limit: it counts one moment.
 func TestAcceptsPermitsOfLimitTwoChainedTwoAtATime(t *testing.T) {
 	accepted(t,
 		permitGrant(1, "s", 2, 0, 0, 1_000, "t1", 1, 1_000_000),
@@ -150,8 +149,7 @@ func TestAcceptsPermitsOfLimitTwoChainedTwoAtATime(t *testing.T) {
 	)
 }
 
-// A retry with its request id answered the same token: one lock, held
-// twice over, is no conflict; the same lines with another token are.
+// A request-id retry answered the same token may overlap its original; another token may not.
 func TestAcceptsRequestIDRetryOverlappingItsOriginal(t *testing.T) {
 	original := granted(1, "plain", "r", 0, 1_000, "t1", 7, 1_000_000).with("request_id", "req-1")
 	retry := granted(2, "plain", "r", 200_000, 201_000, "t1", 7, 1_000_000).with("request_id", "req-1")
@@ -159,11 +157,11 @@ func TestAcceptsRequestIDRetryOverlappingItsOriginal(t *testing.T) {
 	rejected(t, []string{"OVERLAP", "acquire 1", "acquire 2"}, original, retry.with("token", "t2", "fence", 8))
 }
 
-// A retry's lock may have been taken by the first call of its request id
-// (its answer lost): the grant can take effect from that first send, so a
-// lower fence than a grant answered in between is no violation. Without
-// the shared request id it is one.
+// A request-id retry's grant may take effect from its request id's first send.
 func TestRequestIDRetryTakesEffectFromTheFirstSend(t *testing.T) {
+	// The first call's answer was lost, so its lock may date from then: a
+	// lower fence than a grant answered in between is no violation. Without
+	// the shared request id it is one.
 	lost := attempt(1, "r", 0, "unknown").with("request_id", "req-1")
 	between := granted(2, "plain", "r", 5_000, 8_000, "t2", 11, 1_000_000)
 	retry := granted(3, "plain", "r", 20_000, 25_000, "t1", 10, 1_000_000).with("request_id", "req-1")
@@ -171,9 +169,7 @@ func TestRequestIDRetryTakesEffectFromTheFirstSend(t *testing.T) {
 	rejected(t, []string{"FENCE ORDER"}, lost.without("request_id"), between, released(102, 2, 9_000), retry)
 }
 
-// A holder that released is not held after its release's send, even though
-// its validity would run on: the next grant is fine. Without the release
-// it overlaps.
+// A released holder is not held after its release's send, though its validity runs on.
 func TestAcceptsGrantAfterReleaseBeforeValidityEnds(t *testing.T) {
 	first := granted(1, "plain", "r", 0, 1_000, "t1", 1, 1_000_000)
 	next := granted(2, "plain", "r", 150_000, 220_000, "t2", 2, 1_000_000) // sent before the release, answered after
@@ -181,9 +177,7 @@ func TestAcceptsGrantAfterReleaseBeforeValidityEnds(t *testing.T) {
 	rejected(t, []string{"OVERLAP"}, first, next)
 }
 
-// The release takes effect at its send, whatever its answer: a grant
-// answered before that send overlaps the holder (a late or failed release
-// hides nothing), one answered at the send does not.
+// A release takes effect exactly at its send, whatever its answer: a late one hides nothing.
 func TestReleaseTakesEffectAtItsSend(t *testing.T) {
 	first := granted(1, "plain", "r", 0, 1_000, "t1", 1, 1_000_000)
 	release := released(101, 1, 200_000).with("outcome", "failed", "complete_us", 900_000)
@@ -192,9 +186,7 @@ func TestReleaseTakesEffectAtItsSend(t *testing.T) {
 		first, release, granted(2, "plain", "r", 100_000, 199_999, "t2", 2, 1_000_000))
 }
 
-// A Hold session kept for 3 s by extensions chained without a gap is held
-// all along: a grant after its release is fine, one inside the chain (past
-// the first window) overlaps.
+// A Hold session chained by extensions without a gap is held all along until its release.
 func TestAcceptsSessionChainedByExtensions(t *testing.T) {
 	session := []rec{granted(1, "plain", "r", 0, 2_000, "t1", 1, 500_000).with("via", "hold")}
 	for i, at := range []int64{300_000, 600_000, 900_000, 1_200_000, 1_500_000, 1_800_000, 2_100_000, 2_400_000, 2_700_000} {
@@ -206,10 +198,10 @@ func TestAcceptsSessionChainedByExtensions(t *testing.T) {
 		append(session, granted(2, "plain", "r", 2_500_000, 2_600_000, "t2", 2, 1_000_000))...)
 }
 
-// A session whose extension came after its window ran out lost the lock in
-// the gap: a grant in the gap is fine even where its window meets the late
-// extension's; a grant inside the windows before the gap overlaps.
+// A session is not held through a gap in its extension chain, but is within its windows.
 func TestSessionGapIsNotHeld(t *testing.T) {
+	// The grant in the gap is accepted even where its window meets the
+	// late extension's; one inside the first window overlaps.
 	session := []rec{
 		granted(1, "plain", "r", 0, 2_000, "t1", 1, 500_000).with("via", "hold"), // window [2 ms, 500 ms)
 		extended(10, 1, 600_000, 610_000, 500_000),                               // window [610 ms, 1.1 s): after the gap
@@ -219,8 +211,7 @@ func TestSessionGapIsNotHeld(t *testing.T) {
 		append(session, granted(2, "plain", "r", 300_000, 310_000, "t2", 2, 1_000_000))...)
 }
 
-// A multi grant is a plain grant on each of its resources, with that
-// resource's fence: later grants of either must exceed it there.
+// A multi grant is a plain grant of each of its resources, with that resource's fence.
 func TestAcceptsMultiResourceGrants(t *testing.T) {
 	multi := granted(1, "multi", "a", 0, 1_000, "t1", 3, 1_000_000).with("resources", []string{"a", "b"}, "fences", []uint64{3, 9})
 	after := []rec{
@@ -243,9 +234,7 @@ func TestAcceptsUnknownAcquireThenAnotherGrant(t *testing.T) {
 	)
 }
 
-// Grants whose calls overlap may take effect in either order: a lower fence
-// answered later is fine when the calls overlap, not when the one came
-// after the other was answered.
+// Grants whose calls overlap may take effect in fence order; one sent after the other's answer not.
 func TestConcurrentGrantsMayTakeEffectInFenceOrder(t *testing.T) {
 	first := granted(1, "plain", "r", 0, 10_000, "t1", 5, 1_000_000)
 	accepted(t, first, released(101, 1, 50_000), granted(2, "plain", "r", 5_000, 60_000, "t2", 4, 1_000_000))
@@ -276,8 +265,7 @@ func TestRejectsPlainGrantInsideLivePermit(t *testing.T) {
 	)
 }
 
-// Three permits of limit 2 at once are rejected: on distinct indices by the
-// limit, on a reused index as two holders of one permit.
+// Three permits of limit 2 at once are rejected: by the limit, or as a reused index.
 func TestRejectsThreePermitsOfLimitTwoAtOnce(t *testing.T) {
 	two := []rec{
 		permitGrant(1, "s", 2, 0, 0, 1_000, "t1", 1, 1_000_000),
@@ -289,8 +277,7 @@ func TestRejectsThreePermitsOfLimitTwoAtOnce(t *testing.T) {
 		append(two, permitGrant(3, "s", 2, 1, 100_000, 101_000, "t3", 3, 1_000_000))...)
 }
 
-// A permit of limit 3 beside one of limit 2 (on another index, and within
-// both limits) is rejected: different limits conflict.
+// A permit of limit 3 beside one of limit 2 is rejected: different limits conflict.
 func TestRejectsPermitOfLimitThreeBesideLimitTwo(t *testing.T) {
 	rejected(t, []string{"OVERLAP", "permit 0 of limit 2", "permit 1 of limit 3"},
 		permitGrant(1, "s", 2, 0, 0, 1_000, "t1", 1, 1_000_000),
@@ -298,8 +285,7 @@ func TestRejectsPermitOfLimitThreeBesideLimitTwo(t *testing.T) {
 	)
 }
 
-// A permit granted after a plain holder (released, so no overlap) with a
-// lower or equal fence is rejected; with a higher one accepted.
+// A permit granted after a plain holder with a lower or equal fence is rejected.
 func TestRejectsLaterConflictingGrantWithLowerOrEqualFence(t *testing.T) {
 	plain := granted(1, "plain", "s", 0, 1_000, "t1", 5, 1_000_000)
 	rejected(t, []string{"FENCE ORDER", "acquire 1", "acquire 2", "sent at 0.060000s, after this one was answered"},
@@ -309,8 +295,7 @@ func TestRejectsLaterConflictingGrantWithLowerOrEqualFence(t *testing.T) {
 	accepted(t, plain, released(101, 1, 50_000), permitGrant(2, "s", 2, 0, 60_000, 61_000, "t2", 6, 1_000_000))
 }
 
-// Fences are not ordered between non-conflicting grants: permits of
-// distinct indices, and shared grants, may come with lower fences.
+// Non-conflicting grants (permits of distinct indices, shared ones) have no fence order.
 func TestNonConflictingGrantsHaveNoFenceOrder(t *testing.T) {
 	accepted(t,
 		permitGrant(1, "s", 2, 0, 0, 1_000, "t1", 9, 100_000),
@@ -320,12 +305,12 @@ func TestNonConflictingGrantsHaveNoFenceOrder(t *testing.T) {
 	)
 }
 
-// Fences that no order of the grants can explain, though every conflicting
-// pair alone could be ordered: C (permit 1) is answered before A (permit 0)
-// is sent, so C comes first; the plain B, concurrent with both, would need
-// to follow A (fence 10 < 20) and precede C (20 < 30). Only a search over
-// orders (Porcupine's) finds this.
+// Fences that no order of the calls explains are rejected, though each conflicting pair fits.
 func TestRejectsFenceCycleThatNoPairShows(t *testing.T) {
+	// C (permit 1) is answered before A (permit 0) is sent, so C comes
+	// first; the plain B, concurrent with both, would need to follow A
+	// (fence 10 < 20) and precede C (20 < 30). Only a search over orders
+	// (Porcupine's) finds this.
 	rejected(t, []string{"FENCE ORDER"},
 		permitGrant(3, "s", 2, 1, 0, 10_000, "tC", 30, 1_000),
 		permitGrant(1, "s", 2, 0, 20_000, 30_000, "tA", 10, 1_000),
@@ -333,16 +318,14 @@ func TestRejectsFenceCycleThatNoPairShows(t *testing.T) {
 	)
 }
 
-// A grant answered after its validity ran out is never held: it overlaps
-// nobody, but still counts for fence order.
+// A grant answered after its validity ran out is never held, but counts for fence order.
 func TestEmptyWindowIsNeverHeld(t *testing.T) {
 	holder := granted(1, "plain", "r", 0, 1_000, "t1", 2, 1_000_000)
 	accepted(t, holder, granted(2, "plain", "r", 0, 600_000, "t2", 3, 500_000))
 	rejected(t, []string{"FENCE ORDER"}, holder, granted(2, "plain", "r", 1_500, 600_000, "t2", 1, 500_000))
 }
 
-// The fixtures the CI script uses: the clean one is accepted, the one with
-// an injected overlap (one grant moved into another's window) rejected.
+// The CI fixtures: clean.jsonl is accepted, overlap.jsonl (one grant moved) rejected.
 func TestFixtures(t *testing.T) {
 	if code, out := runOn(t, "testdata/clean.jsonl"); code != exitAccepted {
 		t.Fatalf("testdata/clean.jsonl: want exit 0, got %d:\n%s", code, out)

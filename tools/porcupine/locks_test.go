@@ -67,8 +67,7 @@ func TestSpansOverlap(t *testing.T) {
 	}
 }
 
-// Which classes conflict, as HISTORY.md says: exclusive with all, shared
-// with all but shared, permits with other limits and their own index.
+// Which conflict classes conflict, as HISTORY.md says.
 func TestClassConflicts(t *testing.T) {
 	excl, shared := class{kind: classExclusive}, class{kind: classShared}
 	p20, p21, p30 := class{classPermit, 2, 0}, class{classPermit, 2, 1}, class{classPermit, 3, 0}
@@ -86,9 +85,7 @@ func TestClassConflicts(t *testing.T) {
 	}
 }
 
-// The state after non-conflicting grants is one state whatever their order
-// (equal, with equal hashes, so Porcupine's cache merges the two paths),
-// and holders that can no longer overlap a later grant are forgotten.
+// Equal states hash equal whatever the order of non-conflicting grants; dead holders are dropped.
 func TestStatesAreCanonical(t *testing.T) {
 	h, err := parseHistory(strings.NewReader(
 		`{"type":"acquire","id":1,"kind":"shared","resource":"r","invoke_us":0,"complete_us":10,"outcome":"granted","token":"a","fence":1,"validity_us":100}

@@ -277,11 +277,11 @@ func writeSynthetic(path string, seed uint64) (grants, lines, victim int, err er
 	return s.grants, s.lines, s.victim, f.Close()
 }
 
-// The checker decides a history of the real runs' size within its timeout
-// (accepted), and finds one overlap injected deep inside the largest hot
-// resource (a holder's release left out, so it holds on into the next
-// holder's time).
+// A history of the real runs' size is decided in time, and one dropped release in it found.
 func TestLargeSyntheticHistory(t *testing.T) {
+	// Accepted as written; then rejected with one release in the middle of
+	// the largest hot resource left out (its holder holds on into the next
+	// holder's time).
 	if testing.Short() {
 		t.Skip("large history: skipped with -short")
 	}
