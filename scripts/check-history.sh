@@ -9,7 +9,9 @@
 #       the CI step: go mod tidy, gofmt, go vet and go test of
 #       tools/porcupine, then the checker on its fixtures: the clean one must
 #       be accepted (exit 0) and the one with an injected overlap rejected
-#       (exit 1): a checker that accepts it checks nothing.
+#       (exit 1): a checker that accepts it checks nothing; and a Hold
+#       retried on a new connection whose first session's end is no end of
+#       the retry's hold must be rejected too (exit 1).
 #
 # Go's module and build caches live under target/go (GOMODCACHE, GOCACHE)
 # unless set; modules come from the Go module proxy. Each step is bounded.
@@ -88,6 +90,11 @@ if [ "$self_test" -eq 1 ]; then
   # The counterfactual: the same history with one grant moved into another
   # holder's window. Accepting it would mean the check sees nothing.
   check tools/porcupine/testdata/overlap.jsonl 1
+  # A Hold retried with its request id (same token) on a new connection;
+  # the first session ends; another client is granted while the retry
+  # holds. A checker that lets the first session's release end the lock
+  # accepts it.
+  check tools/porcupine/testdata/retried-session.jsonl 1
   echo "check-history: self-test passed"
   exit 0
 fi

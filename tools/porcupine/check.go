@@ -47,7 +47,7 @@ func clientRows(resources []*resourceOps) func(string) int {
 	seen := make(map[string]bool)
 	for _, ro := range resources {
 		for _, g := range ro.ops {
-			if c := g.records[0].client; !seen[c] {
+			if c := g.record.client; !seen[c] {
 				seen[c] = true
 				names = append(names, c)
 			}
@@ -225,16 +225,16 @@ func refusalText(r *refusal, g *grantOp, ro *resourceOps, prefix []*grantOp, pla
 	case refusedFence:
 		earlier := "?"
 		for _, p := range prefix {
-			if p.class == r.mark.class && p.fence == r.mark.max {
+			if p.class == r.class && p.fence == r.fence && p.tok != g.tok {
 				earlier = p.describe()
 			}
 		}
 		return fmt.Sprintf("FENCE ORDER: fence %d is not above fence %d of the earlier conflicting grant\n  %s",
-			g.fence, r.mark.max, earlier)
+			g.fence, r.fence, earlier)
 	case refusedOrder:
 		var lines []string
 		for i, o := range ro.ops {
-			if placed[i] || o == g || !o.class.conflicts(g.class) || o.fence >= g.fence {
+			if placed[i] || !o.conflicts(g) || o.fence >= g.fence {
 				continue
 			}
 			why := "not placeable yet"

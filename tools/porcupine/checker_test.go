@@ -169,6 +169,85 @@ func TestRequestIDRetryTakesEffectFromTheFirstSend(t *testing.T) {
 	rejected(t, []string{"FENCE ORDER"}, lost.without("request_id"), between, released(102, 2, 9_000), retry)
 }
 
+// A session's release ends only its own grant: a retry's session holding the same lock still holds it.
+func TestRejectsGrantWhileARetriedSessionHoldsAfterTheFirstEnds(t *testing.T) {
+	// S1 (request id X, token tX) holds; the client retries the Hold with X
+	// on a new connection, S2, answered the same lock; S1's stream ends
+	// (its release). C is granted inside S2's windows: two holders.
+	// Were the lines of tX one lock, S1's release would end it and C fit.
+	rejected(t, []string{
+		"OVERLAP during [0.310000s, 0.850000s) with the conflicting holder",
+		"plain (acquire 3, client 3) token tC fence 6",
+		"plain (acquire 2, client 1) token tX fence 5, held [0.203000s, 0.850000s)",
+	}, retriedSessions(t, granted(3, "plain", "r", 250_000, 310_000, "tC", 6, 1_000_000))...)
+}
+
+// A grant after the retry's session released, or after its windows ended, is accepted.
+func TestAcceptsGrantAfterTheRetriedSessionEnds(t *testing.T) {
+	c := granted(3, "plain", "r", 250_000, 800_500, "tC", 6, 1_000_000)
+	accepted(t, append(retriedSessions(t, c), released(22, 2, 800_000))...)
+	accepted(t, retriedSessions(t, c.with("complete_us", 850_000))...) // S2 held until 0.85 s
+	rejected(t, []string{"OVERLAP during [0.849999s, 0.850000s)", "acquire 2", "acquire 3"},
+		retriedSessions(t, c.with("complete_us", 849_999))...)
+}
+
+// retriedSessions are two Hold sessions of one request id, answered one
+// lock (token tX, fence 5), and c: S1 (acquire 1) held [2 ms, 650 ms) by
+// an extension, released at 300 ms (its stream ended); S2 (acquire 2, on a
+// new connection) held [203 ms, 850 ms) by an extension.
+func retriedSessions(t *testing.T, c rec) []rec {
+	t.Helper()
+	session := func(id int, invoke, complete int64) rec {
+		return granted(id, "plain", "r", invoke, complete, "tX", 5, 500_000).with("client", 1, "via", "hold", "request_id", "req-X")
+	}
+	return []rec{
+		session(1, 0, 2_000),
+		extended(11, 1, 150_000, 151_000, 500_000),
+		session(2, 200_000, 203_000),
+		extended(12, 2, 350_000, 351_000, 500_000),
+		released(21, 1, 300_000),
+		c,
+	}
+}
+
+// A unary Acquire answered unknown, retried with its request id and granted, released, then another client: accepted.
+func TestAcceptsUnknownAcquireRetriedWithItsRequestID(t *testing.T) {
+	lost := attempt(1, "r", 0, "unknown").with("code", "UNAVAILABLE", "request_id", "req-1")
+	retry := granted(2, "plain", "r", 40_000, 42_000, "t1", 4, 1_000_000).with("client", 1, "request_id", "req-1")
+	other := granted(3, "plain", "r", 90_000, 100_500, "t3", 5, 1_000_000)
+	accepted(t, lost, retry, released(102, 2, 100_000), other)
+	rejected(t, []string{"OVERLAP", "acquire 2", "acquire 3"}, lost, retry, other) // not released
+}
+
+// Lines of one token with different fences are no violation; other grants are fence-ordered against each.
+func TestOneTokenWithTwoFences(t *testing.T) {
+	// tX's lines report fences 5 and 7; C must come after the first and
+	// before the second, but the second took effect before C was sent.
+	lines := []rec{
+		granted(1, "plain", "r", 0, 1_000, "tX", 5, 1_000_000).with("request_id", "req-X"),
+		granted(2, "plain", "r", 50_000, 60_000, "tX", 7, 1_000_000).with("client", 1, "request_id", "req-X"),
+		released(101, 1, 100_000),
+		released(102, 2, 100_000),
+	}
+	accepted(t, append(lines, granted(3, "plain", "r", 90_000, 150_000, "tC", 8, 1_000_000))...)
+	rejected(t, []string{"FENCE ORDER", "acquire 2", "acquire 3"},
+		append(lines, granted(3, "plain", "r", 90_000, 150_000, "tC", 6, 1_000_000))...)
+}
+
+// The lines of one permit's token are one permit of the semaphore's limit.
+func TestOnePermitAnsweredTwiceCountsOnce(t *testing.T) {
+	// (The daemon refuses request ids for semaphores; the checker does not
+	// rely on it.)
+	permits := []rec{
+		permitGrant(1, "s", 2, 0, 0, 1_000, "tA", 1, 1_000_000),
+		permitGrant(2, "s", 2, 0, 100_000, 101_000, "tA", 1, 1_000_000).with("client", 1),
+		permitGrant(3, "s", 2, 1, 200_000, 201_000, "tB", 2, 1_000_000),
+	}
+	accepted(t, permits...)
+	rejected(t, []string{"SEMAPHORE", "3 permits of limit 2"},
+		append(permits, permitGrant(4, "s", 2, 2, 300_000, 301_000, "tC", 3, 1_000_000))...)
+}
+
 // A released holder is not held after its release's send, though its validity runs on.
 func TestAcceptsGrantAfterReleaseBeforeValidityEnds(t *testing.T) {
 	first := granted(1, "plain", "r", 0, 1_000, "t1", 1, 1_000_000)
@@ -325,7 +404,7 @@ func TestEmptyWindowIsNeverHeld(t *testing.T) {
 	rejected(t, []string{"FENCE ORDER"}, holder, granted(2, "plain", "r", 1_500, 600_000, "t2", 1, 500_000))
 }
 
-// The CI fixtures: clean.jsonl is accepted, overlap.jsonl (one grant moved) rejected.
+// The CI fixtures: clean.jsonl is accepted; overlap.jsonl (one grant moved) and retried-session.jsonl rejected.
 func TestFixtures(t *testing.T) {
 	if code, out := runOn(t, "testdata/clean.jsonl"); code != exitAccepted {
 		t.Fatalf("testdata/clean.jsonl: want exit 0, got %d:\n%s", code, out)
@@ -333,6 +412,11 @@ func TestFixtures(t *testing.T) {
 	code, out := runOn(t, "testdata/overlap.jsonl")
 	if code != exitRejected || !strings.Contains(out, `resource "hot/0"`) || !strings.Contains(out, "OVERLAP") {
 		t.Fatalf("testdata/overlap.jsonl: want exit 1 with an overlap on hot/0, got %d:\n%s", code, out)
+	}
+	// The history of TestRejectsGrantWhileARetriedSessionHoldsAfterTheFirstEnds.
+	code, out = runOn(t, "testdata/retried-session.jsonl")
+	if code != exitRejected || !strings.Contains(out, "OVERLAP during [0.310000s, 0.850000s) with the conflicting holder\n      plain (acquire 2, client 1) token tX") {
+		t.Fatalf("testdata/retried-session.jsonl: want exit 1 with acquire 3 overlapping acquire 2, got %d:\n%s", code, out)
 	}
 }
 

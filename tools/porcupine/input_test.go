@@ -44,7 +44,6 @@ func TestMalformedHistoriesExitTwo(t *testing.T) {
 		{"release of a release", okLine + "\n" + `{"type":"release","id":2,"grant":1,"invoke_us":20,"outcome":"ok"}` + "\n" + `{"type":"release","id":3,"grant":2,"invoke_us":20,"outcome":"ok"}`, "not an acquire"},
 		{"ok extend without validity", okLine + "\n" + `{"type":"extend","id":2,"grant":1,"invoke_us":20,"complete_us":30,"outcome":"ok"}`, `ok without "validity_us"`},
 		{"unknown release outcome", okLine + "\n" + `{"type":"release","id":2,"grant":1,"invoke_us":20,"outcome":"done"}`, `unknown outcome "done"`},
-		{"one token, two fences", okLine + "\n" + strings.Replace(strings.Replace(okLine, `"id":1`, `"id":2`, 1), `"fence":1`, `"fence":2`, 1), "one token is one lock"},
 		{"one token, two kinds", okLine + "\n" + strings.Replace(strings.Replace(okLine, `"id":1`, `"id":2`, 1), `"plain"`, `"shared"`, 1), "one token is one lock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,18 +3,20 @@ package main
 import (
 	"fmt"
 	"sort"
-	"strings"
 )
 
-// From records to Porcupine operations: one operation per lock (token) per
-// resource. Everything the model's step needs is computed here from the
-// whole history and carried in the operation, because it is a fact of the
-// history rather than of the order Porcupine tries:
-//   - when the lock is certainly held (its held spans): the grant's window
-//     chained with its ok extensions' windows, cut at the first release's
-//     send;
+// From records to Porcupine operations: one operation per granted acquire
+// line per resource. Everything the model's step needs is computed here
+// from the whole history and carried in the operation, because it is a
+// fact of the history rather than of the order Porcupine tries:
+//   - when the line's grant is certainly held (its held spans): its window
+//     chained with the windows of the ok extensions that name it, cut at
+//     the first send of a release that names it;
 //   - when it can have taken effect (Call, Return): from the first send of
-//     the acquisition to the first grant answer.
+//     its lock (any line of its token, any call of their request ids) to
+//     its own answer;
+//   - which lines are its lock's (equal tokens on the resource): they never
+//     conflict with it and are not compared with it for fence order.
 
 // span is the half-open run time [start, end), in µs.
 type span struct {
@@ -75,49 +77,55 @@ func (c class) String() string {
 	}
 }
 
-// grantOp is one lock on one resource: the input of one Porcupine
-// operation. Immutable once built; the model's states point to it.
+// grantOp is one granted acquire line on one resource: the input of one
+// Porcupine operation. Immutable once built; the model's states point to it.
 type grantOp struct {
 	resource string
 	// seq is its index among its resource's operations (ordered by call):
 	// the canonical order of the holders in a model state.
 	seq   int
 	token string
-	kind  kind
-	class class
-	fence uint64
+	// tok numbers the token among its resource's (its lock); siblings counts
+	// the resource's grants of that token, itself included. Grants of one
+	// token are one lock reported to several calls (a request-id retry):
+	// they never conflict and are not ordered by fence among themselves.
+	tok      int
+	siblings int
+	kind     kind
+	class    class
+	fence    uint64
 	// call and ret bound the moment the grant took effect: from the first
-	// send of the acquisition (any call of its request id, granted or not,
-	// may have been the one that took the lock) to the first grant answer.
+	// send of its lock (any call of the request ids of its token's lines,
+	// granted or not, may have been the one that took the lock) to this
+	// line's answer.
 	call, ret int64
-	// held is where the lock is certainly held: ascending, disjoint,
-	// non-empty spans, each starting at a grant answer (so at or after ret).
+	// held is where this line's grant is certainly held: ascending,
+	// disjoint, non-empty spans, each starting at its answer or later (so
+	// at or after ret).
 	held []span
-	// needBefore counts the conflicting grants of the resource with a lower
-	// fence: exactly those must be linearized before this one.
+	// needBefore counts the grants of the resource that conflict with this
+	// one (other tokens) and have a lower fence: exactly those must be
+	// linearized before this one.
 	needBefore int
-	// records are the granted acquire lines of this lock (more than one for
-	// a retry with its request id that answered the same token).
-	records []*acquireRecord
-	// released is the first release's send, or -1 when there was none.
+	// record is the granted acquire line.
+	record *acquireRecord
+	// released is the first send of a release naming this line, or -1
+	// when there was none.
 	released int64
 }
 
-// heldEnd is where the lock is last certainly held (-1: never).
+// conflicts says whether two grants of one resource conflict: other
+// tokens, and classes that exclude each other.
+func (g *grantOp) conflicts(o *grantOp) bool {
+	return g.tok != o.tok && g.class.conflicts(o.class)
+}
+
+// heldEnd is where the grant is last certainly held (-1: never).
 func (g *grantOp) heldEnd() int64 {
 	if len(g.held) == 0 {
 		return -1
 	}
 	return g.held[len(g.held)-1].end
-}
-
-// ids are the acquire lines' ids, for messages.
-func (g *grantOp) ids() string {
-	ids := make([]string, len(g.records))
-	for i, r := range g.records {
-		ids[i] = r.id
-	}
-	return strings.Join(ids, "+")
 }
 
 // resourceOps is one resource's operations, ordered by call.
@@ -134,7 +142,8 @@ type lockHistory struct {
 	notGrant  int            // acquire lines failed or unknown (left out)
 }
 
-// buildLocks turns the records into one operation per (resource, token).
+// buildLocks turns the records into one operation per (resource, granted
+// acquire line).
 func buildLocks(h *history) (*lockHistory, error) {
 	extensions := make(map[string][]*extendRecord)
 	for _, e := range h.extends {
@@ -161,7 +170,7 @@ func buildLocks(h *history) (*lockHistory, error) {
 	}
 
 	type lockKey struct{ resource, token string }
-	locks := make(map[lockKey]*grantOp)
+	locks := make(map[lockKey][]*grantOp)
 	byResource := make(map[string]*resourceOps)
 	lh := &lockHistory{records: len(h.acquires) + len(h.extends) + len(h.releases)}
 	for _, a := range h.acquires {
@@ -170,6 +179,15 @@ func buildLocks(h *history) (*lockHistory, error) {
 			continue
 		}
 		lh.granted++
+		released, ok := firstRelease[a.id]
+		if !ok {
+			released = -1
+		}
+		held := heldSpans(a, extensions[a.id], released)
+		sent := a.invokeUS
+		if a.requestID != "" {
+			sent = min(sent, firstSend[a.requestID])
+		}
 		for i, resource := range a.resources {
 			c := class{kind: classExclusive}
 			switch a.kind {
@@ -179,45 +197,34 @@ func buildLocks(h *history) (*lockHistory, error) {
 				c = class{kind: classPermit, limit: a.limit, permit: a.permit}
 			}
 			key := lockKey{resource, a.token}
-			g, seen := locks[key]
-			if !seen {
-				g = &grantOp{resource: resource, token: a.token, kind: a.kind, class: c, fence: a.fences[i]}
-				locks[key] = g
-				ro := byResource[resource]
-				if ro == nil {
-					ro = &resourceOps{resource: resource}
-					byResource[resource] = ro
-				}
-				ro.ops = append(ro.ops, g)
-			} else {
-				first := g.records[0]
-				if g.kind != a.kind || g.class != c {
+			if siblings := locks[key]; len(siblings) > 0 {
+				first := siblings[0]
+				if first.kind != a.kind || first.class != c {
 					return nil, malformed("%d: acquire %s: token %q on %q was granted as %s (%s) by acquire %s (line %d), now as %s (%s): one token is one lock",
-						a.line, a.id, a.token, resource, g.kind, g.class, first.id, first.line, a.kind, c)
-				}
-				if g.fence != a.fences[i] {
-					return nil, malformed("%d: acquire %s: token %q on %q has fence %d, but %d in acquire %s (line %d): one token is one lock",
-						a.line, a.id, a.token, resource, a.fences[i], g.fence, first.id, first.line)
+						a.line, a.id, a.token, resource, first.kind, first.class, first.record.id, first.record.line, a.kind, c)
 				}
 			}
-			g.records = append(g.records, a)
+			g := &grantOp{resource: resource, token: a.token, kind: a.kind, class: c, fence: a.fences[i],
+				call: sent, ret: a.completeUS, held: held, record: a, released: released}
+			locks[key] = append(locks[key], g)
+			ro := byResource[resource]
+			if ro == nil {
+				ro = &resourceOps{resource: resource}
+				byResource[resource] = ro
+			}
+			ro.ops = append(ro.ops, g)
 		}
 	}
 
-	for _, g := range locks {
-		g.call, g.ret = g.records[0].invokeUS, g.records[0].completeUS
-		g.released = -1
-		for _, a := range g.records {
-			g.call = min(g.call, a.invokeUS)
-			if a.requestID != "" {
-				g.call = min(g.call, firstSend[a.requestID])
-			}
-			g.ret = min(g.ret, a.completeUS)
-			if t, ok := firstRelease[a.id]; ok && (g.released < 0 || t < g.released) {
-				g.released = t
-			}
+	// A lock takes effect once: every line of it may date from its first send.
+	for _, siblings := range locks {
+		call := siblings[0].call
+		for _, g := range siblings {
+			call = min(call, g.call)
 		}
-		g.held = heldSpans(g.records, extensions, g.released)
+		for _, g := range siblings {
+			g.call, g.siblings = call, len(siblings)
+		}
 	}
 
 	for _, ro := range byResource {
@@ -229,10 +236,20 @@ func buildLocks(h *history) (*lockHistory, error) {
 			if a.ret != b.ret {
 				return a.ret < b.ret
 			}
-			return a.token < b.token
+			if a.token != b.token {
+				return a.token < b.token
+			}
+			return a.record.line < b.record.line
 		})
+		toks := make(map[string]int)
 		for i, g := range ro.ops {
 			g.seq = i
+			tok, seen := toks[g.token]
+			if !seen {
+				tok = len(toks)
+				toks[g.token] = tok
+			}
+			g.tok = tok
 		}
 		countLowerConflicting(ro.ops)
 		lh.resources = append(lh.resources, ro)
@@ -247,70 +264,51 @@ type window struct {
 	grant bool // a grant's own window: a chain can start only there
 }
 
-// heldSpans is where a lock is certainly held: chains of windows, each
-// starting at a grant window and continued by every window that starts
-// inside it (a window starting exactly at the chain's end leaves a gap, as
-// tools/chaos's clients count it); windows outside a chain count for
-// nothing. Everything is cut at the first release's send (released, -1 for
-// none): the holder gave the lock up there.
-func heldSpans(records []*acquireRecord, extensions map[string][]*extendRecord, released int64) []span {
-	var windows []window
-	for _, a := range records {
-		w := window{span{a.completeUS, a.invokeUS + a.validityUS}, true}
-		if !w.empty() {
+// heldSpans is where a granted line's grant is certainly held: the chain of
+// windows that starts at its own window and is continued by every window of
+// its ok extensions that starts inside it (a window starting exactly at the
+// chain's end leaves a gap, as tools/chaos's clients count it); windows
+// after a gap count for nothing. Everything is cut at the first send of a
+// release naming the line (released, -1 for none): the holder gave it up
+// there. Other lines of its token (another call or session answered the
+// same lock) have chains of their own.
+func heldSpans(a *acquireRecord, extensions []*extendRecord, released int64) []span {
+	chain := span{a.completeUS, a.invokeUS + a.validityUS}
+	if chain.empty() {
+		return nil
+	}
+	windows := make([]span, 0, len(extensions))
+	for _, e := range extensions {
+		if w := (span{e.completeUS, e.invokeUS + e.validityUS}); !w.empty() {
 			windows = append(windows, w)
 		}
-		for _, e := range extensions[a.id] {
-			w := window{span{e.completeUS, e.invokeUS + e.validityUS}, false}
-			if !w.empty() {
-				windows = append(windows, w)
-			}
-		}
 	}
-	sort.Slice(windows, func(i, j int) bool {
-		if windows[i].start != windows[j].start {
-			return windows[i].start < windows[j].start
-		}
-		return windows[i].grant && !windows[j].grant
-	})
-	var held []span
-	var chain span
-	inChain := false
+	sort.Slice(windows, func(i, j int) bool { return windows[i].start < windows[j].start })
 	for _, w := range windows {
-		if inChain && w.start < chain.end {
-			chain.end = max(chain.end, w.end)
-			continue
+		if w.start >= chain.end {
+			break
 		}
-		if inChain {
-			held = append(held, chain)
-			inChain = false
-		}
-		if w.grant {
-			chain, inChain = w.span, true
-		}
+		chain.end = max(chain.end, w.end)
 	}
-	if inChain {
-		held = append(held, chain)
-	}
-	if released < 0 {
-		return held
-	}
-	cut := held[:0]
-	for _, s := range held {
-		s.end = min(s.end, released)
-		if !s.empty() {
-			cut = append(cut, s)
+	if released >= 0 {
+		chain.end = min(chain.end, released)
+		if chain.empty() {
+			return nil
 		}
 	}
-	return cut
+	return []span{chain}
 }
 
 // countLowerConflicting sets needBefore: how many grants of the resource
-// conflict with each one and have a lower fence.
+// conflict with each one (other tokens) and have a lower fence.
 func countLowerConflicting(ops []*grantOp) {
 	fencesByClass := make(map[class][]uint64)
+	byTok := make(map[int][]*grantOp)
 	for _, g := range ops {
 		fencesByClass[g.class] = append(fencesByClass[g.class], g.fence)
+		if g.siblings > 1 {
+			byTok[g.tok] = append(byTok[g.tok], g)
+		}
 	}
 	for _, fences := range fencesByClass {
 		sort.Slice(fences, func(i, j int) bool { return fences[i] < fences[j] })
@@ -320,6 +318,13 @@ func countLowerConflicting(ops []*grantOp) {
 		for c, fences := range fencesByClass {
 			if c.conflicts(g.class) {
 				n += sort.Search(len(fences), func(i int) bool { return fences[i] >= g.fence })
+			}
+		}
+		if g.class.conflicts(g.class) {
+			for _, s := range byTok[g.tok] { // its own lock's lines, counted above
+				if s.fence < g.fence {
+					n--
+				}
 			}
 		}
 		g.needBefore = n

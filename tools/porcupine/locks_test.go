@@ -6,42 +6,40 @@ import (
 	"testing"
 )
 
-// Where a lock is certainly held, from its windows (heldSpans), case by case.
+// Where a granted line is certainly held, from its windows (heldSpans), case by case.
 func TestHeldSpans(t *testing.T) {
-	grant := func(id string, invoke, complete, validity int64) *acquireRecord {
-		return &acquireRecord{id: id, invokeUS: invoke, completeUS: complete, validityUS: validity, outcome: acquireGranted}
+	grant := func(invoke, complete, validity int64) *acquireRecord {
+		return &acquireRecord{id: "a", invokeUS: invoke, completeUS: complete, validityUS: validity, outcome: acquireGranted}
 	}
 	ext := func(invoke, complete, validity int64) *extendRecord {
-		return &extendRecord{invokeUS: invoke, completeUS: complete, validityUS: validity, outcome: extendOK}
+		return &extendRecord{grant: "a", invokeUS: invoke, completeUS: complete, validityUS: validity, outcome: extendOK}
 	}
 	for _, c := range []struct {
 		name     string
-		records  []*acquireRecord
-		exts     map[string][]*extendRecord
+		record   *acquireRecord
+		exts     []*extendRecord
 		released int64
 		want     []span
 	}{
 		{"the grant's window: from the answer to send + validity",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, nil, -1, []span{{10, 100}}},
+			grant(0, 10, 100), nil, -1, []span{{10, 100}}},
 		{"an extension answered inside the chain continues it",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, map[string][]*extendRecord{"a": {ext(40, 50, 100)}}, -1, []span{{10, 140}}},
+			grant(0, 10, 100), []*extendRecord{ext(40, 50, 100)}, -1, []span{{10, 140}}},
+		{"extensions chain in the order of their windows, whatever their order in the file",
+			grant(0, 10, 100), []*extendRecord{ext(120, 130, 100), ext(40, 50, 100)}, -1, []span{{10, 220}}},
 		{"an extension answered exactly at the chain's end leaves a gap (as tools/chaos's clients count it)",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, map[string][]*extendRecord{"a": {ext(90, 100, 100)}}, -1, []span{{10, 100}}},
+			grant(0, 10, 100), []*extendRecord{ext(90, 100, 100)}, -1, []span{{10, 100}}},
 		{"windows after a gap count for nothing, chained among themselves or not",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, map[string][]*extendRecord{"a": {ext(140, 150, 100), ext(190, 200, 100)}}, -1, []span{{10, 100}}},
+			grant(0, 10, 100), []*extendRecord{ext(140, 150, 100), ext(190, 200, 100)}, -1, []span{{10, 100}}},
 		{"the release's send cuts the chain",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, map[string][]*extendRecord{"a": {ext(40, 50, 100)}}, 60, []span{{10, 60}}},
+			grant(0, 10, 100), []*extendRecord{ext(40, 50, 100)}, 60, []span{{10, 60}}},
 		{"a release sent before the answer: never held",
-			[]*acquireRecord{grant("a", 0, 10, 100)}, nil, 5, nil},
+			grant(0, 10, 100), nil, 5, nil},
 		{"an answer after the validity ran out starts no chain, extensions or not",
-			[]*acquireRecord{grant("a", 0, 200, 100)}, map[string][]*extendRecord{"a": {ext(190, 210, 100)}}, -1, nil},
-		{"two grants of one token (a request-id retry): one chain each, joined where they meet",
-			[]*acquireRecord{grant("a", 0, 10, 100), grant("b", 490, 500, 100), grant("c", 80, 90, 100)}, nil, -1, []span{{10, 180}, {500, 590}}},
-		{"an extension of one grant of a token continues the chain of another",
-			[]*acquireRecord{grant("a", 0, 10, 100), grant("b", 50, 60, 100)}, map[string][]*extendRecord{"a": {ext(130, 140, 100)}}, -1, []span{{10, 230}}},
+			grant(0, 200, 100), []*extendRecord{ext(190, 210, 100)}, -1, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := heldSpans(c.records, c.exts, c.released); !slices.Equal(got, c.want) {
+			if got := heldSpans(c.record, c.exts, c.released); !slices.Equal(got, c.want) {
 				t.Fatalf("held %v, want %v", got, c.want)
 			}
 		})
@@ -122,5 +120,46 @@ func TestStatesAreCanonical(t *testing.T) {
 	}
 	if abc := step(ab, c); len(abc.live) != 1 || abc.live[0] != c {
 		t.Fatalf("holders that ended before c's call are still live: %s", abc.describe())
+	}
+}
+
+// A class's fence mark depends only on which grants it holds, not their order, and gives each token the others' highest fence.
+func TestFenceMarkIsOrderIndependent(t *testing.T) {
+	// Lines of one token (tok 0 twice, tok 1 twice, one with another
+	// fence) and ties between tokens.
+	grants := []*grantOp{{tok: 0, fence: 5}, {tok: 1, fence: 5}, {tok: 0, fence: 7}, {tok: 2, fence: 3}, {tok: 1, fence: 2}}
+	var first *fenceMark
+	var permute func(k int)
+	permute = func(k int) {
+		if k == len(grants) {
+			m := fenceMark{max: grants[0].fence, maxTok: grants[0].tok, count: 1}
+			for _, g := range grants[1:] {
+				m = m.add(g)
+			}
+			if first == nil {
+				first = &m
+			} else if m != *first {
+				t.Fatalf("order %v: mark %+v, another order %+v", grants, m, *first)
+			}
+			return
+		}
+		for i := k; i < len(grants); i++ {
+			grants[k], grants[i] = grants[i], grants[k]
+			permute(k + 1)
+			grants[k], grants[i] = grants[i], grants[k]
+		}
+	}
+	permute(0)
+	for tok := range 4 {
+		var want uint64
+		found := false
+		for _, g := range grants {
+			if g.tok != tok {
+				want, found = max(want, g.fence), true
+			}
+		}
+		if got, ok := first.highestOther(tok); got != want || ok != found {
+			t.Errorf("tok %d: highest other fence %d, %v; want %d, %v", tok, got, ok, want, found)
+		}
 	}
 }

@@ -10,10 +10,16 @@ import (
 )
 
 // The Porcupine model: a fenced lock service with leases, one resource per
-// partition. An operation is one lock's grant (a *grantOp, built in
-// locks.go); the state is what a later grant is judged against:
-//   - per conflict class, the highest fence granted so far and how many
-//     grants there were (property 2, fence order);
+// partition. An operation is one granted acquire line (a *grantOp, built in
+// locks.go); lines of one token are one lock answered to several calls: they
+// never conflict and are not compared for fence order among themselves, and
+// every other grant is judged against each of them. The state is what a
+// later grant is judged against:
+//   - per conflict class, the highest fence granted so far, by which token,
+//     the highest of the other tokens, and how many grants there were
+//     (property 2, fence order);
+//   - how many lines of each lock with several are linearized (until all
+//     are), to leave them out of a sibling's count;
 //   - the holders that may still be held at a later grant (property 1, no
 //     two conflicting holders at once, at most L permits of limit L).
 // Extensions and releases are not operations of their own: the span where a
@@ -26,13 +32,57 @@ import (
 type fenceMark struct {
 	class class
 	max   uint64 // the highest fence granted in the class
-	count int    // grants in the class
+	// maxTok is the token (grantOp.tok) of max; the least one if several
+	// tokens have it, so that the mark does not depend on the order.
+	maxTok int
+	// second is the highest fence of the other tokens than maxTok, if any
+	// (others): what a grant of maxTok is compared with.
+	second uint64
+	others bool
+	count  int // grants in the class
+}
+
+// highestOther is the highest fence in the class of a token other than tok.
+func (m *fenceMark) highestOther(tok int) (uint64, bool) {
+	if m.maxTok != tok {
+		return m.max, true
+	}
+	return m.second, m.others
+}
+
+// add is the mark with the grant g of its class.
+func (m fenceMark) add(g *grantOp) fenceMark {
+	m.count++
+	switch {
+	case g.tok == m.maxTok:
+		m.max = max(m.max, g.fence)
+	case g.fence > m.max:
+		m.second, m.others = m.max, true
+		m.max, m.maxTok = g.fence, g.tok
+	case g.fence == m.max:
+		m.second, m.others = m.max, true
+		m.maxTok = min(m.maxTok, g.tok)
+	case m.others:
+		m.second = max(m.second, g.fence)
+	default:
+		m.second, m.others = g.fence, true
+	}
+	return m
+}
+
+// lockCount is how many lines of a lock of several lines are linearized:
+// at least one, fewer than all.
+type lockCount struct {
+	tok, count int
 }
 
 // lockState is the model's state for one resource. Immutable: admit
 // returns a new one.
 type lockState struct {
 	marks []fenceMark // ordered by class
+	// partial are the locks of several lines some but not all of whose
+	// lines are linearized. Ordered by tok.
+	partial []lockCount
 	// live are the holders that can still overlap a later grant: held after
 	// the last step's call (a later grant is answered no earlier than that,
 	// and held only after its answer). Ordered by seq.
@@ -60,7 +110,8 @@ const (
 // refusal is why a grant cannot be linearized next.
 type refusal struct {
 	kind   refusalKind
-	mark   fenceMark  // refusedFence: the class whose fence is not below
+	class  class      // refusedFence: the class of the fence not below
+	fence  uint64     // refusedFence: that fence
 	others []*grantOp // refusedOverlap: the holder; refusedSemaphore: the holders
 	during span       // refusedOverlap, refusedSemaphore: when
 }
@@ -73,10 +124,19 @@ func (s *lockState) admit(g *grantOp) (*lockState, *refusal) {
 		if !m.class.conflicts(g.class) {
 			continue
 		}
-		if m.max >= g.fence {
-			return nil, &refusal{kind: refusedFence, mark: m}
+		if top, ok := m.highestOther(g.tok); ok && top >= g.fence {
+			return nil, &refusal{kind: refusedFence, class: m.class, fence: top}
 		}
 		linearizedConflicting += m.count
+	}
+	placedSiblings := 0
+	if g.siblings > 1 {
+		if at, ok := slices.BinarySearchFunc(s.partial, g.tok, func(c lockCount, tok int) int { return c.tok - tok }); ok {
+			placedSiblings = s.partial[at].count
+		}
+		if g.class.conflicts(g.class) {
+			linearizedConflicting -= placedSiblings // counted in its own class's mark
+		}
 	}
 	if linearizedConflicting != g.needBefore {
 		return nil, &refusal{kind: refusedOrder}
@@ -92,7 +152,7 @@ func (s *lockState) admit(g *grantOp) (*lockState, *refusal) {
 		}
 	}
 	for _, h := range live {
-		if h.class.conflicts(g.class) {
+		if h.conflicts(g) {
 			if during, ok := spansOverlap(h.held, g.held); ok {
 				return nil, &refusal{kind: refusedOverlap, others: []*grantOp{h}, during: during}
 			}
@@ -104,21 +164,33 @@ func (s *lockState) admit(g *grantOp) (*lockState, *refusal) {
 		}
 	}
 
-	next := &lockState{marks: make([]fenceMark, 0, len(s.marks)+1)}
+	next := &lockState{marks: make([]fenceMark, 0, len(s.marks)+1), partial: s.partial}
 	placed := false
+	first := fenceMark{class: g.class, max: g.fence, maxTok: g.tok, count: 1}
 	for _, m := range s.marks {
 		if m.class == g.class {
-			m.max = max(m.max, g.fence)
-			m.count++
+			m = m.add(g)
 			placed = true
 		} else if !placed && g.class.less(m.class) {
-			next.marks = append(next.marks, fenceMark{class: g.class, max: g.fence, count: 1})
+			next.marks = append(next.marks, first)
 			placed = true
 		}
 		next.marks = append(next.marks, m)
 	}
 	if !placed {
-		next.marks = append(next.marks, fenceMark{class: g.class, max: g.fence, count: 1})
+		next.marks = append(next.marks, first)
+	}
+	if g.siblings > 1 {
+		at, found := slices.BinarySearchFunc(s.partial, g.tok, func(c lockCount, tok int) int { return c.tok - tok })
+		next.partial = slices.Clone(s.partial)
+		switch {
+		case placedSiblings+1 == g.siblings: // its lock's last line
+			next.partial = slices.Delete(next.partial, at, at+1)
+		case found:
+			next.partial[at].count++
+		default:
+			next.partial = slices.Insert(next.partial, at, lockCount{tok: g.tok, count: 1})
+		}
 	}
 	if len(g.held) > 0 {
 		at, _ := slices.BinarySearchFunc(live, g.seq, func(h *grantOp, seq int) int { return h.seq - seq })
@@ -130,12 +202,13 @@ func (s *lockState) admit(g *grantOp) (*lockState, *refusal) {
 
 // semaphorePeak refuses the permit g when, at some moment it is held, its
 // limit's other permits held then already number the limit. (Pairs of one
-// permit index conflict and are caught before; this counts distinct
-// indices.) The busiest moment begins where some holder's span does.
+// permit index and different tokens conflict and are caught before; this
+// counts distinct tokens: the lines of one lock are one permit.) The
+// busiest moment begins where some holder's span does.
 func semaphorePeak(live []*grantOp, g *grantOp) *refusal {
 	var others []*grantOp
 	for _, h := range live {
-		if h.class.kind == classPermit && h.class.limit == g.class.limit {
+		if h.class.kind == classPermit && h.class.limit == g.class.limit && h.tok != g.tok {
 			others = append(others, h)
 		}
 	}
@@ -160,7 +233,7 @@ func semaphorePeak(live []*grantOp, g *grantOp) *refusal {
 				var at []*grantOp
 				until := gs.end
 				for _, h := range others {
-					if end, ok := heldAt(h, t); ok {
+					if end, ok := heldAt(h, t); ok && !slices.ContainsFunc(at, func(a *grantOp) bool { return a.tok == h.tok }) {
 						at = append(at, h)
 						until = min(until, end)
 					}
@@ -175,7 +248,7 @@ func semaphorePeak(live []*grantOp, g *grantOp) *refusal {
 }
 
 func (s *lockState) equal(o *lockState) bool {
-	return slices.Equal(s.marks, o.marks) && slices.Equal(s.live, o.live)
+	return slices.Equal(s.marks, o.marks) && slices.Equal(s.partial, o.partial) && slices.Equal(s.live, o.live)
 }
 
 func (s *lockState) hash() uint64 {
@@ -191,9 +264,19 @@ func (s *lockState) hash() uint64 {
 		put(uint64(m.class.kind)<<32 | uint64(m.class.limit))
 		put(uint64(m.class.permit))
 		put(m.max)
+		put(uint64(m.maxTok))
+		if m.others {
+			put(m.second)
+		} else {
+			put(^uint64(0))
+		}
 		put(uint64(m.count))
 	}
-	put(^uint64(0)) // marks and live are told apart
+	put(^uint64(0)) // marks, partial and live are told apart
+	for _, c := range s.partial {
+		put(uint64(c.tok)<<32 | uint64(c.count))
+	}
+	put(^uint64(0))
 	for _, g := range s.live {
 		put(uint64(g.seq))
 	}
@@ -242,11 +325,11 @@ func operations(ro *resourceOps, client func(string) int) []porcupine.Operation 
 	ops := make([]porcupine.Operation, len(ro.ops))
 	for i, g := range ro.ops {
 		ops[i] = porcupine.Operation{
-			ClientId: client(g.records[0].client),
+			ClientId: client(g.record.client),
 			Input:    g,
 			Call:     g.call,
 			Return:   g.ret,
-			Metadata: "acquire " + g.ids(),
+			Metadata: "acquire " + g.record.id,
 		}
 	}
 	return ops
@@ -278,9 +361,8 @@ func (g *grantOp) describe() string {
 	if g.class.kind == classPermit {
 		what = g.class.String()
 	}
-	first := g.records[0]
 	return fmt.Sprintf("%s (acquire %s, client %s) token %s fence %d, %s",
-		what, g.ids(), first.client, g.token, g.fence, formatSpans(g.held))
+		what, g.record.id, g.record.client, g.token, g.fence, formatSpans(g.held))
 }
 
 // describe is a state in a line.
@@ -292,6 +374,9 @@ func (s *lockState) describe() string {
 	}
 	for _, m := range s.marks {
 		fmt.Fprintf(&b, " %s up to %d (%d grants);", m.class, m.max, m.count)
+	}
+	for _, c := range s.partial {
+		fmt.Fprintf(&b, " lock #%d: %d lines ordered;", c.tok, c.count)
 	}
 	b.WriteString(" may still be held:")
 	if len(s.live) == 0 {
