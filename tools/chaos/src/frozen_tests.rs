@@ -5,7 +5,7 @@ use crate::burst::{self, BurstCall};
 use crate::checks::{Check, Findings};
 use crate::faults::{Budget, Plan, Planned};
 use crate::frozen::{self, Ended, Freeze, FrozenLog, FrozenWrite};
-use crate::history::{Fault, FaultKind, Grant, History, Phases, Window, Workload};
+use crate::history::{Fault, FaultKind, Grant, History, Kind, Phases, Via, Window, Workload};
 use std::time::Duration;
 
 fn ms(n: u64) -> Duration {
@@ -15,7 +15,14 @@ fn ms(n: u64) -> Duration {
 fn grant(id: u64, client: u32, received: u64) -> Grant {
     Grant {
         id,
+        call: id,
         resource: "hot/0".to_owned(),
+        kind: Kind::Plain,
+        via: Via::Unary,
+        token: format!("t{id}"),
+        permit: 0,
+        request_id: None,
+        extends: Vec::new(),
         workload: Workload::Contended,
         client,
         replica: 0,

@@ -79,6 +79,7 @@ pub(crate) async fn run(
     quarantine: bool,
     binary: PathBuf,
     server: PathBuf,
+    counterfactual: &[String],
 ) -> Result<Vec<Outcome>, BoxError> {
     let scenarios = match which {
         Which::All => vec![
@@ -116,6 +117,7 @@ pub(crate) async fn run(
             quarantine,
             dir.clone(),
             extra,
+            counterfactual.to_vec(),
         )
         .await?;
         let done = match scenario {

@@ -50,6 +50,7 @@ impl Rig {
         quarantine: bool,
         log_dir: PathBuf,
         extra: Vec<(String, String)>,
+        counterfactual: Vec<String>,
     ) -> Result<Rig, BoxError> {
         let n_local = 5 - usize::from(skewed.is_some());
         let local =
@@ -73,6 +74,7 @@ impl Rig {
             quarantine,
             log_dir,
             extra,
+            counterfactual,
         };
         let replicas = Replicas::start(config, 1).await?;
         let (_, channel) = replicas.routes().pick(0);
