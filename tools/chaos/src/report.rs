@@ -118,13 +118,14 @@ impl Figures {
         let _ = write!(
             out,
             ",\"bursts\":{{\"bursts\":{},\"calls\":{},\"granted\":{},\"codes\":{{{}}},\
-             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{}}}}}",
+             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{},\"failed\":{}}}}}",
             b.bursts,
             b.calls,
             b.granted,
             codes.join(","),
             b.unavailable_healthy,
-            b.unavailable_faulted
+            b.unavailable_faulted,
+            b.failed.len()
         );
         let kinds = &self.findings.kinds;
         let permits = |limit: u32| kinds.most_permits.get(&limit).copied().unwrap_or(0);
@@ -303,7 +304,15 @@ impl Figures {
              UNAVAILABLE with all masters healthy {}, with some faulted {}",
             b.bursts, b.calls, b.granted, b.codes, b.unavailable_healthy, b.unavailable_faulted
         );
-        for (i, (at, calls, granted, unavailable)) in b.per_burst.iter().enumerate() {
+        for (i, at, why) in &b.failed {
+            let _ = writeln!(
+                s,
+                "    burst {i} at {:.3} s: FAILED, no calls: {why}",
+                at.as_secs_f64()
+            );
+        }
+        let ran = b.per_burst.iter().enumerate().filter(|(_, b)| b.1 > 0);
+        for (i, (at, calls, granted, unavailable)) in ran {
             let _ = writeln!(
                 s,
                 "    burst {i} at {:.3} s: {calls} calls, {granted} granted, {unavailable} \

@@ -260,7 +260,7 @@ pub(crate) async fn run(
             }
         }
     }
-    let (fired, burst_calls) = match bursts {
+    let fired = match bursts {
         Some(task) => {
             let abort = task.abort_handle();
             match tokio::time::timeout_at(drained, task).await {
@@ -272,7 +272,7 @@ pub(crate) async fn run(
                 }
             }
         }
-        None => (0, Vec::new()),
+        None => burst::Fired::default(),
     };
     let crashed = replicas.crashed().await;
     replicas.stop_all().await;
@@ -309,7 +309,7 @@ pub(crate) async fn run(
     }
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
-    let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
+    let burst_figures = burst::check(&fired, &history.faults, &mut findings);
     mixed.leftovers = crate::leftovers::check(&probes, &history.faults, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
