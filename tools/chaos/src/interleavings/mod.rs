@@ -12,8 +12,12 @@
 
 mod clock_offset;
 mod flapping;
+mod hold;
+mod hold_retry;
 mod idempotent;
+mod kind_fences;
 mod rig;
+mod rolling_permit;
 mod skewed;
 mod slow_link;
 
@@ -35,8 +39,19 @@ pub enum Which {
     Flapping,
     /// Item 6: a master's clock far ahead, majorities restarted empty.
     ClockOffset,
-    /// All four, one after the other.
+    /// Cross-kind defect 1: a Hold retried with its request id on a new
+    /// connection, the first stream then closed; a third client tries.
+    HoldRetry,
+    /// Cross-kind defect 3: plain, permit, shared, permit of another
+    /// limit, plain, one after another: fences must grow.
+    KindFences,
+    /// Cross-kind defect 2: a permit held across a rolling restart of
+    /// three masters; a plain lock and another limit must be refused.
+    RollingPermit,
+    /// The review's four (not the cross-kind ones), one after the other.
     All,
+    /// The three cross-kind ones, one after the other.
+    Kinds,
 }
 
 /// What one scenario found.
@@ -88,6 +103,7 @@ pub(crate) async fn run(
             Which::Flapping,
             Which::ClockOffset,
         ],
+        Which::Kinds => vec![Which::HoldRetry, Which::KindFences, Which::RollingPermit],
         one => vec![one],
     };
     let mut outcomes = Vec::new();
@@ -124,6 +140,9 @@ pub(crate) async fn run(
             Which::SlowLink => slow_link::run(&rig, seed, duration, max_ttl).await,
             Which::Idempotent => idempotent::run(&rig, seed, duration, max_ttl).await,
             Which::Flapping => flapping::run(&rig, seed, duration, max_ttl).await,
+            Which::HoldRetry => hold_retry::run(&rig, seed, duration).await,
+            Which::KindFences => kind_fences::run(&rig, seed, duration).await,
+            Which::RollingPermit => rolling_permit::run(&rig, seed, duration, max_ttl).await,
             _ => clock_offset::run(&rig, seed, duration, max_ttl).await,
         };
         let crashed = rig.replicas.crashed().await;
