@@ -162,7 +162,7 @@ impl<'a> TopTwo<'a> {
             Some(_) => {}
             None => entries.push(g),
         }
-        entries.sort_by(|a, b| b.fence.cmp(&a.fence));
+        entries.sort_by_key(|e| std::cmp::Reverse(e.fence));
         self.first = entries.first().copied();
         self.second = entries.get(1).copied();
     }

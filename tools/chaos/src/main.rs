@@ -250,16 +250,14 @@ fn interleave(args: &Args, which: interleavings::Which) -> ExitCode {
     let outcome = redlockd_binary(args).and_then(|binary| {
         let server = find_server(Flavor::Valkey)?;
         let runtime = tokio::runtime::Runtime::new()?;
-        runtime.block_on(interleavings::run(
-            which,
-            args.seed,
-            args.duration,
-            args.max_ttl,
-            !args.no_quarantine,
+        let daemon = interleavings::Daemon {
             binary,
             server,
-            &args.counterfactual,
-        ))
+            max_ttl: args.max_ttl,
+            quarantine: !args.no_quarantine,
+            counterfactual: args.counterfactual.clone(),
+        };
+        runtime.block_on(interleavings::run(which, args.seed, args.duration, &daemon))
     });
     match outcome {
         Ok(outcomes) => {

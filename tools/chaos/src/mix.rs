@@ -8,7 +8,8 @@
 //!   that they end DEADLINE_EXCEEDED while waiting; an Acquire answered
 //!   DEADLINE_EXCEEDED, UNAVAILABLE, UNKNOWN, CANCELLED or nothing is
 //!   retried with the same request id through the same or the other
-//!   replica (both calls recorded; equal tokens are one lock);
+//!   replica (both calls recorded; equal tokens are one lock), through
+//!   the other one only after [`OTHER_REPLICA_GAP`];
 //! - gRPC deadlines of 1-20 ms on some Acquires: of a hot resource (only
 //!   recorded), or of a resource nobody else uses, whose masters are then
 //!   read directly (`crate::leftovers`).
@@ -38,6 +39,13 @@ pub(crate) const MIX_FIRST_ID: u32 = 32_000;
 const CALL_SLACK: Duration = Duration::from_millis(1_500);
 /// Retries of one acquisition with its request id.
 const RETRIES: usize = 2;
+/// A retry through the OTHER replica waits this long first: the contract
+/// (lock.proto, `request_id`) lets one sent within about 3 x node_timeout
+/// of the error be answered the first replica's late grant just before
+/// that replica releases it (its holder would learn it from Extend or
+/// Validate): not what this client checks. Through the same replica the
+/// daemon serialises the retry behind the late grant's release.
+const OTHER_REPLICA_GAP: Duration = Duration::from_millis(300);
 
 /// What a client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +301,9 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
                     deadline = None;
                     // The same replica or the other one.
                     replica_home = home + rng.random_range(0..2);
+                    if shared.routes.pick(replica_home).0 != replica {
+                        tokio::time::sleep(OTHER_REPLICA_GAP).await;
+                    }
                 }
             }
         };

@@ -79,7 +79,11 @@ pub(crate) async fn run(rig: &Rig, seed: u64, duration: Duration) -> Result<Outc
                          {:?} before the retried session's validity ran out (S1 closed by {})",
                         lock.fence,
                         s2.until - granted_at,
-                        if rounds % 2 == 1 { "half-close" } else { "drop" }
+                        if rounds % 2 == 1 {
+                            "half-close"
+                        } else {
+                            "drop"
+                        }
                     ),
                 );
             }

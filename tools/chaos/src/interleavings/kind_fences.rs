@@ -79,7 +79,10 @@ pub(crate) async fn run(rig: &Rig, seed: u64, duration: Duration) -> Result<Outc
     outcome.figure("ordered_pairs", pairs);
     outcome.figure("other_outcomes", other);
     if pairs == 0 {
-        outcome.violation("proves_nothing", format!("no pair of grants in {rounds} rounds"));
+        outcome.violation(
+            "proves_nothing",
+            format!("no pair of grants in {rounds} rounds"),
+        );
     }
     Ok(outcome)
 }

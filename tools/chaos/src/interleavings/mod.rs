@@ -84,18 +84,29 @@ impl Outcome {
     }
 }
 
-/// Runs `which` for `duration` each, the daemon's restart quarantine on
-/// or not; the outcomes.
+/// The daemon and masters a rig runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Daemon {
+    /// The `redlockd` binary.
+    pub binary: PathBuf,
+    /// The Valkey server binary.
+    pub server: PathBuf,
+    /// `redlock.max_ttl`.
+    pub max_ttl: Duration,
+    /// `redlock.restart_quarantine` (off only for a counterfactual).
+    pub quarantine: bool,
+    /// `REDLOCKD_COUNTERFACTUAL` (`--counterfactual`), empty for none.
+    pub counterfactual: Vec<String>,
+}
+
+/// Runs `which` for `duration` each on `daemon`; the outcomes.
 pub(crate) async fn run(
     which: Which,
     seed: u64,
     duration: Duration,
-    max_ttl: Duration,
-    quarantine: bool,
-    binary: PathBuf,
-    server: PathBuf,
-    counterfactual: &[String],
+    daemon: &Daemon,
 ) -> Result<Vec<Outcome>, BoxError> {
+    let (max_ttl, server) = (daemon.max_ttl, &daemon.server);
     let scenarios = match which {
         Which::All => vec![
             Which::SlowLink,
@@ -111,7 +122,7 @@ pub(crate) async fn run(
         let dir = log_dir(scenario)?;
         let skewed = match scenario {
             Which::ClockOffset => Some(skewed::Skewed::start(
-                &server,
+                server,
                 clock_offset::offset(),
                 dir.clone(),
             )?),
@@ -125,17 +136,7 @@ pub(crate) async fn run(
             )],
             _ => Vec::new(),
         };
-        let rig = Rig::start(
-            binary.clone(),
-            server.clone(),
-            skewed,
-            max_ttl,
-            quarantine,
-            dir.clone(),
-            extra,
-            counterfactual.to_vec(),
-        )
-        .await?;
+        let rig = Rig::start(daemon, skewed, dir.clone(), extra).await?;
         let done = match scenario {
             Which::SlowLink => slow_link::run(&rig, seed, duration, max_ttl).await,
             Which::Idempotent => idempotent::run(&rig, seed, duration, max_ttl).await,

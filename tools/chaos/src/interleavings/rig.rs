@@ -43,15 +43,12 @@ impl Rig {
     /// one replica with `extra` settings (`quarantine` off only for the
     /// counterfactual that shows a check can fail).
     pub(crate) async fn start(
-        binary: PathBuf,
-        server: PathBuf,
+        daemon: &super::Daemon,
         skewed: Option<Skewed>,
-        max_ttl: Duration,
-        quarantine: bool,
         log_dir: PathBuf,
         extra: Vec<(String, String)>,
-        counterfactual: Vec<String>,
     ) -> Result<Rig, BoxError> {
+        let server = daemon.server.clone();
         let n_local = 5 - usize::from(skewed.is_some());
         let local =
             tokio::task::spawn_blocking(move || LocalMasters::start(&server, n_local)).await??;
@@ -65,16 +62,16 @@ impl Rig {
             proxies.push(Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await?);
         }
         let config = ReplicaConfig {
-            binary,
+            binary: daemon.binary.clone(),
             nodes: proxies
                 .iter()
                 .map(|p| format!("redis://{}", p.addr()))
                 .collect(),
-            max_ttl,
-            quarantine,
+            max_ttl: daemon.max_ttl,
+            quarantine: daemon.quarantine,
             log_dir,
             extra,
-            counterfactual,
+            counterfactual: daemon.counterfactual.clone(),
         };
         let replicas = Replicas::start(config, 1).await?;
         let (_, channel) = replicas.routes().pick(0);

@@ -48,7 +48,8 @@ pub(crate) async fn run(
     loop {
         rounds += 1;
         let resource = format!("interleavings/{seed}/rolling-permit/{rounds}");
-        let mut session = hold::open(rig.channel.clone(), permit(&resource, 2, Duration::ZERO)).await?;
+        let mut session =
+            hold::open(rig.channel.clone(), permit(&resource, 2, Duration::ZERO)).await?;
         let mut held = true;
         for master in ROLLED {
             rig.restart_empty(master).await?;
