@@ -44,6 +44,7 @@ fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released:
             received: ms(released + 1),
             outcome: Ok(true),
             calls: 1,
+            first_failure: None,
         }),
     }
 }
@@ -144,6 +145,7 @@ fn paused_holder_is_only_checked_by_its_window() {
         received: ms(701),
         outcome: Ok(false),
         calls: 1,
+        first_failure: None,
     });
     let findings = run(vec![paused, grant(2, 11, 1, 520, 500, 530)]);
     only(&findings, Check::Overlap, 0);
@@ -210,6 +212,7 @@ fn not_held_within_validity() {
     retried.release = retried.release.map(|r| ReleaseRecord {
         outcome: Ok(false),
         calls: 2,
+        first_failure: None,
         ..r
     });
     only(&run(vec![retried]), Check::WasHeld, 0);

@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     pub masters: Vec<u16>,
     /// The replicas' gRPC addresses, for new connections.
     pub addrs: Vec<std::net::SocketAddr>,
+    /// The planned rolling restart, if any (`--mix`): the long holders
+    /// hold across it.
+    pub rolling: Option<(Time, Time)>,
 }
 
 /// What one client recorded.
@@ -233,6 +236,7 @@ impl Shared {
     pub(crate) async fn release(&self, home: usize, lock: &Lock) -> ReleaseRecord {
         let sent = self.clock.now();
         let (mut outcome, mut calls) = (Err(Failure::TimedOut), 0);
+        let mut first_failure = None;
         for attempt in 0..2 {
             let (_, channel) = self.routes.pick(home + attempt);
             let request = ReleaseRequest {
@@ -242,6 +246,9 @@ impl Shared {
             let answer = call(CALL_SLACK, LockServiceClient::new(channel).release(request)).await;
             outcome = answer.map(|a| a.was_held);
             calls += 1;
+            if calls == 1 {
+                first_failure = outcome.err();
+            }
             if outcome.is_ok() {
                 break;
             }
@@ -251,6 +258,7 @@ impl Shared {
             received: self.clock.now(),
             outcome,
             calls,
+            first_failure,
         }
     }
 

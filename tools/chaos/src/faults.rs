@@ -542,3 +542,45 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod rolling_tests {
+    use super::*;
+
+    /// `--mix`: a rolling restart of three distinct masters, one at a
+    /// time (each after the one before counts as back), with no other
+    /// master fault during it.
+    #[test]
+    fn rolling_restart_alone_one_master_at_a_time() {
+        let budget = Budget {
+            grace: Duration::from_secs(1),
+            quarantine: Duration::from_millis(4032),
+        };
+        for seed in 0..10 {
+            let plan = plan(
+                Schedule::Full,
+                seed,
+                Duration::from_secs(40),
+                5,
+                budget,
+                true,
+            );
+            let (from, to) = plan.phases.rolling.expect("a 40 s run has one");
+            let inside: Vec<&Planned> = plan
+                .faults
+                .iter()
+                .filter(|f| f.kind.on_master())
+                .filter(|f| f.at < to && f.at + f.len + budget.after(f.kind) > from)
+                .collect();
+            assert_eq!(inside.len(), 3, "seed {seed}: {inside:?}");
+            let mut targets: Vec<usize> = inside.iter().map(|f| f.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            assert_eq!(targets.len(), 3, "seed {seed}");
+            for pair in inside.windows(2) {
+                let back = pair[0].at + pair[0].len + budget.after(pair[0].kind);
+                assert!(pair[1].at >= back, "seed {seed}: {pair:?}");
+            }
+        }
+    }
+}

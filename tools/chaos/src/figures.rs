@@ -94,6 +94,9 @@ pub(crate) struct Figures {
     pub unknown_messages: BTreeMap<String, usize>,
     /// UNKNOWN statuses during a replica's kill or drain.
     pub unknown_replica_fault: usize,
+    /// Readers refused while free, Releases UNAVAILABLE with every master
+    /// answering (`crate::refusals`).
+    pub refusals: crate::refusals::RefusalFigures,
 }
 
 /// What the mixed workload did.
@@ -321,6 +324,7 @@ impl Figures {
                 .entry(failure_name(failure))
                 .or_default() += 1;
         }
+        f.refusals = crate::refusals::figures(history);
         f.findings = findings;
         f
     }

@@ -92,6 +92,8 @@ pub(crate) struct ReleaseRecord {
     /// Calls made: a second one follows a failed first, whose deletes may
     /// have landed all the same (then `was_held = false` says nothing).
     pub calls: u8,
+    /// How the first call failed, when a second followed.
+    pub first_failure: Option<Failure>,
 }
 
 /// A call that did not succeed.

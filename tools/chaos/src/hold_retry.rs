@@ -38,7 +38,7 @@ pub(crate) async fn round(
     let home = id as usize;
     let request_id = mix::request_id(rng);
     let (replica, channel) = shared.routes.pick(home);
-    let request = acquire_request(resource, ask, wait, Some(&request_id));
+    let request = acquire_request(resource, (ask, sessions::TTL), wait, Some(&request_id));
     let kind = (sessions::grant_kind(ask), Via::Hold);
     let names = [resource.to_owned()];
     let mut first = match open(shared, channel, request, wait).await {
@@ -93,7 +93,7 @@ pub(crate) async fn round(
         return;
     };
     log.hold_retries += 1;
-    let request = acquire_request(resource, ask, wait, Some(&request_id));
+    let request = acquire_request(resource, (ask, sessions::TTL), wait, Some(&request_id));
     let second = open(shared, channel, request, wait).await;
     // S1 goes: half-closed (the daemon answers `released`) or dropped.
     let closed_at = clock.now();
@@ -118,6 +118,7 @@ pub(crate) async fn round(
         received: clock.now(),
         outcome,
         calls: 1,
+        first_failure: None,
     });
     log.grants.push(g1);
     let mut second = match second {

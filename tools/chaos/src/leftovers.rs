@@ -53,9 +53,11 @@ pub(crate) struct LeftoverFigures {
     pub probed: (usize, usize),
     /// Keys left on a majority with every master healthy (violations).
     pub majority_healthy: usize,
-    /// Keys left on some master otherwise (a minority, a fault around, or
-    /// after CANCELLED).
+    /// Keys left on some master otherwise (a minority, or a fault
+    /// around).
     pub other_leftovers: usize,
+    /// The first few of those, described.
+    pub examples: Vec<String>,
 }
 
 /// Reads the masters (their own ports) for `resource`'s lock key.
@@ -131,6 +133,24 @@ pub(crate) fn check(
             });
         } else {
             figures.other_leftovers += 1;
+            if figures.examples.len() < 5 {
+                figures.examples.push(format!(
+                    "{}: sent {:.3}s, {} at {:.3}s; key on {} of {} masters at {:.3}s; \
+                     a fault around: {}",
+                    p.resource,
+                    p.sent.as_secs_f64(),
+                    if p.deadline_exceeded {
+                        "DEADLINE_EXCEEDED"
+                    } else {
+                        "CANCELLED"
+                    },
+                    p.answered.as_secs_f64(),
+                    p.present,
+                    p.answered_masters,
+                    p.read_from.as_secs_f64(),
+                    faulted(faults, p.sent, p.read_until)
+                ));
+            }
         }
     }
     figures

@@ -55,6 +55,7 @@ mod interleavings;
 mod leftovers;
 mod mix;
 mod multi;
+mod refusals;
 mod register_checks;
 mod registers;
 mod replicas;

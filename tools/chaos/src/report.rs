@@ -153,7 +153,9 @@ impl Figures {
              \"request_id_retries\":{},\"granted_on_retry\":{},\"hold_retries\":{},\
              \"hold_retries_granted\":{},\"deadline_probes\":{},\"cancelled_probes\":{},\
              \"left_locked_majority_healthy\":{},\"left_locked_other\":{},\
-             \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{}}}}}",
+             \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{},\
+             \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
+             \"release_unavailable\":{},\"release_unavailable_masters_answering\":{}}}}}",
             self.mixed,
             permits(3),
             kinds.pairs_held_together,
@@ -167,7 +169,12 @@ impl Figures {
             left.other_leftovers,
             self.unknown.0,
             self.unknown.1,
-            self.unknown_replica_fault
+            self.unknown_replica_fault,
+            self.refusals.shared_aborted.0,
+            self.refusals.shared_aborted.1,
+            self.refusals.longest_refused_free_ms,
+            self.refusals.release_unavailable.0,
+            self.refusals.release_unavailable.1
         );
         out.pop();
         map(
@@ -296,6 +303,18 @@ impl Figures {
             self.unknown.1,
             self.unknown_replica_fault,
             self.unknown_messages
+        );
+        let r = &self.refusals;
+        let _ = writeln!(
+            s,
+            "  refusals          shared Acquires ABORTED {} ({} with no excluding holder in \
+             the history, longest {} ms); Releases UNAVAILABLE {} ({} with every master \
+             answering)",
+            r.shared_aborted.0,
+            r.shared_aborted.1,
+            r.longest_refused_free_ms,
+            r.release_unavailable.0,
+            r.release_unavailable.1
         );
         let b = &self.bursts;
         let _ = writeln!(

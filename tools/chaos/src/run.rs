@@ -34,7 +34,7 @@ const SEMAPHORE_CLIENTS: u32 = 4;
 /// `--mix`: unary clients of every kind on the hot resources, long
 /// holders among the session clients, multi clients when `--multi` is 0.
 const MIX_CLIENTS: u32 = 6;
-const MIX_LONG_HOLDERS: u32 = 2;
+const MIX_LONG_HOLDERS: u32 = 3;
 const MIX_MULTI: usize = 3;
 
 /// The workload of each schedule.
@@ -138,6 +138,7 @@ pub(crate) async fn run(
         tag,
         masters: cluster.ports(),
         addrs: replicas.grpc_addrs(),
+        rolling: plan.phases.rolling,
     });
     tracing::info!(faults = plan.faults.len(), logs = %logs.display(), "run starts");
     let mut tasks = Vec::new();
@@ -166,9 +167,9 @@ pub(crate) async fn run(
         false => 0,
     };
     for id in 0..profile.session_clients as u32 + long_holders {
-        let menu = match id >= profile.session_clients as u32 {
-            true => sessions::Menu::long(),
-            false => session_menu.clone(),
+        let menu = match id.checked_sub(profile.session_clients as u32) {
+            Some(n) => sessions::Menu::long(n),
+            None => session_menu.clone(),
         };
         let run = sessions::session(
             sessions::FIRST_ID + id,
@@ -320,6 +321,9 @@ pub(crate) async fn run(
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);
+    for leftover in &figures.mix.leftovers.examples {
+        eprintln!("LEFTOVER {leftover}");
+    }
     for miss in &figures.misses {
         eprintln!("MISS {miss}");
     }

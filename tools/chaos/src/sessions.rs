@@ -32,6 +32,8 @@ use tonic::Streaming;
 /// Lease of a session's lock: short, so that the work outlasts it and the
 /// extensions carry the lock.
 pub(crate) const TTL: Duration = Duration::from_millis(300);
+/// Lease of a long holder's sessions (below the runs' `max_ttl` of 3 s).
+const LONG_TTL: Duration = Duration::from_secs(2);
 /// Work inside a session's critical section, in ms.
 const WORK_MS: (u64, u64) = (50, 700);
 /// Session clients' ids start here (apart from the Acquire clients').
@@ -59,6 +61,11 @@ pub(crate) struct Menu {
     /// Share of plain and shared sessions retried with their request id
     /// on a new connection while the first stream lingers.
     pub retry_share: f64,
+    /// A long holder: what it holds across the rolling restart, on which
+    /// hot resource.
+    pub across_rolling: Option<(Ask, usize)>,
+    /// The lease its sessions ask for (the daemon extends it).
+    pub ttl: Duration,
 }
 
 impl Menu {
@@ -69,6 +76,8 @@ impl Menu {
             work_ms: WORK_MS,
             long: (0.0, 0, 0),
             retry_share: 0.0,
+            across_rolling: None,
+            ttl: TTL,
         }
     }
 
@@ -84,16 +93,30 @@ impl Menu {
             work_ms: WORK_MS,
             long: (0.1, 1_500, 5_000),
             retry_share: 0.25,
+            across_rolling: None,
+            ttl: TTL,
         }
     }
 
-    /// `--mix`'s long holders: permits and shared locks held for seconds.
-    pub(crate) fn long() -> Menu {
+    /// `--mix`'s long holder `n`: permits and shared locks held for
+    /// seconds; across the rolling restart, holder 0 holds a permit of
+    /// limit 2 of hot resource 0, holder 1 one of limit 3 of hot resource
+    /// 3 and holder 2 a shared lock of hot resource 1, from before it
+    /// starts until after it ends.
+    pub(crate) fn long(n: u32) -> Menu {
         Menu {
             asks: vec![(2, Ask::Permit(2)), (1, Ask::Shared), (1, Ask::Permit(3))],
             work_ms: WORK_MS,
             long: (1.0, 3_000, 9_000),
             retry_share: 0.0,
+            across_rolling: Some(match n {
+                0 => (Ask::Permit(2), 0),
+                1 => (Ask::Permit(3), 3),
+                _ => (Ask::Shared, 1),
+            }),
+            // Long enough that a starved daemon's late extension does not
+            // cost a long hold its lock.
+            ttl: LONG_TTL,
         }
     }
 
@@ -138,7 +161,7 @@ pub(crate) struct Open {
 /// The `acquire` message of a session.
 pub(crate) fn acquire_request(
     resource: &str,
-    ask: Ask,
+    (ask, ttl): (Ask, Duration),
     wait: Duration,
     request_id: Option<&str>,
 ) -> AcquireRequest {
@@ -149,7 +172,7 @@ pub(crate) fn acquire_request(
     };
     AcquireRequest {
         resource: resource.to_owned(),
-        ttl: prost_types::Duration::try_from(TTL).ok(),
+        ttl: prost_types::Duration::try_from(ttl).ok(),
         wait: prost_types::Duration::try_from(wait).ok(),
         owner: "chaos-session".to_owned(),
         request_id: request_id.unwrap_or_default().to_owned(),
@@ -306,6 +329,7 @@ pub(crate) async fn finish(shared: &Shared, open: Open, grant: &Grant) -> Releas
         received: now,
         outcome: Err(Failure::Status(tonic::Code::Cancelled)),
         calls: 1,
+        first_failure: None,
     }
 }
 
@@ -320,23 +344,31 @@ pub(crate) async fn session(
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0x5E);
     let (home, clock, mut log) = (id as usize, shared.clock, ClientLog::default());
     while clock.now() < shared.deadline {
-        let hot = rng.random_range(0..shared.hot.len());
-        let ask = menu.pick(&mut rng);
+        let mut hot = rng.random_range(0..shared.hot.len());
+        let mut ask = menu.pick(&mut rng);
         let wait = profile
             .contended_wait
             .min(shared.deadline.saturating_sub(clock.now()));
         let (long_share, lo, hi) = menu.long;
-        let work = match rng.random_bool(long_share) {
+        let mut work = match rng.random_bool(long_share) {
             true => between(&mut rng, (lo, hi)),
             false => between(&mut rng, menu.work_ms),
         };
+        let across = shared.rolling.zip(menu.across_rolling);
+        if let Some(((_, end), (held, resource))) =
+            across.filter(|((_, end), _)| clock.now() < *end)
+        {
+            // Held until well after the last restarted master is back.
+            (ask, hot) = (held, resource % shared.hot.len());
+            work = (end + Duration::from_secs(3)).saturating_sub(clock.now());
+        }
         if !matches!(ask, Ask::Permit(_)) && rng.random_bool(menu.retry_share) {
             let resource = shared.hot[hot].clone();
             crate::hold_retry::round(&shared, &mut rng, id, &resource, ask, wait, &mut log).await;
             continue;
         }
         let (replica, channel) = shared.routes.pick(home);
-        let request = acquire_request(&shared.hot[hot], ask, wait, None);
+        let request = acquire_request(&shared.hot[hot], (ask, menu.ttl), wait, None);
         let mut open = match open(&shared, channel, request, wait).await {
             Ok(open) => open,
             Err((failure, message, sent, received)) => {
@@ -442,6 +474,7 @@ pub(crate) async fn release(
         received: clock.now(),
         outcome,
         calls: 1,
+        first_failure: None,
     }
 }
 
