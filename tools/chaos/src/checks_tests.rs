@@ -505,6 +505,7 @@ fn left_locked_after_deadline_exceeded() {
     use crate::leftovers::{check, Probe};
     let probe = |present, deadline_exceeded| Probe {
         resource: "fresh".into(),
+        replica: 0,
         sent: ms(0),
         answered: ms(10),
         deadline_exceeded,
@@ -537,4 +538,13 @@ fn left_locked_after_deadline_exceeded() {
     let mut findings = Findings::default();
     check(&[probe(3, true)], &[restart], &mut findings);
     assert_eq!(findings.count(Check::LeftLocked), 0);
+    // The OTHER replica killed meanwhile: every master healthy, flagged.
+    let other_replica = Fault {
+        kind: FaultKind::ReplicaKill,
+        target: 1,
+        ..restart
+    };
+    let mut findings = Findings::default();
+    check(&[probe(3, false)], &[other_replica], &mut findings);
+    assert_eq!(findings.count(Check::LeftLocked), 1);
 }

@@ -10,7 +10,8 @@
 //! whose deadline ran out (DEADLINE_EXCEEDED, or CANCELLED: the contract
 //! promises the same for a cancelled call, "a grant the daemon knows you
 //! did not receive ... is released") whose key a MAJORITY of masters still
-//! held, with no fault of any kind (master or replica) counted anywhere in
+//! held, with every master healthy (no master fault counted, its restart
+//! quarantine included) and the call's replica not killed or drained in
 //! the whole span from the send to the last master's answer. The rest are
 //! figures: keys left on a minority, or with a fault around.
 
@@ -33,6 +34,8 @@ const ASK_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) struct Probe {
     /// The resource (nobody else's).
     pub resource: String,
+    /// The replica the call went to.
+    pub replica: usize,
     /// The client's call: sent and answered.
     pub sent: Time,
     pub answered: Time,
@@ -87,10 +90,12 @@ async fn exists(port: u16, key: &str) -> Option<bool> {
     tokio::time::timeout(ASK_TIMEOUT, ask).await.ok().flatten()
 }
 
-/// Whether any fault counted during `[from, to]`.
-fn faulted(faults: &[Fault], from: Time, to: Time) -> bool {
+/// Whether a master, or the replica `replica`, counted as faulted during
+/// `[from, to]`.
+fn faulted(faults: &[Fault], replica: usize, from: Time, to: Time) -> bool {
     faults
         .iter()
+        .filter(|f| f.kind.on_master() || f.target == replica)
         .any(|f| f.start <= to && f.counts_until >= from)
 }
 
@@ -110,7 +115,7 @@ pub(crate) fn check(
             continue;
         }
         let majority = p.present * 2 > 5;
-        if majority && !faulted(faults, p.sent, p.read_until) {
+        if majority && !faulted(faults, p.replica, p.sent, p.read_until) {
             figures.majority_healthy += 1;
             findings.violations.push(Violation {
                 check: Check::LeftLocked,
@@ -148,7 +153,7 @@ pub(crate) fn check(
                     p.present,
                     p.answered_masters,
                     p.read_from.as_secs_f64(),
-                    faulted(faults, p.sent, p.read_until)
+                    faulted(faults, p.replica, p.sent, p.read_until)
                 ));
             }
         }

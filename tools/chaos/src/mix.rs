@@ -391,6 +391,7 @@ async fn short_deadline_on_fresh(
         let (answered_masters, present) = leftovers::read(&shared.masters, &resource).await;
         Probe {
             resource,
+            replica,
             sent,
             answered: received,
             deadline_exceeded,
