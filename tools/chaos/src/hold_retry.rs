@@ -3,8 +3,9 @@
 //! opens S2 with X on a NEW connection, through the same replica or the
 //! other one, as a client does that thinks its first stream broken (or
 //! was told `draining`); once S2 answers (the same lock: the same token),
-//! S1 is closed, by a half-close or by dropping the stream, and S2 holds
-//! on for its work.
+//! or after [`LINGER`] if the daemon holds S2 back until S1 ends, S1 is
+//! closed, by a half-close or by dropping the stream, and S2 holds on for
+//! its work.
 //!
 //! Both grants go into the history with their token: equal tokens are one
 //! lock, so S1 and S2 may overlap each other, but S1's end must not end
@@ -21,6 +22,8 @@ use std::time::Duration;
 
 /// How long S1 holds before the retry is sent, in ms.
 const FIRST_MS: (u64, u64) = (20, 200);
+/// How long S1 lingers, at most, for the retry's answer.
+const LINGER: Duration = Duration::from_millis(300);
 /// How long S2 holds after S1 is closed, in ms.
 const AFTER_MS: (u64, u64) = (100, 600);
 
@@ -94,7 +97,11 @@ pub(crate) async fn round(
     };
     log.hold_retries += 1;
     let request = acquire_request(resource, (ask, sessions::TTL), wait, Some(&request_id));
-    let second = open(shared, channel, request, wait).await;
+    let second = open(shared, channel, request, wait);
+    tokio::pin!(second);
+    // S1 lingers until the retry is answered, or [`LINGER`] at most (a
+    // daemon may hold the retry back until the first stream ends).
+    let early = tokio::time::timeout(LINGER, &mut second).await.ok();
     // S1 goes: half-closed (the daemon answers `released`) or dropped.
     let closed_at = clock.now();
     g1.cs_end = closed_at;
@@ -121,6 +128,10 @@ pub(crate) async fn round(
         first_failure: None,
     });
     log.grants.push(g1);
+    let second = match early {
+        Some(answer) => answer,
+        None => second.await,
+    };
     let mut second = match second {
         Ok(open) => open,
         Err((failure, message, sent, received)) => {

@@ -2,8 +2,9 @@
 //! request id is released under the retry. Each round, on a fresh
 //! resource: session S1 takes the lock with request id X; S2 is opened
 //! with X on a NEW connection while S1 lingers (the same lock: the same
-//! token, `acquired`); then S1 ends, by a half-close in odd rounds and by
-//! dropping the stream in even ones. While S2 still holds (its last
+//! token, `acquired`; or, if the daemon holds S2 back until S1 ends, after
+//! 300 ms); then S1 ends, by a half-close in odd rounds and by dropping
+//! the stream in even ones. While S2 still holds (its last
 //! event's validity has not run out, [`super::hold::Session::until`]), a
 //! third client tries the resource without waiting: a grant then is two
 //! holders (`third_holder_under_retry`). A round counts only if S2 was
@@ -19,6 +20,8 @@ use redlockd_proto::pb::AcquireRequest;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How long S1 lingers, at most, for S2's answer.
+const LINGER: Duration = Duration::from_millis(300);
 /// The sessions' ttl (extended by the daemon).
 const TTL: Duration = Duration::from_millis(500);
 
@@ -49,22 +52,30 @@ pub(crate) async fn run(rig: &Rig, seed: u64, duration: Duration) -> Result<Outc
         };
         s1.follow(Duration::from_millis(50)).await;
         let fresh = redlockd_testkit::client::endpoint(grpc)?.connect_lazy();
-        let s2 = hold::open(fresh, request(&resource, &id)).await;
-        let mut s2: Session = match s2 {
-            Ok(s2) if s2.lock.token == s1.lock.token => s2,
-            _ => {
-                other += 1;
-                drop(s1);
-                continue;
-            }
-        };
-        retried += 1;
+        let s2 = hold::open(fresh, request(&resource, &id));
+        tokio::pin!(s2);
+        // S1 lingers until S2 is answered, or LINGER at most (a daemon may
+        // hold the retry back until the first stream ends).
+        let early = tokio::time::timeout(LINGER, &mut s2).await.ok();
+        let token = s1.lock.token.clone();
         match rounds % 2 {
             1 => {
                 let _ = s1.half_close().await;
             }
             _ => drop(s1),
         }
+        let s2 = match early {
+            Some(answer) => answer,
+            None => s2.await,
+        };
+        let mut s2: Session = match s2 {
+            Ok(s2) if s2.lock.token == token => s2,
+            _ => {
+                other += 1;
+                continue;
+            }
+        };
+        retried += 1;
         // Let the daemon act on S1's end, then see whether S2 still holds.
         s2.follow(Duration::from_millis(20)).await;
         let third = acquire(rig.channel.clone(), &resource, TTL, Duration::ZERO, None).await;
