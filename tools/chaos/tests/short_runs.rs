@@ -359,7 +359,8 @@ fn read_write_locks_under_faults() {
 /// The cross-kind defects, forced (`--interleaving kinds`): a Hold retried
 /// with its request id and the first stream closed, with a third client
 /// trying; plain, permit, shared, another limit, plain one after another;
-/// a permit held across a rolling restart of three masters. No violation,
+/// Acquires with 1-20 ms deadlines, the masters read a second later; a
+/// permit held across a rolling restart of three masters. No violation,
 /// and each interleaving happened.
 #[test]
 fn cross_kind_interleavings_find_no_violation() {

@@ -11,6 +11,7 @@
 //! summary, exit 1 on any violation, as for the schedules.
 
 mod clock_offset;
+mod deadline_leftovers;
 mod flapping;
 mod hold;
 mod hold_retry;
@@ -48,9 +49,12 @@ pub enum Which {
     /// Cross-kind defect 2: a permit held across a rolling restart of
     /// three masters; a plain lock and another limit must be refused.
     RollingPermit,
+    /// Cross-kind defect 5: Acquires with 1-20 ms deadlines of fresh
+    /// resources; nothing of them may be left on the masters.
+    DeadlineLeftovers,
     /// The review's four (not the cross-kind ones), one after the other.
     All,
-    /// The three cross-kind ones, one after the other.
+    /// The four cross-kind ones, one after the other.
     Kinds,
 }
 
@@ -114,7 +118,12 @@ pub(crate) async fn run(
             Which::Flapping,
             Which::ClockOffset,
         ],
-        Which::Kinds => vec![Which::HoldRetry, Which::KindFences, Which::RollingPermit],
+        Which::Kinds => vec![
+            Which::HoldRetry,
+            Which::KindFences,
+            Which::DeadlineLeftovers,
+            Which::RollingPermit,
+        ],
         one => vec![one],
     };
     let mut outcomes = Vec::new();
@@ -143,6 +152,7 @@ pub(crate) async fn run(
             Which::Flapping => flapping::run(&rig, seed, duration, max_ttl).await,
             Which::HoldRetry => hold_retry::run(&rig, seed, duration).await,
             Which::KindFences => kind_fences::run(&rig, seed, duration).await,
+            Which::DeadlineLeftovers => deadline_leftovers::run(&rig, seed, duration).await,
             Which::RollingPermit => rolling_permit::run(&rig, seed, duration, max_ttl).await,
             _ => clock_offset::run(&rig, seed, duration, max_ttl).await,
         };

@@ -84,6 +84,13 @@ impl Rig {
         })
     }
 
+    /// The ordinary masters' own ports (not their proxies'), to read keys
+    /// directly.
+    pub(crate) fn master_ports(&self) -> Vec<u16> {
+        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        (0..local.len()).map(|i| local.port(i)).collect()
+    }
+
     /// The daemon's name of master `i` (its proxy's `host:port`).
     pub(crate) fn node(&self, i: usize) -> String {
         self.proxies
