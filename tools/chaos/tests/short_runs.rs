@@ -360,8 +360,9 @@ fn read_write_locks_under_faults() {
 /// with its request id and the first stream closed, with a third client
 /// trying; plain, permit, shared, another limit, plain one after another;
 /// Acquires with 1-20 ms deadlines, the masters read a second later; a
-/// permit held across a rolling restart of three masters. No violation,
-/// and each interleaving happened.
+/// reader right after a writer's hand-off, and a Release with three
+/// masters in restart quarantine; a permit held across a rolling restart
+/// of three masters. No violation, and each interleaving happened.
 #[test]
 fn cross_kind_interleavings_find_no_violation() {
     let (code, json) = chaos(&["--interleaving", "kinds", "--duration", "2", "--seed", "1"]);

@@ -17,6 +17,7 @@ mod hold;
 mod hold_retry;
 mod idempotent;
 mod kind_fences;
+mod refusals;
 mod rig;
 mod rolling_permit;
 mod skewed;
@@ -52,9 +53,12 @@ pub enum Which {
     /// Cross-kind defect 5: Acquires with 1-20 ms deadlines of fresh
     /// resources; nothing of them may be left on the masters.
     DeadlineLeftovers,
+    /// Cross-kind defects 4 and 6: a reader after a writer's hand-off; a
+    /// Release with two masters in restart quarantine.
+    Refusals,
     /// The review's four (not the cross-kind ones), one after the other.
     All,
-    /// The four cross-kind ones, one after the other.
+    /// The five cross-kind ones, one after the other.
     Kinds,
 }
 
@@ -122,6 +126,7 @@ pub(crate) async fn run(
             Which::HoldRetry,
             Which::KindFences,
             Which::DeadlineLeftovers,
+            Which::Refusals,
             Which::RollingPermit,
         ],
         one => vec![one],
@@ -153,6 +158,7 @@ pub(crate) async fn run(
             Which::HoldRetry => hold_retry::run(&rig, seed, duration).await,
             Which::KindFences => kind_fences::run(&rig, seed, duration).await,
             Which::DeadlineLeftovers => deadline_leftovers::run(&rig, seed, duration).await,
+            Which::Refusals => refusals::run(&rig, seed, duration, max_ttl).await,
             Which::RollingPermit => rolling_permit::run(&rig, seed, duration, max_ttl).await,
             _ => clock_offset::run(&rig, seed, duration, max_ttl).await,
         };
