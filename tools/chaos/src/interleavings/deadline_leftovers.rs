@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Acquires per round, at once.
-const CALLS: usize = 10;
+const CALLS: usize = 20;
 
 /// Runs rounds for `duration` on `rig`.
 pub(crate) async fn run(rig: &Rig, seed: u64, duration: Duration) -> Result<Outcome, BoxError> {
