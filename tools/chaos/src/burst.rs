@@ -75,6 +75,9 @@ pub(crate) struct BurstFigures {
     pub unavailable_faulted: usize,
     /// Per burst: its first call sent, calls, granted, UNAVAILABLE.
     pub per_burst: Vec<(Time, usize, usize, usize)>,
+    /// Bursts that could not run (their process failed): which, when,
+    /// and why.
+    pub failed: Vec<(usize, Time, String)>,
 }
 
 /// When the bursts start: where the plan has every master healthy for
@@ -128,15 +131,15 @@ pub(crate) const BURST_FLAG: &str = "--burst-client";
 /// binary with [`BURST_FLAG`]), so that its thousands of tasks do not
 /// starve the checker's own tasks (among them the proxies in front of the
 /// masters, whose delay the daemon would rightly count against them);
-/// every call's answer.
+/// every call's answer, and the bursts whose process failed.
 pub(crate) async fn bursts(
     shared: Arc<Shared>,
     addrs: Vec<std::net::SocketAddr>,
     times: Vec<Time>,
     calls_each: usize,
-) -> (usize, Vec<BurstCall>) {
+) -> Fired {
     let clock = shared.clock;
-    let (mut fired, mut calls) = (0, Vec::new());
+    let (mut fired, mut calls, mut failed) = (0, Vec::new(), Vec::new());
     let start_ns =
         crate::frozen_child::monotonic_ns().saturating_sub(clock.now().as_nanos() as u64);
     for at in times {
@@ -156,11 +159,29 @@ pub(crate) async fn bursts(
                     message: code.map(|(_, m)| m).unwrap_or_default(),
                 }))
             }
-            Err(error) => tracing::warn!("burst {fired}: {error}"),
+            Err(error) => {
+                tracing::warn!("burst {fired}: {error}");
+                failed.push((fired, at, error.to_string()));
+            }
         }
         fired += 1;
     }
-    (fired, calls)
+    Fired {
+        fired,
+        calls,
+        failed,
+    }
+}
+
+/// What [`bursts`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Fired {
+    /// Bursts started.
+    pub fired: usize,
+    /// Every answer of every burst.
+    pub calls: Vec<BurstCall>,
+    /// Bursts whose process failed: which, when, why.
+    pub failed: Vec<(usize, Time, String)>,
 }
 
 /// An answer: sent, received, and the failure's code and message.
@@ -209,7 +230,16 @@ async fn one_burst(
     tokio::time::timeout(LIMIT + LIMIT, read)
         .await
         .map_err(|_| "the burst process did not finish")??;
-    child.wait().await?;
+    let status = child.wait().await?;
+    if !status.success() {
+        // Its stderr (inherited) says why, e.g. "chaos --burst-client:
+        // transport error": a burst that did not run, not one of 0 calls.
+        return Err(format!(
+            "the burst process exited with {status} after {} answers",
+            answers.len()
+        )
+        .into());
+    }
     Ok(answers)
 }
 
@@ -284,20 +314,19 @@ pub(crate) fn burst_main(args: &[String]) -> Result<(), crate::cluster::BoxError
 
 /// Counts the bursts' codes; UNAVAILABLE with all masters healthy and the
 /// replica not faulted is a violation.
-pub(crate) fn check(
-    fired: usize,
-    calls: &[BurstCall],
-    faults: &[Fault],
-    findings: &mut Findings,
-) -> BurstFigures {
+pub(crate) fn check(fired: &Fired, faults: &[Fault], findings: &mut Findings) -> BurstFigures {
+    let calls = &fired.calls;
     let mut figures = BurstFigures {
-        bursts: fired,
+        bursts: fired.fired,
         calls: calls.len(),
+        failed: fired.failed.clone(),
         ..BurstFigures::default()
     };
     let mut shown = 0;
     for call in calls {
         if figures.per_burst.len() <= call.burst {
+            // A burst without answers (its process failed) keeps 0 calls
+            // and is not shown as a burst; `failed` says what happened.
             figures
                 .per_burst
                 .resize(call.burst + 1, (Time::MAX, 0, 0, 0));

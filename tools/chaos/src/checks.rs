@@ -3,16 +3,20 @@
 //! own latency (see [`crate::history::Window`]), and orders are only used
 //! where they are certain (one call answered before the other was sent).
 
-use crate::history::{Fault, Grant, History, ReleaseRecord, Time, Workload};
+use crate::exclusion::{self, KindFigures};
+use crate::history::{Fault, Grant, History, Kind, ReleaseRecord, Time, Workload};
 use crate::register_checks;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// The properties checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Check {
-    /// Two grants of one resource with overlapping validity windows.
+    /// Two conflicting grants of one resource (any kinds, distinct
+    /// tokens) with overlapping validity windows (`crate::exclusion`).
     Overlap,
-    /// A grant certainly made after another got a fence not above it.
+    /// A grant certainly made after a conflicting one got a fence not
+    /// above it, or two conflicting grants share a fence
+    /// (`crate::exclusion`).
     FenceOrder,
     /// A Release's `was_held` contradicts the history.
     WasHeld,
@@ -31,12 +35,13 @@ pub(crate) enum Check {
     /// A burst call answered UNAVAILABLE while every master was healthy
     /// (`crate::burst`): overload blamed on the masters.
     BurstUnavailable,
-    /// More holders of a semaphore than its limit, or two of one permit
-    /// (`crate::semaphore`).
+    /// More than L permits of limit L held at once on one resource
+    /// (`crate::exclusion`; two holders of one permit are an overlap).
     SemaphoreLimit,
-    /// A later grant of a semaphore's permit got a fence not above an
-    /// earlier grant's of that permit (`crate::semaphore`).
-    SemaphoreFence,
+    /// After an Acquire answered DEADLINE_EXCEEDED, a majority of the
+    /// masters, all healthy throughout, still held its lock key once the
+    /// daemon had long enough to clean up (`crate::leftovers`).
+    LeftLocked,
 }
 
 impl Check {
@@ -52,7 +57,7 @@ impl Check {
         Check::FrozenClient,
         Check::BurstUnavailable,
         Check::SemaphoreLimit,
-        Check::SemaphoreFence,
+        Check::LeftLocked,
     ];
 
     /// Name in the report.
@@ -68,7 +73,7 @@ impl Check {
             Check::FrozenClient => "frozen_client_stale_write",
             Check::BurstUnavailable => "burst_unavailable_masters_healthy",
             Check::SemaphoreLimit => "semaphore_over_limit",
-            Check::SemaphoreFence => "semaphore_fence_order",
+            Check::LeftLocked => "left_locked_after_deadline_exceeded",
         }
     }
 }
@@ -105,6 +110,8 @@ pub(crate) struct Findings {
     /// (the key may really have been lost with a restarted master): not a
     /// violation, reported.
     pub not_held_under_faults: usize,
+    /// What the cross-kind sweep saw.
+    pub kinds: KindFigures,
 }
 
 impl Findings {
@@ -117,6 +124,7 @@ impl Findings {
 /// Runs every checker over `history`.
 pub(crate) fn check(history: &History) -> Findings {
     let mut findings = Findings::default();
+    let mut kinds = KindFigures::default();
     let mut by_resource: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
     for grant in &history.grants {
         by_resource.entry(&grant.resource).or_default().push(grant);
@@ -125,14 +133,15 @@ pub(crate) fn check(history: &History) -> Findings {
         findings.overran += usize::from(grant.overran());
     }
     for grants in by_resource.values() {
+        exclusion::exclusion(grants, &mut findings, &mut kinds);
         if grants.len() > 1 {
-            overlaps(grants, &mut findings);
-            fence_order(grants, &mut findings);
+            exclusion::fence_order(grants, &mut findings);
             critical_sections(grants, &mut findings);
             held_elsewhere(grants, &mut findings);
             expiry_margin(grants, &mut findings);
         }
     }
+    findings.kinds = kinds;
     released_not_held(&history.grants, &history.faults, &mut findings);
     let by_id: HashMap<u64, &Grant> = history.grants.iter().map(|g| (g.id, g)).collect();
     for log in &history.registers {
@@ -187,87 +196,6 @@ impl TopTwo {
     }
 }
 
-/// No two grants' validity windows overlap.
-fn overlaps(grants: &[&Grant], findings: &mut Findings) {
-    let mut windows: Vec<(Time, Time, &Grant)> = grants
-        .iter()
-        .flat_map(|g| {
-            let cut = g.release.map_or(Time::MAX, |r| r.sent);
-            g.windows.iter().map(move |w| (w.start, w.end.min(cut), *g))
-        })
-        .filter(|(start, end, _)| start < end)
-        .collect();
-    windows.sort_by_key(|(start, _, _)| *start);
-    let by_id: HashMap<u64, &Grant> = grants.iter().map(|g| (g.id, *g)).collect();
-    let (mut top, mut seen) = (TopTwo::default(), HashSet::new());
-    for (start, end, grant) in windows {
-        if let Some((other_end, other)) = top.other_than(grant.id) {
-            if start < other_end && seen.insert((other, grant.id)) {
-                let earlier = by_id.get(&other).map_or_else(String::new, |g| describe(g));
-                findings.violations.push(Violation {
-                    check: Check::Overlap,
-                    detail: format!(
-                        "{}: {} overlaps {} by {:.1} ms",
-                        grant.resource,
-                        describe(grant),
-                        earlier,
-                        (other_end - start).as_secs_f64() * 1e3
-                    ),
-                });
-            }
-        }
-        top.add(end, grant.id);
-    }
-}
-
-/// A grant requested after another was received has a higher fence; no
-/// two grants share one.
-fn fence_order(grants: &[&Grant], findings: &mut Findings) {
-    let mut by_received: Vec<&Grant> = grants.to_vec();
-    by_received.sort_by_key(|g| g.received);
-    let mut by_sent: Vec<&Grant> = grants.to_vec();
-    by_sent.sort_by_key(|g| g.sent);
-    let (mut next, mut highest): (usize, Option<&Grant>) = (0, None);
-    let mut flagged = HashSet::new();
-    for later in by_sent {
-        while let Some(g) = by_received.get(next).filter(|g| g.received < later.sent) {
-            if highest.is_none_or(|h| g.fence > h.fence) {
-                highest = Some(g);
-            }
-            next += 1;
-        }
-        if let Some(earlier) = highest.filter(|h| h.fence >= later.fence) {
-            flagged.insert(later.id);
-            findings.violations.push(Violation {
-                check: Check::FenceOrder,
-                detail: format!(
-                    "{}: {} requested after {} was received",
-                    later.resource,
-                    describe(later),
-                    describe(earlier)
-                ),
-            });
-        }
-    }
-    let mut fences: HashMap<u64, &Grant> = HashMap::new();
-    for g in grants {
-        if let Some(first) = fences.insert(g.fence, g) {
-            if !flagged.contains(&g.id) && !flagged.contains(&first.id) {
-                findings.violations.push(Violation {
-                    check: Check::FenceOrder,
-                    detail: format!(
-                        "{}: fence {} granted twice: {} and {}",
-                        g.resource,
-                        g.fence,
-                        describe(first),
-                        describe(g)
-                    ),
-                });
-            }
-        }
-    }
-}
-
 /// Critical sections of holders that stayed within their validity do not
 /// overlap.
 fn critical_sections(grants: &[&Grant], findings: &mut Findings) {
@@ -275,13 +203,18 @@ fn critical_sections(grants: &[&Grant], findings: &mut Findings) {
         .iter()
         .copied()
         .filter(|g| {
-            g.workload == Workload::Contended && !g.paused && !g.overran() && !g.stale_on_arrival()
+            g.workload == Workload::Contended
+                && exclusive(g)
+                && !g.paused
+                && !g.overran()
+                && !g.stale_on_arrival()
         })
         .collect();
     sections.sort_by_key(|g| g.received);
     let mut latest: Option<&Grant> = None;
     for g in sections {
-        if let Some(previous) = latest.filter(|p| g.received < p.cs_end) {
+        // Equal tokens are one lock (a Hold retried with its request id).
+        if let Some(previous) = latest.filter(|p| g.received < p.cs_end && p.token != g.token) {
             findings.violations.push(Violation {
                 check: Check::CriticalSections,
                 detail: format!(
@@ -302,14 +235,19 @@ fn critical_sections(grants: &[&Grant], findings: &mut Findings) {
 /// `was_held = true` is impossible while another holder's guarantee covers
 /// the whole Release call: both tokens cannot be on a majority at once.
 fn held_elsewhere(grants: &[&Grant], findings: &mut Findings) {
+    // One key per token (a retry's grants are one lock): its first grant.
+    let mut lock_of: HashMap<&str, u64> = HashMap::new();
+    for g in grants {
+        lock_of.entry(&g.token).or_insert(g.id);
+    }
+    let lock = |g: &Grant| lock_of.get(g.token.as_str()).copied().unwrap_or(g.id);
     // Each window, cut at its holder's Release: (start, guaranteed until).
     let mut windows: Vec<(Time, Time, u64)> = grants
         .iter()
         .flat_map(|g| {
             let cut = g.release.map_or(Time::MAX, |r| r.sent);
-            g.windows
-                .iter()
-                .map(move |w| (w.start, w.end.min(cut), g.id))
+            let id = lock(g);
+            g.windows.iter().map(move |w| (w.start, w.end.min(cut), id))
         })
         .filter(|(start, end, _)| start < end)
         .collect();
@@ -322,7 +260,8 @@ fn held_elsewhere(grants: &[&Grant], findings: &mut Findings) {
             Some(*top)
         })
         .collect();
-    for g in grants {
+    // Only an exclusive lock's Release: every other grant conflicts with it.
+    for g in grants.iter().filter(|g| exclusive(g)) {
         let Some(release) = g.release.filter(|r| r.outcome == Ok(true)) else {
             continue;
         };
@@ -330,7 +269,8 @@ fn held_elsewhere(grants: &[&Grant], findings: &mut Findings) {
         let Some(top) = started.checked_sub(1).and_then(|i| prefix.get(i)) else {
             continue;
         };
-        if let Some((end, other)) = top.other_than(g.id).filter(|(e, _)| *e >= release.received) {
+        let own = lock(g);
+        if let Some((end, other)) = top.other_than(own).filter(|(e, _)| *e >= release.received) {
             findings.violations.push(Violation {
                 check: Check::WasHeld,
                 detail: format!(
@@ -350,7 +290,7 @@ fn held_elsewhere(grants: &[&Grant], findings: &mut Findings) {
 /// The gap between a window that ran out (no Release before the next
 /// grant) and the next grant.
 fn expiry_margin(grants: &[&Grant], findings: &mut Findings) {
-    let mut sorted: Vec<&Grant> = grants.to_vec();
+    let mut sorted: Vec<&Grant> = grants.iter().copied().filter(|g| exclusive(g)).collect();
     sorted.sort_by_key(|g| g.received);
     for pair in sorted.windows(2) {
         let (a, b) = (pair[0], pair[1]);
@@ -359,6 +299,12 @@ fn expiry_margin(grants: &[&Grant], findings: &mut Findings) {
             findings.tightest_expiry = Some(findings.tightest_expiry.map_or(gap, |t| t.min(gap)));
         }
     }
+}
+
+/// Whether `g` is an exclusive lock (plain, or a member of a lock on
+/// several resources): every other grant of its resource conflicts with it.
+pub(crate) fn exclusive(g: &Grant) -> bool {
+    matches!(g.kind, Kind::Plain | Kind::Multi)
 }
 
 /// Whether any fault was in effect during `[from, to]`.

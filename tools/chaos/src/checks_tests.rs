@@ -3,8 +3,8 @@
 
 use crate::checks::{check, Check, Findings};
 use crate::history::{
-    Failure, Fault, FaultKind, FencedOp, Grant, History, PlainWrite, RegisterLog, ReleaseRecord,
-    Window, Workload,
+    Failure, Fault, FaultKind, FencedOp, Grant, History, Kind, PlainWrite, RegisterLog,
+    ReleaseRecord, Via, Window, Workload,
 };
 use std::time::Duration;
 
@@ -21,7 +21,14 @@ fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released:
     let window = Window::of_call(ms(sent), ms(received), ms(validity));
     Grant {
         id,
+        call: id,
         resource: RESOURCE.to_owned(),
+        kind: Kind::Plain,
+        via: Via::Unary,
+        token: format!("t{id}"),
+        permit: 0,
+        request_id: None,
+        extends: Vec::new(),
         workload: Workload::Contended,
         client: id as u32,
         replica: 0,
@@ -37,6 +44,7 @@ fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released:
             received: ms(released + 1),
             outcome: Ok(true),
             calls: 1,
+            first_failure: None,
         }),
     }
 }
@@ -137,6 +145,7 @@ fn paused_holder_is_only_checked_by_its_window() {
         received: ms(701),
         outcome: Ok(false),
         calls: 1,
+        first_failure: None,
     });
     let findings = run(vec![paused, grant(2, 11, 1, 520, 500, 530)]);
     only(&findings, Check::Overlap, 0);
@@ -203,6 +212,7 @@ fn not_held_within_validity() {
     retried.release = retried.release.map(|r| ReleaseRecord {
         outcome: Ok(false),
         calls: 2,
+        first_failure: None,
         ..r
     });
     only(&run(vec![retried]), Check::WasHeld, 0);
@@ -340,4 +350,201 @@ fn stale_on_arrival_grant_is_not_superseded_by_an_older_holder() {
         "{:?}",
         findings.violations
     );
+}
+
+/// `grant` of another kind and token.
+fn of_kind(mut g: Grant, kind: Kind, permit: u32, token: &str) -> Grant {
+    g.kind = kind;
+    g.permit = permit;
+    g.token = token.to_owned();
+    g
+}
+
+/// A permit granted while a plain holder holds: cross-kind overlap.
+#[test]
+fn permit_beside_plain_overlaps() {
+    let findings = run(vec![
+        grant(1, 10, 0, 2, 500, 300),
+        of_kind(grant(2, 11, 1, 100, 500, 120), Kind::Permit(2), 0, "p"),
+    ]);
+    only(&findings, Check::Overlap, 1);
+}
+
+/// Readers together, and permits of one limit on distinct indexes, are
+/// not conflicts; a reader beside a permit, two permits of one index, and
+/// permits of two limits are.
+#[test]
+fn the_conflict_relation() {
+    let shared = |id, token| of_kind(grant(id, 10 + id, 0, 2, 500, 300), Kind::Shared, 0, token);
+    let permit = |id, limit, index, token| {
+        of_kind(
+            grant(id, 10 + id, 0, 2, 500, 300),
+            Kind::Permit(limit),
+            index,
+            token,
+        )
+    };
+    let clean = run(vec![shared(1, "a"), shared(2, "b")]);
+    only(&clean, Check::Overlap, 0);
+    assert_eq!(clean.kinds.shared_overlaps, 1);
+    let clean = run(vec![permit(1, 2, 0, "a"), permit(2, 2, 1, "b")]);
+    only(&clean, Check::Overlap, 0);
+    assert_eq!(clean.kinds.most_permits.get(&2), Some(&2));
+    only(
+        &run(vec![shared(1, "a"), permit(2, 2, 0, "b")]),
+        Check::Overlap,
+        1,
+    );
+    only(
+        &run(vec![permit(1, 2, 0, "a"), permit(2, 2, 0, "b")]),
+        Check::Overlap,
+        1,
+    );
+    only(
+        &run(vec![permit(1, 2, 0, "a"), permit(2, 3, 1, "b")]),
+        Check::Overlap,
+        1,
+    );
+}
+
+/// Three permits of limit 2 on three indexes (a daemon that lost count)
+/// at once: over the limit.
+#[test]
+fn permits_over_their_limit() {
+    let permit = |id, index, token| {
+        of_kind(
+            grant(id, 10 + id, 0, 2 + id, 500, 300),
+            Kind::Permit(2),
+            index,
+            token,
+        )
+    };
+    let findings = run(vec![
+        permit(1, 0, "a"),
+        permit(2, 1, "b"),
+        permit(3, 2, "c"),
+    ]);
+    only(&findings, Check::SemaphoreLimit, 1);
+}
+
+/// A Hold retried with its request id: S1 and S2 share a token (one lock)
+/// and overlap each other freely; S1 ends at 150 ms; a third client
+/// granted at 200 ms while S2's window lasts until 480 ms is an overlap
+/// (and its critical section overlaps S2's).
+#[test]
+fn third_holder_while_a_retry_holds() {
+    let s1 = of_kind(grant(1, 10, 0, 2, 500, 150), Kind::Plain, 0, "x");
+    let mut s2 = of_kind(grant(2, 10, 100, 120, 380, 450), Kind::Plain, 0, "x");
+    s2.release = None;
+    let clean = run(vec![s1.clone(), s2.clone()]);
+    only(&clean, Check::Overlap, 0);
+    let third = grant(3, 11, 160, 200, 500, 220);
+    let findings = run(vec![s1, s2, third]);
+    assert_eq!(
+        findings.count(Check::Overlap),
+        1,
+        "{:?}",
+        findings.violations
+    );
+    assert_eq!(findings.count(Check::CriticalSections), 1);
+}
+
+/// Fences across kinds: a permit after a plain holder with a lower fence
+/// is out of order, and so is a permit of the same index; readers, and
+/// permits of other indexes of one limit, are not ordered among
+/// themselves; equal tokens (a retry) share their fence.
+#[test]
+fn cross_kind_fence_order() {
+    let later =
+        |kind, index, token, fence| of_kind(grant(2, fence, 10, 12, 500, 14), kind, index, token);
+    let plain = grant(1, 10, 0, 2, 500, 5);
+    only(
+        &run(vec![plain.clone(), later(Kind::Permit(2), 0, "p", 9)]),
+        Check::FenceOrder,
+        1,
+    );
+    only(
+        &run(vec![plain.clone(), later(Kind::Shared, 0, "s", 10)]),
+        Check::FenceOrder,
+        1,
+    );
+    only(
+        &run(vec![plain.clone(), later(Kind::Plain, 0, "t1", 10)]),
+        Check::FenceOrder,
+        0,
+    );
+    let reader = of_kind(grant(1, 10, 0, 2, 500, 5), Kind::Shared, 0, "r");
+    only(
+        &run(vec![reader, later(Kind::Shared, 0, "s", 9)]),
+        Check::FenceOrder,
+        0,
+    );
+    let permit = of_kind(grant(1, 10, 0, 2, 500, 5), Kind::Permit(2), 0, "a");
+    only(
+        &run(vec![permit.clone(), later(Kind::Permit(2), 1, "b", 9)]),
+        Check::FenceOrder,
+        0,
+    );
+    only(
+        &run(vec![permit.clone(), later(Kind::Permit(2), 0, "b", 9)]),
+        Check::FenceOrder,
+        1,
+    );
+    only(
+        &run(vec![permit, later(Kind::Permit(3), 1, "b", 9)]),
+        Check::FenceOrder,
+        1,
+    );
+}
+
+/// A short-deadline Acquire's key left on a majority with every master
+/// healthy is a violation; on a minority, or with a fault around, a
+/// figure.
+#[test]
+fn left_locked_after_deadline_exceeded() {
+    use crate::leftovers::{check, Probe};
+    let probe = |present, deadline_exceeded| Probe {
+        resource: "fresh".into(),
+        replica: 0,
+        sent: ms(0),
+        answered: ms(10),
+        deadline_exceeded,
+        read_from: ms(1010),
+        read_until: ms(1012),
+        answered_masters: 5,
+        present,
+    };
+    let mut findings = Findings::default();
+    let figures = check(
+        &[probe(3, true), probe(2, true), probe(0, true)],
+        &[],
+        &mut findings,
+    );
+    assert_eq!(
+        findings.count(Check::LeftLocked),
+        1,
+        "{:?}",
+        findings.violations
+    );
+    assert_eq!((figures.majority_healthy, figures.other_leftovers), (1, 1));
+    let restart = Fault {
+        kind: FaultKind::MasterRestart,
+        target: 0,
+        start: ms(500),
+        end: ms(600),
+        counts_until: ms(5000),
+        three_phase: false,
+    };
+    let mut findings = Findings::default();
+    check(&[probe(3, true)], &[restart], &mut findings);
+    assert_eq!(findings.count(Check::LeftLocked), 0);
+    // The OTHER replica killed meanwhile: every master healthy, flagged.
+    let other_replica = Fault {
+        kind: FaultKind::ReplicaKill,
+        target: 1,
+        ..restart
+    };
+    let mut findings = Findings::default();
+    check(&[probe(3, false)], &[other_replica], &mut findings);
+    assert_eq!(findings.count(Check::LeftLocked), 1);
 }

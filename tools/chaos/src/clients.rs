@@ -10,7 +10,10 @@
 //!
 //! Every loop ends at the deadline; every call has a client-side timeout.
 
-use crate::history::{Attempt, Clock, Failure, Grant, ReleaseRecord, Time, Window, Workload};
+use crate::history::{
+    Attempt, Clock, ExtendOutcome, FailedCall, Failure, Grant, Kind, ReleaseRecord, Time, Via,
+    Window, Workload,
+};
 use crate::registers::Registers;
 use crate::replicas::Routes;
 use rand::rngs::StdRng;
@@ -72,6 +75,13 @@ pub(crate) struct Shared {
     pub next_grant: AtomicU64,
     /// Prefix of resource names (unique per run).
     pub tag: String,
+    /// The masters' own ports (not their proxies'), to read keys directly.
+    pub masters: Vec<u16>,
+    /// The replicas' gRPC addresses, for new connections.
+    pub addrs: Vec<std::net::SocketAddr>,
+    /// The planned rolling restart, if any (`--mix`): the long holders
+    /// hold across it.
+    pub rolling: Option<(Time, Time)>,
 }
 
 /// What one client recorded.
@@ -83,6 +93,19 @@ pub(crate) struct ClientLog {
     pub attempts: Vec<Attempt>,
     /// Its failed contended Acquires.
     pub contended_failures: Vec<Failure>,
+    /// Its Acquires that were not granted, with what they asked.
+    pub failed: Vec<FailedCall>,
+    /// Reads of the masters after short-deadline Acquires
+    /// (`crate::leftovers`), still running.
+    pub probes: Vec<tokio::task::JoinHandle<crate::leftovers::Probe>>,
+    /// Acquires retried with their request id, and acquisitions granted
+    /// on a retry.
+    pub retries: usize,
+    pub retried_grants: usize,
+    /// Hold sessions retried with their request id on a new connection,
+    /// and those retries granted (`crate::hold_retry`).
+    pub hold_retries: usize,
+    pub hold_retries_granted: usize,
     /// Its sessions told `draining`.
     pub drained: usize,
 }
@@ -151,8 +174,9 @@ impl Shared {
         (replica, sent, received, lock)
     }
 
-    /// Extends `lock`; its new window if granted.
-    pub(crate) async fn extend(&self, home: usize, lock: &Lock, ttl: Duration) -> Option<Window> {
+    /// Extends `lock` and records it in `grant` (a successful one adds a
+    /// window).
+    pub(crate) async fn extend(&self, home: usize, lock: &Lock, ttl: Duration, grant: &mut Grant) {
         let (_, channel) = self.routes.pick(home);
         let request = ExtendRequest {
             resource: lock.resource.clone(),
@@ -162,8 +186,48 @@ impl Shared {
         let sent = self.clock.now();
         let answer = call(CALL_SLACK, LockServiceClient::new(channel).extend(request)).await;
         let received = self.clock.now();
-        let extended = answer.ok()?.lock?;
-        Some(Window::of_call(sent, received, validity(&extended)))
+        let outcome = match answer {
+            Ok(answer) => match answer.lock {
+                Some(extended) => ExtendOutcome::Ok(validity(&extended)),
+                None => ExtendOutcome::Failed(tonic::Code::Internal),
+            },
+            Err(Failure::Status(tonic::Code::FailedPrecondition)) => ExtendOutcome::Lost,
+            Err(Failure::Status(code)) => ExtendOutcome::Failed(code),
+            Err(Failure::TimedOut) => ExtendOutcome::Unknown,
+        };
+        grant.extended(sent, received, outcome);
+    }
+
+    /// The record of an Acquire of `resources` that was not granted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn failed(
+        &self,
+        client: u32,
+        replica: usize,
+        (kind, via): (Kind, Via),
+        resources: &[String],
+        request_id: Option<&str>,
+        (sent, received): (Time, Time),
+        (failure, message): (Failure, String),
+    ) -> FailedCall {
+        FailedCall {
+            id: self.next_id(),
+            client,
+            replica,
+            via,
+            kind,
+            resources: resources.to_vec(),
+            request_id: request_id.map(str::to_owned),
+            sent,
+            received,
+            failure,
+            message,
+        }
+    }
+
+    /// A new call id (shared with the grant ids).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_grant.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Releases `lock`, once more through another replica if the first
@@ -172,6 +236,7 @@ impl Shared {
     pub(crate) async fn release(&self, home: usize, lock: &Lock) -> ReleaseRecord {
         let sent = self.clock.now();
         let (mut outcome, mut calls) = (Err(Failure::TimedOut), 0);
+        let mut first_failure = None;
         for attempt in 0..2 {
             let (_, channel) = self.routes.pick(home + attempt);
             let request = ReleaseRequest {
@@ -181,6 +246,9 @@ impl Shared {
             let answer = call(CALL_SLACK, LockServiceClient::new(channel).release(request)).await;
             outcome = answer.map(|a| a.was_held);
             calls += 1;
+            if calls == 1 {
+                first_failure = outcome.err();
+            }
             if outcome.is_ok() {
                 break;
             }
@@ -190,6 +258,7 @@ impl Shared {
             received: self.clock.now(),
             outcome,
             calls,
+            first_failure,
         }
     }
 
@@ -200,9 +269,22 @@ impl Shared {
         replica: usize,
         lock: &Lock,
     ) -> Grant {
+        let id = self.next_id();
         Grant {
-            id: self.next_grant.fetch_add(1, Ordering::Relaxed),
+            id,
+            call: id,
             resource: lock.resource.clone(),
+            kind: Kind::Plain,
+            via: Via::Unary,
+            // No token known (a frozen child's grant): one of its own, so
+            // that it is never taken for another grant's lock.
+            token: match lock.token.is_empty() {
+                true => format!("untold-{id}"),
+                false => lock.token.clone(),
+            },
+            permit: lock.permit,
+            request_id: None,
+            extends: Vec::new(),
             workload,
             client,
             replica,
@@ -237,8 +319,17 @@ pub(crate) async fn contended(
             .await;
         let lock = match answer {
             Ok(lock) => lock,
-            Err((failure, _)) => {
+            Err((failure, message)) => {
                 log.contended_failures.push(failure);
+                log.failed.push(shared.failed(
+                    id,
+                    replica,
+                    (Kind::Plain, Via::Unary),
+                    &shared.hot[hot..=hot],
+                    None,
+                    (sent, received),
+                    (failure, message),
+                ));
                 if failure != Failure::Status(tonic::Code::Aborted) {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -277,12 +368,9 @@ pub(crate) async fn contended(
             work = work.min(room);
             if rng.random_bool(profile.extend_share) {
                 tokio::time::sleep(work / 2).await;
-                if let Some(window) = shared.extend(home, &lock, profile.contended_ttl).await {
-                    if window.start < grant.valid_until {
-                        grant.valid_until = grant.valid_until.max(window.end);
-                    }
-                    grant.windows.push(window);
-                }
+                shared
+                    .extend(home, &lock, profile.contended_ttl, &mut grant)
+                    .await;
                 tokio::time::sleep(work / 2).await;
             } else {
                 tokio::time::sleep(work).await;

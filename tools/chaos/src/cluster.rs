@@ -49,6 +49,11 @@ impl Cluster {
         self.ports.len()
     }
 
+    /// The masters' own ports (fixed across restarts).
+    pub(crate) fn ports(&self) -> Vec<u16> {
+        self.ports.clone()
+    }
+
     /// `redis://` URLs of the proxies: what the daemons are configured with.
     pub(crate) fn proxy_urls(&self) -> Vec<String> {
         self.proxies

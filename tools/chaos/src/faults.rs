@@ -99,6 +99,13 @@ const TAIL: Duration = Duration::from_secs(3);
 const THREE_LEN: Duration = Duration::from_millis(2500);
 /// Shortest run that gets a three-masters phase.
 const THREE_MIN_RUN: Duration = Duration::from_secs(20);
+/// Masters restarted one after another by a rolling restart (`--mix`).
+const ROLLING: usize = 3;
+/// Where the rolling restart starts: after the warm-up, once long holders
+/// hold.
+const ROLLING_AT: Duration = Duration::from_secs(3);
+/// How long each master of a rolling restart is down.
+const ROLLING_DOWN: Duration = Duration::from_millis(300);
 
 fn between(rng: &mut StdRng, lo_ms: u64, hi_ms: u64) -> Duration {
     Duration::from_millis(rng.random_range(lo_ms..=hi_ms))
@@ -111,22 +118,66 @@ pub(crate) fn plan(
     duration: Duration,
     masters: usize,
     budget: Budget,
+    rolling: bool,
 ) -> Plan {
     let mut rng = StdRng::seed_from_u64(seed);
     match schedule {
-        Schedule::Full => full(&mut rng, duration, masters, budget),
+        Schedule::Full => full(&mut rng, duration, masters, budget, rolling),
         Schedule::Restarts => restarts(&mut rng, duration, masters, budget),
         Schedule::Fresh => fresh(&mut rng, duration, masters, budget),
     }
 }
 
-fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) -> Plan {
+/// A rolling restart from `at`: [`ROLLING`] distinct masters restarted
+/// empty one after another, each only once the one before has waited out
+/// its quarantine (so one master at a time counts as faulted); with its
+/// end, or `None` if it does not end by `until`.
+fn rolling_restart(
+    rng: &mut StdRng,
+    at: Duration,
+    until: Duration,
+    masters: usize,
+    budget: Budget,
+) -> Option<(Vec<Planned>, Duration)> {
+    let mut targets: Vec<usize> = (0..masters).collect();
+    let mut faults = Vec::new();
+    let mut t = at;
+    for _ in 0..ROLLING.min(masters) {
+        let target = targets.remove(rng.random_range(0..targets.len()));
+        faults.push(Planned {
+            kind: FaultKind::MasterRestart,
+            target,
+            at: t,
+            len: ROLLING_DOWN,
+            delay: Duration::ZERO,
+            three_phase: false,
+        });
+        t += ROLLING_DOWN + budget.after(FaultKind::MasterRestart) + ms(200);
+    }
+    (t <= until).then_some((faults, t))
+}
+
+fn full(
+    rng: &mut StdRng,
+    duration: Duration,
+    masters: usize,
+    budget: Budget,
+    rolling: bool,
+) -> Plan {
     let three = (duration >= THREE_MIN_RUN && masters >= 3).then(|| {
         let start = duration.saturating_sub(TAIL + THREE_LEN);
         (start, start + THREE_LEN)
     });
     let main_end = three.map_or(duration.saturating_sub(TAIL), |(start, _)| start);
     let mut faults = Vec::new();
+    // The rolling restart keeps every other master fault out of its span.
+    let rolled = rolling
+        .then(|| rolling_restart(rng, ROLLING_AT, main_end, masters, budget))
+        .flatten();
+    let rolling_span = rolled.as_ref().map(|(_, end)| (ROLLING_AT, *end));
+    if let Some((rolled, _)) = rolled {
+        faults.extend(rolled);
+    }
     let mut busy_until = vec![Duration::ZERO; masters];
     let mut replica_busy_until = Duration::ZERO;
     let mut t = WARM_UP;
@@ -149,6 +200,11 @@ fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) ->
             FaultKind::ReplicaDrain => (between(rng, 1500, 3000), Duration::ZERO),
         };
         let until = t + len + budget.after(kind);
+        let in_rolling = |(from, to): &(Duration, Duration)| t < *to && until > *from;
+        if let Some((_, to)) = rolling_span.filter(|span| kind.on_master() && in_rolling(span)) {
+            t = to;
+            continue;
+        }
         let target = if kind.on_master() {
             let busy = busy_until.iter().filter(|b| **b > t).count();
             let free: Vec<usize> = (0..masters).filter(|m| busy_until[*m] <= t).collect();
@@ -212,6 +268,7 @@ fn full(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) ->
             faults_from: WARM_UP,
             three,
             end: duration,
+            rolling: rolling_span,
         },
     }
 }
@@ -244,6 +301,7 @@ fn restarts(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget
             faults_from: warm_up,
             three: None,
             end: duration,
+            rolling: None,
         },
     }
 }
@@ -274,6 +332,7 @@ fn fresh(rng: &mut StdRng, duration: Duration, masters: usize, budget: Budget) -
             faults_from: warm_up,
             three: None,
             end: duration,
+            rolling: None,
         },
     }
 }
@@ -389,12 +448,12 @@ mod tests {
     fn deterministic() {
         let d = Duration::from_secs(120);
         assert_eq!(
-            plan(Schedule::Full, 7, d, 5, BUDGET),
-            plan(Schedule::Full, 7, d, 5, BUDGET)
+            plan(Schedule::Full, 7, d, 5, BUDGET, false),
+            plan(Schedule::Full, 7, d, 5, BUDGET, false)
         );
         assert_ne!(
-            plan(Schedule::Full, 7, d, 5, BUDGET),
-            plan(Schedule::Full, 8, d, 5, BUDGET)
+            plan(Schedule::Full, 7, d, 5, BUDGET, false),
+            plan(Schedule::Full, 8, d, 5, BUDGET, false)
         );
     }
 
@@ -405,7 +464,7 @@ mod tests {
     fn full_schedule_bounds() {
         for seed in 0..20 {
             let d = Duration::from_secs(300);
-            let plan = plan(Schedule::Full, seed, d, 5, BUDGET);
+            let plan = plan(Schedule::Full, seed, d, 5, BUDGET, seed % 2 == 0);
             let main: Vec<&Planned> = plan.faults.iter().filter(|f| !f.three_phase).collect();
             for f in &main {
                 let at_once = |on_master: bool| {
@@ -445,7 +504,7 @@ mod tests {
     #[test]
     fn fresh_schedule() {
         let d = Duration::from_secs(20);
-        let plan = plan(Schedule::Fresh, 1, d, 5, BUDGET);
+        let plan = plan(Schedule::Fresh, 1, d, 5, BUDGET, false);
         assert!(plan.faults.len() >= 5, "{plan:?}");
         for cycle in plan.faults.chunks(5) {
             let mut targets: Vec<usize> = cycle.iter().map(|f| f.target).collect();
@@ -464,7 +523,14 @@ mod tests {
     /// The counterfactual restarts a majority at once, cycle after cycle.
     #[test]
     fn restarts_schedule() {
-        let plan = plan(Schedule::Restarts, 1, Duration::from_secs(20), 5, BUDGET);
+        let plan = plan(
+            Schedule::Restarts,
+            1,
+            Duration::from_secs(20),
+            5,
+            BUDGET,
+            false,
+        );
         assert!(plan.faults.len() >= 6, "{plan:?}");
         for cycle in plan.faults.chunks(3) {
             let mut targets: Vec<usize> = cycle.iter().map(|f| f.target).collect();
@@ -473,6 +539,48 @@ mod tests {
             assert_eq!(targets.len(), 3);
             assert!(cycle.iter().all(|f| f.kind == FaultKind::MasterRestart));
             assert!(cycle[2].at - cycle[0].at < Duration::from_millis(100));
+        }
+    }
+}
+
+#[cfg(test)]
+mod rolling_tests {
+    use super::*;
+
+    /// `--mix`: a rolling restart of three distinct masters, one at a
+    /// time (each after the one before counts as back), with no other
+    /// master fault during it.
+    #[test]
+    fn rolling_restart_alone_one_master_at_a_time() {
+        let budget = Budget {
+            grace: Duration::from_secs(1),
+            quarantine: Duration::from_millis(4032),
+        };
+        for seed in 0..10 {
+            let plan = plan(
+                Schedule::Full,
+                seed,
+                Duration::from_secs(40),
+                5,
+                budget,
+                true,
+            );
+            let (from, to) = plan.phases.rolling.expect("a 40 s run has one");
+            let inside: Vec<&Planned> = plan
+                .faults
+                .iter()
+                .filter(|f| f.kind.on_master())
+                .filter(|f| f.at < to && f.at + f.len + budget.after(f.kind) > from)
+                .collect();
+            assert_eq!(inside.len(), 3, "seed {seed}: {inside:?}");
+            let mut targets: Vec<usize> = inside.iter().map(|f| f.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            assert_eq!(targets.len(), 3, "seed {seed}");
+            for pair in inside.windows(2) {
+                let back = pair[0].at + pair[0].len + budget.after(pair[0].kind);
+                assert!(pair[1].at >= back, "seed {seed}: {pair:?}");
+            }
         }
     }
 }

@@ -2,7 +2,8 @@
 //! findings (printed by `report.rs`).
 
 use crate::checks::{Check, Findings};
-use crate::history::{Attempt, Failure, Fault, FaultKind, History, Time, Workload};
+use crate::history::{Attempt, Failure, Fault, FaultKind, History, Kind, Time, Via, Workload};
+use crate::leftovers::LeftoverFigures;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -77,10 +78,66 @@ pub(crate) struct Figures {
     pub frozen: crate::frozen::FrozenFigures,
     /// Bursts of Acquire calls (`crate::burst`).
     pub bursts: crate::burst::BurstFigures,
-    /// Read-write grants (`crate::rw`).
-    pub rw: crate::rw::RwFigures,
-    /// The semaphore's clients (`crate::semaphore`).
-    pub semaphore: crate::semaphore::SemaphoreFigures,
+    /// Whether the run mixed every kind on the hot resources (`--mix`).
+    pub mixed: bool,
+    /// What the mixed workload did (`crate::mix`, `crate::hold_retry`,
+    /// `crate::leftovers`).
+    pub mix: MixFigures,
+    /// Grants by kind (`plain`, `shared`, `permit2`, `permit3`, `multi`).
+    pub by_kind: BTreeMap<String, usize>,
+    /// Exclusive grants of the `--rw` and `--mix` unary clients.
+    pub mode_exclusive: usize,
+    /// Acquires not granted, by code (every workload that records them).
+    pub failed_by_code: BTreeMap<String, usize>,
+    /// UNKNOWN statuses: (transport errors, others), and their messages.
+    pub unknown: (usize, usize),
+    pub unknown_messages: BTreeMap<String, usize>,
+    /// UNKNOWN statuses during a replica's kill or drain.
+    pub unknown_replica_fault: usize,
+    /// Readers refused while free, Releases UNAVAILABLE with every master
+    /// answering (`crate::refusals`).
+    pub refusals: crate::refusals::RefusalFigures,
+}
+
+/// What the mixed workload did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MixFigures {
+    /// Unary Acquires retried with their request id, and acquisitions
+    /// granted on a retry.
+    pub retries: usize,
+    pub retried_grants: usize,
+    /// Hold sessions retried with their request id on a new connection,
+    /// and those retries granted.
+    pub hold_retries: usize,
+    pub hold_retries_granted: usize,
+    /// The masters read after short-deadline Acquires.
+    pub leftovers: LeftoverFigures,
+}
+
+/// Whether an UNKNOWN status's message is the transport's (the
+/// connection broke or was refused), not an answer of the daemon.
+pub(crate) fn transport_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "transport error",
+        "connection",
+        "broken pipe",
+        "h2 protocol error",
+        "error reading a body",
+        "error trying to connect",
+        "stream closed",
+        "operation was canceled",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
+
+/// A grant's kind as a figure's key.
+fn kind_key(kind: Kind) -> String {
+    match kind {
+        Kind::Permit(limit) => format!("permit{limit}"),
+        kind => kind.name().to_owned(),
+    }
 }
 
 fn failure_name(failure: &Failure) -> String {
@@ -167,16 +224,42 @@ impl Figures {
             ..Figures::default()
         };
         f.uncontended = f.grants - f.contended;
-        f.session_grants = history
+        f.session_grants = history.grants.iter().filter(|g| g.via == Via::Hold).count();
+        for g in &history.grants {
+            *f.by_kind.entry(kind_key(g.kind)).or_default() += 1;
+        }
+        f.mode_exclusive = history
             .grants
             .iter()
-            .filter(|g| g.client >= crate::sessions::FIRST_ID)
+            .filter(|g| g.kind == Kind::Plain && g.client >= crate::mix::RW_FIRST_ID)
             .count();
+        for call in &history.failed {
+            *f.failed_by_code
+                .entry(failure_name(&call.failure))
+                .or_default() += 1;
+            if call.failure != Failure::Status(tonic::Code::Unknown) {
+                continue;
+            }
+            match transport_message(&call.message) {
+                true => f.unknown.0 += 1,
+                false => f.unknown.1 += 1,
+            }
+            let mut message: String = call.message.chars().take(100).collect();
+            message.retain(|c| c != '"' && c != '\\');
+            *f.unknown_messages.entry(message).or_default() += 1;
+            let replica_fault = faults.iter().any(|x| {
+                !x.kind.on_master()
+                    && x.target == call.replica
+                    && x.start <= call.received
+                    && x.counts_until >= call.sent
+            });
+            f.unknown_replica_fault += usize::from(replica_fault);
+        }
         f.sessions_drained = history.sessions_drained;
         f.multi_resource_grants = history
             .grants
             .iter()
-            .filter(|g| (crate::multi::FIRST_ID..crate::sessions::FIRST_ID).contains(&g.client))
+            .filter(|g| g.kind == Kind::Multi)
             .count();
         f.healthy_grants = history
             .grants
@@ -241,6 +324,7 @@ impl Figures {
                 .entry(failure_name(failure))
                 .or_default() += 1;
         }
+        f.refusals = crate::refusals::figures(history);
         f.findings = findings;
         f
     }

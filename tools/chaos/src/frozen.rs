@@ -223,6 +223,7 @@ pub(crate) async fn client(
                     received: dropped,
                     outcome: Err(crate::history::Failure::Status(tonic::Code::Cancelled)),
                     calls: 1,
+                    first_failure: None,
                 });
                 lock_state(&state).holding = None;
                 log.grants.push(grant);

@@ -5,7 +5,7 @@ use crate::burst::{self, BurstCall};
 use crate::checks::{Check, Findings};
 use crate::faults::{Budget, Plan, Planned};
 use crate::frozen::{self, Ended, Freeze, FrozenLog, FrozenWrite};
-use crate::history::{Fault, FaultKind, Grant, History, Phases, Window, Workload};
+use crate::history::{Fault, FaultKind, Grant, History, Kind, Phases, Via, Window, Workload};
 use std::time::Duration;
 
 fn ms(n: u64) -> Duration {
@@ -15,7 +15,14 @@ fn ms(n: u64) -> Duration {
 fn grant(id: u64, client: u32, received: u64) -> Grant {
     Grant {
         id,
+        call: id,
         resource: "hot/0".to_owned(),
+        kind: Kind::Plain,
+        via: Via::Unary,
+        token: format!("t{id}"),
+        permit: 0,
+        request_id: None,
+        extends: Vec::new(),
         workload: Workload::Contended,
         client,
         replica: 0,
@@ -172,7 +179,12 @@ fn burst_unavailable_only_counts_when_masters_are_healthy() {
         call(Some(tonic::Code::Unavailable), 5500),
     ];
     let mut findings = Findings::default();
-    let figures = burst::check(1, &calls, &faults, &mut findings);
+    let fired = burst::Fired {
+        fired: 1,
+        calls,
+        failed: Vec::new(),
+    };
+    let figures = burst::check(&fired, &faults, &mut findings);
     assert_eq!(findings.count(Check::BurstUnavailable), 1);
     assert_eq!(figures.granted, 1);
     assert_eq!(
@@ -180,4 +192,30 @@ fn burst_unavailable_only_counts_when_masters_are_healthy() {
         (1, 1)
     );
     assert_eq!(figures.codes.get("ResourceExhausted"), Some(&1));
+}
+
+/// A burst whose process died (the 300 s run's "chaos --burst-client:
+/// transport error") is reported as a failed burst, not as a burst of 0
+/// calls at Time::MAX.
+#[test]
+fn a_dead_burst_process_is_a_failed_burst() {
+    let fired = burst::Fired {
+        fired: 2,
+        calls: vec![BurstCall {
+            burst: 1,
+            ..call(None, 100)
+        }],
+        failed: vec![(0, ms(300), "the burst process exited with 2".into())],
+    };
+    let mut findings = Findings::default();
+    let figures = burst::check(&fired, &[], &mut findings);
+    assert_eq!(figures.failed.len(), 1);
+    let summary = crate::figures::Figures {
+        bursts: figures,
+        ..Default::default()
+    }
+    .summary();
+    assert!(summary.contains("burst 0 at 0.300 s: FAILED"), "{summary}");
+    assert!(!summary.contains("18446744073709551616"), "{summary}");
+    assert!(summary.contains("burst 1 at 0.100 s: 1 calls"), "{summary}");
 }

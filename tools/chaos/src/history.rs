@@ -92,6 +92,8 @@ pub(crate) struct ReleaseRecord {
     /// Calls made: a second one follows a failed first, whose deletes may
     /// have landed all the same (then `was_held = false` says nothing).
     pub calls: u8,
+    /// How the first call failed, when a second followed.
+    pub first_failure: Option<Failure>,
 }
 
 /// A call that did not succeed.
@@ -103,13 +105,142 @@ pub(crate) enum Failure {
     TimedOut,
 }
 
+/// What kind of lock a grant is: which other grants of its resource it
+/// excludes (`HISTORY.md`, "The properties"; [`Kind::conflicts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// An exclusive lock of one resource (`mode` EXCLUSIVE, no `limit`).
+    Plain,
+    /// A read lock (`mode` SHARED).
+    Shared,
+    /// A semaphore permit of this limit (2 or more).
+    Permit(u32),
+    /// One resource of a lock on several (`resources`).
+    Multi,
+}
+
+impl Kind {
+    /// Name in the history file.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Shared => "shared",
+            Kind::Permit(_) => "permit",
+            Kind::Multi => "multi",
+        }
+    }
+
+    /// Whether two grants of one resource with DIFFERENT tokens, of these
+    /// kinds (and permit indexes), exclude each other.
+    pub(crate) fn conflicts(self, permit: u32, other: Kind, other_permit: u32) -> bool {
+        match (self, other) {
+            (Kind::Plain | Kind::Multi, _) | (_, Kind::Plain | Kind::Multi) => true,
+            (Kind::Shared, Kind::Shared) => false,
+            (Kind::Shared, Kind::Permit(_)) | (Kind::Permit(_), Kind::Shared) => true,
+            (Kind::Permit(a), Kind::Permit(b)) => a != b || permit == other_permit,
+        }
+    }
+}
+
+/// How a call reached the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// A unary Acquire.
+    Unary,
+    /// A Hold session's `acquire`.
+    Hold,
+}
+
+/// How an Extend (or a session's extension event) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtendOutcome {
+    /// Extended, with this validity.
+    Ok(Duration),
+    /// The daemon said the lock is no longer held (`lost`,
+    /// FAILED_PRECONDITION).
+    Lost,
+    /// Another status.
+    Failed(Code),
+    /// No answer in the client's own time.
+    Unknown,
+}
+
+/// One Extend of a grant (unary, or a session's `extended`/`lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExtendRecord {
+    /// Sent (for a session event: the earliest its round can have started).
+    pub sent: Time,
+    /// Answered.
+    pub received: Time,
+    /// How it ended.
+    pub outcome: ExtendOutcome,
+}
+
+/// An Acquire (or a Hold's `acquire`) that was not granted: for the
+/// history file and the figures.
+#[derive(Debug, Clone)]
+pub(crate) struct FailedCall {
+    /// Unique in the run (shared with the grant ids).
+    pub id: u64,
+    /// The client task.
+    pub client: u32,
+    /// The replica it went to.
+    pub replica: usize,
+    /// Unary or Hold.
+    pub via: Via,
+    /// What it asked for.
+    pub kind: Kind,
+    /// Every resource asked, in order (one unless `Multi`).
+    pub resources: Vec<String>,
+    /// Its request id, if any.
+    pub request_id: Option<String>,
+    /// Sent.
+    pub sent: Time,
+    /// Answered or given up on.
+    pub received: Time,
+    /// The status, or no answer.
+    pub failure: Failure,
+    /// The status message (never a token: the daemon does not put one
+    /// there).
+    pub message: String,
+}
+
+impl FailedCall {
+    /// Whether the outcome is unknown to the client (it may have been
+    /// granted): no answer in its time, or a transport error (UNKNOWN,
+    /// CANCELLED).
+    pub(crate) fn unknown(&self) -> bool {
+        matches!(
+            self.failure,
+            Failure::TimedOut | Failure::Status(Code::Unknown | Code::Cancelled)
+        )
+    }
+}
+
 /// One lock granted to a client.
 #[derive(Debug, Clone)]
 pub(crate) struct Grant {
     /// Unique in the run.
     pub id: u64,
+    /// The id of its Acquire call: the grant's own id, except for the
+    /// members of a lock on several resources, which share the first
+    /// member's.
+    pub call: u64,
     /// The resource locked.
     pub resource: String,
+    /// Its kind.
+    pub kind: Kind,
+    /// Unary or Hold.
+    pub via: Via,
+    /// Its token (equal tokens are one lock: a retry with a request id).
+    /// Never logged: only the history file carries it.
+    pub token: String,
+    /// Which permit, for `Kind::Permit`.
+    pub permit: u32,
+    /// The request id of the call, if any.
+    pub request_id: Option<String>,
+    /// Every Extend of it (the successful ones also in `windows`).
+    pub extends: Vec<ExtendRecord>,
     /// Contended or uncontended.
     pub workload: Workload,
     /// The client task that held it.
@@ -138,6 +269,23 @@ pub(crate) struct Grant {
 }
 
 impl Grant {
+    /// Records an Extend of it; a successful one adds its window (and
+    /// lengthens the guarantee when it chains on).
+    pub(crate) fn extended(&mut self, sent: Time, received: Time, outcome: ExtendOutcome) {
+        self.extends.push(ExtendRecord {
+            sent,
+            received,
+            outcome,
+        });
+        if let ExtendOutcome::Ok(validity) = outcome {
+            let window = Window::of_call(sent, received, validity);
+            if window.start < self.valid_until {
+                self.valid_until = self.valid_until.max(window.end);
+            }
+            self.windows.push(window);
+        }
+    }
+
     /// Whether the critical section ran past the guarantee without being a
     /// deliberate pause (a starved client): excluded like a pause.
     pub(crate) fn overran(&self) -> bool {
@@ -284,6 +432,9 @@ pub(crate) struct Phases {
     pub faults_from: Time,
     /// The phase with three masters faulted, if any.
     pub three: Option<(Time, Time)>,
+    /// The rolling restart of a majority, one master after another, if any
+    /// (`--mix`).
+    pub rolling: Option<(Time, Time)>,
     /// The run ends.
     pub end: Time,
 }
@@ -297,6 +448,9 @@ pub(crate) struct History {
     pub attempts: Vec<Attempt>,
     /// Contended Acquire calls that failed, by outcome.
     pub contended_failures: Vec<Failure>,
+    /// Every Acquire that was not granted (the contended and mixed
+    /// workloads', with what they asked).
+    pub failed: Vec<FailedCall>,
     /// Every fault injected.
     pub faults: Vec<Fault>,
     /// One per contended resource.

@@ -29,8 +29,11 @@
 //! `--interleaving` replaces the random schedule with the review's scripted
 //! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
 //!
-//! The `full` schedule also runs semaphore clients (issue 19), checked on
-//! their own: never more holders than the limit (see `semaphore`).
+//! The `full` schedule also runs semaphore clients (issue 19) on a
+//! semaphore of their own; `--mix` puts every kind on the same hot
+//! resources. Every grant of every kind is checked together by the
+//! conflict relation of `HISTORY.md` (see `exclusion`), and `--history`
+//! writes the calls for an independent checker (see `history_file`).
 
 mod burst;
 mod checks;
@@ -38,6 +41,7 @@ mod checks;
 mod checks_tests;
 mod clients;
 mod cluster;
+mod exclusion;
 mod faults;
 mod figures;
 mod frozen;
@@ -45,15 +49,18 @@ mod frozen_child;
 #[cfg(test)]
 mod frozen_tests;
 mod history;
+mod history_file;
+mod hold_retry;
 mod interleavings;
+mod leftovers;
+mod mix;
 mod multi;
+mod refusals;
 mod register_checks;
 mod registers;
 mod replicas;
 mod report;
 mod run;
-mod rw;
-mod semaphore;
 mod sessions;
 
 use clap::Parser;
@@ -113,9 +120,26 @@ pub struct Args {
     pub multi: usize,
     /// Read-write locks (issue 19): this many clients take shared and
     /// exclusive grants of resources of their own, checked for exclusion
-    /// and fence order among conflicting grants (`rw.rs`). 0: none.
+    /// and fence order among conflicting grants (`mix.rs`). 0: none.
     #[arg(long, default_value_t = 0)]
     pub rw: u32,
+    /// Every kind on the same hot resources (`mix.rs`): unary exclusive,
+    /// shared and permit (limits 2 and 3) clients and session clients of
+    /// every kind beside the plain and multi ones, request-id retries of
+    /// Acquires and of Hold sessions (`hold_retry.rs`), 1-20 ms deadlines
+    /// (with the masters read afterwards, `leftovers.rs`), and in `full` a
+    /// rolling restart of three masters while long holders hold.
+    #[arg(long)]
+    pub mix: bool,
+    /// Write every call as JSON lines (`tools/chaos/HISTORY.md`) here.
+    /// The file holds lock tokens: a test artefact, not a log.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Run the daemons with `REDLOCKD_COUNTERFACTUAL` set to these defects
+    /// (`recreate-without-limit`, `per-kind-fences`; repeat the flag or
+    /// separate by commas): the checker must then report them.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub counterfactual: Vec<String>,
     /// Counterfactual for `--bursts`: at each burst's start, three masters'
     /// links are blackholed for a second without the checker being told,
     /// so the daemons' honest UNAVAILABLE answers look like overload blamed
@@ -227,15 +251,14 @@ fn interleave(args: &Args, which: interleavings::Which) -> ExitCode {
     let outcome = redlockd_binary(args).and_then(|binary| {
         let server = find_server(Flavor::Valkey)?;
         let runtime = tokio::runtime::Runtime::new()?;
-        runtime.block_on(interleavings::run(
-            which,
-            args.seed,
-            args.duration,
-            args.max_ttl,
-            !args.no_quarantine,
+        let daemon = interleavings::Daemon {
             binary,
             server,
-        ))
+            max_ttl: args.max_ttl,
+            quarantine: !args.no_quarantine,
+            counterfactual: args.counterfactual.clone(),
+        };
+        runtime.block_on(interleavings::run(which, args.seed, args.duration, &daemon))
     });
     match outcome {
         Ok(outcomes) => {

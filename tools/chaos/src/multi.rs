@@ -14,7 +14,7 @@
 //! randomly chosen one of the names.
 
 use crate::clients::{ClientLog, Profile, Shared};
-use crate::history::{Failure, Grant, Window, Workload};
+use crate::history::{Failure, Grant, Kind, Via, Window, Workload};
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
@@ -46,8 +46,9 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, profile: Profile, seed:
             .contended_wait
             .min(shared.deadline.saturating_sub(clock.now()));
         let (replica, channel) = shared.routes.pick(home);
+        let names: Vec<String> = picked.iter().map(|&i| shared.hot[i].clone()).collect();
         let request = AcquireRequest {
-            resources: picked.iter().map(|&i| shared.hot[i].clone()).collect(),
+            resources: names.clone(),
             ttl: proto(profile.contended_ttl),
             wait: proto(wait),
             owner: "chaos-multi".to_owned(),
@@ -60,24 +61,34 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, profile: Profile, seed:
         )
         .await;
         let received = clock.now();
-        let lock = match answer {
+        let failure = match answer {
             Ok(Ok(response)) => match response.into_inner().lock {
-                Some(lock) => lock,
-                None => {
-                    log.contended_failures
-                        .push(Failure::Status(tonic::Code::Internal));
-                    continue;
-                }
+                Some(lock) => Ok(lock),
+                None => Err((Failure::Status(tonic::Code::Internal), "no lock".to_owned())),
             },
-            Ok(Err(status)) => {
-                log.contended_failures.push(Failure::Status(status.code()));
-                if status.code() != tonic::Code::Aborted {
+            Ok(Err(status)) => Err((Failure::Status(status.code()), status.message().to_owned())),
+            Err(_) => Err((
+                Failure::TimedOut,
+                "no answer in the client's time".to_owned(),
+            )),
+        };
+        let lock = match failure {
+            Ok(lock) => lock,
+            Err(failed) => {
+                let failure = failed.0;
+                log.contended_failures.push(failure);
+                log.failed.push(shared.failed(
+                    FIRST_ID + id,
+                    replica,
+                    (Kind::Multi, Via::Unary),
+                    &names,
+                    None,
+                    (sent, received),
+                    failed,
+                ));
+                if failure != Failure::Status(tonic::Code::Aborted) {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                continue;
-            }
-            Err(_) => {
-                log.contended_failures.push(Failure::TimedOut);
                 continue;
             }
         };
@@ -125,6 +136,7 @@ async fn hold(
         .map(|(n, &i)| {
             let member = Lock {
                 resource: shared.hot[i].clone(),
+                token: lock.token.clone(),
                 // A misshapen answer gets fence 0: the fence checks flag it.
                 fence: match shaped {
                     true => lock.resources[n].fence,
@@ -133,11 +145,16 @@ async fn hold(
                 ..Lock::default()
             };
             let mut grant = shared.grant(Workload::Contended, FIRST_ID + id, replica, &member);
+            grant.kind = Kind::Multi;
             (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
             grant.windows.push(first);
             grant
         })
         .collect();
+    let call = grants.first().map_or(0, |g| g.id);
+    for grant in &mut grants {
+        grant.call = call;
+    }
     let valid_until = first.end;
     if valid_until <= received {
         let release = shared.release(home, lock).await;
@@ -168,12 +185,14 @@ async fn hold(
             resource: name.clone(),
             ..lock.clone()
         };
-        if let Some(window) = shared.extend(home, &through, profile.contended_ttl).await {
-            if window.start < valid_until {
-                valid_until = valid_until.max(window.end);
-            }
-            for grant in &mut grants {
-                grant.windows.push(window);
+        if let Some((head, rest)) = grants.split_first_mut() {
+            shared
+                .extend(home, &through, profile.contended_ttl, head)
+                .await;
+            valid_until = head.valid_until;
+            for grant in rest {
+                grant.windows.clone_from(&head.windows);
+                grant.extends.clone_from(&head.extends);
                 grant.valid_until = valid_until;
             }
         }

@@ -43,6 +43,9 @@ pub(crate) struct ReplicaConfig {
     pub log_dir: PathBuf,
     /// Further settings (`section.key`, value), e.g. for an interleaving.
     pub extra: Vec<(String, String)>,
+    /// Defects the daemons re-introduce (`REDLOCKD_COUNTERFACTUAL`, comma
+    /// separated): none when empty.
+    pub counterfactual: Vec<String>,
 }
 
 /// One replica process.
@@ -276,6 +279,9 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
     }
     let mut command = command.command()?;
     command.env("RUST_LOG", log);
+    if !config.counterfactual.is_empty() {
+        command.env("REDLOCKD_COUNTERFACTUAL", config.counterfactual.join(","));
+    }
     command.spawn().map_err(|error| {
         format!(
             "cannot start {} (build it first: cargo build --workspace --bins): {error}",

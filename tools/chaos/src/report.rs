@@ -118,29 +118,76 @@ impl Figures {
         let _ = write!(
             out,
             ",\"bursts\":{{\"bursts\":{},\"calls\":{},\"granted\":{},\"codes\":{{{}}},\
-             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{}}}}}",
+             \"unavailable_masters_healthy\":{},\"unavailable_masters_faulted\":{},\"failed\":{}}}}}",
             b.bursts,
             b.calls,
             b.granted,
             codes.join(","),
             b.unavailable_healthy,
-            b.unavailable_faulted
+            b.unavailable_faulted,
+            b.failed.len()
         );
-        let rw = &self.rw;
+        let kinds = &self.findings.kinds;
+        let permits = |limit: u32| kinds.most_permits.get(&limit).copied().unwrap_or(0);
         out.pop();
         let _ = write!(
             out,
-            ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{},\"violations\":{}}}}}",
-            rw.shared, rw.exclusive, rw.shared_overlaps, rw.violations
+            ",\"rw\":{{\"shared_grants\":{},\"exclusive_grants\":{},\"shared_overlaps\":{}}}}}",
+            self.by_kind.get("shared").copied().unwrap_or(0),
+            self.mode_exclusive,
+            kinds.shared_overlaps
         );
         out.pop();
         let _ = write!(
             out,
-            ",\"semaphore\":{{\"limit\":{},\"grants\":{},\"most_at_once\":{}}}}}",
-            crate::semaphore::LIMIT,
-            self.semaphore.grants,
-            self.semaphore.most_at_once
+            ",\"semaphore\":{{\"limit\":2,\"grants\":{},\"most_at_once\":{}}}}}",
+            self.by_kind.get("permit2").copied().unwrap_or(0),
+            permits(2)
         );
+        let m = &self.mix;
+        let left = &m.leftovers;
+        out.pop();
+        let _ = write!(
+            out,
+            ",\"mix\":{{\"on\":{},\"most_permits_limit3\":{},\"kinds_held_together\":{},\
+             \"request_id_retries\":{},\"granted_on_retry\":{},\"hold_retries\":{},\
+             \"hold_retries_granted\":{},\"deadline_probes\":{},\"cancelled_probes\":{},\
+             \"left_locked_majority_healthy\":{},\"left_locked_other\":{},\
+             \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{},\
+             \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
+             \"release_unavailable\":{},\"release_unavailable_masters_answering\":{}}}}}",
+            self.mixed,
+            permits(3),
+            kinds.pairs_held_together,
+            m.retries,
+            m.retried_grants,
+            m.hold_retries,
+            m.hold_retries_granted,
+            left.probed.0,
+            left.probed.1,
+            left.majority_healthy,
+            left.other_leftovers,
+            self.unknown.0,
+            self.unknown.1,
+            self.unknown_replica_fault,
+            self.refusals.shared_aborted.0,
+            self.refusals.shared_aborted.1,
+            self.refusals.longest_refused_free_ms,
+            self.refusals.release_unavailable.0,
+            self.refusals.release_unavailable.1
+        );
+        out.pop();
+        map(
+            &mut out,
+            "grants_by_kind",
+            self.by_kind.clone().into_iter().collect(),
+        );
+        map(
+            &mut out,
+            "failed_by_code",
+            self.failed_by_code.clone().into_iter().collect(),
+        );
+        out.push('}');
         out
     }
 
@@ -223,18 +270,51 @@ impl Figures {
              client found it gone {} (told lost {}); {} writes by those clients",
             fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
         );
-        let rw = &self.rw;
+        let kinds = &self.findings.kinds;
         let _ = writeln!(
             s,
-            "  read-write        {} shared grants, {} exclusive, {} pairs of shared ones overlapping",
-            rw.shared, rw.exclusive, rw.shared_overlaps
+            "  kinds             grants {:?}; {} pairs of shared grants and {} pairs of other \
+             kinds held together; most permits at once {:?} (by limit)",
+            self.by_kind, kinds.shared_overlaps, kinds.pairs_held_together, kinds.most_permits
+        );
+        let m = &self.mix;
+        let _ = writeln!(
+            s,
+            "  mix               {}: {} Acquires retried with their request id ({} \
+             acquisitions granted on a retry); {} Holds retried on a new connection ({} \
+             granted); short deadlines probed {} (+{} CANCELLED), left locked on a majority \
+             with all healthy {}, other leftovers {}",
+            if self.mixed { "on" } else { "off" },
+            m.retries,
+            m.retried_grants,
+            m.hold_retries,
+            m.hold_retries_granted,
+            m.leftovers.probed.0,
+            m.leftovers.probed.1,
+            m.leftovers.majority_healthy,
+            m.leftovers.other_leftovers
         );
         let _ = writeln!(
             s,
-            "  semaphore         limit {}: {} permits granted, at most {} held at once",
-            crate::semaphore::LIMIT,
-            self.semaphore.grants,
-            self.semaphore.most_at_once
+            "  not granted       {:?}; UNKNOWN: {} transport errors, {} others, {} during a \
+             replica's kill or drain; messages {:?}",
+            self.failed_by_code,
+            self.unknown.0,
+            self.unknown.1,
+            self.unknown_replica_fault,
+            self.unknown_messages
+        );
+        let r = &self.refusals;
+        let _ = writeln!(
+            s,
+            "  refusals          shared Acquires ABORTED {} ({} with no excluding holder in \
+             the history, longest {} ms); Releases UNAVAILABLE {} ({} with every master \
+             answering)",
+            r.shared_aborted.0,
+            r.shared_aborted.1,
+            r.longest_refused_free_ms,
+            r.release_unavailable.0,
+            r.release_unavailable.1
         );
         let b = &self.bursts;
         let _ = writeln!(
@@ -243,7 +323,15 @@ impl Figures {
              UNAVAILABLE with all masters healthy {}, with some faulted {}",
             b.bursts, b.calls, b.granted, b.codes, b.unavailable_healthy, b.unavailable_faulted
         );
-        for (i, (at, calls, granted, unavailable)) in b.per_burst.iter().enumerate() {
+        for (i, at, why) in &b.failed {
+            let _ = writeln!(
+                s,
+                "    burst {i} at {:.3} s: FAILED, no calls: {why}",
+                at.as_secs_f64()
+            );
+        }
+        let ran = b.per_burst.iter().enumerate().filter(|(_, b)| b.1 > 0);
+        for (i, (at, calls, granted, unavailable)) in ran {
             let _ = writeln!(
                 s,
                 "    burst {i} at {:.3} s: {calls} calls, {granted} granted, {unavailable} \

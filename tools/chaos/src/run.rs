@@ -10,10 +10,9 @@ use crate::faults::{self, Budget, Schedule};
 use crate::figures::Figures;
 use crate::frozen;
 use crate::history::{Clock, History};
+use crate::mix::{self, Menu};
 use crate::registers::Registers;
 use crate::replicas::{ReplicaConfig, Replicas};
-use crate::rw;
-use crate::semaphore;
 use crate::sessions;
 use crate::Args;
 use redlockd_testkit::masters::LocalMasters;
@@ -30,6 +29,13 @@ const DRAIN: Duration = Duration::from_secs(10);
 const FROZEN_CLIENTS: u32 = 2;
 /// Violations of each check printed with their evidence.
 const SHOWN_PER_CHECK: usize = 5;
+/// Semaphore clients of the `full` schedule (on a semaphore of their own).
+const SEMAPHORE_CLIENTS: u32 = 4;
+/// `--mix`: unary clients of every kind on the hot resources, long
+/// holders among the session clients, multi clients when `--multi` is 0.
+const MIX_CLIENTS: u32 = 6;
+const MIX_LONG_HOLDERS: u32 = 3;
+const MIX_MULTI: usize = 3;
 
 /// The workload of each schedule.
 fn profile(schedule: Schedule, max_ttl: Duration) -> Profile {
@@ -103,6 +109,7 @@ pub(crate) async fn run(
         args.duration,
         cluster.len(),
         budget,
+        args.mix,
     );
     let config = ReplicaConfig {
         binary,
@@ -111,6 +118,7 @@ pub(crate) async fn run(
         quarantine: !args.no_quarantine,
         log_dir: logs.clone(),
         extra: Vec::new(),
+        counterfactual: args.counterfactual.clone(),
     };
     let replicas = Replicas::start(config, faults::REPLICAS).await?;
     let profile = profile(args.schedule, args.max_ttl);
@@ -128,6 +136,9 @@ pub(crate) async fn run(
         hot,
         next_grant: AtomicU64::new(0),
         tag,
+        masters: cluster.ports(),
+        addrs: replicas.grpc_addrs(),
+        rolling: plan.phases.rolling,
     });
     tracing::info!(faults = plan.faults.len(), logs = %logs.display(), "run starts");
     let mut tasks = Vec::new();
@@ -139,17 +150,49 @@ pub(crate) async fn run(
         let run = clients::uncontended(id, Arc::clone(&shared), profile.clone(), args.seed);
         tasks.push(tokio::spawn(run));
     }
-    for id in 0..args.multi as u32 {
+    let multi = match (args.multi, args.mix) {
+        (0, true) => MIX_MULTI,
+        (n, _) => n,
+    };
+    for id in 0..multi as u32 {
         let run = crate::multi::client(id, Arc::clone(&shared), profile.clone(), args.seed);
         tasks.push(tokio::spawn(run));
     }
-    for id in 0..profile.session_clients as u32 {
+    let session_menu = match args.mix {
+        true => sessions::Menu::mix(),
+        false => sessions::Menu::plain(),
+    };
+    let long_holders = match args.mix && profile.session_clients > 0 {
+        true => MIX_LONG_HOLDERS,
+        false => 0,
+    };
+    for id in 0..profile.session_clients as u32 + long_holders {
+        let menu = match id.checked_sub(profile.session_clients as u32) {
+            Some(n) => sessions::Menu::long(n),
+            None => session_menu.clone(),
+        };
         let run = sessions::session(
             sessions::FIRST_ID + id,
             Arc::clone(&shared),
             profile.clone(),
+            menu,
             args.seed,
         );
+        tasks.push(tokio::spawn(run));
+    }
+    let semaphore_clients = match args.schedule {
+        Schedule::Full => SEMAPHORE_CLIENTS,
+        _ => 0,
+    };
+    let menus = (0..semaphore_clients)
+        .map(|id| (mix::SEMAPHORE_FIRST_ID + id, Menu::semaphore(&shared.tag)))
+        .chain((0..args.rw).map(|id| (mix::RW_FIRST_ID + id, Menu::rw(&shared.tag))))
+        .chain(
+            (0..MIX_CLIENTS * u32::from(args.mix))
+                .map(|id| (mix::MIX_FIRST_ID + id, Menu::mix(&shared.hot))),
+        );
+    for (id, menu) in menus.collect::<Vec<_>>() {
+        let run = mix::client(id, Arc::clone(&shared), menu, args.seed);
         tasks.push(tokio::spawn(run));
     }
     // Session clients in processes of their own, frozen now and then.
@@ -167,13 +210,6 @@ pub(crate) async fn run(
         );
         frozen_tasks.push(tokio::spawn(run));
     }
-    let semaphore_clients = match args.schedule {
-        Schedule::Full => semaphore::CLIENTS,
-        _ => 0,
-    };
-    let semaphore_tasks: Vec<_> = (0..semaphore_clients)
-        .map(|id| tokio::spawn(semaphore::client(id, Arc::clone(&shared), args.seed)))
-        .collect();
     let burst_times = (args.schedule == Schedule::Full && args.bursts > 0)
         .then(|| burst::times(&plan, budget, args.duration));
     let bursts = burst_times.clone().map(|times| {
@@ -189,15 +225,6 @@ pub(crate) async fn run(
         (true, Some(times)) => times.clone(),
         _ => Vec::new(),
     };
-    let rw_tasks: Vec<_> = (0..args.rw)
-        .map(|id| {
-            tokio::spawn(rw::client(
-                rw::FIRST_ID + id,
-                Arc::clone(&shared),
-                args.seed,
-            ))
-        })
-        .collect();
     let (injected, ()) = tokio::join!(
         faults::inject(&plan, clock, &cluster, &replicas, budget),
         burst::unrecorded_outage(&cluster, clock, unrecorded),
@@ -234,31 +261,7 @@ pub(crate) async fn run(
             }
         }
     }
-    let mut rw_grants = Vec::new();
-    for task in rw_tasks {
-        let abort = task.abort_handle();
-        match tokio::time::timeout_at(drained, task).await {
-            Ok(Ok(grants)) => rw_grants.extend(grants),
-            Ok(Err(error)) => return Err(format!("a read-write client failed: {error}").into()),
-            Err(_) => {
-                abort.abort();
-                tracing::warn!("a read-write client did not finish within {DRAIN:?}");
-            }
-        }
-    }
-    let mut permits = Vec::new();
-    for task in semaphore_tasks {
-        let abort = task.abort_handle();
-        match tokio::time::timeout_at(drained, task).await {
-            Ok(Ok(grants)) => permits.extend(grants),
-            Ok(Err(error)) => return Err(format!("a semaphore client failed: {error}").into()),
-            Err(_) => {
-                abort.abort();
-                tracing::warn!("a semaphore client did not finish within {DRAIN:?}");
-            }
-        }
-    }
-    let (fired, burst_calls) = match bursts {
+    let fired = match bursts {
         Some(task) => {
             let abort = task.abort_handle();
             match tokio::time::timeout_at(drained, task).await {
@@ -270,7 +273,7 @@ pub(crate) async fn run(
                 }
             }
         }
-        None => (0, Vec::new()),
+        None => burst::Fired::default(),
     };
     let crashed = replicas.crashed().await;
     replicas.stop_all().await;
@@ -280,26 +283,47 @@ pub(crate) async fn run(
     if !crashed.is_empty() {
         return Err(crashed.join("; ").into());
     }
+    let mut probes = Vec::new();
+    let mut mixed = crate::figures::MixFigures::default();
+    for log in &mut logs_of_clients {
+        mixed.retries += log.retries;
+        mixed.retried_grants += log.retried_grants;
+        mixed.hold_retries += log.hold_retries;
+        mixed.hold_retries_granted += log.hold_retries_granted;
+        for probe in log.probes.drain(..) {
+            // Each ends within its settle time and the masters' answers.
+            match tokio::time::timeout(DRAIN, probe).await {
+                Ok(Ok(probe)) => probes.push(probe),
+                _ => tracing::warn!("a probe of the masters did not finish"),
+            }
+        }
+    }
     let history = History {
         faults,
         registers: shared.registers.iter().map(|r| r.log()).collect(),
         phases: plan.phases,
         ..assemble(logs_of_clients)
     };
+    if let Some(path) = &args.history {
+        crate::history_file::write(path, &history)?;
+        eprintln!("chaos: history written to {}", path.display());
+    }
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
-    let burst_figures = burst::check(fired, &burst_calls, &history.faults, &mut findings);
-    let rw_figures = rw::check(&rw_grants, &mut findings);
-    let semaphore_figures = semaphore::check(&permits, semaphore::LIMIT, &mut findings);
+    let burst_figures = burst::check(&fired, &history.faults, &mut findings);
+    mixed.leftovers = crate::leftovers::check(&probes, &history.faults, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);
     figures.frozen = frozen_figures;
     figures.bursts = burst_figures;
-    figures.rw = rw_figures;
-    figures.semaphore = semaphore_figures;
+    figures.mix = mixed;
+    figures.mixed = args.mix;
     figures.schedule = format!("{:?}", args.schedule).to_lowercase();
     (figures.seed, figures.quarantine, figures.duration) =
         (args.seed, !args.no_quarantine, args.duration);
+    for leftover in &figures.mix.leftovers.examples {
+        eprintln!("LEFTOVER {leftover}");
+    }
     for miss in &figures.misses {
         eprintln!("MISS {miss}");
     }
@@ -322,6 +346,7 @@ fn assemble(logs: Vec<ClientLog>) -> History {
         history.grants.extend(log.grants);
         history.attempts.extend(log.attempts);
         history.contended_failures.extend(log.contended_failures);
+        history.failed.extend(log.failed);
         history.sessions_drained += log.drained;
     }
     history.grants.sort_by_key(|g| g.received);

@@ -11,9 +11,15 @@
 //! summary, exit 1 on any violation, as for the schedules.
 
 mod clock_offset;
+mod deadline_leftovers;
 mod flapping;
+mod hold;
+mod hold_retry;
 mod idempotent;
+mod kind_fences;
+mod refusals;
 mod rig;
+mod rolling_permit;
 mod skewed;
 mod slow_link;
 
@@ -35,8 +41,25 @@ pub enum Which {
     Flapping,
     /// Item 6: a master's clock far ahead, majorities restarted empty.
     ClockOffset,
-    /// All four, one after the other.
+    /// Cross-kind defect 1: a Hold retried with its request id on a new
+    /// connection, the first stream then closed; a third client tries.
+    HoldRetry,
+    /// Cross-kind defect 3: plain, permit, shared, permit of another
+    /// limit, plain, one after another: fences must grow.
+    KindFences,
+    /// Cross-kind defect 2: a permit held across a rolling restart of
+    /// three masters; a plain lock and another limit must be refused.
+    RollingPermit,
+    /// Cross-kind defect 5: Acquires with 1-20 ms deadlines of fresh
+    /// resources; nothing of them may be left on the masters.
+    DeadlineLeftovers,
+    /// Cross-kind defects 4 and 6: a reader after a writer's hand-off; a
+    /// Release with two masters in restart quarantine.
+    Refusals,
+    /// The review's four (not the cross-kind ones), one after the other.
     All,
+    /// The five cross-kind ones, one after the other.
+    Kinds,
 }
 
 /// What one scenario found.
@@ -69,23 +92,42 @@ impl Outcome {
     }
 }
 
-/// Runs `which` for `duration` each, the daemon's restart quarantine on
-/// or not; the outcomes.
+/// The daemon and masters a rig runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Daemon {
+    /// The `redlockd` binary.
+    pub binary: PathBuf,
+    /// The Valkey server binary.
+    pub server: PathBuf,
+    /// `redlock.max_ttl`.
+    pub max_ttl: Duration,
+    /// `redlock.restart_quarantine` (off only for a counterfactual).
+    pub quarantine: bool,
+    /// `REDLOCKD_COUNTERFACTUAL` (`--counterfactual`), empty for none.
+    pub counterfactual: Vec<String>,
+}
+
+/// Runs `which` for `duration` each on `daemon`; the outcomes.
 pub(crate) async fn run(
     which: Which,
     seed: u64,
     duration: Duration,
-    max_ttl: Duration,
-    quarantine: bool,
-    binary: PathBuf,
-    server: PathBuf,
+    daemon: &Daemon,
 ) -> Result<Vec<Outcome>, BoxError> {
+    let (max_ttl, server) = (daemon.max_ttl, &daemon.server);
     let scenarios = match which {
         Which::All => vec![
             Which::SlowLink,
             Which::Idempotent,
             Which::Flapping,
             Which::ClockOffset,
+        ],
+        Which::Kinds => vec![
+            Which::HoldRetry,
+            Which::KindFences,
+            Which::DeadlineLeftovers,
+            Which::Refusals,
+            Which::RollingPermit,
         ],
         one => vec![one],
     };
@@ -94,7 +136,7 @@ pub(crate) async fn run(
         let dir = log_dir(scenario)?;
         let skewed = match scenario {
             Which::ClockOffset => Some(skewed::Skewed::start(
-                &server,
+                server,
                 clock_offset::offset(),
                 dir.clone(),
             )?),
@@ -108,20 +150,16 @@ pub(crate) async fn run(
             )],
             _ => Vec::new(),
         };
-        let rig = Rig::start(
-            binary.clone(),
-            server.clone(),
-            skewed,
-            max_ttl,
-            quarantine,
-            dir.clone(),
-            extra,
-        )
-        .await?;
+        let rig = Rig::start(daemon, skewed, dir.clone(), extra).await?;
         let done = match scenario {
             Which::SlowLink => slow_link::run(&rig, seed, duration, max_ttl).await,
             Which::Idempotent => idempotent::run(&rig, seed, duration, max_ttl).await,
             Which::Flapping => flapping::run(&rig, seed, duration, max_ttl).await,
+            Which::HoldRetry => hold_retry::run(&rig, seed, duration).await,
+            Which::KindFences => kind_fences::run(&rig, seed, duration).await,
+            Which::DeadlineLeftovers => deadline_leftovers::run(&rig, seed, duration).await,
+            Which::Refusals => refusals::run(&rig, seed, duration, max_ttl).await,
+            Which::RollingPermit => rolling_permit::run(&rig, seed, duration, max_ttl).await,
             _ => clock_offset::run(&rig, seed, duration, max_ttl).await,
         };
         let crashed = rig.replicas.crashed().await;

@@ -43,14 +43,12 @@ impl Rig {
     /// one replica with `extra` settings (`quarantine` off only for the
     /// counterfactual that shows a check can fail).
     pub(crate) async fn start(
-        binary: PathBuf,
-        server: PathBuf,
+        daemon: &super::Daemon,
         skewed: Option<Skewed>,
-        max_ttl: Duration,
-        quarantine: bool,
         log_dir: PathBuf,
         extra: Vec<(String, String)>,
     ) -> Result<Rig, BoxError> {
+        let server = daemon.server.clone();
         let n_local = 5 - usize::from(skewed.is_some());
         let local =
             tokio::task::spawn_blocking(move || LocalMasters::start(&server, n_local)).await??;
@@ -64,15 +62,16 @@ impl Rig {
             proxies.push(Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await?);
         }
         let config = ReplicaConfig {
-            binary,
+            binary: daemon.binary.clone(),
             nodes: proxies
                 .iter()
                 .map(|p| format!("redis://{}", p.addr()))
                 .collect(),
-            max_ttl,
-            quarantine,
+            max_ttl: daemon.max_ttl,
+            quarantine: daemon.quarantine,
             log_dir,
             extra,
+            counterfactual: daemon.counterfactual.clone(),
         };
         let replicas = Replicas::start(config, 1).await?;
         let (_, channel) = replicas.routes().pick(0);
@@ -83,6 +82,13 @@ impl Rig {
             replicas,
             channel,
         })
+    }
+
+    /// The ordinary masters' own ports (not their proxies'), to read keys
+    /// directly.
+    pub(crate) fn master_ports(&self) -> Vec<u16> {
+        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        (0..local.len()).map(|i| local.port(i)).collect()
     }
 
     /// The daemon's name of master `i` (its proxy's `host:port`).
