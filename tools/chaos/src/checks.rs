@@ -315,7 +315,11 @@ fn faulted(faults: &[Fault], from: Time, to: Time) -> bool {
 }
 
 /// `was_held = false` for a Release made within the holder's validity is a
-/// contradiction when no fault could have taken the key away.
+/// contradiction when no fault could have taken the key away, unless
+/// another grant of the same token (a retry with the request id, which
+/// takes the lock over: the daemon's `redlock::claim`) was received before
+/// the release was sent: the superseded grant no longer holds it, and its
+/// release rightly deletes nothing.
 fn released_not_held(grants: &[Grant], faults: &[Fault], findings: &mut Findings) {
     for g in grants {
         let first_call = |r: &ReleaseRecord| r.outcome == Ok(false) && r.calls == 1;
@@ -323,6 +327,12 @@ fn released_not_held(grants: &[Grant], faults: &[Fault], findings: &mut Findings
             continue;
         };
         if release.received > g.valid_until {
+            continue;
+        }
+        let superseded = grants
+            .iter()
+            .any(|o| o.id != g.id && o.token == g.token && o.received <= release.sent);
+        if superseded {
             continue;
         }
         if faulted(faults, g.sent, release.received) {

@@ -218,6 +218,24 @@ fn not_held_within_validity() {
     only(&run(vec![retried]), Check::WasHeld, 0);
 }
 
+/// A session's release after a retry with its request id took the lock
+/// over (the same token granted to another call before the release was
+/// sent) rightly answers was_held = false; before the retry's grant it
+/// would be a violation.
+#[test]
+fn superseded_release_is_not_held() {
+    let mut first = grant(1, 10, 0, 2, 500, 100);
+    first.release = first.release.map(|r| ReleaseRecord {
+        outcome: Ok(false),
+        ..r
+    });
+    let mut retry = grant(2, 10, 50, 90, 500, 400);
+    retry.token = first.token.clone();
+    only(&run(vec![first.clone(), retry.clone()]), Check::WasHeld, 0);
+    retry.received = ms(150);
+    only(&run(vec![first, retry]), Check::WasHeld, 1);
+}
+
 fn with_register(grants: Vec<Grant>, log: RegisterLog) -> Findings {
     check(&History {
         grants,

@@ -135,7 +135,7 @@ pub struct Args {
     /// The file holds lock tokens: a test artefact, not a log.
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
-    /// Run the daemons with `REDLOCKD_COUNTERFACTUAL` set to these defects
+    /// Run the daemons with `REDLOCKD__TESTING__COUNTERFACTUALS` set to these defects
     /// (`recreate-without-limit`, `per-kind-fences`; repeat the flag or
     /// separate by commas): the checker must then report them.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]

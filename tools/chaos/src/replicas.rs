@@ -43,7 +43,7 @@ pub(crate) struct ReplicaConfig {
     pub log_dir: PathBuf,
     /// Further settings (`section.key`, value), e.g. for an interleaving.
     pub extra: Vec<(String, String)>,
-    /// Defects the daemons re-introduce (`REDLOCKD_COUNTERFACTUAL`, comma
+    /// Defects the daemons re-introduce (`REDLOCKD__TESTING__COUNTERFACTUALS`, comma
     /// separated): none when empty.
     pub counterfactual: Vec<String>,
 }
@@ -280,7 +280,10 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
     let mut command = command.command()?;
     command.env("RUST_LOG", log);
     if !config.counterfactual.is_empty() {
-        command.env("REDLOCKD_COUNTERFACTUAL", config.counterfactual.join(","));
+        command.env(
+            "REDLOCKD__TESTING__COUNTERFACTUALS",
+            config.counterfactual.join(","),
+        );
     }
     command.spawn().map_err(|error| {
         format!(

@@ -96,12 +96,16 @@ pub(crate) async fn run(
 ) -> Result<Figures, BoxError> {
     let logs = log_dir()?;
     let cluster = Cluster::start(masters).await?;
-    // Quarantine: max_ttl + drift, plus a second for INFO's whole-second
-    // uptime; grace: reconnection after a return.
+    // Quarantine: max_ttl + drift and the fences' clock allowance (at the
+    // daemons' default node_timeout and max_clock_offset), plus a second
+    // for INFO's whole-second uptime; grace: reconnection after a return.
     let drift = args.max_ttl.mul_f64(0.01) + Duration::from_millis(2);
+    let defaults = redlockd::config::Config::default().redlock;
+    let allowance =
+        redlockd::redlock::clock_allowance(defaults.node_timeout, defaults.max_clock_offset);
     let budget = Budget {
         grace: Duration::from_secs(1),
-        quarantine: args.max_ttl + drift + Duration::from_secs(1),
+        quarantine: args.max_ttl + drift + allowance + Duration::from_secs(1),
     };
     let plan = faults::plan(
         args.schedule,

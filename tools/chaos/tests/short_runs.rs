@@ -387,7 +387,7 @@ fn cross_kind_interleavings_find_no_violation() {
 }
 
 /// The daemon re-creating a permit's key without its limit record on a
-/// returned master (`REDLOCKD_COUNTERFACTUAL=recreate-without-limit`) is
+/// returned master (`REDLOCKD__TESTING__COUNTERFACTUALS=recreate-without-limit`) is
 /// caught: after the rolling restart a plain lock (or another limit) is
 /// granted beside the held permit.
 #[test]
@@ -407,7 +407,7 @@ fn counterfactual_recreate_without_limit_is_caught() {
     assert_eq!(code, Some(1), "{json}");
 }
 
-/// Fences kept per kind (`REDLOCKD_COUNTERFACTUAL=per-kind-fences`) are
+/// Fences kept per kind (`REDLOCKD__TESTING__COUNTERFACTUALS=per-kind-fences`) are
 /// caught: a permit's fence below the plain holder's before it.
 #[test]
 fn counterfactual_per_kind_fences_is_caught() {

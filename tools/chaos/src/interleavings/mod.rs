@@ -103,7 +103,7 @@ pub(crate) struct Daemon {
     pub max_ttl: Duration,
     /// `redlock.restart_quarantine` (off only for a counterfactual).
     pub quarantine: bool,
-    /// `REDLOCKD_COUNTERFACTUAL` (`--counterfactual`), empty for none.
+    /// `REDLOCKD__TESTING__COUNTERFACTUALS` (`--counterfactual`), empty for none.
     pub counterfactual: Vec<String>,
 }
 
