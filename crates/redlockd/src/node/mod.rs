@@ -344,6 +344,7 @@ impl Node for FredNode {
                         .map(Duration::from_millis),
                     delayed: false,
                 }),
+                [_, _, tag] if tag.as_str().as_deref() == Some("own") => Ok(AcquireVote::Own),
                 [_, left, _delay] => Ok(AcquireVote::Refused {
                     holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
                     delayed: true,

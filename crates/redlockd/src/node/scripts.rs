@@ -282,7 +282,12 @@ fn at_offsets(body: &str) -> String {
 /// holder and the grant's terms as [`COMMIT_FENCE`] takes them: owner,
 /// kind, lock_delay ms, hold_at_least ms; then the writer mark ms; last,
 /// the acquisition's epoch ('0': none; `crate::redlock::claim`), recorded
-/// with the holder where the proposal is taken.
+/// with the holder where the proposal is taken. Where the SET NX succeeds
+/// and the record still names the token (left by an earlier acquisition of
+/// the request id that ended: the key was free), the record takes this
+/// epoch at once, so that the earlier one's stale epoch does not refuse
+/// this acquisition's commit, while a take-over arriving after this SET
+/// still does.
 ///
 /// Everything the acquire needs to know before its `SET NX` is in the one
 /// `HMGET` of the fence hash (issue 16: no other key read in the common
@@ -295,7 +300,11 @@ fn at_offsets(body: &str) -> String {
 /// Returns `{1, old max, now_micros, took}` when the SET NX succeeded, else
 /// `{0, pttl}`, or `{0, left, 'delay'}` when the key is free but a
 /// lock-delay still runs (`left` ms until the master's clock reaches the
-/// fence hash's `nb`, see [`COMMIT_FENCE`]).
+/// fence hash's `nb`, see [`COMMIT_FENCE`]), or `{0, pttl, 'own'}` when an
+/// acquisition with a request id (an epoch) finds the key held by its own
+/// token: an earlier acquisition of the request id holds it, and the
+/// engine resumes that lock instead of cleaning up
+/// (`crate::redlock::attempt`).
 /// Where refused because the key is held, a caller that will wait marks
 /// the resource as waited for (`mark`, see [`batch_script`]: the fence
 /// hash's `wm`), so that the holder's release announces itself (see
@@ -328,7 +337,7 @@ fn at_offsets(body: &str) -> String {
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
 pub(crate) const ACQUIRE: &str = r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder')
 local max = f[1] or '0'
 if f[5] then
   local ks = {}
@@ -341,6 +350,7 @@ if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[12] ~= '0' and redis.call('GET', KEYS[1]) == ARGV[1] then return {0, tostring(pttl), 'own'} end
   if ARGV[11] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
     redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[11])))
     if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
@@ -349,6 +359,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, tostring(pttl)}
 end
 if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
+if ARGV[12] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', ARGV[12]) end
 -- one-round fence: take the proposal ARGV[3] if it fits
 local p, now = tonumber(ARGV[3]), now_micros()
 local t = tonumber(now)

@@ -27,6 +27,11 @@ pub(crate) struct Failure {
     /// Time until enough of the holder's keys expire for a majority to be
     /// free (see [`holder_free_in`]).
     pub holder_free_in: Option<Duration>,
+    /// Some masters refused because the attempt's own token (a request
+    /// id's) holds the key there: an earlier acquisition of the request id
+    /// holds the lock. The attempt was not cleaned up; its caller resumes
+    /// that lock ([`Redlock::attempt`]).
+    pub own: bool,
 }
 
 impl From<LockError> for Failure {
@@ -34,6 +39,7 @@ impl From<LockError> for Failure {
         Failure {
             error,
             holder_free_in: None,
+            own: false,
         }
     }
 }
@@ -156,7 +162,7 @@ impl Redlock {
         // allocated only once admitted, not carried inline by every caller's
         // future while it waits in the admission queue. With 10,000 `Hold`
         // sessions opened at once, ~9,900 wait there at the peak.
-        let result = Box::pin(self.attempt_once(
+        let result = Box::pin(self.attempt_plain(
             &subject,
             ttl,
             waiter_marker,
@@ -166,18 +172,104 @@ impl Redlock {
         ))
         .await;
         match &result {
-            Ok((_, (validity, _))) => metrics::grant(*validity, ttl),
+            Ok(lock) => metrics::grant(lock.validity, ttl),
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
         }
+        result
+    }
+
+    /// [`Redlock::attempt_once`] of a plain or shared lock's `subject`, as
+    /// a [`Lock`]; when the attempt, with a request id, found the key held
+    /// by its own token ([`Failure::own`]), the earlier acquisition's lock
+    /// is taken over ([`Redlock::resume_own`]), or, not held on a majority
+    /// after all (what was left of it is cleaned up), attempted once more.
+    async fn attempt_plain(
+        &self,
+        subject: &Arc<Subject>,
+        ttl: Duration,
+        waiter_marker: Duration,
+        holder: &Arc<Holder>,
+        admitted: &Admitted<'_>,
+        cleanup: WakeWaiters,
+    ) -> Result<Lock, Failure> {
+        let once = || self.attempt_once(subject, ttl, waiter_marker, holder, admitted, cleanup);
+        let mut result = once().await;
+        if let (Err(failure), Some(epoch)) = (&result, holder.epoch) {
+            if failure.own {
+                match self.resume_own(subject, epoch, ttl, cleanup).await {
+                    Ok(Some(lock)) => return Ok(lock),
+                    Ok(None) => {
+                        result = once().await;
+                        if let Err(failure) = &mut result {
+                            if failure.own {
+                                // Another acquisition of the request id is
+                                // at work at the same moment: leave it the
+                                // lock; this attempt's keys go.
+                                self.release_everywhere(
+                                    subject,
+                                    cleanup,
+                                    false,
+                                    self.round_deadline(Instant::now()),
+                                    Vote::Failed,
+                                )
+                                .await;
+                                failure.own = false;
+                            }
+                        }
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
         result.map(|(fence, (validity, deadline))| Lock {
-            resource: resource.to_owned(),
+            resource: subject.resource.clone(),
             token: subject.token.clone(),
             fence,
             validity,
             deadline,
             members: Vec::new(),
-            epoch: who.holder.epoch,
+            epoch: holder.epoch,
         })
+    }
+
+    /// After an attempt with a request id found the key held by its own
+    /// token on some masters (an earlier acquisition of the request id,
+    /// [`Failure::own`]): take that lock over ([`Claim::Take`], with the
+    /// keys this attempt set beside it). `Some(lock)`: held on a majority,
+    /// the answer. `None`: not held on a majority; what is left of it and
+    /// of this attempt is released, and the caller attempts anew. An error:
+    /// too few masters answered to tell; nothing is released (an attempt's
+    /// clean-up could delete that lock if it were held).
+    ///
+    /// This is the lazy form of [`Redlock::resume`]: an acquisition with a
+    /// request id costs no Extend round before its first attempt, only
+    /// when an earlier acquisition's key is actually found.
+    async fn resume_own(
+        &self,
+        subject: &Arc<Subject>,
+        epoch: super::Epoch,
+        ttl: Duration,
+        cleanup: WakeWaiters,
+    ) -> Result<Option<Lock>, LockError> {
+        let take = super::Claim::Take(epoch);
+        match self
+            .extend_claiming(&subject.resource, &subject.token, ttl, take)
+            .await
+        {
+            Ok(lock) => Ok(Some(lock)),
+            Err(LockError::NotHeld(_) | LockError::Superseded(_)) => {
+                self.release_everywhere(
+                    subject,
+                    cleanup,
+                    false,
+                    self.round_deadline(Instant::now()),
+                    Vote::Failed,
+                )
+                .await;
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// One acquire round and one commit round for `subject`'s keys: the
@@ -201,6 +293,7 @@ impl Redlock {
         let mut refusals: Vec<Duration> = Vec::new();
         let mut delayed = false;
         let mut conflicts = 0;
+        let mut own = 0;
         let votes = self
             .round(
                 subject,
@@ -228,11 +321,25 @@ impl Redlock {
                         tally.count(Vote::No);
                         conflicts += 1;
                     }
+                    Reply::Acquire(AcquireVote::Own) => {
+                        tally.count(Vote::No);
+                        own += 1;
+                    }
                     _ => tally.count(Vote::No),
                 },
             )
             .await;
         admitted.round_took(start.elapsed());
+        if votes.decision() != Decision::Reached && own > 0 {
+            // An earlier acquisition of this request id holds the key on
+            // some masters: no clean-up (the caller resumes that lock and
+            // takes what this attempt set with it, `Redlock::resume_own`).
+            return Err(Failure {
+                error: LockError::Contended(votes),
+                holder_free_in: None,
+                own: true,
+            });
+        }
         if votes.decision() != Decision::Reached {
             self.release_everywhere(
                 subject,
@@ -254,6 +361,7 @@ impl Redlock {
                 Failure {
                     holder_free_in: holder_free_in(self.quorum, votes.yes(), refusals),
                     error: LockError::Contended(votes),
+                    own: false,
                 }
             } else {
                 LockError::no_quorum(votes).into()

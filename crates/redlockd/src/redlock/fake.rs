@@ -70,6 +70,9 @@ pub(crate) struct FenceHash {
     /// The committed grant's owner and kind ([`super::Holder`]).
     owner: String,
     kind: String,
+    /// The epoch recorded with the holder (`super::claim`), as the
+    /// scripts keep it in `ep`.
+    epoch: Option<Epoch>,
     expiry: Instant,
 }
 
@@ -83,6 +86,36 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Whether `token`'s record names an epoch other than `epoch` (an
+    /// acquisition of its request id took the lock over), as the scripts
+    /// check `ep`; never without an epoch to compare.
+    fn superseded(&self, keys: &LockKeys, token: &Token, epoch: Option<Epoch>) -> bool {
+        let Some(epoch) = epoch else { return false };
+        self.fences.get(&keys.fence).is_some_and(|hash| {
+            hash.holder.as_deref() == Some(token.expose())
+                && hash.epoch.is_some_and(|recorded| recorded != epoch)
+        })
+    }
+
+    /// Records `epoch` with `token`'s holder record, as a take-over does
+    /// (a record of another token becomes the token's, without a fence).
+    fn take(&mut self, keys: &LockKeys, token: &Token, epoch: Epoch, now: Instant) {
+        let hash = self.fences.entry(keys.fence.clone()).or_insert(FenceHash {
+            max: 0,
+            holder: None,
+            fence: None,
+            owner: String::new(),
+            kind: String::new(),
+            epoch: None,
+            expiry: now,
+        });
+        if hash.holder.as_deref() != Some(token.expose()) {
+            hash.holder = Some(token.expose().to_owned());
+            hash.fence = None;
+        }
+        hash.epoch = Some(epoch);
+    }
+
     /// Drops what has expired by `now` (a key is gone once its expiry is reached).
     fn purge(&mut self, now: Instant) {
         self.locks.retain(|_, (_, expiry)| *expiry > now);
@@ -242,8 +275,13 @@ impl Node for FakeNode {
     ) -> BoxFuture<'static, Result<AcquireVote, NodeError>> {
         let now_micros = self.wall_micros();
         let (owner, kind) = (holder.owner.to_string(), holder.kind.to_string());
+        let (resumable, epoch) = (holder.epoch.is_some(), holder.epoch);
         self.serve(Op::Acquire, token, |state, now| {
-            if let Some((_, expiry)) = state.locks.get(&keys.lock) {
+            if let Some((held_by, expiry)) = state.locks.get(&keys.lock) {
+                if resumable && held_by == token.expose() {
+                    // As the script: its own token's key, for a request id.
+                    return (AcquireVote::Own, false);
+                }
                 let holder_ttl = Some(whole_millis(*expiry - now));
                 return (
                     AcquireVote::Refused {
@@ -257,6 +295,13 @@ impl Node for FakeNode {
             state
                 .locks
                 .insert(keys.lock.clone(), (token.expose().to_owned(), expiry));
+            // The key was free: a record of the token is an ended
+            // acquisition's, and takes this one's epoch (as the script).
+            if let (Some(hash), Some(_)) = (state.fences.get_mut(&keys.fence), epoch) {
+                if hash.holder.as_deref() == Some(token.expose()) {
+                    hash.epoch = epoch;
+                }
+            }
             let max = state.fences.get(&keys.fence).map_or(0, |hash| hash.max);
             let window = u64::try_from(proposal.window.as_micros()).expect("fits");
             let f = proposal.fence;
@@ -268,6 +313,7 @@ impl Node for FakeNode {
                     fence: None,
                     owner: String::new(),
                     kind: String::new(),
+                    epoch: None,
                     expiry: now,
                 });
                 hash.owner = owner;
@@ -275,6 +321,7 @@ impl Node for FakeNode {
                 hash.max = f;
                 hash.holder = Some(token.expose().to_owned());
                 hash.fence = Some(f);
+                hash.epoch = epoch;
                 hash.expiry = now + whole_millis(proposal.fence_ttl);
             }
             let read = FenceRead {
@@ -295,9 +342,13 @@ impl Node for FakeNode {
         _ttl: Duration,
         holder: &super::Holder,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
-        let (owner, kind) = (holder.owner.to_string(), holder.kind.to_string());
+        let (owner, kind, epoch) = (
+            holder.owner.to_string(),
+            holder.kind.to_string(),
+            holder.epoch,
+        );
         self.serve(Op::CommitFence, token, |state, now| {
-            if !state.holds(keys, token) {
+            if !state.holds(keys, token) || state.superseded(keys, token, epoch) {
                 return (false, false);
             }
             let hash = state.fences.entry(keys.fence.clone()).or_insert(FenceHash {
@@ -306,6 +357,7 @@ impl Node for FakeNode {
                 fence: None,
                 owner: String::new(),
                 kind: String::new(),
+                epoch: None,
                 expiry: now,
             });
             hash.owner = owner;
@@ -313,6 +365,7 @@ impl Node for FakeNode {
             hash.max = hash.max.max(fence);
             hash.holder = Some(token.expose().to_owned());
             hash.fence = Some(fence);
+            hash.epoch = epoch;
             hash.expiry = now + whole_millis(fence_ttl);
             (true, true)
         })
@@ -324,9 +377,7 @@ impl Node for FakeNode {
         token: &Token,
         ttl: Duration,
         fence_ttl: Duration,
-        // The fakes keep no epochs (`super::claim`): the real masters'
-        // scripts do (tests/idempotent_acquire.rs).
-        _claim: Claim,
+        claim: Claim,
     ) -> BoxFuture<'static, Result<ExtendVote, NodeError>> {
         self.serve(Op::Extend, token, |state, now| {
             if !state.locks.contains_key(&keys.lock) {
@@ -334,6 +385,13 @@ impl Node for FakeNode {
             }
             if !state.holds(keys, token) {
                 return (ExtendVote::NotHeld, false);
+            }
+            match claim {
+                Claim::Own(epoch) if state.superseded(keys, token, Some(epoch)) => {
+                    return (ExtendVote::Superseded, false);
+                }
+                Claim::Take(epoch) => state.take(keys, token, epoch, now),
+                _ => {}
             }
             if let Some((_, expiry)) = state.locks.get_mut(&keys.lock) {
                 *expiry = now + whole_millis(ttl);
@@ -374,10 +432,10 @@ impl Node for FakeNode {
         // The fakes model neither lock-delay nor hold-at-least (both live in
         // the masters' scripts; tests/lock_terms.rs runs them on real ones).
         _honour_minimum: bool,
-        _epoch: Option<Epoch>,
+        epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::Release, token, |state, _| {
-            let deleted = state.holds(keys, token);
+            let deleted = state.holds(keys, token) && !state.superseded(keys, token, epoch);
             if deleted {
                 state.locks.remove(&keys.lock);
             }

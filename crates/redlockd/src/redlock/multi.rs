@@ -396,6 +396,7 @@ impl Redlock {
                         refusals,
                     ),
                     error: LockError::Contended(votes),
+                    own: false,
                 }
             } else {
                 LockError::no_quorum(votes).into()

@@ -39,6 +39,10 @@ pub enum AcquireVote {
     /// a semaphore's permit was asked, a semaphore of another limit, or
     /// a semaphore where a plain lock was asked; see `super::semaphore`).
     Conflict,
+    /// The key is held by the acquisition's own token: an earlier
+    /// acquisition with the same request id holds the lock (answered only
+    /// to acquisitions with an epoch, `super::claim`).
+    Own,
 }
 
 /// One master's answer to the all-or-none acquire of a lock on several

@@ -195,6 +195,7 @@ mod tests {
         Failure {
             error: LockError::Contended(tally),
             holder_free_in: free_in.map(Duration::from_millis),
+            own: false,
         }
     }
 

@@ -962,3 +962,36 @@ async fn a_waiting_acquisition_stays_small() {
     println!("an acquisition's future: {size} bytes");
     assert!(size <= 800, "an acquisition's future is {size} bytes");
 }
+
+/// An acquisition with a request id goes straight to its attempt (no
+/// Extend round first: the masters answer "own token" only when an earlier
+/// acquisition of the request id holds the key); a retry of it finds its
+/// own token's key, takes the lock over with one Extend and answers the
+/// same lock, fence included.
+#[tokio::test(start_paused = true)]
+async fn a_request_id_resumes_lazily() {
+    let c = cluster();
+    let id = RequestId::parse("Lz7-q_7wLm2Pn9Rt4Vx8Yc").expect("a request id");
+    let acquire = || {
+        c.engine.acquire_detached_as(
+            RESOURCE.to_owned(),
+            Some(&id),
+            TTL,
+            NO_WAIT,
+            Holder::unary("owner"),
+        )
+    };
+    let first = acquire().await.expect("granted");
+    let extends = |c: &Cluster| {
+        c.fakes
+            .iter()
+            .flat_map(|fake| fake.calls())
+            .filter(|call| call.op == Op::Extend)
+            .count()
+    };
+    assert_eq!(extends(&c), 0, "no Extend round before the first attempt");
+    let again = acquire().await.expect("the same lock");
+    assert_eq!((&again.token, again.fence), (&first.token, first.fence));
+    assert_eq!(extends(&c), 5, "one Extend round took the lock over");
+    assert_ne!(again.epoch, first.epoch, "the retry's own epoch");
+}

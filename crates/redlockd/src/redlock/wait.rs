@@ -223,8 +223,13 @@ impl Redlock {
         // for as long as its caller waits, and inline it would be as large
         // as its largest branch, while a burst of callers waits for
         // admission (issue 15).
+        // A shared grant with a request id resumes first: its attempt would
+        // add the token to the readers of masters where the earlier grant
+        // already is. An exclusive one resumes lazily, only if its attempt
+        // finds its own token's key (`Redlock::resume_own`): no Extend round
+        // before the first attempt.
         let wait = match (fixed, holder.epoch) {
-            (Some(token), Some(epoch)) => {
+            (Some(token), Some(epoch)) if holder.shared => {
                 let resumed = self.resume(resource, token, epoch, ttl, wait, &mut stop);
                 match Box::pin(resumed).await? {
                     Resumed::Held(lock) => return Ok(lock),
@@ -258,8 +263,9 @@ impl Redlock {
         result
     }
 
-    /// The first step of an acquisition with a request id: extend the
-    /// derived token's lock. Held on a majority: that lock is the answer.
+    /// The first step of a shared acquisition with a request id (an
+    /// exclusive one resumes lazily, `Redlock::resume_own`): extend the
+    /// derived token's lock, taking it over (`super::claim`). Held on a majority: that lock is the answer.
     /// A majority says "not ours": the attempts may start, with what is
     /// left of the wait. Too few answers to tell: try again after a
     /// jittered pause while the wait lasts, else fail with the Extend's
@@ -267,7 +273,7 @@ impl Redlock {
     /// attempt releases its token everywhere, and with it this lock if it
     /// were held.
     ///
-    /// The cost: one Extend round before the first attempt of every
+    /// The cost: one Extend round before the first attempt of every shared
     /// acquisition with a request id (the masters answer "not here" at
     /// once for a new one).
     async fn resume<S: Future<Output = ()>>(
