@@ -7,7 +7,13 @@
 #               chaos checker, against real Valkey 9 and Redis 7
 #   python      the Python client package against a real daemon: stub
 #               freshness and pytest (scripts/check-python-client.sh)
-#   chaos       the safety checker's short runs (tools/chaos)
+#   chaos       the safety checker's short runs (tools/chaos), with every
+#               kind mixed on the same resources; the full-schedule run writes
+#               its history (target/tmp/chaos-history-*.jsonl)
+#   history     the histories checked by a checker we did not write the
+#               rules of: Porcupine (tools/porcupine, scripts/check-history.sh):
+#               its self-test (an injected overlap must be rejected), then
+#               every history the chaos step wrote
 #   node        the Node client package against real daemons
 #               (scripts/check-node-client.sh)
 #   go          the Go client module against real daemons: stub freshness,
@@ -37,7 +43,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos node go java conformance fourway contract quickstart image deploy)
+all=(lint rust python chaos history node go java conformance fourway contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -66,6 +72,12 @@ for name in "${steps[@]}"; do
       step python 1800 bash scripts/check-python-client.sh ;;
     chaos)
       step chaos 900 cargo test -p redlockd-chaos --all-targets ;;
+    history)
+      step history 600 bash -c 'bash scripts/check-history.sh --self-test &&
+        shopt -s nullglob && files=(target/tmp/chaos-history-*.jsonl) &&
+        if [ "${#files[@]}" -eq 0 ]; then
+          echo "history: no chaos history under target/tmp: run the chaos step first" >&2; exit 1
+        fi && bash scripts/check-history.sh "${files[@]}"' ;;
     node)
       step node 1500 bash scripts/check-node-client.sh ;;
     go)

@@ -335,7 +335,10 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
 }
 
 /// An Acquire with a 1-20 ms gRPC deadline of `resource`, which nobody
-/// else uses; after DEADLINE_EXCEEDED or CANCELLED, the masters are read
+/// else uses, sent as the contract asks of clients (lock.proto,
+/// DEADLINE_EXCEEDED): with a request id, and after DEADLINE_EXCEEDED or
+/// CANCELLED (the answer may have been a grant still on its way), a
+/// Release of the token it derives. The masters are read
 /// [`leftovers::SETTLE`] later (in a task of its own, so the client goes
 /// on).
 async fn short_deadline_on_fresh(
@@ -346,13 +349,14 @@ async fn short_deadline_on_fresh(
     resource: &str,
     log: &mut ClientLog,
 ) {
+    let id_text = request_id(rng);
     let call = Call {
         resource,
         ask: Ask::Exclusive,
         ttl: leftovers::TTL,
         wait: Duration::ZERO,
         deadline: Some(Duration::from_millis(rng.random_range(1..=20))),
-        request_id: None,
+        request_id: Some(&id_text),
     };
     let (replica, sent, received, outcome) = acquire(shared, home, &call).await;
     let failure = match outcome {
@@ -384,6 +388,16 @@ async fn short_deadline_on_fresh(
         Failure::Status(tonic::Code::Cancelled) => false,
         _ => return,
     };
+    if let Ok(id) = redlockd::redlock::RequestId::parse(&id_text) {
+        let derived = Lock {
+            resource: resource.to_owned(),
+            token: redlockd::redlock::Token::derive(&id, resource)
+                .expose()
+                .to_owned(),
+            ..Lock::default()
+        };
+        let _ = shared.release(home, &derived).await;
+    }
     let (shared, resource) = (Arc::clone(shared), resource.to_owned());
     log.probes.push(tokio::spawn(async move {
         tokio::time::sleep_until(shared.clock.deadline(received + leftovers::SETTLE)).await;

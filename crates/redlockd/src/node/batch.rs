@@ -494,15 +494,8 @@ where
         if let std::task::Poll::Ready(result) = futures::poll!(call.as_mut()) {
             return result;
         }
-        let progressing = link.state.answered_since(sent);
-        if !progressing {
-            // A master silent with our batch outstanding for node_timeout,
-            // whatever the verdict below: a waiter that never got to
-            // attempt says UNAVAILABLE, not "held" (`redlock::wait`).
-            link.state.fell_silent();
-        }
         let silence = Silence {
-            progressing,
+            progressing: link.state.answered_since(sent),
             others_answered: link.peers.quorum_of_others_answered_since(sent, link.state),
             recently_slow: link.pace.slow_within(node_timeout * SLOW_MEMORY),
         };
@@ -523,6 +516,11 @@ where
                     last_slow = ?link.pace.last_slow(),
                     "batch timed out: its master was silent"
                 );
+                // The master's own silence, judged on time: until it
+                // answers again, commands still queued for it are not the
+                // daemon's backlog (`redlock::round`), and a waiter that
+                // never got to attempt says UNAVAILABLE, not "held".
+                link.state.fell_silent();
                 return Err(fred::error::Error::new(
                     fred::error::ErrorKind::Timeout,
                     "no answer within node_timeout",

@@ -53,10 +53,11 @@ pub struct NodeState {
     /// the connection's state alone cannot tell it is gone; its silence
     /// can (see [`NodeState::responsive`]).
     last_answer: AtomicU64,
-    /// Set (to 1) when a batch written to the master went `node_timeout`
-    /// without any answer from it, cleared by the next answer: the master
-    /// is silent with work outstanding (`super::batch`), which its last
-    /// answer's age alone cannot tell within a PING interval.
+    /// Set when a batch written to the master timed out because the master
+    /// itself was silent (the batcher's verdict, `super::batch::more_time`:
+    /// the daemon's timers on time, nothing answered since the write),
+    /// cleared by the master's next answer: commands still queued for it
+    /// wait for a silent master, not for a busy daemon.
     silent: AtomicBool,
     /// The origin of `last_answer`.
     born: Instant,
@@ -139,8 +140,8 @@ impl NodeState {
         self.silent.store(false, Ordering::Relaxed);
     }
 
-    /// A batch written to the master went `node_timeout` without any
-    /// answer from it since its write (`super::batch`).
+    /// A batch written to the master timed out on the master's own
+    /// silence (`super::batch`).
     pub(crate) fn fell_silent(&self) {
         self.silent.store(true, Ordering::Relaxed);
     }

@@ -330,12 +330,13 @@ impl Redlock {
 
     /// Counts the `silent` masters still silent at a round's deadline (the
     /// ones not `heard`, when they are exactly the `still_pending`). A
-    /// [`Vote::Late`] (the daemon's own backlog) stands only for a master
-    /// that answered something during the round's length: one that said
-    /// nothing at all for that long is silent by itself (hung, stopped,
-    /// unreachable), even if the command waiting for it never left the
-    /// daemon's queue (its batches in flight were unanswered), so it counts
-    /// as failed and the round is UNAVAILABLE, never the daemon's overload.
+    /// [`Vote::Late`] (the daemon's own backlog) stands unless the master
+    /// is silent by itself (hung, stopped, unreachable: a batch to it timed
+    /// out on its own silence, judged with the daemon's timers on time,
+    /// `Node::is_silent`): then the command waiting for it in the daemon's
+    /// queue waited for that master, so it counts as failed and the round
+    /// is UNAVAILABLE, never the daemon's overload. A daemon starved of
+    /// CPU, whose timers run late, still blames itself.
     fn count_silent(&self, heard: &[bool], still_pending: usize, silent: Vote, tally: &mut Tally) {
         let unheard: Vec<usize> = (0..heard.len()).filter(|&i| !heard[i]).collect();
         if silent != Vote::Late || unheard.len() != still_pending {
@@ -344,14 +345,10 @@ impl Redlock {
             }
             return;
         }
-        let round = self.settings.node_timeout * (1 + QUEUE_ALLOWANCE);
-        let since = Instant::now()
-            .checked_sub(round)
-            .unwrap_or_else(Instant::now);
         for index in unheard {
-            match self.nodes[index].answered_since(since) {
-                true => tally.count(Vote::Late),
-                false => tally.count(Vote::Failed),
+            match self.nodes[index].is_silent() {
+                true => tally.count(Vote::Failed),
+                false => tally.count(Vote::Late),
             }
         }
     }

@@ -272,9 +272,19 @@ pub(crate) async fn held(channel: Channel, lock: &Lock) -> Result<bool, tonic::S
 
 /// Release on `channel`; whether the lock was still held.
 pub(crate) async fn release(channel: Channel, lock: &Lock) -> Result<bool, tonic::Status> {
+    release_token(channel, &lock.resource, &lock.token).await
+}
+
+/// Releases `token`'s lock on `resource` (a lock the caller never saw, by
+/// its request id's derived token, included): `was_held`.
+pub(crate) async fn release_token(
+    channel: Channel,
+    resource: &str,
+    token: &str,
+) -> Result<bool, tonic::Status> {
     let request = ReleaseRequest {
-        resource: lock.resource.clone(),
-        token: lock.token.clone(),
+        resource: resource.to_owned(),
+        token: token.to_owned(),
     };
     let mut client = LockServiceClient::new(channel);
     match tokio::time::timeout(CALL_SLACK, client.release(request)).await {
