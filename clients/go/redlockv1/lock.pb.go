@@ -107,7 +107,9 @@ type Lock struct {
 	// Release or Validate. Any daemon replica accepts it.
 	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// Fencing token: strictly greater than the fence of every earlier holder
-	// of the same resource, across all daemon replicas. Pass it to the
+	// of the same resource that this grant excludes, whatever its kind
+	// (plain, shared, semaphore permit, several resources: one fence
+	// sequence per resource), across all daemon replicas. Pass it to the
 	// resource you protect and let it reject smaller values.
 	Fence uint64 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
 	// Time the lock is guaranteed to remain held. The daemon computes a
@@ -123,9 +125,10 @@ type Lock struct {
 	Validity *durationpb.Duration `protobuf:"bytes,4,opt,name=validity,proto3" json:"validity,omitempty"`
 	// A semaphore's permit (AcquireRequest.limit above 1): which of its
 	// `limit` permits this grant holds, 0 to limit - 1; 0 for a plain lock.
-	// Fences are ordered per permit: a grant's fence is greater than every
-	// earlier grant's of the same resource and permit (permits are held at
-	// once by design; their fences are not ordered among themselves).
+	// Its fence is greater than every earlier grant's of the resource that
+	// it excludes (plain, shared, several resources, another limit's permits,
+	// the same permit's earlier holders); permits of one semaphore held at
+	// once may have equal fences (they do not exclude each other).
 	Permit uint32 `protobuf:"varint,6,opt,name=permit,proto3" json:"permit,omitempty"`
 	// A lock on several resources at once (AcquireRequest.resources): every
 	// resource with its own fence, in the order they were asked for. The
@@ -292,25 +295,26 @@ type AcquireRequest struct {
 	//     another request_id answers ABORTED as usual;
 	//   - what it covers is what the daemon cannot see: an answer it sent but
 	//     that was lost on the way (the connection broke after the daemon
-	//     wrote it; the call then fails with UNAVAILABLE or CANCELLED on your
+	//     wrote it, or your own deadline ran out while it travelled; the call
+	//     then fails with UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED on your
 	//     side). Retry with the same request_id and get that lock, or compute
 	//     the token as above and Release (or Validate) with it; otherwise it
 	//     expires with its ttl;
+	//   - a request_id costs nothing until it is retried: a first call goes
+	//     straight to its attempt;
 	//   - a grant the daemon knows you did not receive (it completed after
 	//     your deadline's cut-off, or your call was cancelled or its
 	//     connection dropped while it waited) is released, as without a
 	//     request_id: after DEADLINE_EXCEEDED nothing is left locked, and a
 	//     retry, with this request_id or a new one, acquires anew;
-	//   - retry through the same channel: a daemon runs the calls of one
-	//     request_id one after the other, so a retry it receives waits until
-	//     the previous call's late grant is released. Through ANOTHER daemon,
-	//     a retry sent within about 3 x node_timeout of such an error can be
-	//     answered the late grant just before the first daemon releases it:
-	//     its Extend or Validate then says not held, and any later holder has
-	//     a higher fence;
-	//   - never run two calls with the same request_id at once: a failing
-	//     attempt of one cleans up the token and can delete the other's grant.
-	//     Retry only after the previous call has ended.
+	//   - a daemon runs the calls of one request_id one after the other, so a
+	//     retry it receives waits until the previous call's late grant is
+	//     released. Through ANOTHER daemon (or a Hold moved to a new
+	//     connection while the first stream lingers) the retry takes the lock
+	//     over: the earlier call's or session's late release, clean-up or
+	//     extension no longer acts on it (the earlier session is told `lost`,
+	//     "another acquisition with this request_id took the lock over"), and
+	//     the lock stays held by the retry until it releases or expires.
 	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Lock-delay (Chubby, Consul): if this lock ends by expiry (its holder
 	// vanished: never released, or its Hold session's connection was lost)

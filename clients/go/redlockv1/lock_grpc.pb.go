@@ -67,10 +67,17 @@ const (
 //	                    the resource is held under another `limit`
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
-//	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-//	                    left locked by this call (a grant completing after
-//	                    the daemon's cut-off is released, request_id or not;
-//	                    the residual window is under server.deadline_reserve)
+//	DEADLINE_EXCEEDED   answered by the daemon: the caller's gRPC deadline
+//	                    ran out first; nothing is left locked by this call
+//	                    (a grant completing after the daemon's cut-off is
+//	                    released, request_id or not). A deadline that runs
+//	                    out in your client before any answer arrives (your
+//	                    library reports DEADLINE_EXCEEDED or CANCELLED
+//	                    itself) may have been granted an instant earlier,
+//	                    the answer still on its way: no daemon can know.
+//	                    Send a request_id and, after such a local expiry,
+//	                    Release the token it derives (below): then nothing
+//	                    is left locked. The official clients do both.
 //	RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
 //	UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
 type LockServiceClient interface {
@@ -198,10 +205,17 @@ type LockService_HoldClient = grpc.BidiStreamingClient[HoldRequest, HoldEvent]
 //	                    the resource is held under another `limit`
 //	UNAVAILABLE         fewer than a majority of masters answered in time;
 //	                    nothing is left locked by this call; safe to retry
-//	DEADLINE_EXCEEDED   the caller's gRPC deadline ran out first; nothing is
-//	                    left locked by this call (a grant completing after
-//	                    the daemon's cut-off is released, request_id or not;
-//	                    the residual window is under server.deadline_reserve)
+//	DEADLINE_EXCEEDED   answered by the daemon: the caller's gRPC deadline
+//	                    ran out first; nothing is left locked by this call
+//	                    (a grant completing after the daemon's cut-off is
+//	                    released, request_id or not). A deadline that runs
+//	                    out in your client before any answer arrives (your
+//	                    library reports DEADLINE_EXCEEDED or CANCELLED
+//	                    itself) may have been granted an instant earlier,
+//	                    the answer still on its way: no daemon can know.
+//	                    Send a request_id and, after such a local expiry,
+//	                    Release the token it derives (below): then nothing
+//	                    is left locked. The official clients do both.
 //	RESOURCE_EXHAUSTED  a configured limit (waiters, sessions, rate) was hit
 //	UNAUTHENTICATED / PERMISSION_DENIED  when authentication is configured
 type LockServiceServer interface {
