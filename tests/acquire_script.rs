@@ -1,4 +1,4 @@
-//! The acquire script reads before it writes (issue 22 item 9): when its
+//! The acquire script reads before it writes: when its
 //! read of the fence hash raises (a fence key of another type, WRONGTYPE),
 //! the lock key was not set. Checked on each real master's reply itself,
 //! before any cleanup release could hide a partial write.

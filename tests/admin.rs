@@ -1,4 +1,4 @@
-//! `LockAdmin` against five real masters (issue 18): Inspect before, during
+//! `LockAdmin` against five real masters: Inspect before, during
 //! and after a hold with the owner round-tripping; List paging over a few
 //! thousand locks; ForceRelease of a unary lock and of a Hold session (which
 //! gets `lost`); the admin role under authentication; bad input named.

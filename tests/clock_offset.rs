@@ -1,4 +1,4 @@
-//! Masters' clock offsets are checked (issue 22 item 6): a daemon whose
+//! Masters' clock offsets are checked: a daemon whose
 //! `redlock.max_clock_offset` no real master can meet (1 µs: the round
 //! trip alone exceeds it) trusts none of them, though they are connected
 //! and verified; at the default (1 s) the same masters count. The

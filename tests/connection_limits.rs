@@ -1,5 +1,5 @@
 //! Connection-level denial of service against the real daemon binary, over
-//! real sockets (issue 23): connections that send nothing, a half-sent
+//! real sockets: connections that send nothing, a half-sent
 //! HTTP/2 preface and a TLS handshake that never comes are closed within
 //! their timeouts, while a silent `Hold` session is not; at the connection
 //! cap new connections are refused and counted while a client on an

@@ -2,10 +2,10 @@
 //! spread over two daemon instances, and under contention across two
 //! daemons; a grant takes one master round trip in the common case, and
 //! the fence commit round when a master's counter is above the proposal
-//! (issue 16, `crates/redlockd/src/redlock/fence.rs`). A one-round grant
+//! (`crates/redlockd/src/redlock/fence.rs`). A one-round grant
 //! records its holder and terms as the commit does: `Inspect` shows its
 //! owner, kind and time of grant, and its lock-delay holds the resource
-//! after the holder vanished (issue 18).
+//! after the holder vanished.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! A flood of health watches against the real daemon binary, over raw
-//! HTTP/2 (issue 23): health and reflection sit outside authentication, and
+//! HTTP/2: health and reflection sit outside authentication, and
 //! a `Watch` stream stays open for as long as its client likes. Four
 //! connections open 10,000 watches each, written as raw frames so that the
 //! client ignores every limit the daemon announces, as an attacker would.

@@ -1,4 +1,4 @@
-//! The held-locks gauge (issue 18: the dashboard shows how many locks are
+//! The held-locks gauge (the dashboard shows how many locks are
 //! held): `redlock_locks_held` of a real daemon over five real masters
 //! follows unary grants, a Hold session, releases, extensions and expiry,
 //! and two replicas' gauges sum to the fleet's held locks.

@@ -1,4 +1,4 @@
-//! Honest health (issue 15): a master counts as up only while it answers.
+//! Honest health: a master counts as up only while it answers.
 //! Three of five masters hung with SIGSTOP keep their TCP connections open,
 //! yet the daemon's health turns NOT_SERVING within about a second and
 //! `redlock_node_up` says which masters are gone; resumed with SIGCONT,

@@ -1,4 +1,4 @@
-//! `AcquireRequest.request_id` against five real masters (issue 22): a
+//! `AcquireRequest.request_id` against five real masters: a
 //! retry answers the lock its request id holds, another request id is
 //! ABORTED, a malformed one INVALID_ARGUMENT; after DEADLINE_EXCEEDED the
 //! late grant is released with a request id too, and a retry right after

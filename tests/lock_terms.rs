@@ -1,4 +1,4 @@
-//! The lock's terms of issue 18 against five real masters and two daemons
+//! The lock's terms against five real masters and two daemons
 //! (replicas): `lock_delay` keeps a resource from everyone after a holder
 //! that vanished (a unary lock left to expire, a `redlockctl run` killed)
 //! while an orderly release frees it at once, on every replica alike;
@@ -244,7 +244,7 @@ async fn hold_at_least_early_and_late(flavor: Flavor) {
         .expect("deleted by a release after the minimum");
 }
 
-/// A lock_delay meets an idempotent retry (issue 22's `request_id`, so the
+/// A lock_delay meets an idempotent retry (a `request_id`, so the
 /// same derived token): while the earlier grant is held, the retry, through
 /// the other replica, resumes it by its Extend path (same token, same
 /// fence), which the not-before time of its own grant does not block;

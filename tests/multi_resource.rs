@@ -1,4 +1,4 @@
-//! Locks on several resources at once (issue 19, `AcquireRequest.resources`)
+//! Locks on several resources at once (`AcquireRequest.resources`)
 //! against five real masters and two daemons (replicas): many contenders
 //! over overlapping sets, plain and multi, checked against a shared record
 //! (no resource ever in two overlapping holds, fences growing per

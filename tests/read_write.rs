@@ -1,4 +1,4 @@
-//! Read-write locks (issue 19, `AcquireRequest.mode`) against five real
+//! Read-write locks (`AcquireRequest.mode`) against five real
 //! masters and two daemons (replicas), on Valkey and on Redis: readers and
 //! writers checked against a shared record (no exclusive window beside any
 //! other, shared windows that do overlap), writer preference against a

@@ -1,4 +1,4 @@
-//! Semaphores (issue 19, `AcquireRequest.limit`) against five real masters
+//! Semaphores (`AcquireRequest.limit`) against five real masters
 //! and two daemon replicas: many contenders never exceed the limit (checked
 //! against a shared record), the three-callers over-admission case driven
 //! through fault proxies, the limit as part of the resource's identity
@@ -326,7 +326,7 @@ async fn limit_is_part_of_the_identity(flavor: Flavor) {
 /// (5 s here): the resource's fence hash, which holds the semaphore's
 /// limit (`lim`), is refreshed with it, so a plain lock and another limit
 /// are still refused (FAILED_PRECONDITION) and the limit is still on a
-/// majority of masters. Before issue 16's layout the limit record expired
+/// majority of masters. When the limit record was a key of its own, it expired
 /// `fence_ttl` after the grant, and a plain lock was then granted beside
 /// the permit.
 async fn a_permit_kept_by_extensions_keeps_its_limit(flavor: Flavor) {

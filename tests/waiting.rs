@@ -86,7 +86,7 @@ async fn publishes(h: &Harness) -> u64 {
     calls
 }
 
-/// Releases of resources nobody waits for publish no notice (issue 16: no
+/// Releases of resources nobody waits for publish no notice (no
 /// master work for nobody); once a waiter on another replica was refused,
 /// the holder's release publishes, and the waiter is woken by it.
 async fn releases_publish_only_for_waiters(flavor: Flavor) {

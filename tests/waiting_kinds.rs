@@ -1,5 +1,5 @@
-//! Wake-on-release across replicas for the kinds of issue 19 (issue 16:
-//! releases publish only where a waiter marker is). A waiter on replica 0
+//! Wake-on-release across replicas for the semaphore, shared and
+//! multi-resource kinds (releases publish only where a waiter marker is). A waiter on replica 0
 //! for a semaphore's permit, a shared grant or several resources is refused
 //! while replica 1's client holds; its refused attempt must set the waiter
 //! marker of the resource it waits for, so that the release through

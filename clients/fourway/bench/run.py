@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each client's own cost (issue 21's benchmark), run by
+"""Each client's own cost, run by
 scripts/bench-clients.sh: starts five valkey-server masters and one redlockd
 (the binary given, a release build for figures worth quoting), runs the
 Python, Node, Go and Java bench programs beside this file one after another

@@ -1,4 +1,4 @@
-// The operator's view of redlockd's locks (issue 18): who holds what, the
+// The operator's view of redlockd's locks: who holds what, the
 // held locks under a prefix, and releasing a lock whoever holds it.
 // Same compatibility policy as lock.proto: redlock.v1 only grows.
 //

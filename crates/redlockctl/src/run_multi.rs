@@ -1,5 +1,5 @@
 //! `redlockctl run a b c -- cmd`: one lock on several resources at once
-//! (`AcquireRequest.resources`, issue 19), all or none.
+//! (`AcquireRequest.resources`), all or none.
 //!
 //! Parsing: clap takes the first word as RESOURCE and the rest as the
 //! command; it consumes a `--` right after RESOURCE, and keeps one that

@@ -394,7 +394,7 @@ pub(crate) fn grant(validity: Duration, ttl: Duration) {
 /// Why: every operation of every batch records its duration, and a
 /// labelled lookup (building the key with an owned copy of the master's
 /// name, hashing it, finding it in the recorder's registry) cost several
-/// times the recording itself, ten times per lock cycle (issue 16).
+/// times the recording itself, ten times per lock cycle.
 /// Resolved lazily rather than at start so that a recorder installed after
 /// the masters were set up still receives them; the daemon installs it
 /// first (`crate::server`).
@@ -485,7 +485,7 @@ pub(crate) fn force_release() {
     counter!(FORCE_RELEASES_TOTAL).increment(1);
 }
 
-/// An acquire attempt was refused while a lock-delay ran (issue 18).
+/// An acquire attempt was refused while a lock-delay ran.
 pub(crate) fn lock_delay_refusal() {
     counter!(LOCK_DELAY_REFUSALS_TOTAL).increment(1);
 }

@@ -1,4 +1,4 @@
-//! Locks on several resources at once (issue 19): C workers (`--concurrency`;
+//! Locks on several resources at once: C workers (`--concurrency`;
 //! the issue's figure is at 64) through an in-process daemon, each looping
 //! acquire + release on resources of its own, one run per lock size of
 //! `--multi-sizes` (1: the plain lock, on `resource`; 2, 3: that many

@@ -1,4 +1,4 @@
-//! Read-write locks (issue 19, workload `rw`): Acquire + Release cycles
+//! Read-write locks (workload `rw`): Acquire + Release cycles
 //! per second through an in-process daemon at C = 64, with the masters'
 //! CPU per cycle (read from `/proc` for the five local masters, `--dev`
 //! only; their idle CPU, measured over [`IDLE`] before the runs, is taken

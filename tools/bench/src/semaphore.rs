@@ -1,4 +1,4 @@
-//! **Semaphore** (issue 19): cycles per second of a semaphore's permits at
+//! **Semaphore**: cycles per second of a semaphore's permits at
 //! C = 64 (`--concurrency` values other than 64 are ignored here) beside
 //! the plain lock, through one in-process daemon over the `--dev` masters,
 //! with the masters' CPU per cycle: the five master processes' CPU time

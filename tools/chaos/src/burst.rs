@@ -1,4 +1,4 @@
-//! Bursts (issue 15): a few times a run, where the fault plan has every
+//! Bursts: a few times a run, where the fault plan has every
 //! master healthy for a while ([`times`]), `--bursts` Acquire calls start at once
 //! through one HTTP/2 connection (a replica's shared channel, the one the
 //! checking clients use too), while the checker keeps checking. Most go to

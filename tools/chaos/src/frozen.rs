@@ -1,4 +1,4 @@
-//! Clients frozen mid-session (issue 15). A few session clients run as OS
+//! Clients frozen mid-session. A few session clients run as OS
 //! processes of their own (`crate::frozen_child`), so that a fault can
 //! SIGSTOP one while it holds a lock, keep it frozen for [`FREEZE`] (well
 //! past its ttl plus the daemons' keepalive bound), then SIGCONT it.

@@ -49,7 +49,7 @@ pub(crate) enum Workload {
 /// from the moment the answer was received (the client cannot act on the
 /// lock before) until the reported validity runs out, counted from when the
 /// request was SENT, as the contract asks of clients (`Lock.validity` in
-/// lock.proto, issue 22 item 5). The daemon's deadline is its operation's
+/// lock.proto). The daemon's deadline is its operation's
 /// start + ttl - drift, and the operation started no earlier than the send,
 /// so `sent + validity` never outlasts it: a client starved between the
 /// daemon's answer and its own reading of it gets a shorter (or empty)

@@ -27,9 +27,9 @@
 //! ```
 //!
 //! `--interleaving` replaces the random schedule with the review's scripted
-//! interleavings (issue 22 items 1, 4 and 6; see `interleavings`).
+//! interleavings (4 and 6; see `interleavings`).
 //!
-//! The `full` schedule also runs semaphore clients (issue 19) on a
+//! The `full` schedule also runs semaphore clients on a
 //! semaphore of their own; `--mix` puts every kind on the same hot
 //! resources. Every grant of every kind is checked together by the
 //! conflict relation of `HISTORY.md` (see `exclusion`), and `--history`
@@ -118,7 +118,7 @@ pub struct Args {
     /// 0: none.
     #[arg(long, default_value_t = 0)]
     pub multi: usize,
-    /// Read-write locks (issue 19): this many clients take shared and
+    /// Read-write locks: this many clients take shared and
     /// exclusive grants of resources of their own, checked for exclusion
     /// and fence order among conflicting grants (`mix.rs`). 0: none.
     #[arg(long, default_value_t = 0)]
@@ -150,7 +150,7 @@ pub struct Args {
     #[arg(long)]
     pub keep_logs: bool,
     /// Instead of a schedule, force one of the review's interleavings
-    /// (issue 22) for `--duration` each (see `interleavings`).
+    /// for `--duration` each (see `interleavings`).
     #[arg(long, value_enum)]
     pub interleaving: Option<interleavings::Which>,
 }

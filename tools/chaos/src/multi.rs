@@ -1,5 +1,5 @@
 //! `--multi N`: clients that lock several hot resources at once
-//! (`AcquireRequest.resources`, issue 19) beside the plain contended
+//! (`AcquireRequest.resources`) beside the plain contended
 //! clients on the same resources.
 //!
 //! Each grant is recorded as one [`Grant`] per resource of it, with that

@@ -2,7 +2,7 @@
 //! schedule, with restart quarantine, it must find no violation and make
 //! enough grants; the counterfactual (a majority of masters restarted
 //! without data while holders keep long leases, quarantine off) must make
-//! it report overlapping grants; the review's interleavings (issue 22)
+//! it report overlapping grants; the review's interleavings
 //! find nothing, and the flapping one catches a daemon without quarantine;
 //! locks on several resources at once and read-write locks pass the same
 //! checks; bursts of Acquire calls with every master healthy are never answered
@@ -112,7 +112,7 @@ fn full_schedule_finds_no_violation() {
         "{json}"
     );
     assert!(number(&json, &["frozen", "writes"]) > 0, "{json}");
-    // Semaphore clients (issue 19) took permits under the same faults,
+    // Semaphore clients took permits under the same faults,
     // never more than the limit at once (counted in `violations` above);
     // the limit was reached.
     assert!(number(&json, &["semaphore", "grants"]) >= 100, "{json}");
@@ -186,7 +186,7 @@ fn check_history_file(path: &std::path::Path) {
 const BURST: &str = "3000";
 
 /// Bursts of Acquire calls at once through one connection while every
-/// master is healthy (issue 15), beside the checking clients: overload is
+/// master is healthy, beside the checking clients: overload is
 /// queued or answered RESOURCE_EXHAUSTED, never UNAVAILABLE (a burst call
 /// answered UNAVAILABLE with every master healthy is a violation), and
 /// most calls are granted (the rest: ABORTED on the burst-hot resources).
@@ -255,7 +255,7 @@ fn counterfactual_without_quarantine_is_caught() {
     assert_eq!(code, Some(1), "{json}");
 }
 
-/// The whole cluster starts fresh mid-run (issue 13): all five masters
+/// The whole cluster starts fresh mid-run: all five masters
 /// down for longer than any lease, then started empty together, with the
 /// daemons at the default restart quarantine: no violation, and the new
 /// cluster grants in the healthy phases that follow.
@@ -271,7 +271,7 @@ fn fresh_cluster_mid_run_finds_no_violation() {
     assert_eq!(code, Some(0), "{json}");
 }
 
-/// The review's interleavings (issue 22 items 1, 4 and 6), each forced
+/// The review's interleavings, each forced
 /// again and again on its own rig: a late client over a 20 ms link with
 /// deadlines just above its wait, without and with a request id it retries
 /// with at once; a flapping master that then restarts
@@ -329,7 +329,7 @@ fn flapping_without_quarantine_is_caught() {
     assert_eq!(code, Some(1), "{json}");
 }
 
-/// Locks on several hot resources at once (`--multi`, issue 19) beside
+/// Locks on several hot resources at once (`--multi`) beside
 /// the plain contended clients, under the full fault schedule: every
 /// resource of every multi grant passes the per-resource checks (no two
 /// overlapping windows, fences ordered, critical sections apart, registers
@@ -343,7 +343,7 @@ fn multi_resource_grants_find_no_violation() {
 }
 
 /// 15 s of the full schedule (seed 2: masters restarted empty, slowed)
-/// with six read-write clients (`--rw`, issue 19): no violation, no
+/// with six read-write clients (`--rw`): no violation, no
 /// exclusive grant beside another grant nor a fence out of order among
 /// conflicting ones, and both modes granted with readers really sharing.
 #[test]

@@ -217,11 +217,11 @@ pub struct RedlockConfig {
     pub max_wait: Duration,
     /// Longest `AcquireRequest.lock_delay` accepted: how long at most a
     /// holder that vanished keeps its resource from everyone after its
-    /// lock expired (issue 18).
+    /// lock expired.
     #[serde(with = "humantime_serde")]
     pub max_lock_delay: Duration,
     /// Longest `AcquireRequest.hold_at_least` accepted: how long at most an
-    /// early Release leaves the lock standing (issue 18).
+    /// early Release leaves the lock standing.
     #[serde(with = "humantime_serde")]
     pub max_hold_at_least: Duration,
     /// Longest resource name accepted, in bytes. It bounds the size of keys

@@ -375,7 +375,7 @@ async fn run(
     // The batches written and not yet answered, polled by this task rather
     // than each on a task of its own: a spawn per batch (per master, per
     // round at one caller) cost a task allocation and a cross-thread wake-up
-    // on every reply (issue 16). What each one does on its answer is the
+    // on every reply. What each one does on its answer is the
     // same: deliver the replies, then free its slot (leave this set).
     let mut in_flight: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
     loop {
@@ -506,8 +506,8 @@ where
                 due = next;
             }
             None => {
-                // Why a master is blamed, for the overload investigations of
-                // issue 15 (bursts on a shared machine).
+                // Why a master is blamed, for investigating overload (bursts
+                // on a shared machine).
                 tracing::debug!(
                     node = link.name,
                     since_send = ?now.saturating_duration_since(sent),

@@ -4,8 +4,7 @@
 //! fred announces a reconnection on a broadcast channel that a watcher task
 //! reads later; a flag that task clears (`verified`) lags the reconnection
 //! by as long as the task is not scheduled, and meanwhile replies from a
-//! just-restarted master on its new connection would count (issue 22 item
-//! 10). fred fetches credentials at the start of every connection's set-up,
+//! just-restarted master on its new connection would count. fred fetches credentials at the start of every connection's set-up,
 //! before that connection carries any command, from the connection's own
 //! task. [`ConnectionCounter`] is that credential source: it hands over
 //! the configured user and password unchanged and numbers the connection

@@ -1,4 +1,4 @@
-//! A master's wall-clock offset from this host's (issue 22 item 6), and
+//! A master's wall-clock offset from this host's, and
 //! the bound beyond which the master is not trusted.
 //!
 //! # Why the wall clock matters

@@ -290,7 +290,7 @@ fn at_offsets(body: &str) -> String {
 /// still does.
 ///
 /// Everything the acquire needs to know before its `SET NX` is in the one
-/// `HMGET` of the fence hash (issue 16: no other key read in the common
+/// `HMGET` of the fence hash (no other key read in the common
 /// cycle): `max`, the terms (`nb`, `delay`, `lu`), the semaphore limit
 /// field `lim` and the waiter marker `wm`. First, before anything is
 /// written: returns `{0, '0', 'limit', limit}` when a semaphore's permit of
@@ -330,7 +330,7 @@ fn at_offsets(body: &str) -> String {
 /// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:
-/// WRONGTYPE) leaves nothing behind (issue 22 item 9).
+/// WRONGTYPE) leaves nothing behind.
 /// Numbers travel as strings: a Lua number would lose nothing below 2^53,
 /// but strings keep the conversion in one obvious place (Rust). The
 /// master's clock is read once per batch (`now_micros`, defined by
@@ -402,7 +402,7 @@ return {1, max, now, 0}
 /// `super::horizon`). Returns 1 if done. The owner rides on the commit
 /// that every grant sends anyway: no extra command, one HSET as before.
 ///
-/// The lock's terms (issue 18), by the master's own clock (`TIME`, read
+/// The lock's terms, by the master's own clock (`TIME`, read
 /// once per batch; scripts replicate their effects, the default since
 /// Redis 5, so replicas get the values, not the call):
 /// - a lock-delay records `delay` and `nb` (not before) = now + ttl +

@@ -7,7 +7,7 @@
 /// fence ttl ms, waiter marker ttl ms ('0': the caller will not wait).
 ///
 /// The semaphore's limit lives in the resource's own fence hash, field
-/// `lim` (issue 16: the plain acquire reads that hash anyway, so checking
+/// `lim` (the plain acquire reads that hash anyway, so checking
 /// the limit costs it no command). Semaphores were never released before
 /// this layout (0.1.0, no tags), so no earlier layout (a separate
 /// `limit:R` key) is read: no rolling upgrade from it is supported.

@@ -42,7 +42,7 @@ pub struct NodeState {
     /// read and taken in. Until `INFO` is read on the current connection
     /// the master could be a fresh, empty restart whose quarantine is not
     /// known yet: its answers do not count. Trust is thereby tied to the
-    /// connection that carried the reply (issue 22 item 10).
+    /// connection that carried the reply.
     verified_on: AtomicU64,
     /// Whether the batch script was sent in full (EVAL) on the current
     /// connection, so that EVALSHA finds it (see `batch.rs`).

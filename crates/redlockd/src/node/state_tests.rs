@@ -181,7 +181,7 @@ async fn boot_certificate_bookkeeping() {
     assert!(off.trusted() && off.certificate_due().is_none());
 }
 
-/// Trust follows the connection (issue 22 item 10): a new connection
+/// Trust follows the connection: a new connection
 /// (numbered by fred's set-up, before it carries commands) is untrusted
 /// at once, before any watcher runs; a reply to a command queued on an
 /// earlier connection does not count; INFO read on an earlier

@@ -1,4 +1,4 @@
-//! The operator's view of the locks (issue 18): who holds a resource
+//! The operator's view of the locks: who holds a resource
 //! (`inspect`), which locks are held under a prefix (`list`, by SCAN,
 //! never KEYS), and releasing whatever holds a resource (`force_release`).
 //!

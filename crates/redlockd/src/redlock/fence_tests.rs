@@ -1,4 +1,4 @@
-//! The one-round fenced grant (issue 16, see [`super::fence`]) on fake
+//! The one-round fenced grant (see [`super::fence`]) on fake
 //! masters under paused time: which grants skip the commit round, the
 //! fallback when a master's counter is above the proposal, and fences
 //! across two engines (daemon replicas) sharing the masters.

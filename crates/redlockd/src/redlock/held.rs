@@ -1,6 +1,6 @@
 //! The locks this replica has handed out and not seen end: what the
 //! `redlock_locks_held` gauge counts, so an operator's dashboard shows how
-//! many locks are held (issue 18) without scanning the masters.
+//! many locks are held without scanning the masters.
 //!
 //! A lock is counted from the moment a caller receives it (an Acquire's
 //! answer, a Hold session's `acquired`) or this replica extends it, until

@@ -11,7 +11,7 @@
 //!   (`delay`, `nb`, `lu`), the writer-waiting marker (`ww`, see
 //!   [`super::rw`]), a semaphore's limit (`lim`, see below) and the waiter
 //!   marker (`wm`, see below): every field an acquire or release must see
-//!   is in the one hash it reads anyway (issue 16: one `HMGET` per step).
+//!   is in the one hash it reads anyway (one `HMGET` per step).
 //!
 //! A semaphore of resource `orders/42` keeps its permits' keys beside it:
 //! `redlock:lock:orders/42<0x1f><i>` and `redlock:fence:orders/42<0x1f><i>`
@@ -86,7 +86,7 @@ pub struct LockKeys {
 
 /// A node's own encoding of a subject's keys (and token), made once by the
 /// first of the round's commands and shared by the others: one copy of
-/// each string per round instead of one per master (issue 16: the
+/// each string per round instead of one per master (the
 /// per-master copies were a quarter of the daemon's allocations per lock
 /// cycle). Opaque to the engine, which never reads it; a clone starts
 /// empty, and it is never compared. Its user checks each cached string

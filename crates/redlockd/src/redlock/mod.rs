@@ -182,12 +182,12 @@ impl Holder {
         }
     }
 
-    /// This holder, taking a permit of a semaphore of `limit` (issue 19).
+    /// This holder, taking a permit of a semaphore of `limit`.
     pub fn with_limit(self, limit: u32) -> Holder {
         Holder { limit, ..self }
     }
 
-    /// This holder, with the lock's terms (issue 18).
+    /// This holder, with the lock's terms.
     pub fn with_terms(self, lock_delay: Duration, hold_at_least: Duration) -> Holder {
         Holder {
             lock_delay,

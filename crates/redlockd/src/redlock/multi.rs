@@ -1,4 +1,4 @@
-//! Locks on several resources at once (issue 19, `AcquireRequest.resources`).
+//! Locks on several resources at once (`AcquireRequest.resources`).
 //!
 //! # Guarantee
 //!

@@ -32,7 +32,7 @@ pub enum AcquireVote {
         /// The holder's remaining PTTL on this master (or, when `delayed`,
         /// the time until its lock-delay ends).
         holder_ttl: Option<Duration>,
-        /// The key was free, but a lock-delay still ran (issue 18).
+        /// The key was free, but a lock-delay still ran.
         delayed: bool,
     },
     /// The resource is held here under another limit (a plain lock where
@@ -57,7 +57,7 @@ pub enum AcquireAllVote {
         /// The longest time until this master is free of all of them, when
         /// known.
         holder_ttl: Option<Duration>,
-        /// Only lock-delays stood in the way (issue 18).
+        /// Only lock-delays stood in the way.
         delayed: bool,
     },
 }

@@ -1,4 +1,4 @@
-//! Read-write locks (issue 19): `AcquireRequest.mode` = `SHARED` grants a
+//! Read-write locks: `AcquireRequest.mode` = `SHARED` grants a
 //! read lock that coexists with other shared grants of the resource and
 //! never with an exclusive one. `EXCLUSIVE` (0, the default) is today's
 //! lock on today's key, unchanged for a resource nobody reads.

@@ -1,4 +1,4 @@
-//! Semaphores (issue 19): at most `limit` holders of a resource at once,
+//! Semaphores: at most `limit` holders of a resource at once,
 //! each with its own token and fence (`AcquireRequest.limit`; 0 or 1 is the
 //! plain lock, unchanged).
 //!
@@ -54,8 +54,8 @@
 //!
 //! The record outlives every permit key: a permit's grant and every
 //! extension of a permit refresh R's fence hash to `fence_ttl`, which
-//! config validation keeps above every lock's ttl (before issue 16 the
-//! record was a key of its own that only grants refreshed, so a permit
+//! config validation keeps above every lock's ttl (when the record was a
+//! key of its own that only grants refreshed, so a permit
 //! kept alive by Extends alone for longer than `fence_ttl` lost its record
 //! and a request under another limit was then not refused;
 //! `tests/semaphore.rs` covers it). A master that restarted empty lost the

@@ -944,7 +944,7 @@ async fn two_split_contenders_converge() {
 /// An acquisition waits on its own task for as long as its caller waits
 /// (in a burst, in the admission queue): its future must not carry its
 /// largest branch inline. It was 1,416 bytes (the request-id resume path
-/// inline) before those branches were boxed (issue 15: 10,000 `Hold`
+/// inline) before those branches were boxed (10,000 `Hold`
 /// sessions opened at once, under 100 MB).
 #[tokio::test(start_paused = true)]
 async fn a_waiting_acquisition_stays_small() {

@@ -15,7 +15,7 @@
 //! ([`super::retry::after_split`]), and no wake-up cuts that back-off short:
 //! the release notice of the other contender's failed attempt would
 //! otherwise wake both again within the same millisecond, and they could
-//! split again and again (issue 22 item 8). Releases publish notices only
+//! split again and again. Releases publish notices only
 //! while some replica has a waiter: the front waiter's refused attempts set
 //! the resource's waiter marker on the masters that refused (atomically
 //! with the refusal, so a release after it sees the marker), and the
@@ -69,7 +69,7 @@ impl Redlock {
 
     /// [`Redlock::acquire_detached`] for `holder`, whose owner and kind the
     /// grant records beside its token; idempotent when `request_id` is
-    /// given (`AcquireRequest.request_id`, issue 22).
+    /// given (`AcquireRequest.request_id`).
     ///
     /// The lock's token is then [`Token::derive`]d from the request id and
     /// the resource, and:
@@ -78,7 +78,7 @@ impl Redlock {
     ///   through any replica), the answer is that lock, with its own fence
     ///   as granted and a fresh validity, not ABORTED. If the masters no
     ///   longer know its fence, the answer is the Extend's error;
-    ///   the lock keeps the terms of the grant (issue 18: `lock_delay`,
+    ///   the lock keeps the terms of the grant (`lock_delay`,
     ///   `hold_at_least`), whatever the retry asked, and its own
     ///   lock-delay does not stand in the way (the masters honour the
     ///   not-before time only for a free key, and the Extend moves it);
@@ -222,7 +222,7 @@ impl Redlock {
         // All but the plain attempt are boxed: this future is a detached task's
         // for as long as its caller waits, and inline it would be as large
         // as its largest branch, while a burst of callers waits for
-        // admission (issue 15).
+        // admission.
         // A shared grant with a request id resumes first: its attempt would
         // add the token to the readers of masters where the earlier grant
         // already is. An exclusive one resumes lazily, only if its attempt

@@ -1,4 +1,4 @@
-//! `redlock.v1.LockAdminService`: the operator's view (issue 18). Each handler
+//! `redlock.v1.LockAdminService`: the operator's view. Each handler
 //! checks the caller's admin role (`auth.admins`, when authentication is
 //! on), validates the request, calls the engine (`crate::redlock::admin`)
 //! and maps the outcome (`super::status`). Every ForceRelease is logged

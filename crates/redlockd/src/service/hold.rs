@@ -309,7 +309,7 @@ enum ClientEnd {
     Done,
     /// The stream broke (connection lost, cancelled): the client vanished.
     /// Released as at an orderly end, unless the lock has a lock-delay:
-    /// then it is left to expire, so that the delay applies (issue 18).
+    /// then it is left to expire, so that the delay applies.
     Gone,
     /// A message that makes no sense mid-session.
     Invalid(SessionError),
@@ -484,7 +484,7 @@ impl Session {
         // Boxed with `until` inside it: passed by value, an inline `until`
         // would be laid out twice in this task (the compiler does not
         // overlap a moved-from local with the future it moved into), and
-        // the task lives as long as the session (issue 15: 10,000 sessions
+        // the task lives as long as the session (10,000 sessions
         // opened at once under 100 MB).
         let end = Box::pin(self.engine.hold(
             &mut lock,
@@ -656,7 +656,7 @@ mod tests {
     }
 
     /// A session's task lives as long as its lock, so 10,000 sessions are
-    /// 10,000 of these (issue 15: opened at once, under 100 MB). It was
+    /// 10,000 of these (opened at once, under 100 MB). It was
     /// 1,816 bytes when `run` took the session by value: an `async fn`
     /// keeps its argument beside the local it moves into, and `Session`
     /// alone is over 500 bytes.

@@ -230,7 +230,7 @@ impl LockService for LockApi {
 /// A plain function returning `call` wrapped, not an `async fn`: an
 /// `async fn` keeps its argument and the future it awaits side by side in
 /// its state, so every call's future would be laid out twice (3 KB per
-/// `Hold` being opened; issue 15's 10,000-session burst).
+/// `Hold` being opened; 10,000-session burst).
 fn observed<T>(
     rpc: &'static str,
     call: impl Future<Output = Result<T, Status>>,

@@ -87,7 +87,7 @@ pub struct AcquireArgs {
     pub request_id: Option<RequestId>,
     /// `mode` is SHARED: a read lock (`crate::redlock::rw`).
     pub shared: bool,
-    /// `limit`: above 1, a permit of a semaphore (issue 19).
+    /// `limit`: above 1, a permit of a semaphore.
     pub limit: u32,
 }
 

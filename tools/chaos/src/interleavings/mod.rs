@@ -1,4 +1,4 @@
-//! The review's interleavings (issue 22 items 1, 4 and 6, and idempotent
+//! The review's interleavings (and idempotent
 //! retries) as scripted scenarios, each on its own fresh rig (five masters
 //! behind fault proxies, one replica): `chaos --interleaving slow-link|
 //! idempotent|flapping|clock-offset|all`. Items 2 and 3 are in the random schedules already

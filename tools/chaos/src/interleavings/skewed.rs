@@ -1,4 +1,4 @@
-//! A master whose wall clock is offset (issue 22 item 6): the same server
+//! A master whose wall clock is offset: the same server
 //! binary run under libfaketime (`LD_PRELOAD`, Debian package
 //! `libfaketime`, installed by scripts/setup.sh), with `FAKETIME="+Ns"`
 //! and `FAKETIME_DONT_FAKE_MONOTONIC=1`: `TIME` and the key expiry clock

@@ -401,7 +401,7 @@ fn plaintext_shared_password_and_weak_token_warned() {
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
-/// The connection and session bounds of issue 23 name their key when out
+/// The connection and session bounds name their key when out
 /// of range.
 #[test]
 fn connection_and_quota_bounds_name_their_key() {

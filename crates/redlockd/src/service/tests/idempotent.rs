@@ -1,4 +1,4 @@
-//! `AcquireRequest.request_id` (issue 22): a retried Acquire answers the
+//! `AcquireRequest.request_id`: a retried Acquire answers the
 //! lock its request id already holds; a caller that never saw its answer
 //! releases with the token derived from the request id.
 
