@@ -204,57 +204,13 @@ pub(crate) fn batch_script(
     counterfactuals: Counterfactuals,
     horizon_allowance: Duration,
 ) -> String {
-    let mut lua = String::from(
-        r#"local now
-local function now_micros()
-  if not now then
-    local t = redis.call('TIME')
-    now = t[1] .. string.format('%06d', tonumber(t[2]))
-  end
-  return now
-end
-local function now_ms()
-  return math.floor(tonumber(now_micros()) / 1000)
-end
-local function mark(h, ttl, cur)
-  local t, nowm = tonumber(ttl), now_ms()
-  if cur and tonumber(cur) - nowm >= t / 2 then return end
-  redis.call('HSET', h, 'wm', string.format('%d', nowm + t))
-  if redis.call('PTTL', h) < t then redis.call('PEXPIRE', h, ttl) end
-end
-local horizon = 0
-local function raise(ttl)
-  ttl = tonumber(ttl)
-  if ttl and ttl > horizon then horizon = ttl end
-end
-local ops = {
-"#,
-    );
+    let mut lua = String::from(include_str!("lua/batch_head.lua"));
     for op in Op::ALL {
         lua.push_str("function(k, a)\n");
         lua.push_str(&at_offsets(op.lua_with(counterfactuals).trim()));
         lua.push_str("\nend,\n");
     }
-    lua.push_str(
-        r#"}
-local out, k, a = {}, 2, 2
-for i = 1, tonumber(ARGV[1]) do
-  local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  a = a + 3
-  local ok, r = pcall(ops[op], k, a)
-  if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
-  k, a = k + nk, a + na
-end
-if horizon > 0 then
-  horizon = horizon + ALLOWANCE
-  local left = redis.call('PTTL', KEYS[1])
-  if left == -2 or (left >= 0 and left < horizon) then
-    redis.call('SET', KEYS[1], '1', 'PX', horizon)
-  end
-end
-return out
-"#,
-    );
+    lua.push_str(include_str!("lua/batch_tail.lua"));
     let allowance = horizon_allowance.as_millis().to_string();
     lua.replace("ALLOWANCE", &allowance)
 }
@@ -336,53 +292,7 @@ fn at_offsets(body: &str) -> String {
 /// master's clock is read once per batch (`now_micros`, defined by
 /// [`batch_script`]): the batch runs atomically, so every operation in it
 /// happens at that instant.
-pub(crate) const ACQUIRE: &str = r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder')
-local max = f[1] or '0'
-if f[5] then
-  local ks = {}
-  for i = 0, tonumber(f[5]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
-  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[5]} end
-end
-if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
-  local left = tonumber(f[2]) - now_ms()
-  if left > 0 then return {0, string.format('%d', left), 'delay'} end
-end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[12] ~= '0' and redis.call('GET', KEYS[1]) == ARGV[1] then return {0, tostring(pttl), 'own'} end
-  if ARGV[11] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
-    redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[11])))
-    if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
-  end
-  if ARGV[6] ~= '0' then mark(KEYS[2], ARGV[6], f[6]) end
-  return {0, tostring(pttl)}
-end
-if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
-if ARGV[12] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', ARGV[12]) end
--- one-round fence: take the proposal ARGV[3] if it fits
-local p, now = tonumber(ARGV[3]), now_micros()
-local t = tonumber(now)
-if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
-  raise(ARGV[2])
-  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now, 'ep', ARGV[12])
-  local nowm = now_ms()
-  if tonumber(ARGV[9]) > 0 then
-    redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
-  elseif f[2] or f[3] then
-    redis.call('HDEL', KEYS[2], 'delay', 'nb')
-  end
-  if tonumber(ARGV[10]) > 0 then
-    redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[10])))
-  elseif f[4] then
-    redis.call('HDEL', KEYS[2], 'lu')
-  end
-  if f[7] then redis.call('HDEL', KEYS[2], 'ww') end
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
-  return {1, max, now, 1}
-end
-return {1, max, now, 0}
-"#;
+pub(crate) const ACQUIRE: &str = include_str!("lua/acquire.lua");
 
 /// KEYS: lock, fence, the resource's own fence hash (a permit's: its
 /// resource's; else the same as fence). ARGV: token, fence, fence ttl ms,
@@ -428,40 +338,7 @@ return {1, max, now, 0}
 /// master judges by its own clock, so the delay a quorum enforces is the
 /// quorum-th earliest. A record a failed attempt left on a minority is
 /// cleared by its clean-up release.
-pub(crate) const COMMIT_FENCE: &str = r#"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local r = redis.call('HMGET', KEYS[2], 'holder', 'ep', 'max')
-if ARGV[9] ~= '0' and r[1] == ARGV[1] and r[2] and r[2] ~= '0' and r[2] ~= ARGV[9] then return 0 end
-raise(ARGV[4])
-local maxs = r[3]
-if KEYS[3] ~= KEYS[2] then maxs = redis.call('HGET', KEYS[3], 'max') end
-local max = tonumber(maxs or '0')
-local above = tonumber(ARGV[2]) > max
-if KEYS[3] ~= KEYS[2] then
-  if above then redis.call('HSET', KEYS[3], 'max', ARGV[2]) end
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-  above = false
-end
-if above then
-  redis.call('HSET', KEYS[2], 'max', ARGV[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros(), 'ep', ARGV[9])
-else
-  redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[5], 'kind', ARGV[6], 'at', now_micros(), 'ep', ARGV[9])
-end
-local nowm = now_ms()
-if tonumber(ARGV[7]) > 0 then
-  redis.call('HSET', KEYS[2], 'delay', ARGV[7], 'nb', string.format('%d', nowm + tonumber(ARGV[4]) + tonumber(ARGV[7])))
-  redis.call('HDEL', KEYS[2], 'ww')
-else
-  redis.call('HDEL', KEYS[2], 'delay', 'nb', 'ww')
-end
-if tonumber(ARGV[8]) > 0 then
-  redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[8])))
-else
-  redis.call('HDEL', KEYS[2], 'lu')
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
-"#;
+pub(crate) const COMMIT_FENCE: &str = include_str!("lua/commit_fence.lua");
 
 /// KEYS: lock, fence, the resource's own fence hash (a permit's: its
 /// resource's; else the same as fence). ARGV: token, ttl ms, fence ttl ms,
@@ -485,38 +362,7 @@ return 1
 /// else `{1, fence}` where fence is '0' if this master did not take part in
 /// the grant's commit. Where the grant has a lock-delay, its end (`nb`)
 /// moves with the new expiry (see [`COMMIT_FENCE`]).
-pub(crate) const EXTEND: &str = r#"
-local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then
-  if holder then return {0} end
-  return {2}
-end
-local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'delay', 'ep')
-local mine = h[1] == ARGV[1]
-local mode, ep = string.sub(ARGV[5], 1, 1), string.sub(ARGV[5], 2)
-if mode == 'o' and mine and h[4] and h[4] ~= '0' and h[4] ~= ep then return {3} end
-raise(ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if KEYS[3] ~= KEYS[2] then
-  if ARGV[4] ~= '0' then redis.call('HSETNX', KEYS[3], 'lim', ARGV[4]) end
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-if mode == 't' then
-  if not mine then
-    redis.call('HDEL', KEYS[2], 'fence', 'owner', 'kind', 'at', 'delay', 'nb', 'lu')
-    redis.call('HSET', KEYS[2], 'holder', ARGV[1], 'ep', ep)
-    return {1, '0'}
-  end
-  redis.call('HSET', KEYS[2], 'ep', ep)
-end
-if not mine then return {1, '0'} end
-if h[3] then
-  redis.call('HSET', KEYS[2], 'nb', string.format('%d', now_ms() + tonumber(ARGV[2]) + tonumber(h[3])))
-end
-if h[2] then return {1, h[2]} end
-return {1, '0'}
-"#;
+pub(crate) const EXTEND: &str = include_str!("lua/extend.lua");
 
 /// KEYS: lock, fence, the resource's own fence hash (a permit's: its
 /// resource's, which holds the waiters' marker; else the same as fence).
@@ -545,38 +391,7 @@ return {1, '0'}
 /// and `DELIFEQ`. A permit's release reads its resource's hash after it
 /// deleted (one `HGET`). A marker past its instant is deleted where found,
 /// so that later releases of the resource do not read the clock for it.
-pub(crate) const RELEASE: &str = r#"
-local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb', 'wm', 'ep')
-local mine = h[1] == ARGV[1]
-if ARGV[6] ~= '0' and mine and h[5] and h[5] ~= '0' and h[5] ~= ARGV[6] then return 0 end
-if mine and ARGV[5] == '1' and h[2] then
-  local left = tonumber(h[2]) - now_ms()
-  if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', left))
-    raise(left)
-    if h[3] then redis.call('HDEL', KEYS[2], 'nb') end
-    return 1
-  end
-end
-if ARGV[4] == '1' then
-  if redis.call('DELIFEQ', KEYS[1], ARGV[1]) == 0 then return 0 end
-elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-else
-  return 0
-end
-if mine and h[3] then redis.call('HDEL', KEYS[2], 'nb') end
-local wm = h[4]
-if KEYS[3] ~= KEYS[2] then wm = redis.call('HGET', KEYS[3], 'wm') end
-if wm then
-  if tonumber(wm) > now_ms() then
-    redis.call('PUBLISH', ARGV[2], ARGV[3])
-  else
-    redis.call('HDEL', KEYS[3], 'wm')
-  end
-end
-return 1
-"#;
+pub(crate) const RELEASE: &str = include_str!("lua/release.lua");
 
 /// KEYS: lock, the resource's own fence hash. ARGV: token, ttl ms, the
 /// semaphore's limit ('0': not a permit), fence ttl ms. `SET NX PX`, for a
@@ -587,33 +402,15 @@ return 1
 /// multi-resource acquires find permits only through it, and a master
 /// that restarted empty lost it with the key (see
 /// `crate::redlock::semaphore`). Returns 1 if set.
-pub(crate) const RECREATE: &str = r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  raise(ARGV[2])
-  if ARGV[3] ~= '0' then
-    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])
-    if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
-  end
-  return 1
-end
-return 0
-"#;
+pub(crate) const RECREATE: &str = include_str!("lua/recreate.lua");
 
 /// KEYS: lock. ARGV: token. The remaining PTTL if the token holds the lock, else -3.
-pub(crate) const CHECK: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
-return -3
-"#;
+pub(crate) const CHECK: &str = include_str!("lua/check.lua");
 
 /// KEYS: lock, fence. Read only: `{''}` when the lock key is absent, else
 /// `{token, pttl, holder, fence, owner, kind, at}` (the fence hash's fields,
 /// '' where absent), for `Inspect` and `List` (`crate::redlock::admin`).
-pub(crate) const INSPECT: &str = r#"
-local t = redis.call('GET', KEYS[1])
-if not t then return {''} end
-local h = redis.call('HMGET', KEYS[2], 'holder', 'fence', 'owner', 'kind', 'at')
-return {t, redis.call('PTTL', KEYS[1]), h[1] or '', h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
-"#;
+pub(crate) const INSPECT: &str = include_str!("lua/inspect.lua");
 
 /// The batch script, built and hashed once at start-up and shared by every
 /// master's connection. Both forms are kept as values, so a batch shares

@@ -21,31 +21,8 @@
 /// (returns whether a member is left). Each body defines them itself (an
 /// operation is a function of its own in the batch script).
 macro_rules! with_helpers {
-    ($body:literal) => {
-        concat!(
-            r#"
-local nowm = now_ms()
-local function prune()
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowm)
-  if #gone > 0 then
-    for _, t in ipairs(gone) do redis.call('HDEL', KEYS[2], 'r:' .. t, 'e:' .. t) end
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', nowm)
-  end
-end
-local function cover()
-  local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-  if top[2] then
-    local left = string.format('%d', tonumber(top[2]) - nowm)
-    redis.call('SET', KEYS[1], 'shared', 'PX', left)
-    redis.call('PEXPIRE', KEYS[3], left)
-    return true
-  end
-  redis.call('DEL', KEYS[1])
-  return false
-end
-"#,
-            $body
-        )
+    ($($body:tt)*) => {
+        concat!(include_str!("lua/shared_helpers.lua"), $($body)*)
     };
 }
 
@@ -65,37 +42,7 @@ end
 /// round). Refused by a holder or a writer-waiting marker, a caller that
 /// will wait marks the resource as waited for (`wm`), as
 /// [`super::scripts::ACQUIRE`] does.
-pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(
-    r#"
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'ww', 'lim', 'wm')
-if f[4] then
-  local ks = {}
-  for i = 0, tonumber(f[4]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
-  if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[4]} end
-end
-local max = f[1] or '0'
-local held = redis.call('GET', KEYS[1])
-if held and held ~= 'shared' then
-  if ARGV[3] ~= '0' then mark(KEYS[2], ARGV[3], f[5]) end
-  return {0, tostring(redis.call('PTTL', KEYS[1]))}
-end
-if f[3] then
-  local left = tonumber(f[3]) - nowm
-  if left > 0 then
-    if ARGV[3] ~= '0' then mark(KEYS[2], ARGV[3], f[5]) end
-    return {0, string.format('%d', left)}
-  end
-end
-if not held and f[2] then
-  local left = tonumber(f[2]) - nowm
-  if left > 0 then return {0, string.format('%d', left), 'delay'} end
-end
-prune()
-redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
-cover()
-return {1, max, now_micros()}
-"#
-);
+pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(include_str!("lua/acquire_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token, fence, fence ttl ms, lock ttl
 /// ms (then owner, kind and the terms, unused: a shared grant records only
@@ -104,20 +51,7 @@ return {1, max, now_micros()}
 /// (`e:<token>`, `crate::redlock::claim`): raise `max` to the fence, record
 /// `r:<token>` = fence (and `e:<token>` = the epoch), refresh the hash's
 /// expiry, raise the horizon to the lock's ttl. Returns 1 if done.
-pub(crate) const COMMIT_SHARED: &str = with_helpers!(
-    r#"
-local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not s or tonumber(s) <= nowm or redis.call('GET', KEYS[1]) ~= 'shared' then return 0 end
-local r = redis.call('HMGET', KEYS[2], 'max', 'e:' .. ARGV[1])
-if ARGV[9] ~= '0' and r[2] and r[2] ~= ARGV[9] then return 0 end
-raise(ARGV[4])
-if tonumber(ARGV[2]) > tonumber(r[1] or '0') then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
-redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[2])
-if ARGV[9] ~= '0' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ARGV[9]) end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
-"#
-);
+pub(crate) const COMMIT_SHARED: &str = with_helpers!(include_str!("lua/commit_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token, ttl ms, fence ttl ms, (the
 /// limit, unused), the claim as [`super::scripts::EXTEND`] takes it.
@@ -127,42 +61,14 @@ return 1
 /// its expiry to now + ttl, re-covers, raises the horizon (a take records
 /// its epoch) and returns `{1, fence}` ('0' when this master did not take
 /// part in the commit).
-pub(crate) const EXTEND_SHARED: &str = with_helpers!(
-    r#"
-local held = redis.call('GET', KEYS[1])
-if held and held ~= 'shared' then return {0} end
-local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not s or tonumber(s) <= nowm then return {2} end
-local r = redis.call('HMGET', KEYS[2], 'r:' .. ARGV[1], 'e:' .. ARGV[1])
-local mode, ep = string.sub(ARGV[5], 1, 1), string.sub(ARGV[5], 2)
-if mode == 'o' and r[2] and r[2] ~= ep then return {3} end
-raise(ARGV[2])
-prune()
-redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
-cover()
-if mode == 't' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ep) end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return {1, r[1] or '0'}
-"#
-);
+pub(crate) const EXTEND_SHARED: &str = with_helpers!(include_str!("lua/extend_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token, ttl ms. Puts back a shared
 /// grant that still holds on a majority on a master that lost it (see
 /// `Node::recreate`): unless an exclusive token holds the key or the token
 /// is already a member. Ignores the writer marker and the lock-delay: the
 /// grant exists already. Returns 1 if added.
-pub(crate) const RECREATE_SHARED: &str = with_helpers!(
-    r#"
-local held = redis.call('GET', KEYS[1])
-if held and held ~= 'shared' then return 0 end
-prune()
-if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
-cover()
-raise(ARGV[2])
-return 1
-"#
-);
+pub(crate) const RECREATE_SHARED: &str = with_helpers!(include_str!("lua/recreate_shared.lua"));
 
 /// KEYS: lock, fence, readers (then the resource's fence hash again,
 /// unused). ARGV: token, release
@@ -176,38 +82,11 @@ return 1
 /// passed, as for [`super::scripts::RELEASE`]), announces the release
 /// (waiting writers wake), else re-covers. Returns 1 if the token was an
 /// unexpired member.
-pub(crate) const RELEASE_SHARED: &str = with_helpers!(
-    r#"
-local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not s then return 0 end
-if ARGV[6] ~= '0' then
-  local e = redis.call('HGET', KEYS[2], 'e:' .. ARGV[1])
-  if e and e ~= ARGV[6] then return 0 end
-end
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1], 'e:' .. ARGV[1])
-prune()
-if redis.call('GET', KEYS[1]) == 'shared' and not cover() then
-  local wm = redis.call('HGET', KEYS[2], 'wm')
-  if wm and tonumber(wm) > nowm then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
-end
-if tonumber(s) > nowm then return 1 end
-return 0
-"#
-);
+pub(crate) const RELEASE_SHARED: &str = with_helpers!(include_str!("lua/release_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token. The token's remaining time
 /// (ms) if it is an unexpired member and the sentinel stands, else -3.
-pub(crate) const CHECK_SHARED: &str = with_helpers!(
-    r#"
-if redis.call('GET', KEYS[1]) ~= 'shared' then return -3 end
-local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not s then return -3 end
-local left = tonumber(s) - nowm
-if left <= 0 then return -3 end
-return left
-"#
-);
+pub(crate) const CHECK_SHARED: &str = with_helpers!(include_str!("lua/check_shared.lua"));
 
 #[cfg(test)]
 mod tests {
