@@ -62,7 +62,7 @@ pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
-pub use token::{RequestId, RequestIdError, Token, TokenError};
+pub use token::{RequestId, RequestIdError, Token, TokenError, TokenKind};
 pub use validity::Deadline;
 pub use wait::DetachedAcquire;
 
@@ -735,9 +735,11 @@ impl Redlock {
             false => Duration::ZERO,
         };
         Arc::new(Subject {
-            keys: match token.permit() {
-                Some(index) => LockKeys::permit(prefix, resource, index, (0, Duration::ZERO)),
-                None => LockKeys::for_token(prefix, resource, &token, mark),
+            keys: match token.kind() {
+                TokenKind::Permit { index, .. } => {
+                    LockKeys::permit(prefix, resource, index, (0, Duration::ZERO))
+                }
+                _ => LockKeys::for_token(prefix, resource, &token, mark),
             },
             resource: resource.to_owned(),
             token,

@@ -120,17 +120,17 @@ pub struct Member {
 /// the resources joined by [`BETWEEN`], in lowercase hex (module doc).
 pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
     let list = resources.join(&BETWEEN.to_string());
-    Token(format!(
-        "{}{SEPARATOR}{}",
-        random.expose(),
-        hex::encode(list)
-    ))
+    let text = format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list));
+    Token::of_kind(text, super::token::TokenKind::Multi)
 }
 
 /// The resources a multi-resource token names, in the order asked; `None`
 /// for a plain token.
 pub(crate) fn members(token: &Token) -> Option<Vec<String>> {
-    decode(token.expose())
+    match token.kind() {
+        super::token::TokenKind::Multi => decode(token.expose()),
+        _ => None,
+    }
 }
 
 /// Whether `text` has the shape of a multi-resource token (see

@@ -23,7 +23,30 @@ const TOKEN_BYTES: usize = 16;
 /// the key when an Extend puts it back; without it, plain locks would be
 /// granted beside the permit there.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(pub(super) String);
+pub struct Token {
+    text: String,
+    /// What kind of grant the token names, read from the text once, where
+    /// the token is made or parsed.
+    kind: TokenKind,
+}
+
+/// The kind of grant a token names, as its text says (see [`Token`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// A plain (exclusive) lock of one resource.
+    Plain,
+    /// A shared (read) grant: the text starts with [`SHARED_PREFIX`].
+    Shared,
+    /// Permit `index` of a semaphore of `limit`.
+    Permit {
+        /// The semaphore's limit.
+        limit: u32,
+        /// Which of its permits, 0 to `limit` - 1.
+        index: u32,
+    },
+    /// A lock on several resources at once (`super::multi`).
+    Multi,
+}
 
 /// Why a string is not a token; checked before any master is asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,30 +76,49 @@ impl Token {
             text.push(hex_digit(b >> 4));
             text.push(hex_digit(b & 0x0f));
         }
-        Ok(Token(text))
+        Ok(Token {
+            text,
+            kind: TokenKind::Plain,
+        })
     }
 
     /// A fresh token for permit `index` of a semaphore of `limit` (see
     /// `super::semaphore`): a generated token, then the limit and the index
     /// in decimal, each after a dot.
     pub fn generate_permit(index: u32, limit: u32) -> Result<Token, TokenError> {
-        let Token(random) = Token::generate()?;
-        Ok(Token(format!("{random}.{limit}.{index}")))
+        let random = Token::generate()?.text;
+        Ok(Token {
+            text: format!("{random}.{limit}.{index}"),
+            kind: TokenKind::Permit { limit, index },
+        })
+    }
+
+    /// A token of `kind` with the text `text` (already checked to be one).
+    pub(super) fn of_kind(text: String, kind: TokenKind) -> Token {
+        Token { text, kind }
+    }
+
+    /// What kind of grant the token names.
+    pub fn kind(&self) -> TokenKind {
+        self.kind
     }
 
     /// The permit index a semaphore permit's token carries; `None` for a
     /// plain lock's token.
     pub fn permit(&self) -> Option<u32> {
-        let (_, index) = self.0.rsplit_once('.')?;
-        index.parse().ok()
+        match self.kind {
+            TokenKind::Permit { index, .. } => Some(index),
+            _ => None,
+        }
     }
 
     /// The semaphore's limit a permit's token carries; `None` for any
     /// other token.
     pub fn limit(&self) -> Option<u32> {
-        let (_, rest) = self.0.split_once('.')?;
-        let (limit, _) = rest.split_once('.')?;
-        limit.parse().ok()
+        match self.kind {
+            TokenKind::Permit { limit, .. } => Some(limit),
+            _ => None,
+        }
     }
 
     /// Accepts a token a client sent back, if it has the shape of one we issue.
@@ -87,27 +129,37 @@ impl Token {
         // A permit's token (`<random>.<index>`), a shared holder's
         // (`s<random>`) and a multi-resource lock's (`<random>:<hex list>`)
         // differ by their separator or prefix, so no text is two of them.
+        let shared = text.starts_with(SHARED_PREFIX);
         let unprefixed = text.strip_prefix(SHARED_PREFIX).unwrap_or(text);
-        let plain_or_permit = match unprefixed.split_once('.') {
+        let kind = match unprefixed.split_once('.') {
             Some((random, rest)) => match rest.split_once('.') {
-                Some((limit, index)) => {
-                    is_permit_index(limit) && is_permit_index(index) && is_random(random)
+                Some((limit, index)) if !shared && is_random(random) => {
+                    match (permit_number(limit), permit_number(index)) {
+                        (Some(limit), Some(index)) => Some(TokenKind::Permit { limit, index }),
+                        _ => None,
+                    }
                 }
-                None => false,
+                _ => None,
             },
-            None => is_random(unprefixed),
+            None if is_random(unprefixed) => Some(match shared {
+                true => TokenKind::Shared,
+                false => TokenKind::Plain,
+            }),
+            None => None,
         };
-        let well_formed = plain_or_permit || super::multi::well_formed(text);
-        if well_formed {
-            Ok(Token(text.to_owned()))
-        } else {
-            Err(TokenError::Malformed)
+        let kind = kind.or_else(|| super::multi::well_formed(text).then_some(TokenKind::Multi));
+        match kind {
+            Some(kind) => Ok(Token {
+                text: text.to_owned(),
+                kind,
+            }),
+            None => Err(TokenError::Malformed),
         }
     }
 
     /// The token's text, for the masters and the caller only (never for logs).
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// This token as a shared grant's (prefixed with [`SHARED_PREFIX`]);
@@ -116,12 +168,15 @@ impl Token {
         if self.is_shared() {
             return self;
         }
-        Token(format!("{SHARED_PREFIX}{}", self.0))
+        Token {
+            text: format!("{SHARED_PREFIX}{}", self.text),
+            kind: TokenKind::Shared,
+        }
     }
 
     /// Whether this token names a shared (read) grant.
     pub fn is_shared(&self) -> bool {
-        self.0.starts_with(SHARED_PREFIX)
+        self.kind == TokenKind::Shared
     }
 }
 
@@ -189,16 +244,20 @@ impl Token {
             text.push(hex_digit(b >> 4));
             text.push(hex_digit(b & 0x0f));
         }
-        Token(text)
+        Token {
+            text,
+            kind: TokenKind::Plain,
+        }
     }
 }
 
-/// A permit index as issued: decimal, no leading zero, at most 5 digits
-/// (far above any configurable limit).
-fn is_permit_index(text: &str) -> bool {
-    (1..=5).contains(&text.len())
+/// A permit's limit or index as issued: decimal, no leading zero, at most
+/// 5 digits (far above any configurable limit).
+fn permit_number(text: &str) -> Option<u32> {
+    let well_formed = (1..=5).contains(&text.len())
         && text.bytes().all(|b| b.is_ascii_digit())
-        && (text == "0" || !text.starts_with('0'))
+        && (text == "0" || !text.starts_with('0'));
+    well_formed.then(|| text.parse().ok()).flatten()
 }
 
 /// Whether `text` is a token's random part: 32 lowercase hex digits.
@@ -296,6 +355,31 @@ mod tests {
         assert_eq!(Token::parse(shared.expose()), Ok(shared.clone()));
         assert!(Token::parse(shared.expose()).expect("parses").is_shared());
         assert_eq!(&shared.expose()[1..], plain.expose());
+    }
+
+    /// Each kind is read from the text once, where the token is parsed or
+    /// made, and every form parses back to its own kind.
+    #[test]
+    fn kinds() {
+        let plain = Token::generate().expect("OS RNG");
+        let shared = plain.clone().into_shared();
+        let permit = Token::generate_permit(1, 3).expect("OS RNG");
+        let multi = super::super::multi::token_for(&plain, &["a".to_owned(), "b".to_owned()]);
+        for (token, kind) in [
+            (&plain, TokenKind::Plain),
+            (&shared, TokenKind::Shared),
+            (&permit, TokenKind::Permit { limit: 3, index: 1 }),
+            (&multi, TokenKind::Multi),
+        ] {
+            assert_eq!(token.kind(), kind);
+            assert_eq!(Token::parse(token.expose()).map(|t| t.kind()), Ok(kind));
+        }
+        let hex = "0f".repeat(16);
+        assert_eq!(
+            Token::parse(&format!("s{hex}.2.1")),
+            Err(TokenError::Malformed),
+            "no shared permit"
+        );
     }
 
     /// Permit tokens: a token, then the limit and the index after dots;
