@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use redlockd::config::Config;
 use redlockd::pb;
-use redlockd::redlock::{Holder, LockError, Node};
+use redlockd::redlock::{Holder, LockError, LockKeys, Node, Token};
 use redlockd::server::{build_engine, Engine};
 use redlockd_testkit::masters::Flavor;
 use std::time::Duration;
@@ -24,6 +24,7 @@ against_both_servers!(
     fences_are_one_sequence_across_kinds,
     readers_get_in_once_a_one_round_writer_released,
     a_release_counts_quarantined_masters_answers,
+    re_creation_never_puts_a_key_beside_an_excluded_holder,
 );
 
 /// Waits until every master of `engine` counts toward a quorum.
@@ -393,4 +394,56 @@ async fn a_release_counts_quarantined_masters_answers(flavor: Flavor) {
         .expect("every master answered");
     assert!(!was_held, "held on two masters of five: not on a majority");
     assert!(h.keys("redlock:lock:kept").await.is_empty());
+}
+
+/// The re-creation an Extend sends to a master that lost the lock's key
+/// (`RECREATE`) checks what the kind's acquire checks: a permit's key is not
+/// put back where the resource's plain key stands, nor a plain key where a
+/// permit is held under the limit record. Before, `SET NX` on the permit's
+/// own key put it beside a plain holder that had taken that master while
+/// the key was gone, and the permit's next extension counted the master
+/// toward a majority it no longer had (two holders; found by the model
+/// check, `tools/model`, with a lost acquire and an extension sent near the
+/// end of validity). Driven here on one real master, directly.
+async fn re_creation_never_puts_a_key_beside_an_excluded_holder(flavor: Flavor) {
+    const TTL: Duration = Duration::from_secs(30);
+    let h = Harness::start(flavor).await;
+    let engine = build_engine(&h.config()).await.expect("engine");
+    all_trusted(&engine, Duration::from_secs(5), "a fresh cluster").await;
+    let fence_ttl = h.config().redlock.fence_ttl;
+    let permit = Token::generate_permit(0, 2).expect("OS RNG");
+    let permit_keys = LockKeys::permit("redlock:", "beside", 0, (0, Duration::ZERO));
+    let plain = Token::generate().expect("OS RNG");
+    let plain_keys = LockKeys::new("redlock:", "beside");
+    // Master 0: a plain holder's key stands; the permit's is not put back.
+    h.raw(
+        0,
+        "SET",
+        vec![
+            "redlock:lock:beside".into(),
+            plain.expose().into(),
+            "PX".into(),
+            "30000".into(),
+        ],
+    )
+    .await;
+    let node = &engine.nodes[0];
+    let put_back = node.recreate(&permit_keys, &permit, TTL, fence_ttl).await;
+    assert_eq!(put_back.ok(), Some(false), "a permit beside a plain holder");
+    // Master 1: nothing there; the permit's key comes back, with its limit.
+    let node = &engine.nodes[1];
+    let put_back = node.recreate(&permit_keys, &permit, TTL, fence_ttl).await;
+    assert_eq!(put_back.ok(), Some(true), "the permit's key put back");
+    let limit = h
+        .raw(1, "HGET", vec!["redlock:fence:beside".into(), "lim".into()])
+        .await;
+    assert_eq!(limit.as_string().as_deref(), Some("2"));
+    // Master 1 again: the plain key is not put back beside that permit.
+    let put_back = node.recreate(&plain_keys, &plain, TTL, fence_ttl).await;
+    assert_eq!(
+        put_back.ok(),
+        Some(false),
+        "a plain key beside a held permit"
+    );
+    engine.close().await;
 }

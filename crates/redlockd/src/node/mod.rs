@@ -468,7 +468,7 @@ impl Node for FredNode {
             ),
             None => self.run(
                 Op::Recreate,
-                vec![key(&keys.lock), key(&keys.base_fence)],
+                vec![key(&keys.lock), key(&keys.base_fence), key(&keys.base)],
                 vec![
                     token.expose().into(),
                     millis(ttl),

@@ -134,8 +134,8 @@ const COUNTERFACTUALS: &[Counterfactual] = &[
     (
         Op::Recreate,
         |c| c.recreate_without_limit,
-        "  if ARGV[3] ~= '0' then\n    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])",
-        "  if false then\n    redis.call('HSETNX', KEYS[2], 'lim', ARGV[3])",
+        "  if ARGV[3] ~= '0' then\n    redis.call('HSET', KEYS[2], 'lim', ARGV[3])",
+        "  if false then\n    redis.call('HSET', KEYS[2], 'lim', ARGV[3])",
     ),
     (
         Op::Extend,
@@ -393,14 +393,23 @@ pub(crate) const EXTEND: &str = include_str!("lua/extend.lua");
 /// so that later releases of the resource do not read the clock for it.
 pub(crate) const RELEASE: &str = include_str!("lua/release.lua");
 
-/// KEYS: lock, the resource's own fence hash. ARGV: token, ttl ms, the
-/// semaphore's limit ('0': not a permit), fence ttl ms. `SET NX PX`, for a
-/// lock that lost its key on this master (see `Node::recreate`); where set,
-/// raises the horizon to the ttl. A permit's key comes back with its
-/// semaphore's limit record (`lim` in the resource's fence hash, with the
-/// fence ttl as the hash's expiry where it has less): plain, shared and
-/// multi-resource acquires find permits only through it, and a master
-/// that restarted empty lost it with the key (see
+/// KEYS: lock, the resource's own fence hash, the resource's plain lock
+/// key. ARGV: token, ttl ms, the semaphore's limit ('0': not a permit),
+/// fence ttl ms. `SET NX PX`, for a lock that lost its key on this master
+/// (see `Node::recreate`); where set, raises the horizon to the ttl.
+///
+/// Never beside a holder the kind excludes: a permit's key is not put back
+/// where the resource's plain key (or shared holders' sentinel) stands or
+/// another limit's permit is held; a plain key not where a permit under
+/// `lim` is held. This is the acquire's own conflict check: without it, a
+/// plain grant that took this master while the permit's key was gone had
+/// the permit's key put back beside it, and the permit's next extension
+/// counted this master toward a majority its holder no longer had (two
+/// holders; found by the model check, `tools/model`). A permit's key comes
+/// back with its semaphore's limit record (`lim` in the resource's fence
+/// hash, with the fence ttl as the hash's expiry where it has less): plain,
+/// shared and multi-resource acquires find permits only through it, and a
+/// master that restarted empty lost it with the key (see
 /// `crate::redlock::semaphore`). Returns 1 if set.
 pub(crate) const RECREATE: &str = include_str!("lua/recreate.lua");
 
