@@ -36,8 +36,8 @@ pub enum Action {
         /// The answer is lost.
         lose_reply: bool,
     },
-    /// The next command of client `client` to master `master` is lost
-    /// before it runs.
+    /// The newest command of client `client` to master `master`, an
+    /// acquire, is lost: it never runs (the master was unreachable).
     Drop {
         /// The client.
         client: u8,
@@ -60,13 +60,6 @@ pub enum Action {
     Release {
         /// The client.
         client: u8,
-    },
-    /// A due re-creation is sent to master `master`.
-    Recreate {
-        /// The client.
-        client: u8,
-        /// The master.
-        master: u8,
     },
     /// A fresh grant's answer never reaches its (request-id) caller.
     LoseAnswer {
@@ -169,7 +162,8 @@ impl Redlock {
             Op::Commit { fence } => Reply::Commit(scripts::commit_fence(store, token, kind, fence, cf)),
             Op::Extend => Reply::Extend(scripts::extend(store, stamp(request.round), kind, cf)),
             Op::Recreate { gen } => {
-                s.ghost.recreated |= scripts::recreate(store, stamp(gen), kind, cf);
+                let put_back = scripts::recreate(store, stamp(gen), kind, cf);
+                s.ghost.recreated |= put_back && self.0.witnesses;
                 return;
             }
             Op::Release => {
@@ -204,14 +198,22 @@ impl Redlock {
         }
     }
 
-    /// Marks a re-creation due on master `mi` for client `c`'s extension
-    /// of round `gen`.
+    /// Master `mi` answered client `c`'s extension of round `gen` that
+    /// the key is missing: a re-creation is sent there
+    /// (`Recreations::start`: it waits up to `node_timeout` for late
+    /// answers, long before the holder's next Extend). A release cancels
+    /// it (`Recreations::cancel`): none is sent for a client that has
+    /// released or lost the lock.
     fn due(s: &mut State, c: usize, mi: usize, gen: u8) {
-        let client = &mut s.clients[c];
-        if s.masters.iter().all(|m| m.recreate_due & (1 << c) == 0) {
-            client.recreate_gen = gen;
+        let client = &s.clients[c];
+        if matches!(client.phase, Phase::Holding { .. } | Phase::Extending { .. }) {
+            let request = Request {
+                op: Op::Recreate { gen },
+                round: client.round,
+                attempt: client.attempt,
+            };
+            s.masters[mi].queues[c].push(request);
         }
-        s.masters[mi].recreate_due |= 1 << c;
     }
 
     /// Client `c`'s current round is decided on the answers it has.
@@ -233,7 +235,7 @@ impl Redlock {
                 });
                 // `fence::one_round`: every counted master took it.
                 if proposal > 0 && reads.clone().all(|(max, took, _)| took && max < proposal) {
-                    s.ghost.one_round = true;
+                    s.ghost.one_round = self.0.witnesses;
                     return self.grant(s, c, gen, proposal, false);
                 }
                 // `fence::next_fence`: above every counter as the acquire
@@ -291,7 +293,7 @@ impl Redlock {
                         client.phase = Phase::Done;
                         return;
                     }
-                    s.ghost.resumed = true;
+                    s.ghost.resumed = self.0.witnesses;
                     return self.grant(s, c, gen, fence, true);
                 }
                 let refused = no >= QUORUM && !reached;
@@ -347,7 +349,7 @@ impl Redlock {
         let kind = self.kind(c);
         let restarted = self.0.faults.restarts > s.budget.restarts;
         if restarted && s.masters.iter().all(|m| m.quarantine.is_none()) {
-            s.ghost.rejoined = true;
+            s.ghost.rejoined = self.0.witnesses;
         }
         for (d, other) in s.clients.iter().enumerate().take(self.0.clients.len()) {
             let same_token = d == c && (resumed || self.0.clients[c].request_id);
@@ -355,7 +357,7 @@ impl Redlock {
                 s.ghost.fence_inversion = true;
             }
             if kind == Kind::Plain && matches!(self.kind(d), Kind::Permit { .. }) && other.best > 0 {
-                s.ghost.plain_after_permit = true;
+                s.ghost.plain_after_permit = self.0.witnesses;
             }
         }
         let client = &mut s.clients[c];
@@ -438,7 +440,11 @@ impl Model for Redlock {
                     }
                 }
                 Phase::Holding { fresh } => {
-                    if client.extends < spec.extends {
+                    // A Hold session extends only while its validity lasts
+                    // (`Redlock::hold`: past its deadline the lock is lost);
+                    // a caller of the unary Extend may be late.
+                    let in_time = client.belief.is_some() || spec.extend_after_lapse;
+                    if client.extends < spec.extends && in_time {
                         out.push(Action::Extend { client: c });
                     }
                     out.push(Action::Release { client: c });
@@ -453,17 +459,18 @@ impl Model for Redlock {
             }
             for (mi, m) in s.masters.iter().enumerate() {
                 let master = mi as u8;
-                if !m.queues[ci].is_empty() {
+                if let Some(last) = m.queues[ci].last() {
                     out.push(Action::Run { client: c, master, lose_reply: false });
                     if s.budget.lost_replies > 0 {
                         out.push(Action::Run { client: c, master, lose_reply: true });
                     }
-                    if s.budget.lost_requests > 0 {
+                    // A lost request is an acquire that never reached the
+                    // master; lost while it is the newest command there,
+                    // which is as good as lost when sent (the commands
+                    // behind it may run at any later time anyway).
+                    if s.budget.lost_requests > 0 && matches!(last.op, Op::Acquire { .. }) {
                         out.push(Action::Drop { client: c, master });
                     }
-                }
-                if m.recreate_due & (1 << ci) != 0 {
-                    out.push(Action::Recreate { client: c, master });
                 }
             }
         }
@@ -513,7 +520,7 @@ impl Model for Redlock {
             }
             Action::Drop { client, master } => {
                 s.budget.lost_requests -= 1;
-                s.masters[usize::from(master)].queues[usize::from(client)].remove(0);
+                s.masters[usize::from(master)].queues[usize::from(client)].pop();
             }
             Action::Timeout { client } => {
                 let c = usize::from(client);
@@ -538,25 +545,12 @@ impl Model for Redlock {
             }
             Action::Release { client } => {
                 let c = usize::from(client);
-                // `Recreations::cancel` first, then release everywhere.
-                for m in &mut s.masters {
-                    m.recreate_due &= !(1 << c);
-                }
+                // `Recreations::cancel` first (none is due any more), then
+                // release everywhere.
                 self.release_everywhere(&mut s, c);
                 let cl = &mut s.clients[c];
                 cl.belief = None;
                 cl.phase = Phase::Done;
-            }
-            Action::Recreate { client, master } => {
-                let c = usize::from(client);
-                let m = &mut s.masters[usize::from(master)];
-                m.recreate_due &= !(1 << c);
-                let gen = s.clients[c].recreate_gen;
-                m.queues[c].push(Request {
-                    op: Op::Recreate { gen },
-                    round: s.clients[c].round,
-                    attempt: s.clients[c].attempt,
-                });
             }
             Action::LoseAnswer { client } => {
                 s.budget.lost_answers -= 1;
@@ -570,11 +564,10 @@ impl Model for Redlock {
             }
             Action::Restart { master } => {
                 s.budget.restarts -= 1;
-                let floor = s.clients.iter().map(|c| c.best).max().unwrap_or(0) + 1;
                 let m: &mut Master = &mut s.masters[usize::from(master)];
                 let lost = m.store.stamps();
                 m.store = Default::default();
-                m.quarantine = Some(Quarantine { lost, floor });
+                m.quarantine = Some(Quarantine { lost });
                 // The connection dropped: commands not yet run are lost.
                 for q in &mut m.queues {
                     q.clear();
@@ -585,7 +578,10 @@ impl Model for Redlock {
                 for &stamp in q.lost.as_slice() {
                     self.expired(&mut s, stamp);
                 }
-                s.clock = s.clock.max(q.floor);
+                // The clock has passed every fence granted so far (crate
+                // doc, "Time").
+                let granted = s.clients.iter().map(|c| c.best).max().unwrap_or(0);
+                s.clock = s.clock.max(granted + 1);
             }
         }
         Some(s)

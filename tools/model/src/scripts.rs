@@ -63,6 +63,12 @@ pub struct Counterfactuals {
     /// D3 unfixed: a permit's acquire reads, and its commit raises, the
     /// permit's own hash's `max` instead of the resource's.
     pub per_kind_fences: bool,
+    /// D4 unfixed (the scripts as they are in main): RECREATE looks only
+    /// at its own key, so a permit key goes back beside a plain holder's
+    /// key (or the readers' sentinel), and a plain or shared key beside
+    /// held permits. Fixed (a proposal of this model, not in main yet):
+    /// RECREATE refuses where the kind's acquire would answer a conflict.
+    pub recreate_across_kinds: bool,
 }
 
 /// An acquire script's answer.
@@ -360,6 +366,10 @@ fn extend_shared(s: &mut Store, stamp: Stamp) -> ExtendReply {
 
 /// RECREATE (RECREATE_SHARED for a shared token): puts a lost key back.
 pub fn recreate(s: &mut Store, stamp: Stamp, kind: Kind, cf: Counterfactuals) -> bool {
+    if !cf.recreate_across_kinds && other_kind_holds(s, kind) {
+        // The fix of D4: the conflict checks of the kind's acquire script.
+        return false;
+    }
     match kind {
         Kind::Shared => {
             // if held and held ~= 'shared' then return 0 end
@@ -396,6 +406,26 @@ pub fn recreate(s: &mut Store, stamp: Stamp, kind: Kind, cf: Counterfactuals) ->
             s.lock = Some(LockVal::Token(stamp));
             true
         }
+    }
+}
+
+/// Whether a grant of another kind (or another limit) stands here, as the
+/// acquire script of `kind` would see it: for a permit, `lock:R` exists
+/// (a plain token or the readers' sentinel) or `lim` names another limit
+/// one of whose permits is held (ACQUIRE_PERMIT's first checks); for the
+/// others, `lim` names a limit one of whose permits is held (ACQUIRE's and
+/// ACQUIRE_SHARED's first check; a plain key beside the sentinel, or the
+/// converse, is already refused by RECREATE's own `SET NX` and
+/// RECREATE_SHARED's `GET`).
+fn other_kind_holds(s: &Store, kind: Kind) -> bool {
+    let lim_held = |other: Option<u8>| {
+        s.fence
+            .lim
+            .is_some_and(|lim| Some(lim) != other && s.permit_of_limit_held(lim))
+    };
+    match kind {
+        Kind::Permit { limit, .. } => s.lock.is_some() || lim_held(Some(limit)),
+        Kind::Plain | Kind::Multi | Kind::Shared => lim_held(None),
     }
 }
 

@@ -40,6 +40,11 @@ impl<T: Copy + Default + Ord, const N: usize> Small<T, N> {
         self.as_slice().first().copied()
     }
 
+    /// The last item.
+    pub fn last(&self) -> Option<T> {
+        self.as_slice().last().copied()
+    }
+
     /// Adds `item` at the end.
     pub fn push(&mut self, item: T) {
         let at = usize::from(self.len);

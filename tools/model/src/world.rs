@@ -35,6 +35,9 @@ pub struct ClientSpec {
     /// The daemon refuses request ids for semaphores and multi-resource
     /// locks, so only plain and shared clients have one.
     pub request_id: bool,
+    /// It may send an Extend after its validity ran out (a caller of the
+    /// unary Extend; a Hold session never does).
+    pub extend_after_lapse: bool,
 }
 
 impl ClientSpec {
@@ -45,6 +48,7 @@ impl ClientSpec {
             attempts: 1,
             extends: 1,
             request_id: false,
+            extend_after_lapse: false,
         }
     }
 
@@ -56,6 +60,14 @@ impl ClientSpec {
     /// With `extends` extend rounds.
     pub fn extends(self, extends: u8) -> ClientSpec {
         ClientSpec { extends, ..self }
+    }
+
+    /// Extending also after its validity ran out.
+    pub fn extend_after_lapse(self) -> ClientSpec {
+        ClientSpec {
+            extend_after_lapse: true,
+            ..self
+        }
     }
 
     /// With a request id.
@@ -81,6 +93,11 @@ pub struct World {
     pub late_commands: bool,
     /// Plain attempts may carry a one-round fence proposal.
     pub proposals: bool,
+    /// Record the reachability flags of [`Ghost`] (but the fence
+    /// inversion, always recorded). Each splits the states after its
+    /// event in two, so the exhaustive runs leave them off and separate
+    /// runs, stopped at the first sighting, look for them.
+    pub witnesses: bool,
     /// The defects' switches (all off: the fixed scripts).
     pub cf: Counterfactuals,
 }
@@ -187,9 +204,6 @@ pub struct Quarantine {
     /// The keys the restart lost: the quarantine ends only once each of
     /// them would have expired.
     pub lost: Small<Stamp, 8>,
-    /// Above every fence granted before the restart: the masters' clock
-    /// (in fence units) once the quarantine ends (crate doc, "Time").
-    pub floor: u8,
 }
 
 /// One master: its keys and what is in flight between it and each client.
@@ -203,9 +217,6 @@ pub struct Master {
     pub queues: [Small<Request, QUEUE>; MAX_CLIENTS],
     /// Per client: this master's answer to the client's current round.
     pub replies: [Reply; MAX_CLIENTS],
-    /// Per client (bit `c`): an extension found the key missing here and
-    /// a re-creation is due (`Recreations::start`).
-    pub recreate_due: u8,
 }
 
 /// Where a client's program is.
@@ -274,9 +285,6 @@ pub struct Client {
     /// The latest extension that reached a quorum (its stragglers that
     /// find the key missing are re-created too).
     pub extended: Option<u8>,
-    /// The round the pending re-creations' expiry counts from (the
-    /// earliest extension whose re-creations are still due).
-    pub recreate_gen: u8,
 }
 
 /// What the properties read besides the clients' beliefs: sticky flags.
@@ -328,7 +336,6 @@ impl State {
             quarantine: None,
             queues: Default::default(),
             replies: Default::default(),
-            recreate_due: 0,
         };
         let client = Client {
             attempt: 0,
@@ -340,7 +347,6 @@ impl State {
             fence: 0,
             best: 0,
             extended: None,
-            recreate_gen: 0,
         };
         State {
             masters: [master; MASTERS],
@@ -361,6 +367,70 @@ impl State {
     pub fn representative(&self) -> State {
         let mut s = *self;
         s.masters.sort_unstable();
+        s.renumber();
         s
+    }
+
+    /// Renumbers the rounds 1, 2, 3, .. in their order, keeping 0 (none):
+    /// only their order matters (which started first, which keys outlive
+    /// which beliefs), and new rounds are numbered above all of them.
+    fn renumber(&mut self) {
+        let mut seen = [false; 256];
+        self.visit_rounds(|r| seen[usize::from(*r)] = true);
+        let mut rank = [0u8; 256];
+        let mut next = 0u8;
+        for (r, &present) in seen.iter().enumerate().skip(1) {
+            if present {
+                next += 1;
+                rank[r] = next;
+            }
+        }
+        self.visit_rounds(|r| *r = rank[usize::from(*r)]);
+    }
+
+    /// Calls `f` on every round number in the state.
+    fn visit_rounds(&mut self, mut f: impl FnMut(&mut u8)) {
+        f(&mut self.epoch);
+        f(&mut self.now);
+        for m in &mut self.masters {
+            let st = &mut m.store;
+            if let Some(crate::store::LockVal::Token(t)) = &mut st.lock {
+                f(&mut t.gen);
+            }
+            for p in st.permits.iter_mut().flatten() {
+                f(&mut p.gen);
+            }
+            for r in st.readers.as_mut_slice() {
+                f(&mut r.gen);
+            }
+            if let Some(q) = &mut m.quarantine {
+                for l in q.lost.as_mut_slice() {
+                    f(&mut l.gen);
+                }
+            }
+            for q in &mut m.queues {
+                for r in q.as_mut_slice() {
+                    f(&mut r.round);
+                    if let Op::Recreate { gen } = &mut r.op {
+                        f(gen);
+                    }
+                }
+            }
+        }
+        for c in &mut self.clients {
+            f(&mut c.round);
+            if let Some(b) = &mut c.belief {
+                f(b);
+            }
+            if let Some(e) = &mut c.extended {
+                f(e);
+            }
+            match &mut c.phase {
+                Phase::Acquiring { gen, .. }
+                | Phase::Committing { gen, .. }
+                | Phase::Extending { gen, .. } => f(gen),
+                _ => {}
+            }
+        }
     }
 }

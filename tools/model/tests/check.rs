@@ -34,7 +34,7 @@ fn run(world: World) {
     }
 }
 
-const NONE: Counterfactuals = Counterfactuals { recreate_without_limit: false, per_kind_fences: false };
+const NONE: Counterfactuals = Counterfactuals { recreate_without_limit: false, per_kind_fences: false, recreate_across_kinds: false };
 
 #[test]
 fn probe() {
@@ -43,15 +43,15 @@ fn probe() {
     let f = |r, q, l, a| Budget { restarts: r, lost_requests: q, lost_replies: l, lost_answers: a };
     let worlds = vec![
         World { name: "sem", clients: vec![ClientSpec::new(permit(2, 0)).extends(2), ClientSpec::new(Kind::Plain).extends(0)],
-            faults: f(1, 1, 0, 0), late_commands: false, proposals: false, cf: NONE },
+            faults: f(1, 1, 0, 0), late_commands: false, witnesses: std::env::var("WIT").is_ok(), proposals: false, cf: NONE },
         World { name: "sem+reply", clients: vec![ClientSpec::new(permit(2, 0)).extends(2), ClientSpec::new(Kind::Plain)],
-            faults: f(1, 1, 1, 0), late_commands: false, proposals: true, cf: NONE },
+            faults: f(1, 1, 1, 0), late_commands: false, witnesses: std::env::var("WIT").is_ok(), proposals: true, cf: NONE },
         World { name: "rw", clients: vec![ClientSpec::new(Kind::Shared), ClientSpec::new(Kind::Shared), ClientSpec::new(Kind::Plain)],
-            faults: f(1, 0, 0, 0), late_commands: false, proposals: false, cf: NONE },
+            faults: f(1, 0, 0, 0), late_commands: false, witnesses: std::env::var("WIT").is_ok(), proposals: false, cf: NONE },
         World { name: "rid", clients: vec![ClientSpec::new(Kind::Plain).attempts(2).extends(2).request_id(), ClientSpec::new(Kind::Plain)],
-            faults: f(1, 1, 1, 1), late_commands: false, proposals: true, cf: NONE },
+            faults: f(1, 1, 1, 1), late_commands: false, witnesses: std::env::var("WIT").is_ok(), proposals: true, cf: NONE },
         World { name: "limits", clients: vec![ClientSpec::new(permit(2, 1)), ClientSpec::new(permit(3, 2)), ClientSpec::new(Kind::Multi)],
-            faults: f(1, 0, 0, 0), late_commands: false, proposals: false, cf: NONE },
+            faults: f(1, 0, 0, 0), late_commands: false, witnesses: std::env::var("WIT").is_ok(), proposals: false, cf: NONE },
     ];
     for w in worlds {
         if which.is_empty() || which == w.name {
