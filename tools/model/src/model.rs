@@ -624,3 +624,53 @@ impl Model for Redlock {
         ]
     }
 }
+
+impl Redlock {
+    /// A line for a counterexample's step: `action` taken in `s`.
+    pub fn describe(&self, s: &State, action: &Action) -> String {
+        let who = |c: u8| format!("c{c} ({:?})", self.kind(usize::from(c)));
+        match *action {
+            Action::Run { client, master, lose_reply } => {
+                let q = &s.masters[usize::from(master)].queues[usize::from(client)];
+                let op = q.first().map_or("?".to_owned(), |r| format!("{:?} (round {})", r.op, r.round));
+                let lost = if lose_reply { ", answer lost" } else { "" };
+                format!("m{master} runs {} of {}{lost}", op, who(client))
+            }
+            Action::Drop { client, master } => format!("{}'s acquire to m{master} is lost", who(client)),
+            Action::Start { client, propose } => {
+                format!("{} starts an attempt{}", who(client), if propose { " (with a proposal)" } else { "" })
+            }
+            Action::Timeout { client } => format!("{}'s round times out", who(client)),
+            Action::Extend { client } => format!("{} sends an Extend", who(client)),
+            Action::Release { client } => format!("{} releases", who(client)),
+            Action::LoseAnswer { client } => format!("{}'s grant answer is lost", who(client)),
+            Action::Resume { client } => format!("{} retries: resumes by Extend", who(client)),
+            Action::Expire { master, key } => format!("m{master}: key {key:?} expires"),
+            Action::Restart { master } => format!("m{master} restarts empty (quarantine)"),
+            Action::EndQuarantine { master } => format!("m{master}'s quarantine ends"),
+        }
+    }
+
+    /// Who believes they hold, with what fence, and each master's keys.
+    pub fn summary(&self, s: &State) -> String {
+        let mut out = String::new();
+        for c in Self::believers(s) {
+            let cl = &s.clients[c];
+            out += &format!("c{c} ({:?}) holds with fence {}; ", self.kind(c), cl.fence);
+        }
+        for (i, m) in s.masters.iter().enumerate() {
+            let st = &m.store;
+            out += &format!(
+                "m{i}: lock {:?} permits {:?} lim {:?} max {}; ",
+                st.lock.map(|l| match l {
+                    crate::store::LockVal::Token(t) => format!("c{}", t.token.client),
+                    crate::store::LockVal::Shared => "shared".to_owned(),
+                }),
+                st.permits.map(|p| p.map(|p| p.token.client)),
+                st.fence.lim,
+                st.fence.max
+            );
+        }
+        out
+    }
+}
