@@ -9,9 +9,7 @@
 
 use crate::scripts::{self, AcquireReply, ExtendReply, Kind};
 use crate::store::{Key, Stamp, Token};
-use crate::world::{
-    Master, Op, Phase, Quarantine, Reply, Request, State, World, MASTERS, QUORUM,
-};
+use crate::world::{Master, Op, Phase, Quarantine, Reply, Request, State, World, MASTERS, QUORUM};
 use stateright::{Model, Property};
 
 /// One step of the world.
@@ -159,7 +157,9 @@ impl Redlock {
                     scripts::acquire_permit(store, stamp(request.round), (limit, index), clock, cf)
                 }
             }),
-            Op::Commit { fence } => Reply::Commit(scripts::commit_fence(store, token, kind, fence, cf)),
+            Op::Commit { fence } => {
+                Reply::Commit(scripts::commit_fence(store, token, kind, fence, cf))
+            }
             Op::Extend => Reply::Extend(scripts::extend(store, stamp(request.round), kind, cf)),
             Op::Recreate { gen } => {
                 let put_back = scripts::recreate(store, stamp(gen), kind, cf);
@@ -181,7 +181,9 @@ impl Redlock {
             // A straggler: the round was decided without it. An Extend's
             // late "missing" still has its key put back
             // (`recreate_lost_keys`' stragglers; trust is not asked there).
-            if reply == Reply::Extend(ExtendReply::Missing) && client.extended == Some(request.round) {
+            if reply == Reply::Extend(ExtendReply::Missing)
+                && client.extended == Some(request.round)
+            {
                 Self::due(s, c, mi, request.round);
             }
             return;
@@ -206,7 +208,10 @@ impl Redlock {
     /// released or lost the lock.
     fn due(s: &mut State, c: usize, mi: usize, gen: u8) {
         let client = &s.clients[c];
-        if matches!(client.phase, Phase::Holding { .. } | Phase::Extending { .. }) {
+        if matches!(
+            client.phase,
+            Phase::Holding { .. } | Phase::Extending { .. }
+        ) {
             let request = Request {
                 op: Op::Recreate { gen },
                 round: client.round,
@@ -225,12 +230,18 @@ impl Redlock {
             m.replies[c] = Reply::Idle;
         }
         match s.clients[c].phase {
-            Phase::Acquiring { gen, proposal, lapsed } => {
+            Phase::Acquiring {
+                gen,
+                proposal,
+                lapsed,
+            } => {
                 if !reached || lapsed {
                     return self.clean_up(s, c);
                 }
                 let reads = replies.iter().filter_map(|r| match r {
-                    Reply::Acquire(AcquireReply::Granted { max, took, now }) => Some((*max, *took, *now)),
+                    Reply::Acquire(AcquireReply::Granted { max, took, now }) => {
+                        Some((*max, *took, *now))
+                    }
                     _ => None,
                 });
                 // `fence::one_round`: every counted master took it.
@@ -253,7 +264,10 @@ impl Redlock {
                 // the key before the commit): COMMIT_FENCE's `GET` answers
                 // 0 there whenever it runs, so the answer is counted now.
                 for (m, r) in replies.iter().enumerate() {
-                    if matches!(r, Reply::Acquire(AcquireReply::Refused | AcquireReply::Conflict)) {
+                    if matches!(
+                        r,
+                        Reply::Acquire(AcquireReply::Refused | AcquireReply::Conflict)
+                    ) {
                         s.masters[m].queues[c].pop();
                         s.masters[m].replies[c] = Reply::Commit(false);
                     }
@@ -263,7 +277,11 @@ impl Redlock {
                 true => self.grant(s, c, gen, fence, false),
                 false => self.clean_up(s, c),
             },
-            Phase::Extending { gen, lapsed, resume } => {
+            Phase::Extending {
+                gen,
+                lapsed,
+                resume,
+            } => {
                 if reached && !lapsed {
                     let client = &mut s.clients[c];
                     client.belief = Some(gen);
@@ -353,10 +371,12 @@ impl Redlock {
         }
         for (d, other) in s.clients.iter().enumerate().take(self.0.clients.len()) {
             let same_token = d == c && (resumed || self.0.clients[c].request_id);
-            if !same_token && other.best > 0 && kind.conflicts(self.kind(d)) && fence <= other.best {
+            if !same_token && other.best > 0 && kind.conflicts(self.kind(d)) && fence <= other.best
+            {
                 s.ghost.fence_inversion = true;
             }
-            if kind == Kind::Plain && matches!(self.kind(d), Kind::Permit { .. }) && other.best > 0 {
+            if kind == Kind::Plain && matches!(self.kind(d), Kind::Permit { .. }) && other.best > 0
+            {
                 s.ghost.plain_after_permit = self.0.witnesses;
             }
         }
@@ -382,7 +402,8 @@ impl Redlock {
             for m in &mut s.masters {
                 for q in &mut m.queues {
                     q.retain(|r| {
-                        r.round > now || !matches!(r.op, Op::Acquire { .. } | Op::Commit { .. } | Op::Extend)
+                        r.round > now
+                            || !matches!(r.op, Op::Acquire { .. } | Op::Commit { .. } | Op::Extend)
                     });
                 }
             }
@@ -428,16 +449,22 @@ impl Model for Redlock {
             let c = ci as u8;
             match client.phase {
                 Phase::Idle if client.attempts < spec.attempts => {
-                    out.push(Action::Start { client: c, propose: false });
+                    out.push(Action::Start {
+                        client: c,
+                        propose: false,
+                    });
                     // No proposal while a master is untrusted (`attempt.rs`).
                     if self.0.proposals && spec.kind == Kind::Plain && trusted {
-                        out.push(Action::Start { client: c, propose: true });
+                        out.push(Action::Start {
+                            client: c,
+                            propose: true,
+                        });
                     }
                 }
-                Phase::Acquiring { .. } | Phase::Committing { .. } | Phase::Extending { .. } => {
-                    if Self::tally(s, ci).2 > 0 {
-                        out.push(Action::Timeout { client: c });
-                    }
+                Phase::Acquiring { .. } | Phase::Committing { .. } | Phase::Extending { .. }
+                    if Self::tally(s, ci).2 > 0 =>
+                {
+                    out.push(Action::Timeout { client: c });
                 }
                 Phase::Holding { fresh } => {
                     // A Hold session extends only while its validity lasts
@@ -460,9 +487,17 @@ impl Model for Redlock {
             for (mi, m) in s.masters.iter().enumerate() {
                 let master = mi as u8;
                 if let Some(last) = m.queues[ci].last() {
-                    out.push(Action::Run { client: c, master, lose_reply: false });
+                    out.push(Action::Run {
+                        client: c,
+                        master,
+                        lose_reply: false,
+                    });
                     if s.budget.lost_replies > 0 {
-                        out.push(Action::Run { client: c, master, lose_reply: true });
+                        out.push(Action::Run {
+                            client: c,
+                            master,
+                            lose_reply: true,
+                        });
                     }
                     // A lost request is an acquire that never reached the
                     // master; lost while it is the newest command there,
@@ -512,7 +547,11 @@ impl Model for Redlock {
                 };
                 Self::send_all(&mut s, c, Op::Acquire { proposal }, true);
             }
-            Action::Run { client, master, lose_reply } => {
+            Action::Run {
+                client,
+                master,
+                lose_reply,
+            } => {
                 if lose_reply {
                     s.budget.lost_replies -= 1;
                 }
@@ -591,9 +630,9 @@ impl Model for Redlock {
         vec![
             Property::always("exclusion", |m: &Redlock, s: &State| {
                 let b: Vec<usize> = Self::believers(s).collect();
-                b.iter().enumerate().all(|(i, &x)| {
-                    b[i + 1..].iter().all(|&y| !m.kind(x).conflicts(m.kind(y)))
-                })
+                b.iter()
+                    .enumerate()
+                    .all(|(i, &x)| b[i + 1..].iter().all(|&y| !m.kind(x).conflicts(m.kind(y))))
             }),
             Property::always("semaphore limit", |m: &Redlock, s: &State| {
                 let permits: Vec<u8> = Self::believers(s)
@@ -602,7 +641,9 @@ impl Model for Redlock {
                         _ => None,
                     })
                     .collect();
-                permits.iter().all(|&limit| permits.len() <= usize::from(limit))
+                permits
+                    .iter()
+                    .all(|&limit| permits.len() <= usize::from(limit))
             }),
             Property::always("fence order", |_, s: &State| !s.ghost.fence_inversion),
             Property::sometimes("plain grant after a permit's", |_, s: &State| {
@@ -630,15 +671,27 @@ impl Redlock {
     pub fn describe(&self, s: &State, action: &Action) -> String {
         let who = |c: u8| format!("c{c} ({:?})", self.kind(usize::from(c)));
         match *action {
-            Action::Run { client, master, lose_reply } => {
+            Action::Run {
+                client,
+                master,
+                lose_reply,
+            } => {
                 let q = &s.masters[usize::from(master)].queues[usize::from(client)];
-                let op = q.first().map_or("?".to_owned(), |r| format!("{:?} (round {})", r.op, r.round));
+                let op = q.first().map_or("?".to_owned(), |r| {
+                    format!("{:?} (round {})", r.op, r.round)
+                });
                 let lost = if lose_reply { ", answer lost" } else { "" };
                 format!("m{master} runs {} of {}{lost}", op, who(client))
             }
-            Action::Drop { client, master } => format!("{}'s acquire to m{master} is lost", who(client)),
+            Action::Drop { client, master } => {
+                format!("{}'s acquire to m{master} is lost", who(client))
+            }
             Action::Start { client, propose } => {
-                format!("{} starts an attempt{}", who(client), if propose { " (with a proposal)" } else { "" })
+                format!(
+                    "{} starts an attempt{}",
+                    who(client),
+                    if propose { " (with a proposal)" } else { "" }
+                )
             }
             Action::Timeout { client } => format!("{}'s round times out", who(client)),
             Action::Extend { client } => format!("{} sends an Extend", who(client)),

@@ -241,7 +241,13 @@ pub fn acquire_shared(s: &mut Store, stamp: Stamp, clock: u8) -> AcquireReply {
 
 /// COMMIT_FENCE (plain, multi-resource and permit grants): writes `fence`
 /// only where the token still holds its key.
-pub fn commit_fence(s: &mut Store, token: Token, kind: Kind, fence: u8, cf: Counterfactuals) -> bool {
+pub fn commit_fence(
+    s: &mut Store,
+    token: Token,
+    kind: Kind,
+    fence: u8,
+    cf: Counterfactuals,
+) -> bool {
     let record = Some(Holder { token, fence });
     match kind {
         Kind::Permit { index, .. } => {

@@ -114,7 +114,10 @@ impl Store {
 
     /// The readers set's member of `token`, if any.
     pub fn reader(&self, token: Token) -> Option<usize> {
-        self.readers.as_slice().iter().position(|s| s.token == token)
+        self.readers
+            .as_slice()
+            .iter()
+            .position(|s| s.token == token)
     }
 
     /// `cover()` of `scripts_rw.rs`: the sentinel stands while a member
@@ -151,7 +154,12 @@ impl Store {
                 out.push((Key::Permit(i as u8), *s));
             }
         }
-        out.extend(self.readers.as_slice().iter().map(|s| (Key::Reader(s.token), *s)));
+        out.extend(
+            self.readers
+                .as_slice()
+                .iter()
+                .map(|s| (Key::Reader(s.token), *s)),
+        );
         out
     }
 

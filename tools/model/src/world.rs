@@ -330,7 +330,10 @@ pub struct State {
 impl State {
     /// The first state of `world`: empty masters, idle clients.
     pub fn initial(world: &World) -> State {
-        assert!(world.clients.len() <= MAX_CLIENTS, "at most {MAX_CLIENTS} clients");
+        assert!(
+            world.clients.len() <= MAX_CLIENTS,
+            "at most {MAX_CLIENTS} clients"
+        );
         let master = Master {
             store: Store::default(),
             quarantine: None,

@@ -99,7 +99,11 @@ fn print_path(checker: &impl Checker<Redlock>, property: &str, path: Vec<(State,
     println!("counterexample to '{property}', {} steps:", path.len() - 1);
     for (step, (_, action)) in path.iter().enumerate() {
         if let Some(action) = action {
-            println!("  {:>2}. {}", step + 1, checker.model().describe(&path[step].0, action));
+            println!(
+                "  {:>2}. {}",
+                step + 1,
+                checker.model().describe(&path[step].0, action)
+            );
         }
     }
     let last = &path.last().expect("a path has a state").0;
@@ -157,7 +161,10 @@ fn permit_and_plain_with_a_lost_acquire() {
             ],
             faults(0, 1, 0, 0),
         ),
-        &["plain grant after a permit's", "re-creation put a lost key back"],
+        &[
+            "plain grant after a permit's",
+            "re-creation put a lost key back",
+        ],
     );
 }
 
@@ -174,7 +181,10 @@ fn two_limits_across_a_restart() {
             ],
             faults(1, 0, 0, 0),
         ),
-        &["re-creation put a lost key back", "grant after a quarantine ended"],
+        &[
+            "re-creation put a lost key back",
+            "grant after a quarantine ended",
+        ],
     );
 }
 
@@ -208,7 +218,10 @@ fn shared_and_plain_across_a_restart() {
             ],
             faults(1, 0, 0, 0),
         ),
-        &["re-creation put a lost key back", "grant after a quarantine ended"],
+        &[
+            "re-creation put a lost key back",
+            "grant after a quarantine ended",
+        ],
     );
 }
 
