@@ -4,7 +4,11 @@
 # with its own time bound:
 #   lint        cargo fmt --check; cargo clippy --workspace --all-targets -D warnings
 #   rust        every unit, integration and doc test of the workspace but the
-#               chaos checker, against real Valkey 9 and Redis 7
+#               chaos checker and the model check, against real Valkey 9 and
+#               Redis 7
+#   model       the exhaustive model check of the masters' scripts and the
+#               quorum rule (tools/model, stateright): every interleaving of
+#               small worlds, and the counterfactuals it must catch
 #   python      the Python client package against a real daemon: stub
 #               freshness and pytest (scripts/check-python-client.sh)
 #   chaos       the safety checker's short runs (tools/chaos), with every
@@ -43,7 +47,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust python chaos history node go java conformance fourway contract quickstart image deploy)
+all=(lint rust model python chaos history node go java conformance fourway contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -67,7 +71,9 @@ for name in "${steps[@]}"; do
     rust)
       # The integration tests run the workspace's binaries as processes.
       step build 1200 cargo build --workspace --bins
-      step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos && cargo test --workspace --doc' ;;
+      step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos --exclude redlockd-model && cargo test --workspace --doc' ;;
+    model)
+      step model 600 cargo test -p redlockd-model --all-targets ;;
     python)
       step python 1800 bash scripts/check-python-client.sh ;;
     chaos)
