@@ -80,7 +80,7 @@ case "$redis_bin" in
 esac
 
 # --- libfaketime -----------------------------------------------------------------
-# The chaos checker's clock-offset interleaving (tools/chaos, issue 22 item 6)
+# The chaos checker's clock-offset interleaving (tools/chaos, docs/chaos.md)
 # runs one master under libfaketime (LD_PRELOAD) with its clock far ahead.
 if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && [ -z "${CHAOS_LIBFAKETIME:-}" ]; then
   apt_install libfaketime
