@@ -33,11 +33,11 @@ echo "--- buf breaking against a git ref"
 base="${REDLOCKD_CONTRACT_BASE:-}"
 if [ -z "$base" ]; then
   head="$(git rev-parse HEAD)"
-  if git rev-parse -q --verify main^{commit} >/dev/null; then
+  if git rev-parse -q --verify 'main^{commit}' >/dev/null; then
     base="$(git merge-base HEAD main || true)"
   fi
   if [ -z "$base" ] || [ "$base" = "$head" ]; then
-    base="$(git rev-parse -q --verify HEAD~1^{commit} || true)"
+    base="$(git rev-parse -q --verify 'HEAD~1^{commit}' || true)"
   fi
 fi
 if [ -z "$base" ]; then
