@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Each client's own cost (issue 21's benchmark; figures, not a test, not in
+# Each client's own cost (a benchmark: figures, not a test, not in
 # CI): the Python, Node, Go and Java clients beside the raw generated stub in
 # the same language, one after another against ONE daemon (a release build,
 # cargo build --release) over five valkey-server masters. Prints a table of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the client conformance suite (clients/conformance, issue 21): the
+# Runs the client conformance suite (clients/conformance): the
 # scenarios of clients/conformance/scenarios.json through the Python, Node,
 # Go and Java runners, against real masters and daemons started by
 # clients/conformance/harness.py. Meant to run after the python, node, go and

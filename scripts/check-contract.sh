@@ -12,7 +12,8 @@
 #      commit). Skipped, saying so, when no such commit is in the clone;
 #   4. a self-test: a copy of the contract with a field renumbered must fail
 #      step 2's check, so that a check which cannot fail is noticed.
-# Refresh the baseline at each release (see README "The contract").
+# Refresh the baseline at each release (see docs/api.md, "The contract and its
+# compatibility").
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,11 +33,11 @@ echo "--- buf breaking against a git ref"
 base="${REDLOCKD_CONTRACT_BASE:-}"
 if [ -z "$base" ]; then
   head="$(git rev-parse HEAD)"
-  if git rev-parse -q --verify main^{commit} >/dev/null; then
+  if git rev-parse -q --verify 'main^{commit}' >/dev/null; then
     base="$(git merge-base HEAD main || true)"
   fi
   if [ -z "$base" ] || [ "$base" = "$head" ]; then
-    base="$(git rev-parse -q --verify HEAD~1^{commit} || true)"
+    base="$(git rev-parse -q --verify 'HEAD~1^{commit}' || true)"
   fi
 fi
 if [ -z "$base" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lock, four runtimes (issue 21): a Python, a Node, a Go and a Java
+# One lock, four runtimes: a Python, a Node, a Go and a Java
 # process hold the same resource through their own client's Hold API against
 # five real valkey-server masters and the workspace's redlockd
 # (target/debug/redlockd, or $REDLOCKD_BIN); clients/fourway/harness.py checks

@@ -7,6 +7,8 @@
 #     <repo>/.venv) and Go, for the metrics and deployment checks,
 #   - libfaketime (Debian package `libfaketime`), for the chaos checker's
 #     clock-offset interleaving,
+#   - shellcheck (Debian package `shellcheck`), for the docs step's lint of
+#     scripts/*.sh,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -80,10 +82,16 @@ case "$redis_bin" in
 esac
 
 # --- libfaketime -----------------------------------------------------------------
-# The chaos checker's clock-offset interleaving (tools/chaos, issue 22 item 6)
+# The chaos checker's clock-offset interleaving (tools/chaos, docs/chaos.md)
 # runs one master under libfaketime (LD_PRELOAD) with its clock far ahead.
 if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && [ -z "${CHAOS_LIBFAKETIME:-}" ]; then
   apt_install libfaketime
+fi
+
+# --- shellcheck ------------------------------------------------------------------
+# The docs step (scripts/check-docs.sh) lints scripts/*.sh with it.
+if ! command -v shellcheck >/dev/null 2>&1; then
+  apt_install shellcheck
 fi
 
 # --- promtool --------------------------------------------------------------------

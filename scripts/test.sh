@@ -3,6 +3,10 @@
 # It installs what the tests need (scripts/setup.sh), then runs each step
 # with its own time bound:
 #   lint        cargo fmt --check; cargo clippy --workspace --all-targets -D warnings
+#   docs        every relative link and #anchor of the Markdown resolves
+#               (scripts/check-links.py), shellcheck scripts/*.sh, and rustdoc
+#               with -D warnings: cargo doc --workspace --no-deps
+#               (scripts/check-docs.sh)
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker and the model check, against real Valkey 9 and
 #               Redis 7
@@ -47,7 +51,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint rust model python chaos history node go java conformance fourway contract quickstart image deploy)
+all=(lint docs rust model python chaos history node go java conformance fourway contract quickstart image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -68,6 +72,8 @@ for name in "${steps[@]}"; do
   case "$name" in
     lint)
       step lint 1200 bash -c 'cargo fmt --all -- --check && cargo clippy --workspace --all-targets -- -D warnings' ;;
+    docs)
+      step docs 900 bash scripts/check-docs.sh ;;
     rust)
       # The integration tests run the workspace's binaries as processes.
       step build 1200 cargo build --workspace --bins

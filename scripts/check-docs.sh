@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The documentation's checks (the `docs` step of scripts/test.sh):
+#   1. every relative link and #anchor in README.md, CONTRIBUTING.md,
+#      SECURITY.md, docs/**/*.md and clients/*/README.md resolves
+#      (scripts/check-links.py, after its self-test shows it can fail);
+#   2. shellcheck on scripts/*.sh (installed by scripts/setup.sh). The step
+#      bodies of scripts/test.sh are `bash -c '...'` on purpose, so SC2016
+#      (no expansion in single quotes) is not reported for that file alone;
+#   3. rustdoc for the whole workspace with warnings as errors (broken
+#      intra-doc links included): RUSTDOCFLAGS="-D warnings" cargo doc
+#      --workspace --no-deps.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+echo "--- links"
+python3 scripts/check-links.py --self-test
+python3 scripts/check-links.py
+
+echo "--- shellcheck"
+if ! command -v shellcheck >/dev/null 2>&1; then
+  echo "check-docs: shellcheck not found (scripts/setup.sh installs the Debian package)" >&2
+  exit 1
+fi
+others=()
+for script in scripts/*.sh; do
+  [ "$script" = scripts/test.sh ] || others+=("$script")
+done
+shellcheck "${others[@]}"
+shellcheck --exclude=SC2016 scripts/test.sh
+echo "shellcheck: $((${#others[@]} + 1)) scripts, no findings"
+
+echo "--- rustdoc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+
+echo "docs: 3 passed, 0 failed"
