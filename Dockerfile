@@ -48,7 +48,7 @@ USER 10001
 # back to the OS at once instead of after 10 ms (a compile-time default it
 # does not offer, and the workspace forbids the unsafe call that sets it):
 # 10,000 Hold sessions opened at once peak at 94 to 96 MB RSS instead of 96
-# to 102 MB (README, "Bursts"), with no throughput cost measured.
+# to 102 MB (docs/benchmarks.md, "The allocator"), with no throughput cost measured.
 ENV REDLOCKD__SERVER__LISTEN=0.0.0.0:50051 \
     REDLOCKD__METRICS__LISTEN=0.0.0.0:9464 \
     REDLOCK_ADDR=http://127.0.0.1:50051 \

@@ -8,7 +8,8 @@
 #      (no expansion in single quotes) is not reported for that file alone;
 #   3. rustdoc for the whole workspace with warnings as errors (broken
 #      intra-doc links included): RUSTDOCFLAGS="-D warnings" cargo doc
-#      --workspace --no-deps.
+#      --workspace --no-deps --document-private-items (the docs are for
+#      whoever works on the crates; links to private items are allowed).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,6 +33,6 @@ shellcheck --exclude=SC2016 scripts/test.sh
 echo "shellcheck: $((${#others[@]} + 1)) scripts, no findings"
 
 echo "--- rustdoc"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 
 echo "docs: 3 passed, 0 failed"

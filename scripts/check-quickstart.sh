@@ -11,8 +11,9 @@
 #      and /path/to/redlockd are swapped for a scratch directory and this
 #      checkout; Go's caches under target/go, as the `go` step keeps them),
 #      which must print the lock's fence;
-#   4. "From the shell: grpcurl": its call, when grpcurl is on PATH (else
-#      says so), which must answer a lock with a fence;
+#   4. "From the shell: grpcurl": its call, with the real grpcurl
+#      (scripts/setup.sh installs it and puts it on PATH), which must answer
+#      a lock with a fence;
 #   5. Ctrl-C (SIGINT to the process group, as a terminal sends it): the
 #      daemon and its five masters must all be gone, their ports closed.
 # Needs port 50051 free, as the quick start does.
@@ -122,6 +123,10 @@ case "$out" in
 esac
 
 # 4. The README's grpcurl call.
+if [ -f "$repo/.venv/redlockd-env" ] && ! command -v grpcurl >/dev/null 2>&1; then
+  # shellcheck source=/dev/null
+  source "$repo/.venv/redlockd-env"
+fi
 if command -v grpcurl >/dev/null 2>&1; then
   out="$(cd "$repo" && bash "$scratch/grpcurl.sh" 2>&1)" || fail "the README's grpcurl call failed: $out"
   echo "grpcurl: $out"
@@ -130,7 +135,7 @@ if command -v grpcurl >/dev/null 2>&1; then
     *) fail "the README's grpcurl call answered no fence: $out" ;;
   esac
 else
-  echo "grpcurl: not on PATH, its call not walked"
+  fail "grpcurl not on PATH (scripts/setup.sh installs it)"
 fi
 
 # 5. Ctrl-C: SIGINT to the whole process group; everything must stop.

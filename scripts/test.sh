@@ -6,6 +6,7 @@
 #   docs        every relative link and #anchor of the Markdown resolves
 #               (scripts/check-links.py), shellcheck scripts/*.sh, and rustdoc
 #               with -D warnings: cargo doc --workspace --no-deps
+#               --document-private-items
 #               (scripts/check-docs.sh)
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker and the model check, against real Valkey 9 and

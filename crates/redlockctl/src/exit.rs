@@ -49,7 +49,7 @@ pub enum Exit {
     CommandNotFound,
 }
 
-/// Every code with its meaning, as `--help` and the README list them.
+/// Every code with its meaning, as `--help` and `docs/operations.md` list them.
 pub(crate) const TABLE: &[(&str, &str)] = &[
     ("0", "success; `run`: the command exited 0"),
     ("64", "usage error: bad flag, argument or duration, or a --cacert, --cert, --key or --token-file that cannot be read; nothing was sent"),
@@ -147,7 +147,8 @@ pub(crate) fn help() -> String {
     text
 }
 
-/// The table as the README shows it (markdown; a test keeps them equal).
+/// The table as `docs/operations.md` shows it (markdown; a test keeps them
+/// equal).
 #[cfg(test)]
 pub(crate) fn markdown() -> String {
     let mut text = String::from("| exit | meaning |\n| --- | --- |\n");
@@ -219,13 +220,13 @@ mod tests {
         assert_eq!(Exit::of_signal(15).code(), 143);
     }
 
-    /// The README's table is the one in the code.
+    /// The operations doc's table is the one in the code.
     #[test]
     fn readme_shows_this_table() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/operations.md");
         assert!(
             readme.contains(&markdown()),
-            "README.md's exit-code table differs; it should read:\n{}",
+            "docs/operations.md's exit-code table differs; it should read:\n{}",
             markdown()
         );
     }

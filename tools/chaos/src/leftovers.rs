@@ -1,8 +1,9 @@
 //! "Nothing is left locked after DEADLINE_EXCEEDED" (lock.proto), checked
 //! on the masters themselves: a mixed client sends some Acquires of a
-//! resource nobody else uses with a gRPC deadline of 1-20 ms; after one
-//! ends DEADLINE_EXCEEDED (or CANCELLED, the client's own expiry), [`probe`]
-//! waits [`SETTLE`] (many node_timeouts: the daemon's late grant has been
+//! resource nobody else uses with a gRPC deadline of 1-20 ms and a request
+//! id; after one ends DEADLINE_EXCEEDED (or CANCELLED, the client's own
+//! expiry) and the client released the token the request id derives, as the
+//! contract asks, a probe (`crate::mix`) waits [`SETTLE`] (many node_timeouts: the daemon's late grant has been
 //! released by then) and asks every master directly, not through its
 //! fault proxy, whether the lock key `redlock:lock:<resource>` exists.
 //!

@@ -20,7 +20,7 @@
 //! process that some daemon has *fully trusted*: it saw that process, its
 //! quarantine (blanket or horizon) ended or was never needed (the process
 //! was older than `max_ttl` plus drift when first seen), and it is not
-//! refused. The daemon writes it ([`write`], a plain `SET`) on the
+//! refused. The daemon writes it ([`write()`], a plain `SET`) on the
 //! connection on which it read that process's `run_id` from `INFO`. A write
 //! that lands on another process anyway (a restart in between) is inert: it
 //! names a `run_id` that process does not have. Nothing is written with the

@@ -234,7 +234,7 @@ impl Redlock {
 
     /// After an attempt with a request id found the key held by its own
     /// token on some masters (an earlier acquisition of the request id,
-    /// [`Failure::own`]): take that lock over ([`Claim::Take`], with the
+    /// [`Failure::own`]): take that lock over ([`super::Claim::Take`], with the
     /// keys this attempt set beside it). `Some(lock)`: held on a majority,
     /// the answer. `None`: not held on a majority; what is left of it and
     /// of this attempt is released, and the caller attempts anew. An error:

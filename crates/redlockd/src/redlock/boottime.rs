@@ -8,7 +8,7 @@
 //! an operation took counts a suspend too (`super::validity::Started`).
 //!
 //! In unit tests the boot clock is tokio's clock (paused or not) plus a
-//! suspend the test injects ([`suspend_for_test`]), so that timings under
+//! suspend the test injects (`suspend_for_test`), so that timings under
 //! paused time stay exact and a suspend can be simulated.
 
 use std::time::Duration;
