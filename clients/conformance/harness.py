@@ -9,7 +9,10 @@ For each client it starts (Python stdlib only, openssl for the private CA):
   * five more masters under a `fragile` daemon, three of which the
     `stop_three_masters` fault kills;
   * a `drain` daemon over the first masters, which the `drain_daemon`
-    fault sends SIGTERM (shutdown_grace 3 s).
+    fault sends SIGTERM (shutdown_grace 3 s);
+  * `slow`: a TCP proxy to `plain` that delivers the daemon's bytes
+    SLOW_ANSWERS_DELAY after it sent them (the client's at once), so that
+    a grant made in time reaches the client after its deadline fired.
 Every client gets its own set, so that one client's faults never reach
 another's scenarios. The runner gets the scenarios file and an environment
 file (the clients it may build: address, token, CA file) and speaks a line
@@ -37,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -58,6 +62,8 @@ START_LIMIT = 30.0
 RUNNER_LIMIT = 300.0
 #: The bearer token of the `token` client (a test value, not a secret).
 TOKEN = "conformance-5d1c7e2a9b4f6e8d0a3c5b7e9f1d2c4a"
+#: How late the `slow` client's proxy delivers the daemon's answers, in seconds.
+SLOW_ANSWERS_DELAY = 0.3
 
 
 def free_port() -> int:
@@ -105,6 +111,73 @@ def tail(log: Path) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-20:])
     except OSError as error:
         return f"(no log: {error})"
+
+
+class SlowAnswers:
+    """A TCP proxy to `upstream` (host:port) that passes the client's bytes
+    at once and delivers the server's `delay` seconds after it sent them,
+    in order: latency on the answers only. Threads; close() ends it."""
+
+    def __init__(self, upstream: str, delay: float) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.delay = delay
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.sockets: List[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                inbound, _ = self.listener.accept()
+                outbound = socket.create_connection(self.upstream, timeout=1)
+            except OSError:
+                return
+            outbound.settimeout(None)
+            self.sockets += [inbound, outbound]
+            chunks: "queue.Queue[tuple[float, bytes]]" = queue.Queue()
+            threading.Thread(target=self._pass, args=(inbound, outbound), daemon=True).start()
+            threading.Thread(target=self._read, args=(outbound, chunks), daemon=True).start()
+            threading.Thread(target=self._deliver, args=(chunks, inbound), daemon=True).start()
+
+    @staticmethod
+    def _pass(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+
+    def _read(self, server: socket.socket, chunks: "queue.Queue[tuple[float, bytes]]") -> None:
+        try:
+            while data := server.recv(65536):
+                chunks.put((time.monotonic() + self.delay, data))
+        except OSError:
+            pass
+        chunks.put((0.0, b""))
+
+    @staticmethod
+    def _deliver(chunks: "queue.Queue[tuple[float, bytes]]", client: socket.socket) -> None:
+        try:
+            while True:
+                due, data = chunks.get()
+                if not data:
+                    break
+                time.sleep(max(0.0, due - time.monotonic()))
+                client.sendall(data)
+        except OSError:
+            pass
+        client.close()
+
+    def close(self) -> None:
+        self.closed = True
+        for s in [self.listener, *self.sockets]:
+            try:
+                s.close()
+            except OSError:
+                pass
 
 
 class Processes:
@@ -212,6 +285,7 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
     """Starts `client`'s daemons, runs its runner; returns how many scenarios passed."""
     dir = Path(tempfile.mkdtemp(prefix=f"{client}-", dir=base))
     procs = Processes(dir)
+    slow: Optional[SlowAnswers] = None
     try:
         pki = make_pki(dir)
         shared = procs.masters("shared")
@@ -226,6 +300,7 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
         # A drain of 3 s: long enough for the draining event to reach a
         # client on a busy machine, short enough to keep the run quick.
         drain_proc, drain = procs.daemon("drain", shared, settings={"server.shutdown_grace": "3s"})
+        slow = SlowAnswers(plain, SLOW_ANSWERS_DELAY)
 
         def fault(name: str) -> str:
             if name == "stop_three_masters":
@@ -249,12 +324,15 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
                 "tls_untrusted": {"address": tls, "tls": True},
                 "fragile": {"address": fragile},
                 "drain": {"address": drain},
+                "slow": {"address": slow.address},
             },
         }
         env_file = dir / "env.json"
         env_file.write_text(json.dumps(env, indent=2))
         return drive(client, runner_command(client) + [str(SCENARIOS), str(env_file)], ids, fault)
     finally:
+        if slow is not None:
+            slow.close()
         procs.stop()
         shutil.rmtree(dir, ignore_errors=True)
 

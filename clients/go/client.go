@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/redlockd/redlockd/clients/go/redlockv1"
@@ -21,6 +23,8 @@ type Client struct {
 	conn        *grpc.ClientConn
 	stub        pb.LockServiceClient
 	callTimeout time.Duration
+	// releases are the background releases of unanswered Acquires.
+	releases releases
 }
 
 // Dial connects (lazily, as grpc.NewClient does) to the daemon at target:
@@ -99,8 +103,13 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 func (bearer) RequireTransportSecurity() bool { return false }
 
 // Close closes the connection. Open Hold sessions end with it: the daemon
-// releases their locks and their leases' Done channels close.
-func (c *Client) Close() error { return c.conn.Close() }
+// releases their locks and their leases' Done channels close. It first
+// lets the background releases of unanswered Acquires finish (each takes a
+// second at most).
+func (c *Client) Close() error {
+	c.releases.close()
+	return c.conn.Close()
+}
 
 // Stub is the generated gRPC client on the same connection, for what this
 // package does not wrap.
@@ -156,6 +165,13 @@ func checkIdentity(op string, lock Lock) error {
 // trying while someone else holds it. ErrHeld when it stayed held for the
 // whole wait. The Lock's validity counts from when the request was sent.
 // A context without a deadline gets wait + the call timeout.
+//
+// After a deadline or cancellation, nothing is left locked: when the call
+// ends without the daemon's answer (the context's deadline or cancellation
+// fired first, or the connection broke), the client releases in the
+// background, within a second, whatever its request id may have got (the
+// lock's token is derived from the request id). When the daemon answered,
+// DEADLINE_EXCEEDED included, it has released any late grant itself.
 func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration, opts ...AcquireOption) (Lock, error) {
 	req, cfg, err := acquireRequest("Acquire", resource, ttl, opts)
 	if err != nil {
@@ -163,9 +179,20 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	}
 	ctx, cancel := c.withDefaultDeadline(ctx, cfg.wait)
 	defer cancel()
+	token := derivedToken(resource, req.GetRequestId())
+	// A retry with the same request id waits for the release of the
+	// unanswered call before it, which would otherwise release the retry's
+	// lock (same request id, same token).
+	if err := c.releases.wait(ctx, token); err != nil {
+		return Lock{}, fromRPC("Acquire", status.FromContextError(err).Err())
+	}
 	sent := time.Now()
-	resp, err := c.stub.Acquire(ctx, req)
+	var trailer metadata.MD
+	resp, err := c.stub.Acquire(ctx, req, grpc.Trailer(&trailer))
 	if err != nil {
+		if !answeredByDaemon(ctx, err, trailer) {
+			c.releases.start(c.stub, resource, token)
+		}
 		return Lock{}, fromRPC("Acquire", err)
 	}
 	return lockFromWire(resp.GetLock(), sent), nil

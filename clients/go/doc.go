@@ -16,5 +16,10 @@
 // works with errors.Is (ErrHeld, ErrNotHeld, ErrUnavailable, ErrLost, ...)
 // while status.Code(err) still answers with the code.
 //
+// After a deadline or cancellation, nothing is left locked: every Acquire
+// carries a request id, the lock's token is derived from it, and when the
+// call ends without the daemon's answer the client releases what its
+// request id may have got, in the background (within a second).
+//
 // A lock's token is a secret: Lock and Lease never print it.
 package redlockd

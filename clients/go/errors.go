@@ -23,10 +23,13 @@ var (
 	// is unreachable; nothing is left locked by the call: safe to retry.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrDeadlineExceeded (DEADLINE_EXCEEDED): the call's deadline ran out
-	// first; nothing is left locked by it. Also errors.Is context.DeadlineExceeded.
+	// first; nothing is left locked by it (whether the daemon answered so, or
+	// the context expired first: Acquire then releases what its request id
+	// may have got). Also errors.Is context.DeadlineExceeded.
 	ErrDeadlineExceeded = errors.New("deadline exceeded")
-	// ErrCanceled (CANCELLED): the caller cancelled the call's context.
-	// Also errors.Is context.Canceled.
+	// ErrCanceled (CANCELLED): the caller cancelled the call's context; an
+	// Acquire leaves nothing locked, as for ErrDeadlineExceeded. Also
+	// errors.Is context.Canceled.
 	ErrCanceled = errors.New("canceled")
 	// ErrInvalidArgument (INVALID_ARGUMENT): a malformed request; Error.Field names the field.
 	ErrInvalidArgument = errors.New("invalid argument")

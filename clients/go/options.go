@@ -94,11 +94,14 @@ func WithOwner(owner string) AcquireOption {
 
 // WithRequestID makes the call idempotent under the caller's own key: 22 to
 // 64 characters of A-Z a-z 0-9 - _ holding at least 128 random bits (see
-// NewRequestID). Retried with the same id after an error that may have lost
-// the answer (a lost connection, Unavailable), Acquire returns the lock that
-// id already holds instead of ErrHeld; after a deadline the daemon has
-// released any late grant, so a retry acquires anew. Without it, each call
-// draws a fresh one. Keep it secret, like a token.
+// NewRequestID). Retried with the same id, Acquire returns the lock that id
+// already holds instead of ErrHeld. After a deadline or cancellation,
+// nothing is left locked: when a call ends without the daemon's answer (its
+// context's deadline or cancellation, a broken connection), the client
+// releases what its request id may have got, in the background; a retry
+// with the same id through the same Client waits for that release, then
+// acquires anew. Without it, each call draws a fresh one. Keep it secret,
+// like a token.
 func WithRequestID(id string) AcquireOption {
 	return func(c *acquireConfig) { c.requestID = id }
 }

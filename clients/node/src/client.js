@@ -1,7 +1,7 @@
 // The client: one gRPC channel to a daemon, the four unary calls, and Hold
 // sessions (`hold` for a lease, `using` for a callback).
 
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
@@ -28,6 +28,47 @@ function noRequestId(requestId) {
 /** A fresh request_id: 128 random bits, URL-safe base64 (22 characters). */
 export function newRequestId() {
   return randomBytes(16).toString('base64url');
+}
+
+/** How long the background release of an unanswered acquire may take, in ms. */
+export const RELEASE_TIMEOUT_MS = 1000;
+
+/**
+ * The token the daemon gives the lock of `requestId` on `resource`: the
+ * first 128 bits, in lowercase hex, of SHA-256("redlockd/v1/token" 0x00
+ * resource 0x00 request_id); a shared (read) lock's starts with `s`.
+ */
+export function derivedToken(resource, requestId, shared = false) {
+  const digest = createHash('sha256')
+    .update('redlockd/v1/token\0')
+    .update(resource)
+    .update('\0')
+    .update(requestId)
+    .digest('hex')
+    .slice(0, 32);
+  return shared ? `s${digest}` : digest;
+}
+
+/**
+ * The token an acquisition will have, known before any answer: derived from
+ * its request id. Null without one (a semaphore's permit, several resources).
+ */
+function tokenOfRequest(request) {
+  if (!request.request_id || !request.resource || request.resources) return null;
+  return derivedToken(request.resource, request.request_id, request.mode === 1);
+}
+
+/**
+ * Whether a failed call's status is the daemon's own answer rather than one
+ * grpc-js made itself (the deadline fired first, the connection failed).
+ * The daemon's status arrives in trailers, whose metadata grpc-js keeps on
+ * the error (a trailers-only answer carries at least its content-type); a
+ * status grpc-js makes has empty metadata. When unsure, false: a release of
+ * a token that holds nothing is harmless.
+ */
+function answeredByDaemon(error) {
+  const metadata = (error?.cause ?? error)?.metadata;
+  return metadata instanceof grpc.Metadata && Object.keys(metadata.getMap()).length > 0;
 }
 
 /** The contract, shipped inside the package (a copy of proto/redlock/v1/lock.proto). */
@@ -92,18 +133,56 @@ export class Client {
     this._stub = new LockService(host, credentials, options.channelOptions ?? {});
     /** Open Hold calls, cancelled by close() so that their locks are released. */
     this._sessions = new Set();
+    /** Background releases of unanswered acquires: token -> a promise that never rejects. */
+    this._releases = new Map();
+    this._backgroundReleases = 0;
+    this._closed = false;
   }
 
   /**
    * Takes the lock on `resource` for `ttlMs`, waiting up to `waitMs` while
    * someone else holds it. The Lock's validity counts from when the request
    * was sent. LockHeldError when it stayed held for the whole wait.
+   *
+   * After a deadline, nothing is left locked: when the call ends without the
+   * daemon's answer (its deadline ran out in the client, the connection
+   * broke), the client releases what its request id may have got (the token
+   * is derived from it), in the background within a second. When the daemon
+   * answered, DEADLINE_EXCEEDED included, it released any late grant itself.
    */
   async acquire(resource, options = {}) {
     const request = this._acquireRequest(resource, options);
+    const token = tokenOfRequest(request);
+    // A retry with the same request id gets the same token: it must not be
+    // released by the background release of the unanswered call before it.
+    if (token !== null && this._releases.has(token)) await this._releases.get(token);
     const sent = now();
-    const answer = await this._unary('Acquire', request, this._deadline(options));
+    let answer;
+    try {
+      answer = await this._unary('Acquire', request, this._deadline(options));
+    } catch (error) {
+      if (token !== null && !answeredByDaemon(error)) this._releaseInBackground(request.resource, token);
+      throw error;
+    }
     return new Lock(answer.lock, sent);
+  }
+
+  /**
+   * Releases what an unanswered acquire may have got, without waiting:
+   * bounded by RELEASE_TIMEOUT_MS, its outcome ignored (and never logged:
+   * the token is a secret).
+   */
+  _releaseInBackground(resource, token) {
+    if (this._closed) return;
+    this._backgroundReleases += 1;
+    const done = this._unary('Release', { resource, token }, RELEASE_TIMEOUT_MS).then(
+      () => {},
+      () => {},
+    );
+    this._releases.set(token, done);
+    done.then(() => {
+      if (this._releases.get(token) === done) this._releases.delete(token);
+    });
   }
 
   /**
@@ -214,11 +293,19 @@ export class Client {
 
   /**
    * Closes the channel. Open sessions are cancelled: the daemon releases
-   * their locks and their signals abort.
+   * their locks and their signals abort. The background releases of
+   * unanswered acquires finish first (a second at most): the returned
+   * promise resolves once the channel is closed.
    */
   close() {
+    this._closed = true;
     for (const call of this._sessions) call.cancel();
-    this._stub.close();
+    const pending = [...this._releases.values()];
+    if (pending.length === 0) {
+      this._stub.close();
+      return Promise.resolve();
+    }
+    return Promise.all(pending).then(() => this._stub.close());
   }
 
   _acquireRequest(resource, options) {

@@ -39,10 +39,13 @@ export interface AcquireOptions extends CallOptions {
   /**
    * Idempotency key, 22-64 chars of A-Z a-z 0-9 - _ with at least 128
    * random bits (default: a fresh one per call). Retried with the same
-   * value after an error that may have lost the answer (a lost connection,
-   * UNAVAILABLE), the call returns the lock that value holds instead of
-   * LockHeldError; after DeadlineExceededError the daemon has released any
-   * late grant, so a retry acquires anew. A secret, like a token.
+   * value, the call returns the lock that value holds instead of
+   * LockHeldError. After a deadline, nothing is left locked: when `acquire`
+   * ends without the daemon's answer (its deadline ran out in the client,
+   * the connection broke), the client releases what its request id may have
+   * got, in the background within a second; a retry with the same value
+   * through the same client waits for that release, then acquires anew. A
+   * secret, like a token.
    */
   requestId?: string;
   /**
@@ -155,7 +158,11 @@ export declare class Client {
   constructor(address: string, options?: ClientOptions);
   /** Default deadline of each call beyond its wait, in ms. */
   readonly deadlineMs: number;
-  /** Takes the lock; LockHeldError if it stayed held elsewhere for the whole wait. */
+  /**
+   * Takes the lock; LockHeldError if it stayed held elsewhere for the whole
+   * wait. After a deadline, nothing is left locked: the client releases what
+   * its request id may have got.
+   */
   acquire(resource: string | readonly string[], options: AcquireOptions): Promise<Lock>;
   /** Resets the lock's ttl if still held; LockNotHeldError if not. */
   extend(lock: LockRef, options: ExtendOptions): Promise<Lock>;
@@ -170,8 +177,12 @@ export declare class Client {
    * Releases after `fn` settles; returns its value or rethrows its error.
    */
   using<T>(resource: string | readonly string[], options: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
-  /** Closes the channel (open sessions end, their locks are released). */
-  close(): void;
+  /**
+   * Closes the channel (open sessions end, their locks are released) once
+   * the background releases of unanswered acquires are done (a second at
+   * most); resolves then.
+   */
+  close(): Promise<void>;
 }
 
 /** How long before the last known validity a quiet session counts as lost: ttl/10, 50 ms to 2 s. */

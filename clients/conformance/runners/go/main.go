@@ -54,6 +54,7 @@ type Step struct {
 	Pending    string `json:"pending"`
 	Name       string `json:"name"`
 	Error      string `json:"error"`
+	MaySucceed bool   `json:"may_succeed"`
 	Field      string `json:"field"`
 	WasHeld    *bool  `json:"was_held"`
 	Held       *bool  `json:"held"`
@@ -276,6 +277,19 @@ func (r *runner) step(step Step, st *state) error {
 	switch step.Op {
 	case "acquire":
 		lock, err := r.acquire(step)
+		if err == nil && step.MaySucceed {
+			// Granted after all (the race went the other way): released at
+			// once, so that the step leaves nothing held either way.
+			c, err := r.client(step.Client)
+			if err != nil {
+				return err
+			}
+			held, err := c.Release(ctx, lock)
+			if err != nil || !held {
+				return fmt.Errorf("the lock granted was no longer held when released (%v)", err)
+			}
+			return nil
+		}
 		if err := outcome(step, err); err != nil || step.Error != "" {
 			return err
 		}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import Optional, Sequence, Type, Union
+from typing import Dict, Optional, Sequence, Type, Union
 
 import grpc
 import grpc.aio
@@ -16,12 +16,14 @@ from ._errors import DeadlineExceeded, RedlockdError, from_rpc_error
 from ._generated import lock_pb2, lock_pb2_grpc
 from ._lease import LeaseState
 from ._types import (
+    RELEASE_TIMEOUT,
     Lock,
     Metadata,
     Released,
     Seconds,
     Validation,
     acquire_request,
+    answered_by_daemon,
     auth_metadata,
     channel_credentials,
     duration,
@@ -29,6 +31,7 @@ from ._types import (
     lock_of,
     split_lock,
     target_of,
+    token_of_request,
 )
 
 
@@ -74,6 +77,10 @@ class AsyncClient:
         self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = auth_metadata(token)
         self._timeout = timeout
+        # Background releases of unanswered acquires, by token.
+        self._releases: Dict[str, asyncio.Task[None]] = {}
+        self._closed = False
+        self._background_releases = 0
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -82,8 +89,44 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the channel (open sessions end, releasing their locks)."""
+        """Closes the channel (open sessions end, releasing their locks),
+        once the background releases of unanswered acquires are done (each
+        takes a second at most)."""
+        self._closed = True
+        pending = list(self._releases.values())
+        if pending:
+            await asyncio.wait(pending, timeout=RELEASE_TIMEOUT + 1.0)
         await self._channel.close()
+
+    def _release_in_background(self, resource: str, token: str) -> None:
+        """As :meth:`Client._release_in_background`, as a task of the loop."""
+        if self._closed:
+            return
+        request = lock_pb2.ReleaseRequest(resource=resource, token=token)
+
+        async def release() -> None:
+            try:
+                await self._stub.Release(
+                    request, timeout=RELEASE_TIMEOUT, metadata=self._metadata
+                )
+            except Exception:  # best effort: the lock expires with its ttl otherwise
+                pass
+
+        task = asyncio.ensure_future(release())
+        self._releases[token] = task
+        self._background_releases += 1
+
+        def finished(done: asyncio.Task[None]) -> None:
+            if self._releases.get(token) is done:
+                del self._releases[token]
+
+        task.add_done_callback(finished)
+
+    async def _await_release(self, token: str) -> None:
+        """As :meth:`Client._await_release`."""
+        task = self._releases.get(token)
+        if task is not None:
+            await asyncio.wait([task], timeout=RELEASE_TIMEOUT + 1.0)
 
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self._timeout if timeout is None else timeout
@@ -100,15 +143,26 @@ class AsyncClient:
         limit: int = 0,
         shared: bool = False,
     ) -> Lock:
-        """As :meth:`Client.acquire`."""
+        """As :meth:`Client.acquire`; cancelling the awaiting task (as
+        ``asyncio.wait_for`` or ``asyncio.timeout`` do) also leaves nothing
+        locked."""
         request = acquire_request(resource, ttl, wait, owner, request_id, limit, shared)
+        token = token_of_request(request)
+        if token is not None:
+            await self._await_release(token)
         sent_at = time.monotonic()
         try:
             response = await self._stub.Acquire(
                 request, timeout=self._deadline(timeout), metadata=self._metadata
             )
         except grpc.RpcError as error:
+            if token is not None and not answered_by_daemon(error):
+                self._release_in_background(request.resource, token)
             raise from_rpc_error(error) from None
+        except BaseException:  # cancelled while the call was out
+            if token is not None:
+                self._release_in_background(request.resource, token)
+            raise
         return lock_of(response.lock, sent_at)
 
     async def extend(

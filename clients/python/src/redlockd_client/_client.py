@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from types import TracebackType
-from typing import Iterator, Optional, Sequence, Type, Union
+from typing import Dict, Iterator, Optional, Sequence, Type, Union
 
 import grpc
 
@@ -15,12 +15,14 @@ from ._errors import DeadlineExceeded, RedlockdError, from_rpc_error
 from ._generated import lock_pb2, lock_pb2_grpc
 from ._lease import Lease
 from ._types import (
+    RELEASE_TIMEOUT,
     Lock,
     Metadata,
     Released,
     Seconds,
     Validation,
     acquire_request,
+    answered_by_daemon,
     auth_metadata,
     channel_credentials,
     duration,
@@ -29,6 +31,7 @@ from ._types import (
     split_lock,
     target_of,
     to_seconds,
+    token_of_request,
 )
 
 #: How long leaving a ``hold`` block waits for the daemon's ``released``
@@ -69,6 +72,11 @@ class Client:
         self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = auth_metadata(token)
         self._timeout = timeout
+        # Background releases of unanswered acquires, by token.
+        self._releases: Dict[str, threading.Event] = {}
+        self._releases_lock = threading.Lock()
+        self._closed = False
+        self._background_releases = 0
 
     def __enter__(self) -> Client:
         return self
@@ -77,8 +85,51 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Closes the channel (open sessions end, releasing their locks)."""
+        """Closes the channel (open sessions end, releasing their locks),
+        once the background releases of unanswered acquires are done (each
+        takes a second at most)."""
+        with self._releases_lock:
+            self._closed = True
+            pending = list(self._releases.values())
+        for done in pending:
+            done.wait(RELEASE_TIMEOUT + 1.0)
         self._channel.close()
+
+    def _release_in_background(self, resource: str, token: str) -> None:
+        """Releases what an unanswered acquire may have got, without waiting:
+        bounded by RELEASE_TIMEOUT, its outcome ignored (and never logged:
+        the token is a secret)."""
+        done = threading.Event()
+        with self._releases_lock:
+            if self._closed:
+                return
+            self._releases[token] = done
+            self._background_releases += 1
+
+        def finished(_: object) -> None:
+            with self._releases_lock:
+                if self._releases.get(token) is done:
+                    del self._releases[token]
+            done.set()
+
+        try:
+            future = self._stub.Release.future(
+                lock_pb2.ReleaseRequest(resource=resource, token=token),
+                timeout=RELEASE_TIMEOUT,
+                metadata=self._metadata,
+            )
+            future.add_done_callback(finished)
+        except Exception:  # the channel is closed: nothing can be sent
+            finished(None)
+
+    def _await_release(self, token: str) -> None:
+        """Waits for a background release of ``token`` still under way: a
+        retry with the same request id gets the same token, and must not be
+        released by the call before it."""
+        with self._releases_lock:
+            done = self._releases.get(token)
+        if done is not None:
+            done.wait(RELEASE_TIMEOUT + 1.0)
 
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self._timeout if timeout is None else timeout
@@ -100,11 +151,19 @@ class Client:
         Raises :class:`LockHeld` if it stayed held for the whole wait.
 
         ``request_id`` (default: a fresh random one) makes the call
-        idempotent: retried with the same value after an error that may
-        have lost the answer (a lost connection, UNAVAILABLE), it returns
-        the lock that value already holds instead of :class:`LockHeld`.
-        After :class:`DeadlineExceeded` the daemon has released any late
-        grant, so a retry acquires anew. Keep it secret, like a token.
+        idempotent: retried with the same value, it returns the lock that
+        value already holds instead of :class:`LockHeld`. Keep it secret,
+        like a token.
+
+        After a deadline or cancellation, nothing is left locked: when the
+        call ends without the daemon's answer (``timeout`` ran out first,
+        the connection broke), the client releases what its request id may
+        have got (the token is derived from it), in the background within a
+        second. When the daemon answered, DEADLINE_EXCEEDED included, it
+        has released any late grant itself. A retry with the same
+        ``request_id`` through this client waits for that release, then
+        acquires anew. Semaphore permits (``limit`` above 1) and locks on
+        several resources carry no request id, so none of this applies.
 
         ``resource`` may be a list of names: one lock on all of them at
         once, all or none (``Lock.resources``; no ``request_id``).
@@ -113,13 +172,22 @@ class Client:
         holders of ``resource``, never with an exclusive one (the default);
         a waiting exclusive caller stops new shared grants."""
         request = acquire_request(resource, ttl, wait, owner, request_id, limit, shared)
+        token = token_of_request(request)
+        if token is not None:
+            self._await_release(token)
         sent_at = time.monotonic()
         try:
             response = self._stub.Acquire(
                 request, timeout=self._deadline(timeout), metadata=self._metadata
             )
         except grpc.RpcError as error:
+            if token is not None and not answered_by_daemon(error):
+                self._release_in_background(request.resource, token)
             raise from_rpc_error(error) from None
+        except BaseException:  # interrupted (KeyboardInterrupt) while the call was out
+            if token is not None:
+                self._release_in_background(request.resource, token)
+            raise
         return lock_of(response.lock, sent_at)
 
     def extend(

@@ -50,7 +50,8 @@ class Unavailable(RedlockdError):
 
 class DeadlineExceeded(RedlockdError):
     """DEADLINE_EXCEEDED: the call's deadline ran out first; nothing is left
-    locked by it."""
+    locked by it (the daemon answered so, or the deadline ran out in the
+    client and ``acquire`` released what its request id may have got)."""
 
     retryable = True
 

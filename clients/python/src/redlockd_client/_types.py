@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import secrets
 from typing import Optional, Sequence, Tuple, Union
 
@@ -199,6 +200,45 @@ def acquire_request(
     if wait is not None:
         request.wait.CopyFrom(duration(wait))
     return request
+
+
+#: How long the background release of an unanswered acquire may take.
+RELEASE_TIMEOUT = 1.0
+
+
+def derived_token(resource: str, request_id: str, shared: bool = False) -> str:
+    """The token the daemon gives the lock of ``request_id`` on ``resource``:
+    the first 128 bits, in lowercase hex, of SHA-256("redlockd/v1/token" 0x00
+    resource 0x00 request_id); a shared (read) lock's starts with ``s``."""
+    digest = hashlib.sha256(
+        b"redlockd/v1/token\0" + resource.encode() + b"\0" + request_id.encode()
+    ).hexdigest()[:32]
+    return "s" + digest if shared else digest
+
+
+def token_of_request(request: lock_pb2.AcquireRequest) -> Optional[str]:
+    """The token an acquisition will have, known before any answer: derived
+    from its request id. None without one (a semaphore's permit, a lock on
+    several resources)."""
+    if not request.request_id or not request.resource or len(request.resources) > 0:
+        return None
+    return derived_token(
+        request.resource, request.request_id, request.mode == lock_pb2.LOCK_MODE_SHARED
+    )
+
+
+def answered_by_daemon(error: grpc.RpcError) -> bool:
+    """Whether a failed call's status is the daemon's own answer rather than
+    one grpcio made itself (the call's deadline or cancellation fired first,
+    or the connection failed). The daemon's status comes in trailers, which
+    its answers fill (they carry at least a ``date``); a status grpcio makes
+    comes with no trailing metadata at all. When unsure, False: the caller
+    then releases a token that may hold nothing, which is harmless."""
+    try:
+        trailing = error.trailing_metadata()
+    except Exception:  # not a call's error: no answer came
+        return False
+    return trailing is not None and len(trailing) > 0
 
 
 def split_lock(lock_or_resource: Union[Lock, str], token: Optional[str]) -> Tuple[str, str]:

@@ -2,7 +2,11 @@ package dev.redlockd.client;
 
 import io.grpc.Status;
 
-/** DEADLINE_EXCEEDED: the call's deadline ran out first; nothing is left locked by it. */
+/**
+ * DEADLINE_EXCEEDED: the call's deadline ran out first; nothing is left locked by it (the daemon
+ * answered so, or the deadline ran out in the client and {@code acquire} released what its request
+ * id may have got).
+ */
 public class DeadlineExceededException extends RedlockdException {
   private static final long serialVersionUID = 1L;
 

@@ -1,6 +1,7 @@
 package dev.redlockd.client;
 
 import io.grpc.ChannelCredentials;
+import io.grpc.Context;
 import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
@@ -9,22 +10,34 @@ import io.grpc.Metadata;
 import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
 import io.grpc.stub.MetadataUtils;
+import io.grpc.stub.StreamObserver;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import redlock.v1.LockOuterClass.AcquireRequest;
 import redlock.v1.LockOuterClass.AcquireResponse;
 import redlock.v1.LockOuterClass.ExtendRequest;
 import redlock.v1.LockOuterClass.ExtendResponse;
 import redlock.v1.LockOuterClass.ReleaseRequest;
+import redlock.v1.LockOuterClass.ReleaseResponse;
 import redlock.v1.LockOuterClass.ValidateRequest;
 import redlock.v1.LockOuterClass.ValidateResponse;
 import redlock.v1.LockServiceGrpc;
@@ -45,6 +58,9 @@ import redlock.v1.LockServiceGrpc;
 public final class LockClient implements AutoCloseable {
   /** Default deadline of a call, beyond the wait it asks for (as in the other clients). */
   public static final Duration DEFAULT_DEADLINE = Duration.ofSeconds(10);
+
+  /** How long the background release of an unanswered acquire may take. */
+  static final Duration RELEASE_TIMEOUT = Duration.ofSeconds(1);
 
   private final Shared shared;
   private final Duration deadline;
@@ -96,19 +112,74 @@ public final class LockClient implements AutoCloseable {
   /**
    * The 3-argument form under the caller's own idempotency key: 22 to 64 characters of {@code
    * A-Z a-z 0-9 - _} holding at least 128 random bits (see {@link #newRequestId()}). Retried with
-   * the same id after an error that may have lost the answer (a lost connection, UNAVAILABLE), it
-   * returns the lock that id already holds instead of {@link LockHeldException}; after a deadline
-   * the daemon has released any late grant, so a retry acquires anew. Keep it secret, like a
-   * token.
+   * the same id, it returns the lock that id already holds instead of {@link LockHeldException}.
+   * Keep it secret, like a token.
+   *
+   * <p>After a deadline or cancellation, nothing is left locked: when the call ends without the
+   * daemon's answer (its deadline ran out in the client, the calling thread was interrupted or its
+   * gRPC {@link Context} cancelled, the connection broke), the client releases what its request
+   * id may have got (the token is derived from it), in the background within a second. When the
+   * daemon answered, DEADLINE_EXCEEDED included, it has released any late grant itself. A retry
+   * with the same id through this client waits for that release, then acquires anew.
    */
   public Lock acquire(String resource, Duration ttl, Duration wait, String requestId) {
     AcquireRequest request =
         acquireRequest(resource, ttl, wait).toBuilder()
             .setRequestId(Wire.requireString(requestId, "requestId"))
             .build();
+    String token = derivedToken(request.getResource(), request.getRequestId());
+    shared.awaitRelease(token);
     long sent = Wire.now();
-    AcquireResponse answer = call("Acquire", wait, stub -> stub.acquire(request));
+    AcquireResponse answer;
+    try {
+      answer = blockingStub(wait).acquire(request);
+    } catch (StatusRuntimeException failed) {
+      if (!answeredByDaemon(failed)) {
+        shared.releaseInBackground(request.getResource(), token);
+      }
+      throw Errors.fromThrowable(failed, "Acquire");
+    } catch (RuntimeException | Error failed) {
+      shared.releaseInBackground(request.getResource(), token);
+      throw failed;
+    }
     return Lock.fromWire(answer.getLock(), sent);
+  }
+
+  /**
+   * The token the daemon gives the lock of {@code requestId} on {@code resource}: the first 128
+   * bits, in lowercase hex, of SHA-256("redlockd/v1/token" 0x00 resource 0x00 request_id).
+   */
+  static String derivedToken(String resource, String requestId) {
+    MessageDigest sha256;
+    try {
+      sha256 = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException missing) {
+      throw new IllegalStateException("every Java platform has SHA-256", missing);
+    }
+    sha256.update("redlockd/v1/token\0".getBytes(StandardCharsets.UTF_8));
+    sha256.update(resource.getBytes(StandardCharsets.UTF_8));
+    sha256.update((byte) 0);
+    sha256.update(requestId.getBytes(StandardCharsets.UTF_8));
+    byte[] digest = sha256.digest();
+    return HexFormat.of().formatHex(digest, 0, 16);
+  }
+
+  /**
+   * Whether a failed call's status is the daemon's own answer rather than one grpc-java made
+   * itself (the deadline fired first, the thread was interrupted, the context cancelled, the
+   * connection failed). The daemon's status arrives in trailers, which grpc-java hands over with
+   * the status (a trailers-only answer keeps at least its content-type); a status grpc-java makes
+   * comes with none (it never mixes the two). When unsure, false: a release of a token that holds
+   * nothing is harmless.
+   */
+  static boolean answeredByDaemon(StatusRuntimeException failed) {
+    Metadata trailers = failed.getTrailers();
+    return trailers != null && !trailers.keys().isEmpty();
+  }
+
+  /** How many background releases of unanswered acquires this client started (for tests). */
+  long backgroundReleases() {
+    return shared.backgroundReleases;
   }
 
   /**
@@ -193,10 +264,12 @@ public final class LockClient implements AutoCloseable {
 
   /**
    * Closes the connection. Open sessions are cancelled first: the daemon releases their locks and
-   * their {@link Lease#lost()} completes.
+   * their {@link Lease#lost()} completes. The background releases of unanswered acquires finish
+   * first (a second at most).
    */
   @Override
   public void close() {
+    shared.finishReleases();
     for (Lease lease : shared.sessions) {
       lease.cancel("client closed");
     }
@@ -237,14 +310,18 @@ public final class LockClient implements AutoCloseable {
     return totalDeadline != null ? totalDeadline : wait.plus(deadline);
   }
 
+  /** A blocking stub whose call has the deadline of a call that waits {@code wait}. */
+  private LockServiceGrpc.LockServiceBlockingStub blockingStub(Duration wait) {
+    Duration limit = deadlineFor(wait);
+    return LockServiceGrpc.newBlockingStub(shared.channel)
+        .withDeadline(Deadline.after(limit.toNanos(), TimeUnit.NANOSECONDS));
+  }
+
   private <T> T call(
       String method,
       Duration wait,
       Function<LockServiceGrpc.LockServiceBlockingStub, T> body) {
-    Duration limit = deadlineFor(wait);
-    LockServiceGrpc.LockServiceBlockingStub stub =
-        LockServiceGrpc.newBlockingStub(shared.channel)
-            .withDeadline(Deadline.after(limit.toNanos(), TimeUnit.NANOSECONDS));
+    LockServiceGrpc.LockServiceBlockingStub stub = blockingStub(wait);
     try {
       return body.apply(stub);
     } catch (StatusRuntimeException failed) {
@@ -258,6 +335,10 @@ public final class LockClient implements AutoCloseable {
     final String owner;
     final Set<Lease> sessions = ConcurrentHashMap.newKeySet();
     final ScheduledThreadPoolExecutor scheduler;
+    /** Background releases of unanswered acquires, by token. */
+    private final Map<String, CompletableFuture<Void>> releases = new ConcurrentHashMap<>();
+    private boolean closed;
+    volatile long backgroundReleases;
 
     Shared(ManagedChannel channel, String owner) {
       this.channel = channel;
@@ -272,6 +353,84 @@ public final class LockClient implements AutoCloseable {
                 return thread;
               });
       this.scheduler.setRemoveOnCancelPolicy(true);
+    }
+
+    /**
+     * Releases what an unanswered acquire may have got, without waiting: bounded by {@link
+     * #RELEASE_TIMEOUT}, its outcome ignored (and never logged: the token is a secret). Outside
+     * the caller's gRPC context, which may be the cancelled one that ended the acquire.
+     */
+    void releaseInBackground(String resource, String token) {
+      CompletableFuture<Void> done = new CompletableFuture<>();
+      synchronized (this) {
+        if (closed) {
+          return;
+        }
+        releases.put(token, done);
+        backgroundReleases++;
+      }
+      done.whenComplete((ignored, error) -> releases.remove(token, done));
+      ReleaseRequest request =
+          ReleaseRequest.newBuilder().setResource(resource).setToken(token).build();
+      StreamObserver<ReleaseResponse> observer =
+          new StreamObserver<>() {
+            @Override
+            public void onNext(ReleaseResponse response) {}
+
+            @Override
+            public void onError(Throwable error) {
+              done.complete(null);
+            }
+
+            @Override
+            public void onCompleted() {
+              done.complete(null);
+            }
+          };
+      try {
+        Context.current()
+            .fork()
+            .run(
+                () ->
+                    LockServiceGrpc.newStub(channel)
+                        .withDeadlineAfter(RELEASE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)
+                        .release(request, observer));
+      } catch (RuntimeException refused) { // the channel is shut down: nothing can be sent
+        done.complete(null);
+      }
+    }
+
+    /**
+     * Waits for a background release of {@code token} still under way: a retry with the same
+     * request id gets the same token, and must not be released by the call before it.
+     */
+    void awaitRelease(String token) {
+      CompletableFuture<Void> done = releases.get(token);
+      if (done != null) {
+        awaitQuietly(done);
+      }
+    }
+
+    /** Lets the releases under way finish and starts no more. */
+    void finishReleases() {
+      List<CompletableFuture<Void>> pending;
+      synchronized (this) {
+        closed = true;
+        pending = new ArrayList<>(releases.values());
+      }
+      for (CompletableFuture<Void> done : pending) {
+        awaitQuietly(done);
+      }
+    }
+
+    private static void awaitQuietly(CompletableFuture<Void> done) {
+      try {
+        done.get(RELEASE_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
+      } catch (InterruptedException interrupted) {
+        Thread.currentThread().interrupt();
+      } catch (ExecutionException | TimeoutException ignored) {
+        // Bounded and best effort: the lock expires with its ttl otherwise.
+      }
     }
   }
 
