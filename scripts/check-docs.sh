@@ -9,7 +9,9 @@
 #   3. rustdoc for the whole workspace with warnings as errors (broken
 #      intra-doc links included): RUSTDOCFLAGS="-D warnings" cargo doc
 #      --workspace --no-deps --document-private-items (the docs are for
-#      whoever works on the crates; links to private items are allowed).
+#      whoever works on the crates; links to private items are allowed);
+#   4. no import circle among the files of any crate of the workspace
+#      (scripts/check-import-cycles.py, after its self-test).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,4 +37,8 @@ echo "shellcheck: $((${#others[@]} + 1)) scripts, no findings"
 echo "--- rustdoc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 
-echo "docs: 3 passed, 0 failed"
+echo "--- import circles"
+python3 scripts/check-import-cycles.py --self-test
+python3 scripts/check-import-cycles.py crates/*/src tools/*/src
+
+echo "docs: 4 passed, 0 failed"

@@ -1,4 +1,4 @@
-//! Issue 22 item 2 against real masters: a Release right after an Extend
+//! Against real masters: a Release right after an Extend
 //! must not be overtaken by the Extend's background re-creation of a key a
 //! master had lost. Master 2 has lost the key (as after a restart without
 //! data), master 3 hangs (SIGSTOP); the client extends, then releases. The

@@ -12,16 +12,15 @@
 //! the masters: a burst call answered UNAVAILABLE while every master is
 //! healthy and its replica up is a violation ([`check`]).
 
-use crate::checks::{Check, Findings, Violation};
 use crate::clients::Shared;
 use crate::cluster::Cluster;
 use crate::faults::{Budget, Plan};
-use crate::figures::masters_faulted;
+use crate::figures::{masters_faulted, BurstFigures};
+use crate::findings::{Check, Findings, Violation};
 use crate::history::{Clock, Fault, Time};
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use redlockd_proto::pb::{AcquireRequest, ReleaseRequest};
 use redlockd_testkit::proxy::Mode;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,28 +55,6 @@ pub(crate) struct BurstCall {
     pub code: Option<tonic::Code>,
     /// The status message of a failure.
     pub message: String,
-}
-
-/// The figures of the bursts.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct BurstFigures {
-    /// Bursts fired.
-    pub bursts: usize,
-    /// Calls made.
-    pub calls: usize,
-    /// Granted.
-    pub granted: usize,
-    /// The others by code.
-    pub codes: BTreeMap<String, usize>,
-    /// UNAVAILABLE with every master healthy and the replica up.
-    pub unavailable_healthy: usize,
-    /// UNAVAILABLE with one or two masters faulted (a figure).
-    pub unavailable_faulted: usize,
-    /// Per burst: its first call sent, calls, granted, UNAVAILABLE.
-    pub per_burst: Vec<(Time, usize, usize, usize)>,
-    /// Bursts that could not run (their process failed): which, when,
-    /// and why.
-    pub failed: Vec<(usize, Time, String)>,
 }
 
 /// When the bursts start: where the plan has every master healthy for

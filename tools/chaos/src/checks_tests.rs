@@ -1,7 +1,8 @@
 //! The checkers over hand-made histories: each flags what it must, and
 //! nothing that the history does not prove.
 
-use crate::checks::{check, Check, Findings};
+use crate::checks::check;
+use crate::findings::{Check, Findings};
 use crate::history::{
     Failure, Fault, FaultKind, FencedOp, Grant, History, Kind, PlainWrite, RegisterLog,
     ReleaseRecord, Via, Window, Workload,

@@ -11,22 +11,9 @@
 //!   received (certainly later) has a greater fence, and two conflicting
 //!   grants never share one ([`Check::FenceOrder`]).
 
-use crate::checks::{describe, Check, Findings, Violation};
+use crate::findings::{describe, Check, Findings, KindFigures, Violation};
 use crate::history::{Grant, Kind, Time};
-use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// What the sweep saw besides violations.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct KindFigures {
-    /// Pairs of shared grants (distinct tokens) whose windows overlapped:
-    /// readers really shared.
-    pub shared_overlaps: usize,
-    /// Most permits of each limit held at once on one resource.
-    pub most_permits: BTreeMap<u32, usize>,
-    /// Pairs of grants of distinct kinds whose windows overlapped without
-    /// conflicting (permits of one limit, readers): the mix really mixed.
-    pub pairs_held_together: usize,
-}
+use std::collections::{HashMap, HashSet};
 
 /// Whether `a` and `b` exclude each other: distinct tokens and
 /// conflicting kinds.

@@ -1,7 +1,7 @@
 //! The figures of a run, computed from its history and the checkers'
 //! findings (printed by `report.rs`).
 
-use crate::checks::{Check, Findings};
+use crate::findings::{Check, Findings};
 use crate::history::{Attempt, Failure, Fault, FaultKind, History, Kind, Time, Via, Workload};
 use crate::leftovers::LeftoverFigures;
 use std::collections::BTreeMap;
@@ -77,7 +77,7 @@ pub(crate) struct Figures {
     /// Clients frozen mid-session (`crate::frozen`).
     pub frozen: crate::frozen::FrozenFigures,
     /// Bursts of Acquire calls (`crate::burst`).
-    pub bursts: crate::burst::BurstFigures,
+    pub bursts: BurstFigures,
     /// Whether the run mixed every kind on the hot resources (`--mix`).
     pub mixed: bool,
     /// What the mixed workload did (`crate::mix`, `crate::hold_retry`,
@@ -358,4 +358,26 @@ impl Figures {
         let (tried, granted) = self.availability;
         (tried > 0).then(|| 100.0 * granted as f64 / tried as f64)
     }
+}
+
+/// The figures of the bursts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BurstFigures {
+    /// Bursts fired.
+    pub bursts: usize,
+    /// Calls made.
+    pub calls: usize,
+    /// Granted.
+    pub granted: usize,
+    /// The others by code.
+    pub codes: BTreeMap<String, usize>,
+    /// UNAVAILABLE with every master healthy and the replica up.
+    pub unavailable_healthy: usize,
+    /// UNAVAILABLE with one or two masters faulted (a figure).
+    pub unavailable_faulted: usize,
+    /// Per burst: its first call sent, calls, granted, UNAVAILABLE.
+    pub per_burst: Vec<(Time, usize, usize, usize)>,
+    /// Bursts that could not run (their process failed): which, when,
+    /// and why.
+    pub failed: Vec<(usize, Time, String)>,
 }

@@ -16,9 +16,9 @@
 //! It also counts, as figures, the freezes during which the frozen lock passed
 //! on to another client, and the resumed children told their lock was gone.
 
-use crate::checks::{Check, Findings, Violation};
 use crate::clients::{ClientLog, Shared};
 use crate::cluster::BoxError;
+use crate::findings::{Check, Findings, Violation};
 use crate::frozen_child::{self, CHILD_FLAG};
 use crate::history::{Grant, History, ReleaseRecord, Time, Window, Workload};
 use rand::rngs::StdRng;

@@ -2,8 +2,8 @@
 //! flags what it must, and nothing more.
 
 use crate::burst::{self, BurstCall};
-use crate::checks::{Check, Findings};
 use crate::faults::{Budget, Plan, Planned};
+use crate::findings::{Check, Findings};
 use crate::frozen::{self, Ended, Freeze, FrozenLog, FrozenWrite};
 use crate::history::{Fault, FaultKind, Grant, History, Kind, Phases, Via, Window, Workload};
 use std::time::Duration;

@@ -14,8 +14,8 @@
 
 use crate::clients::{ClientLog, Shared};
 use crate::history::{Failure, ReleaseRecord, Time, Via};
+use crate::hold_stream::{self, acquire_request, follow, grant_of, open, Stop};
 use crate::mix::{self, Ask};
-use crate::sessions::{self, acquire_request, follow, grant_of, open, Stop};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::time::Duration;
@@ -41,8 +41,8 @@ pub(crate) async fn round(
     let home = id as usize;
     let request_id = mix::request_id(rng);
     let (replica, channel) = shared.routes.pick(home);
-    let request = acquire_request(resource, (ask, sessions::TTL), wait, Some(&request_id));
-    let kind = (sessions::grant_kind(ask), Via::Hold);
+    let request = acquire_request(resource, (ask, hold_stream::TTL), wait, Some(&request_id));
+    let kind = (hold_stream::grant_kind(ask), Via::Hold);
     let names = [resource.to_owned()];
     let mut first = match open(shared, channel, request, wait).await {
         Ok(open) => open,
@@ -65,7 +65,7 @@ pub(crate) async fn round(
     };
     let mut g1 = grant_of(shared, id, replica, ask, &first, Some(&request_id));
     let mut heard1 = first.received;
-    let until = clock.now() + sessions::between(rng, FIRST_MS);
+    let until = clock.now() + hold_stream::between(rng, FIRST_MS);
     let mut drained = 0;
     let stop = follow(
         shared,
@@ -91,12 +91,12 @@ pub(crate) async fn round(
         .map(|endpoint| endpoint.connect_lazy());
     let Some(channel) = fresh else {
         g1.cs_end = clock.now();
-        g1.release = Some(sessions::finish(shared, first, &g1).await);
+        g1.release = Some(hold_stream::finish(shared, first, &g1).await);
         log.grants.push(g1);
         return;
     };
     log.hold_retries += 1;
-    let request = acquire_request(resource, (ask, sessions::TTL), wait, Some(&request_id));
+    let request = acquire_request(resource, (ask, hold_stream::TTL), wait, Some(&request_id));
     let second = open(shared, channel, request, wait);
     tokio::pin!(second);
     // S1 lingers until the retry is answered, or [`LINGER`] at most (a
@@ -107,13 +107,13 @@ pub(crate) async fn round(
     g1.cs_end = closed_at;
     let outcome = match rng.random_bool(0.5) {
         true => {
-            let sessions::Open {
+            let hold_stream::Open {
                 requests,
                 mut events,
                 ..
             } = first;
             drop(requests);
-            sessions::released(shared, &mut events).await
+            hold_stream::released(shared, &mut events).await
         }
         false => {
             drop(first);
@@ -152,7 +152,7 @@ pub(crate) async fn round(
     log.hold_retries_granted += 1;
     let mut g2 = grant_of(shared, id, retry_replica, ask, &second, Some(&request_id));
     let mut heard2: Time = second.received;
-    let until = clock.now() + sessions::between(rng, AFTER_MS);
+    let until = clock.now() + hold_stream::between(rng, AFTER_MS);
     let stop = follow(
         shared,
         &mut second.events,
@@ -164,7 +164,7 @@ pub(crate) async fn round(
     .await;
     g2.cs_end = clock.now();
     if stop == Stop::Done {
-        g2.release = Some(sessions::finish(shared, second, &g2).await);
+        g2.release = Some(hold_stream::finish(shared, second, &g2).await);
     }
     log.drained += drained;
     log.grants.push(g2);

@@ -16,7 +16,7 @@
 //! the whole span from the send to the last master's answer. The rest are
 //! figures: keys left on a minority, or with a fault around.
 
-use crate::checks::{Check, Findings, Violation};
+use crate::findings::{Check, Findings, Violation};
 use crate::history::{Fault, Time};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

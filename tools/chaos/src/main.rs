@@ -44,6 +44,7 @@ mod cluster;
 mod exclusion;
 mod faults;
 mod figures;
+mod findings;
 mod frozen;
 mod frozen_child;
 #[cfg(test)]
@@ -51,6 +52,7 @@ mod frozen_tests;
 mod history;
 mod history_file;
 mod hold_retry;
+mod hold_stream;
 mod interleavings;
 mod leftovers;
 mod mix;

@@ -2,7 +2,7 @@
 //! loses no acknowledged update; the fenced one refuses no valid holder and
 //! applies no write of a superseded one.
 
-use crate::checks::{describe, Check, Findings, Violation};
+use crate::findings::{describe, Check, Findings, Violation};
 use crate::history::{Grant, RegisterLog, Time};
 use std::collections::HashMap;
 

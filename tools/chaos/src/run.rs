@@ -3,11 +3,12 @@
 //! stops, the history is checked and turned into figures.
 
 use crate::burst;
-use crate::checks::{self, Check};
+use crate::checks;
 use crate::clients::{self, ClientLog, Profile, Shared};
 use crate::cluster::{BoxError, Cluster};
 use crate::faults::{self, Budget, Schedule};
 use crate::figures::Figures;
+use crate::findings::{Check, Findings};
 use crate::frozen;
 use crate::history::{Clock, History};
 use crate::mix::{self, Menu};
@@ -358,7 +359,7 @@ fn assemble(logs: Vec<ClientLog>) -> History {
 }
 
 /// The first violations of each check, with their evidence, on stderr.
-fn show_violations(findings: &checks::Findings) {
+fn show_violations(findings: &Findings) {
     for check in Check::ALL {
         let of_check = findings.violations.iter().filter(|v| v.check == check);
         for violation in of_check.clone().take(SHOWN_PER_CHECK) {

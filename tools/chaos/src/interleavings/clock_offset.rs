@@ -1,4 +1,4 @@
-//! Issue 22 item 6: a master whose clock is ahead by [`OFFSET`], far beyond
+//! A master whose clock is ahead by [`OFFSET`], far beyond
 //! `redlock.max_clock_offset` (1 s by default) and `max_ttl`: master 0 runs
 //! under libfaketime ([`super::skewed`]). Checks:
 //! - the replica measures the offset (`redlock_node_clock_offset_seconds`

@@ -1,7 +1,7 @@
-//! Issue 22 item 4: a flapping master. Master 0's proxy closes every open
+//! A flapping master. Master 0's proxy closes every open
 //! connection every [`FLAP_EVERY`] for [`FLAP_FOR`] (the daemon's errors
 //! and reconnections come faster than its watchers may read them), while a
-//! client keeps the replica busy. Then the trap of item 3's argument: a
+//! client keeps the replica busy. Then the trap the restart quarantine exists for: a
 //! holder H takes a lock while masters 3 and 4 are unreachable, so it holds
 //! it on 0, 1 and 2 only; 3 and 4 come back, and master 0 restarts empty.
 //! Checks, for as long as H's lock is valid:

@@ -1,4 +1,4 @@
-//! Issue 22, idempotent acquisition (`AcquireRequest.request_id`) on the
+//! Idempotent acquisition (`AcquireRequest.request_id`) on the
 //! slow client link of [`super::slow_link`]: the late client sends a fresh
 //! request id per round, with a gRPC deadline barely above its wait, while
 //! a fast holder releases the resource before that deadline (early in

@@ -1,4 +1,4 @@
-//! Issue 22 item 1: a slow client link with short deadlines. A late client
+//! A slow client link with short deadlines. A late client
 //! reaches the replica through a fault proxy that delays every chunk by
 //! [`LINK`] each way, and calls Acquire with a gRPC deadline barely above
 //! its wait, while a fast holder releases the resource at a random instant
