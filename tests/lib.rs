@@ -1,2 +1,3 @@
-//! redlockd's integration tests live in the `[[test]]` targets of this
-//! package; this library is empty.
+//! redlockd's integration tests are the files of `tests/tests/`, each a test
+//! binary Cargo finds by itself (shared helpers in `tests/tests/common/`);
+//! this library is empty.

@@ -472,7 +472,7 @@ mod tests {
             quarantine: ms(3_000 + 32 + 4_100 + 1_000),
         };
         let plan = plan(Schedule::Full, 1, Duration::from_secs(40), 5, budget, true);
-        // The kinds `tests/short_runs.rs` asks of that run (a slow master
+        // The kinds `tests/tests/short_runs.rs` asks of that run (a slow master
         // is not among them: the rolling restart leaves little room).
         let required = [
             FaultKind::MasterRestart,

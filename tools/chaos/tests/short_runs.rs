@@ -87,7 +87,7 @@ fn full_schedule_finds_no_violation() {
     // waits up to 3 s for a holding session, but on a starved CI box the
     // session can finish its work before the daemon handles SIGTERM (seen
     // once in several runs). The draining event itself is asserted
-    // deterministically by tests/draining.rs; here the figure is printed.
+    // deterministically by tests/tests/draining.rs; here the figure is printed.
     assert!(number(&json, &["session_grants"]) > 0, "{json}");
     eprintln!(
         "sessions told of a drain: {}",

@@ -52,7 +52,7 @@
 //!   (`per_kind_fences`: a permit reads and raises the resource's `max`).
 //!   A third switch, `recreate_across_kinds`, is the scripts as they are in
 //!   main: RECREATE looks only at its own key. The model found that this
-//!   breaks exclusion (D4, `tests/check.rs`); its default is the fix it
+//!   breaks exclusion (D4, `tests/tests/check.rs`); its default is the fix it
 //!   suggests (RECREATE refuses where the kind's acquire would answer a
 //!   conflict), which is not in main yet.
 //!
@@ -101,7 +101,7 @@
 //!
 //! # Bounds
 //!
-//! Each test of `tests/check.rs` is one bounded world (its clients, their
+//! Each test of `tests/tests/check.rs` is one bounded world (its clients, their
 //! attempts and extensions, its fault budget), checked exhaustively by
 //! depth-first search with the masters' symmetry (states that differ by
 //! the masters' order, or by the numbering of rounds, are one). Its doc

@@ -28,7 +28,7 @@
 //! parameters (and 5 with earlier ones) found no violation; the retry arrives after that release too often for the
 //! race to show here. The turns are pinned by
 //! `service::tests::idempotent::a_retry_right_after_deadline_exceeded_keeps_its_lock`
-//! (fails without them) and by `tests/idempotent_acquire.rs`.
+//! (fails without them) and by `tests/tests/idempotent_acquire.rs`.
 
 use super::rig::{acquire, acquire_as, held, release, validity, Rig};
 use super::slow_link::LINK;

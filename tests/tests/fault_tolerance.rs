@@ -4,7 +4,7 @@
 //! re-grants a held lock: the counterfactual), Extend puts lost keys back,
 //! hung masters cost at most node_timeout, and replicas or one server listed
 //! twice never count toward a quorum. More on the horizon quarantine:
-//! tests/restart_quarantine.rs.
+//! tests/tests/restart_quarantine.rs.
 
 mod common;
 
