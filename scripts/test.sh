@@ -3,9 +3,9 @@
 # It installs what the tests need (scripts/setup.sh), then runs each step
 # with its own time bound:
 #   lint        cargo fmt --check; cargo clippy --workspace --all-targets -D warnings
-#   docs        every relative link and #anchor of the Markdown resolves, no
-#               import circle in any crate (scripts/check-import-cycles.py),
-#               (scripts/check-links.py), shellcheck scripts/*.sh, and rustdoc
+#   docs        every relative link and #anchor of the Markdown resolves
+#               (scripts/check-links.py), no import circle in any crate
+#               (scripts/check-import-cycles.py), shellcheck scripts/*.sh, rustdoc
 #               with -D warnings: cargo doc --workspace --no-deps
 #               --document-private-items
 #               (scripts/check-docs.sh)
