@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks the Java client library (clients/java, Maven `dev.redlockd:redlockd-client`):
-# `mvn -B -q verify`, which generates the stubs from proto/redlock/v1/lock.proto
-# (protoc and grpc-java's code generator from Maven Central), compiles with
+# first, that its copy of the contract (clients/java/src/main/proto/redlock/v1/
+# *.proto) equals proto/redlock/v1/; then `mvn -B -q verify`, which generates
+# the stubs from that copy (protoc and grpc-java's code generator from Maven
+# Central; the build reads nothing outside clients/java), compiles with
 # -Xlint:all, and runs the JUnit 5 tests against real daemons (the workspace's
 # target/debug/redlockd, or $REDLOCKD_BIN; masters from $REDLOCKD_VALKEY_BIN).
 # The Maven repository lives under target/m2 (kept between runs). Bounded;
@@ -31,6 +33,23 @@ if [ -z "${REDLOCKD_BIN:-}" ]; then
   # no-op after it; `-p redlockd` alone would rebuild the dependencies.
   timeout 1200 cargo build -q --workspace --bins
 fi
+
+echo "--- the library's contract is proto/redlock/v1/"
+for contract in proto/redlock/v1/*.proto; do
+  copy="$pkg/src/main/proto/redlock/v1/${contract##*/}"
+  if ! cmp -s "$contract" "$copy"; then
+    diff -u "$contract" "$copy" >&2 || true
+    echo "check-java-client: clients/java/src/main/proto/redlock/v1/${contract##*/} differs from the contract; copy it:" >&2
+    echo "  cp $contract clients/java/src/main/proto/redlock/v1/" >&2
+    exit 1
+  fi
+done
+for copy in "$pkg"/src/main/proto/redlock/v1/*.proto; do
+  if [ ! -f "proto/redlock/v1/${copy##*/}" ]; then
+    echo "check-java-client: clients/java/src/main/proto/redlock/v1/${copy##*/} is not in the contract; remove it" >&2
+    exit 1
+  fi
+done
 
 echo "--- mvn verify (clients/java)"
 status=0
