@@ -61,11 +61,15 @@ public final class Lease implements AutoCloseable {
   }
 
   /**
-   * How long before the last known validity ends the lease counts the lock as lost when no
-   * extension arrived: a tenth of the ttl, from 50 ms to 2 s (as redlockctl and the other clients
-   * do). It covers the time an event spends in transit.
+   * The loss margin: how long before the last known validity ends a lease counts its lock as lost
+   * when no extension arrived ({@link #lost()} completes, {@link #check()} throws): a tenth of the
+   * ttl, from 50 ms to 2 s (as redlockctl and the other clients do; Go's {@code StopMargin}). It
+   * covers the time an event spends in transit. Stop writing under the lock by then.
+   *
+   * @param ttl the ttl the lease was opened with
+   * @return the margin for that ttl
    */
-  static Duration stopMargin(Duration ttl) {
+  public static Duration stopMargin(Duration ttl) {
     long tenth = ttl.toMillis() / 10;
     return Duration.ofMillis(Math.min(2000L, Math.max(50L, tenth)));
   }
