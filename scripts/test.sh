@@ -39,6 +39,9 @@
 #               process contend through Hold; no overlap, fences increasing
 #               (scripts/check-fourway.sh; reuses the four client steps' caches)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
+#   readmes     each client README's install and first call, literally, from
+#               a source tarball of the committed tree, against redlockd --dev
+#               (scripts/check-client-readmes.sh)
 #   image       the Dockerfile's build recipe (scripts/check-image-recipe.sh)
 #   deploy      the compose file, Kubernetes manifests, Prometheus configs,
 #               alert rules (promtool test rules) and dashboard, offline
@@ -53,7 +56,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint docs rust model python chaos history node go java conformance fourway contract quickstart image deploy)
+all=(lint docs rust model python chaos history node go java conformance fourway contract quickstart readmes image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -106,6 +109,8 @@ for name in "${steps[@]}"; do
       step fourway 600 bash scripts/check-fourway.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
+    readmes)
+      step readmes 900 bash scripts/check-client-readmes.sh ;;
     image)
       step image 1800 bash scripts/check-image-recipe.sh ;;
     deploy)
