@@ -18,6 +18,7 @@
 //! Every refusal is counted in `redlock_auth_denied_total` by its reason
 //! ([`Denied::reason`]), where it is decided.
 
+use super::denied::Denied;
 use super::rate::RateLimits;
 use crate::config::{AuthConfig, LimitsConfig};
 use rustls::pki_types::CertificateDer;
@@ -26,82 +27,6 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Status};
-
-/// Why a caller is turned away before its request is looked at.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Denied {
-    /// No `authorization` metadata, or not `Bearer <token>`, and no client
-    /// certificate that identifies a client.
-    #[error(
-        "missing credentials: send `authorization: Bearer <token>`, or connect with a client \
-         certificate named in auth.clients.certificate_san"
-    )]
-    NoCredentials,
-    /// A bearer token no configured client has, or a client certificate
-    /// whose subjectAltNames name no configured client (or several).
-    #[error("invalid credentials")]
-    BadCredentials,
-    /// The identity may not act on this resource.
-    #[error("resource: outside the namespaces of client {client:?}")]
-    OutsideNamespaces {
-        /// The identity's configured short name.
-        client: String,
-    },
-    /// The identity lacks the admin role `LockAdmin` needs.
-    #[error("client {client:?} has no admin role (auth.admins); LockAdmin needs one")]
-    NotAdmin {
-        /// The identity's configured short name.
-        client: String,
-    },
-    /// The identity's token bucket is empty.
-    #[error("rate limit of {client:?} exceeded (limits.rate_per_second = {rate}); retry later")]
-    RateLimited {
-        /// The identity's short name (`anonymous` without auth).
-        client: String,
-        /// The configured rate.
-        rate: u32,
-    },
-    /// Too many calls in progress on this connection.
-    #[error(
-        "too many calls in progress on this connection (limits.max_calls_per_connection = {max})"
-    )]
-    TooManyCalls {
-        /// The configured cap.
-        max: usize,
-    },
-    /// The identity has its quota of open sessions or waiting
-    /// acquisitions (`super::quota`).
-    #[error("{client:?} has {max} {what} open already (limits.max_{what}_per_identity)")]
-    IdentityQuota {
-        /// The identity's short name (`anonymous` without auth).
-        client: String,
-        /// `sessions` or `waiters`.
-        what: &'static str,
-        /// The configured quota.
-        max: usize,
-    },
-}
-
-impl Denied {
-    /// The `reason` label of `redlock_auth_denied_total`: a fixed, short
-    /// kind, never a client, token or resource.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Denied::NoCredentials | Denied::BadCredentials => "unauthenticated",
-            Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => "permission_denied",
-            Denied::RateLimited { .. } => "rate_limited",
-            Denied::TooManyCalls { .. } => "too_many_calls",
-            Denied::IdentityQuota { .. } => "identity_quota",
-        }
-    }
-
-    /// Counts this refusal and hands it back, for `map_err`/`Err(..)`
-    /// at the point where it is decided.
-    pub fn counted(self) -> Denied {
-        crate::metrics::auth_denied(self.reason());
-        self
-    }
-}
 
 /// Who a request is charged to for the rate limit and the per-identity
 /// quotas: the client's name with authentication, the peer's IP address

@@ -9,7 +9,8 @@
 //! and the session's slot (`limits.max_sessions`) is taken only once it
 //! has: a stream that never speaks cannot hold a slot.
 
-use super::auth::{Denied, Gatekeeper, Identity};
+use super::auth::{Gatekeeper, Identity};
+use super::denied::Denied;
 use super::drain::{Drain, Phase};
 use super::quota::{Quota, QuotaSlot};
 use super::rate::CallSlot;

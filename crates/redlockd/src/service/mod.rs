@@ -5,6 +5,7 @@
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
+pub(crate) mod denied;
 pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
@@ -27,7 +28,8 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::{Holder, Lock, LockError, Redlock};
-use auth::{Denied, Gatekeeper};
+use auth::Gatekeeper;
+use denied::Denied;
 use futures::FutureExt;
 use rate::{CallSlot, ConnectionCalls};
 use std::future::Future;

@@ -115,7 +115,7 @@ impl ConnectionCalls {
                 // Counted here, where the refusal is decided, like the
                 // other refusals in `auth.rs`.
                 crate::metrics::auth_denied(
-                    super::auth::Denied::TooManyCalls { max: self.max }.reason(),
+                    super::denied::Denied::TooManyCalls { max: self.max }.reason(),
                 );
                 return Err(self.max);
             }
