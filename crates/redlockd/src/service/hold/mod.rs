@@ -19,7 +19,7 @@ mod registry;
 mod session;
 
 pub use registry::SessionRegistry;
-pub(crate) use registry::Sessions;
+pub(crate) use registry::{OpenSessions, Sessions};
 
 use super::auth::Gatekeeper;
 use super::denied::Denied;
