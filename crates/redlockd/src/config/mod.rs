@@ -26,11 +26,12 @@
 //! warnings and the `Debug` output pass URLs through [`redact_url`].
 
 mod http;
+mod limits;
 mod nodes;
 mod quarantine;
 mod redact;
 mod security;
-mod sessions;
+mod telemetry;
 mod testing;
 #[cfg(test)]
 mod tests;
@@ -45,12 +46,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use http::HttpConfig;
+pub use limits::{LimitsConfig, SessionConfig};
 use nodes::{deserialize_nodes, parse_node};
 pub use quarantine::RestartQuarantine;
 use redact::redact_text;
 pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
-pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
+pub use telemetry::{LogConfig, LogFormat, MetricsConfig};
 pub use testing::{Counterfactuals, TestingConfig};
 pub use validate::{
     ValidConfig, DRIFT_FACTOR_LIMIT, KEEPALIVE_MAX, KEEPALIVE_MIN, MAX_REQUEST_BYTES_LIMIT,

@@ -63,7 +63,7 @@ impl Conn {
     }
 
     /// The connection's open streams, for a server that counts its calls
-    /// itself (the HTTP gateway) rather than through `conn::idle`.
+    /// itself (the HTTP gateway) rather than through `conn::streams`.
     pub(crate) fn activity(&self) -> std::sync::Arc<super::gate::Activity> {
         std::sync::Arc::clone(&self.admitted.activity)
     }

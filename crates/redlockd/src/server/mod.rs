@@ -13,7 +13,7 @@ pub use engine::{build_engine, engine_settings, node_settings, Engine};
 use crate::config::{Config, ValidConfig};
 use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
-use crate::conn::idle::StreamsLayer;
+use crate::conn::streams::StreamsLayer;
 use crate::metrics::MetricsError;
 use crate::node::NodeSetupError;
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
@@ -23,7 +23,7 @@ use crate::service::auth::Gatekeeper;
 use crate::service::drain::{self, Drain, DrainControl};
 use crate::service::hold::{OpenSessions, Sessions};
 use crate::service::rate::ConnectionCalls;
-use crate::service::{request::Limits, AdminApi, LockApi};
+use crate::service::{request::RequestBounds, AdminApi, LockApi};
 use crate::{health, metrics_endpoint};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
@@ -228,7 +228,7 @@ async fn build_services(
     let gate = Gatekeeper::new(&config.auth, &config.limits);
     let admin_service = LockAdminServiceServer::new(AdminApi::new(
         engine.redlock.clone(),
-        Limits::from(&config.redlock),
+        RequestBounds::from(&config.redlock),
         gate.clone(),
         sessions.registry(),
     ))
@@ -241,7 +241,7 @@ async fn build_services(
     };
     let api = Arc::new(LockApi::new(
         engine.redlock.clone(),
-        Limits::from(&config.redlock),
+        RequestBounds::from(&config.redlock),
         sessions,
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),

@@ -13,7 +13,7 @@ pub mod inbound;
 pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
 pub use hold::SessionRegistry;
-pub use request::Limits;
+pub use request::RequestBounds;
 #[cfg(test)]
 mod props;
 pub(crate) mod quota;
@@ -48,7 +48,7 @@ const ANSWER_SLACK: Duration = Duration::from_millis(1);
 /// The `redlock.v1.LockService` implementation.
 pub struct LockApi {
     engine: Arc<Redlock>,
-    limits: Limits,
+    limits: RequestBounds,
     sessions: hold::Sessions,
     /// Identities (set by the interceptor) and their namespaces.
     gate: Gatekeeper,
@@ -65,7 +65,7 @@ impl LockApi {
     /// `deadline_reserve` before a caller's deadline.
     pub fn new(
         engine: Arc<Redlock>,
-        limits: Limits,
+        limits: RequestBounds,
         sessions: hold::Sessions,
         gate: Gatekeeper,
         calls: ConnectionCalls,

@@ -5,14 +5,14 @@
 
 use super::auth::Identity;
 use super::inbound::{to_command, Rpc};
-use super::request::Limits;
+use super::request::RequestBounds;
 use crate::pb;
 use proptest::prelude::*;
 use std::time::Duration;
 use tonic::Code;
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> RequestBounds {
+    RequestBounds {
         min_ttl: Duration::from_millis(10),
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),

@@ -28,7 +28,7 @@ pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid
 
 /// The bounds requests are checked against, from the `redlock` configuration.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub struct RequestBounds {
     /// Shortest ttl accepted.
     pub min_ttl: Duration,
     /// Longest ttl accepted.
@@ -47,9 +47,9 @@ pub struct Limits {
     pub max_hold_at_least: Duration,
 }
 
-impl From<&RedlockConfig> for Limits {
-    fn from(config: &RedlockConfig) -> Limits {
-        Limits {
+impl From<&RedlockConfig> for RequestBounds {
+    fn from(config: &RedlockConfig) -> RequestBounds {
+        RequestBounds {
             min_ttl: config.min_ttl,
             max_ttl: config.max_ttl,
             max_wait: config.max_wait,
@@ -111,7 +111,7 @@ pub struct LockRef {
     pub token: Token,
 }
 
-impl Limits {
+impl RequestBounds {
     /// Checks an Acquire.
     pub fn acquire(&self, request: pb::AcquireRequest) -> Result<AcquireArgs, InvalidRequest> {
         if request.owner.len() > MAX_OWNER_LEN {
@@ -337,8 +337,8 @@ fn token(text: &str) -> Result<Token, InvalidRequest> {
 mod tests {
     use super::*;
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> RequestBounds {
+        RequestBounds {
             min_ttl: Duration::from_millis(10),
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(300),

@@ -2,10 +2,10 @@
 //! once, see `crate::redlock::multi`): every name as valid as a single
 //! `resource`, none twice, at most `redlock.max_resources_per_lock`.
 
-use super::request::{invalid, InvalidRequest, Limits};
+use super::request::{invalid, InvalidRequest, RequestBounds};
 use std::collections::HashSet;
 
-impl Limits {
+impl RequestBounds {
     /// Checks `resources`, given instead of `resource` (which must then be
     /// empty). Returns the first resource and the whole list, in the order
     /// asked. Every failure names `resources`.
@@ -56,8 +56,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> RequestBounds {
+        RequestBounds {
             min_ttl: Duration::from_millis(10),
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(300),
