@@ -111,6 +111,25 @@ pub struct LockRef {
     pub token: Token,
 }
 
+/// A checked request that names one held lock (Extend, Release,
+/// Validate): its resource and token, for the handlers' shared prologue.
+pub(crate) trait NamesLock {
+    /// The lock's resource and token.
+    fn lock(&self) -> (&str, &Token);
+}
+
+impl NamesLock for ExtendArgs {
+    fn lock(&self) -> (&str, &Token) {
+        (&self.resource, &self.token)
+    }
+}
+
+impl NamesLock for LockRef {
+    fn lock(&self) -> (&str, &Token) {
+        (&self.resource, &self.token)
+    }
+}
+
 impl RequestBounds {
     /// Checks an Acquire.
     pub fn acquire(&self, request: pb::AcquireRequest) -> Result<AcquireArgs, InvalidRequest> {
