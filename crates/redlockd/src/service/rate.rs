@@ -113,7 +113,7 @@ impl ConnectionCalls {
             let count = open.entry(peer).or_insert(0);
             if *count >= self.max.saturating_mul(2) {
                 // Counted here, where the refusal is decided, like the
-                // other refusals in `auth.rs`.
+                // other refusals (`Denied::counted`).
                 crate::metrics::auth_denied(
                     super::denied::Denied::TooManyCalls { max: self.max }.reason(),
                 );
