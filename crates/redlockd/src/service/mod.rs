@@ -19,7 +19,6 @@ mod props;
 pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;
-mod request_multi;
 pub(crate) mod status;
 #[cfg(test)]
 mod tests;

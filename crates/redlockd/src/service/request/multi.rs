@@ -2,7 +2,7 @@
 //! once, see `crate::redlock::multi`): every name as valid as a single
 //! `resource`, none twice, at most `redlock.max_resources_per_lock`.
 
-use super::request::{invalid, InvalidRequest, RequestBounds};
+use super::{invalid, InvalidRequest, RequestBounds};
 use std::collections::HashSet;
 
 impl RequestBounds {
