@@ -14,8 +14,6 @@ pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
 pub use hold::SessionRegistry;
 pub use request::RequestBounds;
-#[cfg(test)]
-mod props;
 pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;

@@ -41,6 +41,7 @@ use tonic::{Code, Request, Status, Streaming};
 mod draining;
 mod idempotent;
 mod lost;
+mod props;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const RESOURCE: &str = "orders/42";

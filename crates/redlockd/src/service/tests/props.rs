@@ -3,10 +3,10 @@
 //! PERMISSION_DENIED for a foreign namespace); nothing panics, and what
 //! passes keeps every rule.
 
-use super::auth::Identity;
-use super::inbound::{to_command, Rpc};
-use super::request::RequestBounds;
 use crate::pb;
+use crate::service::auth::Identity;
+use crate::service::inbound::{to_command, Rpc};
+use crate::service::request::RequestBounds;
 use proptest::prelude::*;
 use std::time::Duration;
 use tonic::Code;
