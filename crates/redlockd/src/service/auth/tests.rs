@@ -4,17 +4,22 @@
 use super::*;
 use crate::config::ClientConfig;
 
+/// The client `orders`, with a bearer token, limited to `orders/`.
+fn orders() -> ClientConfig {
+    ClientConfig {
+        max_sessions: None,
+        max_waiters: None,
+        name: "orders".into(),
+        token_sha256: Some(token_sha256("secret-orders")),
+        certificate_san: None,
+        namespaces: vec!["orders/".into()],
+    }
+}
+
 fn keeper() -> Gatekeeper {
     let auth = AuthConfig {
         admins: Vec::new(),
-        clients: vec![ClientConfig {
-            max_sessions: None,
-            max_waiters: None,
-            name: "orders".into(),
-            token_sha256: Some(token_sha256("secret-orders")),
-            certificate_san: None,
-            namespaces: vec!["orders/".into()],
-        }],
+        clients: vec![orders()],
     };
     Gatekeeper::new(&auth, &LimitsConfig::default())
 }
@@ -82,14 +87,7 @@ fn certificate_identities() {
         clients: vec![
             client("jobs", "jobs.clients.test"),
             client("batch", "spiffe://example.test/batch"),
-            ClientConfig {
-                max_sessions: None,
-                max_waiters: None,
-                name: "orders".into(),
-                token_sha256: Some(token_sha256("secret-orders")),
-                certificate_san: None,
-                namespaces: vec!["orders/".into()],
-            },
+            orders(),
         ],
     };
     let k = Gatekeeper::new(&auth, &LimitsConfig::default());

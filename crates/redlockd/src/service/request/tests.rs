@@ -2,7 +2,8 @@
 
 use super::*;
 
-fn limits() -> RequestBounds {
+/// The bounds the tests check against (also `multi.rs`'s tests).
+pub(super) fn limits() -> RequestBounds {
     RequestBounds {
         min_ttl: Duration::from_millis(10),
         max_ttl: Duration::from_secs(3600),
