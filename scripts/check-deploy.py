@@ -78,9 +78,9 @@ def load_yaml_docs(path):
 
 
 def exported_metrics():
-    """Names declared in crates/redlockd/src/metrics.rs, with the series a
+    """Names declared in crates/redlockd/src/metrics/names.rs, with the series a
     histogram adds, and the standard process metrics it exports."""
-    source = (REPO / "crates/redlockd/src/metrics.rs").read_text(encoding="utf-8")
+    source = (REPO / "crates/redlockd/src/metrics/names.rs").read_text(encoding="utf-8")
     names = set(re.findall(r'"(redlock_[a-z0-9_]+)"', source))
     histograms = set(re.findall(r"\(\s*([A-Z_]+),\s*Kind::Histogram", source))
     consts = dict(re.findall(r'const ([A-Z_]+): &str = "(redlock_[a-z0-9_]+)"', source))

@@ -10,14 +10,14 @@
 
 use redlockd::service::Identity;
 use redlockd::service::inbound::{to_command, Rpc};
-use redlockd::service::Limits;
+use redlockd::service::RequestBounds;
 use std::time::Duration;
 
 fn check(data: &[u8]) {
     let Some((&selector, message)) = data.split_first() else {
         return;
     };
-    let limits = Limits {
+    let limits = RequestBounds {
         min_ttl: Duration::from_millis(10),
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),

@@ -619,7 +619,7 @@ fn kubernetes_examples_are_consistent() {
 fn dashboard_uses_real_metrics() {
     let text = repo_file("deploy/grafana/redlockd-dashboard.json");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    let declared = repo_file("crates/redlockd/src/metrics.rs");
+    let declared = repo_file("crates/redlockd/src/metrics/names.rs");
     let panels = dashboard["panels"].as_array().expect("panels");
     assert!(!panels.is_empty());
     for panel in panels {

@@ -26,31 +26,32 @@
 //! warnings and the `Debug` output pass URLs through [`redact_url`].
 
 mod http;
+mod limits;
+mod load;
 mod nodes;
 mod quarantine;
 mod redact;
 mod security;
-mod sessions;
+mod telemetry;
 mod testing;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod warnings;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 pub use http::HttpConfig;
-use nodes::{deserialize_nodes, parse_node};
+pub use limits::{LimitsConfig, SessionConfig};
+use nodes::deserialize_nodes;
 pub use quarantine::RestartQuarantine;
-use redact::redact_text;
 pub use redact::redact_url;
 pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
-pub use sessions::{LimitsConfig, LogConfig, LogFormat, MetricsConfig, SessionConfig};
+pub use telemetry::{LogConfig, LogFormat, MetricsConfig};
 pub use testing::{Counterfactuals, TestingConfig};
 pub use validate::{
     ValidConfig, DRIFT_FACTOR_LIMIT, KEEPALIVE_MAX, KEEPALIVE_MIN, MAX_REQUEST_BYTES_LIMIT,
@@ -361,151 +362,6 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Built-in defaults, then the TOML file at `path` (if given; it must
-    /// exist), then environment variables `REDLOCKD__<SECTION>__<KEY>` from
-    /// the real process environment; then [`validate`](Self::validate).
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let config = Self::read(path)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Like [`load`](Self::load) but without [`validate`](Self::validate),
-    /// for callers that fill in part of the configuration themselves first
-    /// (`redlockd --dev` supplies the masters it starts).
-    pub fn read(path: Option<&Path>) -> Result<Config, ConfigError> {
-        Self::load_from(path, None)
-    }
-
-    /// Same as [`load`](Self::load), but with the environment given
-    /// explicitly, so tests need not change the process environment.
-    pub fn load_with_env(
-        path: Option<&Path>,
-        env: HashMap<String, String>,
-    ) -> Result<Config, ConfigError> {
-        let config = Self::load_from(path, Some(env.into_iter().collect()))?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    fn load_from(
-        path: Option<&Path>,
-        env: Option<config::Map<String, String>>,
-    ) -> Result<Config, ConfigError> {
-        let mut builder = config::Config::builder();
-        if let Some(path) = path {
-            builder = builder.add_source(
-                config::File::from(path)
-                    .format(config::FileFormat::Toml)
-                    .required(true),
-            );
-        }
-        // No `try_parsing`: it would turn a string such as a key prefix of
-        // "007" into the integer 7 (and "1.50" into "1.5"). Numbers parse
-        // from strings anyway when the target field is numeric, and the
-        // comma-separated `nodes` list is split by `deserialize_nodes`.
-        builder = builder.add_source(
-            config::Environment::with_prefix(ENV_PREFIX)
-                .prefix_separator(ENV_SEPARATOR)
-                .separator(ENV_SEPARATOR)
-                .source(env),
-        );
-        let loaded: Config = builder
-            .build()
-            .and_then(config::Config::try_deserialize)
-            .map_err(|e| ConfigError::Load(redact_text(&e.to_string())))?;
-        Ok(loaded)
-    }
-
-    /// Non-fatal advice to log at start-up: a setup that works but is weaker
-    /// than it looks (too few masters, an even count, no drift allowance, a
-    /// password sent in clear).
-    pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let r = &self.redlock;
-        let n = r.nodes.len();
-        if (1..3).contains(&n) {
-            out.push(format!(
-                "redlock.nodes has {n} master{}: fewer than 3 cannot survive the loss of any master \
-                 (the quorum is {}); 5 independent masters are recommended",
-                if n == 1 { "" } else { "s" },
-                n / 2 + 1
-            ));
-        } else if n >= 4 && n.is_multiple_of(2) {
-            out.push(format!(
-                "redlock.nodes has {n} masters: an even count survives no more lost masters than \
-                 {} (the quorum is {}); use an odd count",
-                n - 1,
-                n / 2 + 1
-            ));
-        }
-        if r.quarantine == RestartQuarantine::Off {
-            out.push(
-                "redlock.restart_quarantine is off: a master that restarts without its data \
-                 votes at once and can grant a lock that is still held; keep it off only for \
-                 masters that persist every write (appendfsync always)"
-                    .to_owned(),
-            );
-        }
-        if self.testing.counterfactuals.any() {
-            out.push(format!(
-                "testing.counterfactuals = {:?}: the masters' scripts re-introduce fixed defects \
-                 that let two clients hold one lock; for the safety checkers only, never in \
-                 production",
-                self.testing.counterfactuals.names()
-            ));
-        }
-        if r.drift_factor == 0.0 {
-            out.push(
-                "redlock.drift_factor is 0: no allowance for clock rate differences between \
-                 masters, so a client may trust a lock a little after a master has expired it"
-                    .to_owned(),
-            );
-        }
-        // A password from [masters] (file or variable) goes to every
-        // master whose URL has none of its own.
-        let shared = if self.masters.password_file.is_some() {
-            Some("masters.password_file")
-        } else if self.masters.password_env.is_some() {
-            Some("masters.password_env")
-        } else {
-            None
-        };
-        for url in &r.nodes {
-            if let Ok(node) = parse_node(url) {
-                if node.tls || node.is_loopback() {
-                    continue;
-                }
-                if node.has_password {
-                    out.push(format!(
-                        "redlock.nodes: {} sends its password unencrypted; use rediss://",
-                        redact_url(url)
-                    ));
-                } else if let Some(source) = shared {
-                    out.push(format!(
-                        "redlock.nodes: {} is sent the password of {source} unencrypted; use \
-                         rediss://",
-                        redact_url(url)
-                    ));
-                }
-            }
-        }
-        for client in &self.auth.clients {
-            if client
-                .token_sha256
-                .as_deref()
-                .is_some_and(security::is_weak_token_hash)
-            {
-                out.push(format!(
-                    "auth.clients: the token of {:?} is a common word; generate one with \
-                     `openssl rand -hex 32`",
-                    client.name
-                ));
-            }
-        }
-        out
-    }
-
     /// Number of masters in `redlock.nodes` (the `N` of Redlock; the quorum
     /// is `N/2 + 1`).
     pub fn node_count(&self) -> usize {

@@ -1,6 +1,6 @@
 //! The security settings: client identities and their namespaces
 //! (`[auth]`), per-identity and per-connection limits (`[limits]`, in
-//! `sessions.rs`), and TLS for the gRPC port (`[server.tls]`).
+//! `limits.rs`), and TLS for the gRPC port (`[server.tls]`).
 //!
 //! Client tokens are stored as SHA-256 hashes, never in plain text. A slow
 //! password hash (argon2, bcrypt) is unnecessary here: those protect

@@ -63,7 +63,7 @@ impl Conn {
     }
 
     /// The connection's open streams, for a server that counts its calls
-    /// itself (the HTTP gateway) rather than through `conn::idle`.
+    /// itself (the HTTP gateway) rather than through `conn::streams`.
     pub(crate) fn activity(&self) -> std::sync::Arc<super::gate::Activity> {
         std::sync::Arc::clone(&self.admitted.activity)
     }
@@ -165,7 +165,7 @@ fn is_connection_error(e: &io::Error) -> bool {
 
 /// Sets up an admitted socket: TCP_NODELAY (without it Nagle's algorithm
 /// and the client's delayed ACK hold a response back by ~40 ms) and TCP
-/// keepalive with the same bound as the HTTP/2 PINGs (`server.rs`): idle
+/// keepalive with the same bound as the HTTP/2 PINGs (`server/mod.rs`): idle
 /// `interval`, then a probe every `interval` until `timeout` has gone
 /// unanswered. Linux's own defaults (a probe every 75 s, 9 of them) would
 /// leave a dead peer's connection open for 11 minutes; the PINGs end a

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
 /// Open streams of one connection, and when the last one ended: what the
-/// idle timeout (`conn::idle`) looks at.
+/// idle timeout (`conn::streams`) looks at.
 #[derive(Debug)]
 pub(crate) struct Activity {
     state: Mutex<(usize, Instant)>,
@@ -53,7 +53,7 @@ impl Activity {
 /// One open stream of a connection ([`Activity::open_stream`]): while it
 /// lives, the idle timeout (`server.idle_timeout`) never cuts the
 /// connection, however long the call waits. The one guard of both the gRPC
-/// calls (`conn::idle`) and the HTTP gateway's requests (`gateway`).
+/// calls (`conn::streams`) and the HTTP gateway's requests (`gateway`).
 #[derive(Debug)]
 pub(crate) struct OpenStream(Arc<Activity>);
 

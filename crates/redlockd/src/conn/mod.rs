@@ -1,12 +1,12 @@
 //! Client connections on the gRPC port and the HTTP gateway: how many may
 //! be open ([`gate`]), how they are accepted ([`accept`]), their TLS
 //! handshake ([`handshake`]), and how idle ones are told apart from ones
-//! with open streams ([`idle`]).
+//! with open streams ([`streams`]).
 
 pub(crate) mod accept;
 pub(crate) mod gate;
 pub(crate) mod handshake;
-pub(crate) mod idle;
+pub(crate) mod streams;
 
 use std::sync::Mutex;
 use std::time::Duration;

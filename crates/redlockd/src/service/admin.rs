@@ -6,7 +6,7 @@
 
 use super::auth::Gatekeeper;
 use super::hold::SessionRegistry;
-use super::request::{invalid, InvalidRequest, Limits};
+use super::request::{invalid, InvalidRequest, RequestBounds};
 use super::{observed, proto_duration, record_resource};
 use crate::pb;
 use crate::pb::lock_admin_service_server::LockAdminService;
@@ -22,7 +22,7 @@ const MAX_PAGE_SIZE: u32 = 1000;
 /// The `redlock.v1.LockAdminService` implementation.
 pub struct AdminApi {
     engine: Arc<Redlock>,
-    limits: Limits,
+    limits: RequestBounds,
     gate: Gatekeeper,
     sessions: SessionRegistry,
 }
@@ -32,7 +32,7 @@ impl AdminApi {
     /// replica's Hold sessions, which ForceRelease ends.
     pub fn new(
         engine: Arc<Redlock>,
-        limits: Limits,
+        limits: RequestBounds,
         gate: Gatekeeper,
         sessions: SessionRegistry,
     ) -> AdminApi {
@@ -54,7 +54,7 @@ impl AdminApi {
 
 /// A List request's fields, checked.
 fn list_args(
-    limits: &Limits,
+    limits: &RequestBounds,
     request: pb::ListRequest,
 ) -> Result<(String, usize, ListCursor), InvalidRequest> {
     if request.prefix.len() > limits.max_resource_len {
@@ -170,8 +170,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> RequestBounds {
+        RequestBounds {
             min_ttl: Duration::from_millis(10),
             max_ttl: Duration::from_secs(60),
             max_wait: Duration::from_secs(60),

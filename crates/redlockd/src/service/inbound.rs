@@ -1,5 +1,5 @@
 //! The request-to-command path without a network: raw protobuf bytes, as a
-//! client could send them, decoded, checked by [`Limits`], checked against
+//! client could send them, decoded, checked by [`RequestBounds`], checked against
 //! an [`Identity`]'s namespaces, and turned into the keys the masters would
 //! be asked about. It is what the fuzz target (`fuzz/`) and the property
 //! tests drive: whatever the bytes, the answer is a command, or a status
@@ -7,7 +7,7 @@
 
 use super::auth::Identity;
 use super::hold::SessionError;
-use super::request::Limits;
+use super::request::RequestBounds;
 use crate::pb;
 use crate::redlock::LockKeys;
 use prost::Message;
@@ -63,7 +63,7 @@ pub struct Command {
 pub fn to_command(
     rpc: Rpc,
     bytes: &[u8],
-    limits: &Limits,
+    limits: &RequestBounds,
     identity: &Identity,
     key_prefix: &str,
 ) -> Result<Command, Status> {

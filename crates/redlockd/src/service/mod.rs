@@ -5,6 +5,7 @@
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
+pub(crate) mod denied;
 pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
@@ -12,13 +13,10 @@ pub mod inbound;
 pub use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
 pub use hold::SessionRegistry;
-pub use request::Limits;
-#[cfg(test)]
-mod props;
+pub use request::RequestBounds;
 pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod request;
-mod request_multi;
 pub(crate) mod status;
 #[cfg(test)]
 mod tests;
@@ -27,9 +25,11 @@ use crate::metrics;
 use crate::pb;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::{Holder, Lock, LockError, Redlock};
-use auth::{Denied, Gatekeeper};
+use auth::Gatekeeper;
+use denied::Denied;
 use futures::FutureExt;
 use rate::{CallSlot, ConnectionCalls};
+use request::{InvalidRequest, NamesLock};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ const ANSWER_SLACK: Duration = Duration::from_millis(1);
 /// The `redlock.v1.LockService` implementation.
 pub struct LockApi {
     engine: Arc<Redlock>,
-    limits: Limits,
+    limits: RequestBounds,
     sessions: hold::Sessions,
     /// Identities (set by the interceptor) and their namespaces.
     gate: Gatekeeper,
@@ -63,7 +63,7 @@ impl LockApi {
     /// `deadline_reserve` before a caller's deadline.
     pub fn new(
         engine: Arc<Redlock>,
-        limits: Limits,
+        limits: RequestBounds,
         sessions: hold::Sessions,
         gate: Gatekeeper,
         calls: ConnectionCalls,
@@ -88,6 +88,25 @@ impl LockApi {
             .enter(request.remote_addr())
             .map_err(|max| Denied::TooManyCalls { max })?;
         Ok((identity, slot))
+    }
+
+    /// The prologue of a call on a held lock (Extend, Release, Validate):
+    /// admits the caller ([`LockApi::admit`]), checks the request
+    /// (`check`), and permits the caller the lock's resource, and every
+    /// resource of a lock on several; names the resource in the request
+    /// span. The call slot is held while the call lasts.
+    fn admit_lock<T, A: NamesLock>(
+        &self,
+        request: Request<T>,
+        check: impl FnOnce(&RequestBounds, T) -> Result<A, InvalidRequest>,
+    ) -> Result<(A, CallSlot), Status> {
+        let (identity, slot) = self.admit(&request)?;
+        let args = check(&self.limits, request.into_inner())?;
+        let (resource, token) = args.lock();
+        identity.permit(resource)?;
+        permit_members(&identity, token)?;
+        record_resource(resource);
+        Ok((args, slot))
     }
 }
 
@@ -161,11 +180,7 @@ impl LockService for LockApi {
         request: Request<pb::ExtendRequest>,
     ) -> Result<Response<pb::ExtendResponse>, Status> {
         observed("Extend", async {
-            let (identity, _slot) = self.admit(&request)?;
-            let args = self.limits.extend(request.into_inner())?;
-            identity.permit(&args.resource)?;
-            permit_members(&identity, &args.token)?;
-            record_resource(&args.resource);
+            let (args, _slot) = self.admit_lock(request, RequestBounds::extend)?;
             let lock = self
                 .engine
                 .extend(&args.resource, &args.token, args.ttl)
@@ -182,12 +197,9 @@ impl LockService for LockApi {
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         observed("Release", async {
-            let (identity, _slot) = self.admit(&request)?;
-            let request = request.into_inner();
-            let lock = self.limits.lock_ref(request.resource, &request.token)?;
-            identity.permit(&lock.resource)?;
-            permit_members(&identity, &lock.token)?;
-            record_resource(&lock.resource);
+            let (lock, _slot) = self.admit_lock(request, |bounds, r: pb::ReleaseRequest| {
+                bounds.lock_ref(r.resource, &r.token)
+            })?;
             let was_held = self.engine.release(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ReleaseResponse { was_held }))
         })
@@ -199,12 +211,9 @@ impl LockService for LockApi {
         request: Request<pb::ValidateRequest>,
     ) -> Result<Response<pb::ValidateResponse>, Status> {
         observed("Validate", async {
-            let (identity, _slot) = self.admit(&request)?;
-            let request = request.into_inner();
-            let lock = self.limits.lock_ref(request.resource, &request.token)?;
-            identity.permit(&lock.resource)?;
-            permit_members(&identity, &lock.token)?;
-            record_resource(&lock.resource);
+            let (lock, _slot) = self.admit_lock(request, |bounds, r: pb::ValidateRequest| {
+                bounds.lock_ref(r.resource, &r.token)
+            })?;
             let validity = self.engine.validate(&lock.resource, &lock.token).await?;
             Ok(Response::new(pb::ValidateResponse {
                 held: validity.is_some(),

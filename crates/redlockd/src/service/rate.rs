@@ -113,9 +113,9 @@ impl ConnectionCalls {
             let count = open.entry(peer).or_insert(0);
             if *count >= self.max.saturating_mul(2) {
                 // Counted here, where the refusal is decided, like the
-                // other refusals in `auth.rs`.
+                // other refusals (`Denied::counted`).
                 crate::metrics::auth_denied(
-                    super::auth::Denied::TooManyCalls { max: self.max }.reason(),
+                    super::denied::Denied::TooManyCalls { max: self.max }.reason(),
                 );
                 return Err(self.max);
             }

@@ -7,7 +7,7 @@
 //! Everywhere else an outcome is one of these typed errors, turned into a
 //! `Status` by the conversions below.
 
-use super::auth::Denied;
+use super::denied::Denied;
 use super::drain::Draining;
 use super::hold::SessionError;
 use super::inbound::Malformed;
@@ -46,9 +46,10 @@ pub(crate) fn denied_code(denied: &Denied) -> Code {
     match denied {
         Denied::NoCredentials | Denied::BadCredentials => Code::Unauthenticated,
         Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => Code::PermissionDenied,
-        Denied::RateLimited { .. } | Denied::TooManyCalls { .. } | Denied::IdentityQuota { .. } => {
-            Code::ResourceExhausted
-        }
+        Denied::RateLimited { .. }
+        | Denied::TooManyCalls { .. }
+        | Denied::UnauthenticatedCalls { .. }
+        | Denied::IdentityQuota { .. } => Code::ResourceExhausted,
     }
 }
 
@@ -132,6 +133,12 @@ mod tests {
         assert_eq!(Status::from(outside).code(), Code::PermissionDenied);
         let limited = Denied::TooManyCalls { max: 1 };
         assert_eq!(Status::from(limited).code(), Code::ResourceExhausted);
+        let flooded = Status::from(Denied::UnauthenticatedCalls { max: 1 });
+        assert_eq!(flooded.code(), Code::ResourceExhausted);
+        assert_eq!(
+            flooded.message(),
+            "limits.max_unauthenticated_calls reached: too many health or reflection calls open"
+        );
         let sessions = Status::from(SessionError::TooMany { max: 7 });
         assert_eq!(sessions.code(), Code::ResourceExhausted);
         assert!(sessions.message().contains("limits.max_sessions = 7"));

@@ -13,7 +13,7 @@ use super::auth::{token_sha256, Gatekeeper};
 use super::drain::{self, DrainControl};
 use super::hold::Sessions;
 use super::rate::ConnectionCalls;
-use super::request::Limits;
+use super::request::RequestBounds;
 use super::{HoldStream, LockApi};
 use crate::config::{AuthConfig, ClientConfig, Config};
 use crate::pb;
@@ -41,6 +41,7 @@ use tonic::{Code, Request, Status, Streaming};
 mod draining;
 mod idempotent;
 mod lost;
+mod props;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const RESOURCE: &str = "orders/42";
@@ -74,7 +75,7 @@ fn daemon_with(configure: impl FnOnce(&mut Config)) -> Daemon {
     let gate = Gatekeeper::new(&config.auth, &config.limits);
     let api = LockApi::new(
         Arc::new(engine),
-        Limits::from(&config.redlock),
+        RequestBounds::from(&config.redlock),
         Sessions::new(&config, phase),
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),

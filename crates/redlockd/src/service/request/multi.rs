@@ -2,10 +2,10 @@
 //! once, see `crate::redlock::multi`): every name as valid as a single
 //! `resource`, none twice, at most `redlock.max_resources_per_lock`.
 
-use super::request::{invalid, InvalidRequest, Limits};
+use super::{invalid, InvalidRequest, RequestBounds};
 use std::collections::HashSet;
 
-impl Limits {
+impl RequestBounds {
     /// Checks `resources`, given instead of `resource` (which must then be
     /// empty). Returns the first resource and the whole list, in the order
     /// asked. Every failure names `resources`.
@@ -53,21 +53,7 @@ impl Limits {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn limits() -> Limits {
-        Limits {
-            min_ttl: Duration::from_millis(10),
-            max_ttl: Duration::from_secs(3600),
-            max_wait: Duration::from_secs(300),
-            max_resource_len: 8,
-            max_semaphore_limit: 4,
-            max_resources_per_lock: 3,
-            max_lock_delay: Duration::from_secs(60),
-            max_hold_at_least: Duration::from_secs(3600),
-        }
-    }
+    use super::super::tests::limits;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()

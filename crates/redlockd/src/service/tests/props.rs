@@ -3,16 +3,16 @@
 //! PERMISSION_DENIED for a foreign namespace); nothing panics, and what
 //! passes keeps every rule.
 
-use super::auth::Identity;
-use super::inbound::{to_command, Rpc};
-use super::request::Limits;
 use crate::pb;
+use crate::service::auth::Identity;
+use crate::service::inbound::{to_command, Rpc};
+use crate::service::request::RequestBounds;
 use proptest::prelude::*;
 use std::time::Duration;
 use tonic::Code;
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> RequestBounds {
+    RequestBounds {
         min_ttl: Duration::from_millis(10),
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),

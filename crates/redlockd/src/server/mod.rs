@@ -1,32 +1,35 @@
 //! Wiring: masters -> engine -> gRPC service, served until `shutdown`.
 //! The binary and every integration test go through [`run`].
+//!
+//! [`run_draining`] reads as its steps: TLS material, [`start_metrics`],
+//! [`build_engine`] (`engine.rs`), [`start_health`], [`build_services`],
+//! [`drain_on`] (the draining stop) and [`serve_until_drained`]; the master
+//! connections are closed on every return once the engine is built.
 
-use crate::config::{Config, RestartQuarantine, ValidConfig};
+mod engine;
+
+pub use engine::{build_engine, engine_settings, node_settings, Engine};
+
+use crate::config::{Config, ValidConfig};
 use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
-use crate::conn::idle::StreamsLayer;
+use crate::conn::streams::StreamsLayer;
 use crate::metrics::MetricsError;
-use crate::node::auth::MasterAccess;
-use crate::node::quarantine::Peers;
-use crate::node::scripts::BatchScript;
-use crate::node::subscriber::Subscriptions;
-use crate::node::{FredNode, NodeSettings, NodeSetupError};
+use crate::node::NodeSetupError;
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
-use crate::redlock::keys::release_channel;
-use crate::redlock::{AdmissionLimits, NoMasters, Node, Redlock, RetryPolicy, Settings};
+use crate::redlock::NoMasters;
 use crate::service::auth::Gatekeeper;
-use crate::service::drain;
-use crate::service::hold::Sessions;
+use crate::service::drain::{self, Drain, DrainControl};
+use crate::service::hold::{OpenSessions, Sessions};
 use crate::service::rate::ConnectionCalls;
-use crate::service::{request::Limits, AdminApi, LockApi};
+use crate::service::{request::RequestBounds, AdminApi, LockApi};
 use crate::{health, metrics_endpoint};
-use futures::future::join_all;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
+use tonic::service::Routes;
 
 /// HTTP/2 connection window the daemon grants each client connection.
 /// h2 (0.4.20) closes a connection with ENHANCE_YOUR_CALM
@@ -41,10 +44,6 @@ use tokio::net::TcpListener;
 /// which bounds them first); the window is a permission, not memory the
 /// daemon sets aside.
 const CONNECTION_WINDOW: u32 = 4 << 20;
-
-/// How long start-up waits for the masters' first connections before
-/// serving anyway (a master that is down is retried in the background).
-const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// Why the daemon could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -91,141 +90,6 @@ impl ServeError {
     }
 }
 
-/// The engine's settings from the configuration.
-pub fn engine_settings(config: &Config) -> Settings {
-    let r = &config.redlock;
-    Settings {
-        key_prefix: r.key_prefix.clone(),
-        node_timeout: r.node_timeout,
-        drift_factor: r.drift_factor,
-        retry: RetryPolicy {
-            min: r.retry_delay_min,
-            max: r.retry_delay_max,
-        },
-        fence_ttl: r.fence_ttl,
-        wake_on_release: r.wake_on_release,
-        wait_fallback: r.wait_fallback,
-        max_waiters_per_resource: config.limits.max_waiters_per_resource,
-        max_waiters: config.limits.max_waiters,
-        admission: AdmissionLimits {
-            max_in_flight: config.limits.max_acquisitions_in_flight,
-            max_queued: config.limits.max_queued_acquisitions,
-        },
-    }
-}
-
-/// How each master is watched, from the configuration: the blanket
-/// restart quarantine lasts the longest lock's ttl plus its drift
-/// allowance; under the horizon quarantine (the default) the masters'
-/// horizons shorten it (see `crate::node::horizon`).
-pub fn node_settings(config: &Config) -> NodeSettings {
-    let r = &config.redlock;
-    let mode = r.quarantine;
-    NodeSettings {
-        node_timeout: r.node_timeout,
-        quarantine: (mode != RestartQuarantine::Off)
-            .then(|| r.max_ttl + crate::redlock::validity::drift(r.max_ttl, r.drift_factor)),
-        horizon: mode == RestartQuarantine::Horizon,
-        drift_factor: r.drift_factor,
-        max_clock_offset: r.max_clock_offset,
-    }
-}
-
-/// The engine and everything it holds open: master connections and, when
-/// waiters are woken by releases, the release-notice subscriptions.
-pub struct Engine {
-    /// The engine itself.
-    pub redlock: Arc<Redlock>,
-    /// The master connections.
-    pub nodes: Vec<Arc<FredNode>>,
-    subscriptions: Option<Subscriptions>,
-}
-
-impl Engine {
-    /// Closes every connection to the masters.
-    pub async fn close(&self) {
-        if let Some(subscriptions) = &self.subscriptions {
-            subscriptions.close().await;
-        }
-        join_all(self.nodes.iter().map(|n| n.close())).await;
-    }
-}
-
-/// Connects to the configured masters and builds the engine over them.
-pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
-    let r = &config.redlock;
-    // Horizons outlast each lock by the fences' clock allowance (see
-    // `redlock::fence`): a master that lost its counters sits out until
-    // the clock alone orders fences again.
-    let allowance = crate::redlock::clock_allowance(r.node_timeout, r.max_clock_offset);
-    let script = Arc::new(BatchScript::with(config.testing.counterfactuals, allowance));
-    let access = MasterAccess::load(&config.masters)?;
-    let peers = Peers::new(
-        r.nodes.len(),
-        &r.key_prefix,
-        (r.max_ttl, allowance),
-        r.drift_factor,
-    );
-    let nodes = r
-        .nodes
-        .iter()
-        .map(|url| {
-            FredNode::connect(url, node_settings(config), script.clone(), &access, &peers)
-                .map(Arc::new)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let connected = join_all(nodes.iter().map(|n| n.wait_connected(FIRST_CONNECT_WAIT))).await;
-    for (node, up) in nodes.iter().zip(connected) {
-        if !up {
-            tracing::warn!(
-                node = node.name(),
-                "master not reachable at start-up; retrying in the background"
-            );
-        }
-    }
-    // A master first seen young sits out until the other masters' horizons
-    // are read (`node::quarantine`); on a new cluster that takes a round
-    // trip or two and ends with no quarantine. Serve once it is settled, so
-    // that the first call after start-up meets masters whose trust is
-    // known, not UNAVAILABLE (bounded: a master that never answers is
-    // settled in the background).
-    let settled = async {
-        while nodes.iter().any(|n| n.state().unsettled().is_some()) {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    if tokio::time::timeout(FIRST_CONNECT_WAIT, settled)
-        .await
-        .is_err()
-    {
-        tracing::warn!("restart quarantines not settled at start-up; serving anyway");
-    }
-    let as_nodes = nodes
-        .iter()
-        .map(|n| Arc::clone(n) as Arc<dyn Node>)
-        .collect();
-    let redlock = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
-    redlock.watch_for_suspend();
-    let subscriptions = r.wake_on_release.then(|| {
-        let engine = Arc::downgrade(&redlock);
-        Subscriptions::start(
-            &r.nodes,
-            &access,
-            &release_channel(&r.key_prefix),
-            Arc::new(move |message: &str| {
-                if let Some(engine) = engine.upgrade() {
-                    engine.notice_received(message);
-                }
-            }),
-        )
-    });
-    Ok(Engine {
-        redlock,
-        nodes,
-        subscriptions,
-    })
-}
-
 /// The encoded descriptors of `proto/`, for gRPC server reflection.
 const DESCRIPTORS: &[u8] = redlockd_proto::FILE_DESCRIPTOR_SET;
 
@@ -262,7 +126,50 @@ pub async fn run_draining(
     crate::fd_limit::raise(config.limits.max_connections);
     let metrics = start_metrics(&config).await?;
     let engine = build_engine(&config).await?;
+    // Every return from here closes the master connections, an error
+    // before serving as well as the end of a drain.
+    let served = serve_engine(&config, listener, &engine, metrics, tls, shutdown, stop_now).await;
+    engine.close().await;
+    served
+}
+
+/// The steps of [`run_draining`] that run over a built engine.
+async fn serve_engine(
+    config: &ValidConfig,
+    listener: TcpListener,
+    engine: &Engine,
+    metrics: Option<(PrometheusHandle, TcpListener)>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: impl Future<Output = ()> + Send,
+    stop_now: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let (control, phase) = drain::channel();
+    let health_service = start_health(engine, metrics, &phase).await;
+    let (services, open_sessions) = build_services(config, engine, phase).await?;
+    tracing::info!(
+        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        masters = config.redlock.nodes.len(),
+        "serving redlock.v1.LockService"
+    );
+    let shutdown = drain_on(
+        shutdown,
+        control,
+        config.server.shutdown_grace,
+        open_sessions,
+        stop_now,
+    );
+    let services = services.add_service(health_service);
+    serve_until_drained(config, listener, tls, services, shutdown).await
+}
+
+/// The standard gRPC health service, NOT_SERVING until its watcher has
+/// seen a quorum (and again from the start of a drain), and the Prometheus
+/// endpoint, when enabled, until the daemon stops.
+async fn start_health(
+    engine: &Engine,
+    metrics: Option<(PrometheusHandle, TcpListener)>,
+    phase: &Drain,
+) -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     // Known from the start, NOT_SERVING until the watcher has seen a quorum.
     reporter
@@ -290,6 +197,17 @@ pub async fn run_draining(
             async move { phase.stopping().await },
         ));
     }
+    health_service
+}
+
+/// Reflection, `LockService` and `LockAdminService` behind the gate (and
+/// the HTTP/JSON gateway when configured, over the same handlers), and the
+/// count of open sessions the drain waits for.
+async fn build_services(
+    config: &ValidConfig,
+    engine: &Engine,
+    phase: Drain,
+) -> Result<(Routes, OpenSessions), ServeError> {
     // Both reflection versions: older grpcurl and IDEs only speak v1alpha.
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -305,12 +223,12 @@ pub async fn run_draining(
         let phase = phase.clone();
         async move { phase.stopping().await }
     };
-    let sessions = Sessions::new(&config, phase);
-    let mut open_sessions = sessions.open();
+    let sessions = Sessions::new(config, phase);
+    let open_sessions = sessions.open();
     let gate = Gatekeeper::new(&config.auth, &config.limits);
     let admin_service = LockAdminServiceServer::new(AdminApi::new(
         engine.redlock.clone(),
-        Limits::from(&config.redlock),
+        RequestBounds::from(&config.redlock),
         gate.clone(),
         sessions.registry(),
     ))
@@ -323,14 +241,14 @@ pub async fn run_draining(
     };
     let api = Arc::new(LockApi::new(
         engine.redlock.clone(),
-        Limits::from(&config.redlock),
+        RequestBounds::from(&config.redlock),
         sessions,
         gate.clone(),
         ConnectionCalls::new(config.limits.max_calls_per_connection),
         config.server.deadline_reserve,
     ));
     // The HTTP/JSON gateway, when configured: the same handlers and gate.
-    crate::gateway::start(&config, api.clone(), gate.clone(), http_stopped).await?;
+    crate::gateway::start(config, api.clone(), gate.clone(), http_stopped).await?;
     // Bigger messages are refused before they are decoded; callers are
     // authenticated and rate-limited from their headers alone.
     let lock_service =
@@ -339,28 +257,49 @@ pub async fn run_draining(
         tonic::service::interceptor::InterceptedService::new(lock_service, move |request| {
             gate.check(request)
         });
+    let services = Routes::new(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(lock_service)
+        .add_service(admin_service);
+    Ok((services, open_sessions))
+}
+
+/// The draining stop, as the server's shutdown signal: once `shutdown`
+/// completes, drain for `grace`, until every session has ended or
+/// `stop_now` completes, then stop (what is left is released).
+async fn drain_on(
+    shutdown: impl Future<Output = ()>,
+    control: DrainControl,
+    grace: std::time::Duration,
+    mut open_sessions: OpenSessions,
+    stop_now: impl Future<Output = ()>,
+) {
+    shutdown.await;
+    let until = control.start(grace);
     tracing::info!(
-        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        masters = config.redlock.nodes.len(),
-        "serving redlock.v1.LockService"
+        ?grace,
+        "draining: refusing new work, keeping open sessions' locks"
     );
-    let grace = config.server.shutdown_grace;
-    let shutdown = async move {
-        shutdown.await;
-        let until = control.start(grace);
-        tracing::info!(
-            ?grace,
-            "draining: refusing new work, keeping open sessions' locks"
-        );
-        tokio::select! {
-            () = open_sessions.all_ended() => tracing::info!("every session has ended"),
-            () = tokio::time::sleep_until(until) => {
-                tracing::warn!("shutdown grace over: releasing the open sessions' locks");
-            }
-            () = stop_now => tracing::warn!("stopping now: releasing the open sessions' locks"),
+    tokio::select! {
+        () = open_sessions.all_ended() => tracing::info!("every session has ended"),
+        () = tokio::time::sleep_until(until) => {
+            tracing::warn!("shutdown grace over: releasing the open sessions' locks");
         }
-        control.stop();
-    };
+        () = stop_now => tracing::warn!("stopping now: releasing the open sessions' locks"),
+    }
+    control.stop();
+}
+
+/// Serves `services` on `listener` (under TLS when configured) through our
+/// own accept loop until `shutdown` completes and the calls in flight
+/// have finished.
+async fn serve_until_drained(
+    config: &Config,
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    services: Routes,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     // Liveness of clients: a connection whose peer stops answering PINGs
     // is closed, which ends its Hold sessions and releases their locks.
     // The per-connection call limit is announced as HTTP/2's stream limit:
@@ -388,11 +327,7 @@ pub async fn run_draining(
             gate.clone(),
             config.limits.max_unauthenticated_calls,
         ))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(lock_service)
-        .add_service(admin_service);
+        .add_routes(services);
     // Our own accept loop (`conn::accept`): the connection caps, a paused
     // accept on EMFILE instead of a spinning one, the idle timeout, and
     // TCP_NODELAY + keepalive on every accepted socket. Under TLS our own
@@ -428,7 +363,6 @@ pub async fn run_draining(
                 .await
         }
     };
-    engine.close().await;
     Ok(served?)
 }
 

@@ -7,6 +7,7 @@
 
 use super::gate::{Gate, OpenStream};
 use super::Throttled;
+use crate::service::denied::Denied;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -148,7 +149,10 @@ impl<S> Streams<S> {
     /// The answer past `limits.max_unauthenticated_calls`: counted, logged
     /// at a bounded rate, and cheap (the inner service never runs).
     fn refuse(&self) -> Response<Body> {
-        crate::metrics::auth_denied("unauthenticated_calls");
+        let denied = Denied::UnauthenticatedCalls {
+            max: self.unauthenticated.max,
+        }
+        .counted();
         if let Some(skipped) = self.unauthenticated.refused_log.ready() {
             tracing::warn!(
                 limit = self.unauthenticated.max,
@@ -156,10 +160,7 @@ impl<S> Streams<S> {
                 "health/reflection call refused: limits.max_unauthenticated_calls reached"
             );
         }
-        tonic::Status::resource_exhausted(
-            "limits.max_unauthenticated_calls reached: too many health or reflection calls open",
-        )
-        .into_http()
+        denied.into_status().into_http()
     }
 }
 

@@ -1,0 +1,204 @@
+//! `Hold`: a lock session over a bidirectional stream. The daemon acquires
+//! the lock, keeps extending it while the stream lives, and releases it the
+//! moment the client says so, half-closes, cancels or disappears, or the
+//! daemon's shutdown grace runs out. If the lock cannot be kept, the client
+//! is told `lost`. When the daemon starts draining (`super::drain`), each
+//! session is told `draining` and kept until it ends or the grace is over.
+//!
+//! The first message must arrive within `session.first_message_timeout`,
+//! and the session's slot (`limits.max_sessions`) is taken only once it
+//! has: a stream that never speaks cannot hold a slot.
+
+//!
+//! Here the stream glue: opening a session ([`LockApi::open_session`]),
+//! reading the client's end, the events sent back, and [`SessionError`].
+//! The session's task is `session.rs`; what sessions share, and the
+//! registry `LockAdmin.ForceRelease` uses, `registry.rs`.
+
+mod registry;
+mod session;
+
+pub use registry::SessionRegistry;
+pub(crate) use registry::{OpenSessions, Sessions};
+
+use super::auth::Gatekeeper;
+use super::denied::Denied;
+use super::{HoldStream, LockApi};
+use crate::pb;
+use crate::pb::hold_event::{Draining, Event};
+use crate::pb::hold_request::Request as HoldRequest;
+use registry::Slot;
+use session::Session;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The `lost` reason of a session whose lock an operator force-released.
+pub(crate) const RELEASED_BY_OPERATOR: &str = "released by an operator";
+
+/// Events buffered per session when the client reads slowly.
+const EVENT_BUFFER: usize = 8;
+
+/// What a session sends its client, boxed: a channel allocates room for 32
+/// items when it is created, and unboxed (a `Status` is large) that was
+/// kilobytes per session, for a stream that carries one event a second.
+type Outgoing = Box<Result<pb::HoldEvent, Status>>;
+
+/// Why a `Hold` session is refused, or ends with an error instead of an
+/// event (the status code of each: `status.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// `limits.max_sessions` sessions are open already.
+    #[error("too many open sessions (limits.max_sessions = {max})")]
+    TooMany {
+        /// The configured cap.
+        max: usize,
+    },
+    /// The stream's first message is not `acquire`, or there is none.
+    #[error("request: the first message of a Hold must be `acquire`")]
+    FirstNotAcquire,
+    /// The session's ttl is below `session.min_ttl`.
+    #[error(
+        "ttl: {} is below session.min_ttl = {} for a Hold session",
+        humantime::format_duration(*.ttl),
+        humantime::format_duration(*.min)
+    )]
+    TtlTooShort {
+        /// The requested ttl.
+        ttl: Duration,
+        /// The configured floor.
+        min: Duration,
+    },
+    /// A message other than `release` after `acquire`.
+    #[error("request: only `release` may follow `acquire` in a Hold")]
+    OnlyRelease,
+    /// No first message within `session.first_message_timeout`.
+    #[error(
+        "request: no `acquire` within session.first_message_timeout = {}",
+        humantime::format_duration(*.after)
+    )]
+    NoFirstMessage {
+        /// The configured bound.
+        after: Duration,
+    },
+}
+
+/// Why a held session ends on the client's side.
+enum ClientEnd {
+    /// A `release` message or a half-close: the orderly end, release.
+    Done,
+    /// The stream broke (connection lost, cancelled): the client vanished.
+    /// Released as at an orderly end, unless the lock has a lock-delay:
+    /// then it is left to expire, so that the delay applies.
+    Gone,
+    /// A message that makes no sense mid-session.
+    Invalid(SessionError),
+}
+
+impl LockApi {
+    /// Opens a session: checks the first message, then runs the session on
+    /// a task of its own that feeds the returned stream.
+    pub(super) async fn open_session(
+        &self,
+        request: Request<Streaming<pb::HoldRequest>>,
+    ) -> Result<Response<HoldStream>, Status> {
+        let (identity, call_slot) = self.admit(&request)?;
+        let key = Gatekeeper::quota_key_of(&request, &identity);
+        let drain = &self.sessions.drain;
+        drain.refuse_new()?;
+        let mut incoming = request.into_inner();
+        let bound = self.sessions.first_message;
+        // Bounded, and given up when the daemon drains: until it speaks, a
+        // stream holds only its call slot, and not for long.
+        let first = tokio::time::timeout(bound, incoming.message());
+        let first = match drain.unless_draining(first).await? {
+            Ok(first) => first?,
+            Err(_elapsed) => return Err(SessionError::NoFirstMessage { after: bound }.into()),
+        };
+        let args = match first {
+            Some(pb::HoldRequest {
+                request: Some(HoldRequest::Acquire(acquire)),
+            }) => self.limits.acquire(acquire)?,
+            _ => return Err(SessionError::FirstNotAcquire.into()),
+        };
+        identity
+            .permit(&args.resource)
+            .map_err(Denied::into_status)?;
+        for resource in &args.resources {
+            identity.permit(resource).map_err(Denied::into_status)?;
+        }
+        if args.ttl < self.sessions.min_ttl {
+            return Err(SessionError::TtlTooShort {
+                ttl: args.ttl,
+                min: self.sessions.min_ttl,
+            }
+            .into());
+        }
+        // The identity's quota first: an identity at its quota is refused
+        // without touching the global slots others need.
+        let quota = self.sessions.per_identity.take(&key).map_err(|max| {
+            Denied::IdentityQuota {
+                client: identity.name.to_string(),
+                what: "sessions",
+                max,
+            }
+            .counted()
+            .into_status()
+        })?;
+        let waiting = self
+            .sessions
+            .waiter_slot(&key, &identity, args.wait)
+            .map_err(Denied::into_status)?;
+        let slot = Slot::take(&self.sessions)?;
+        let (events, stream) = mpsc::channel(EVENT_BUFFER);
+        let session = Session {
+            engine: Arc::clone(&self.engine),
+            registry: self.sessions.registry(),
+            args,
+            incoming,
+            events,
+            drain: drain.clone(),
+            extend_at: self.sessions.extend_at,
+            _slot: slot,
+            _quota: quota,
+            waiting,
+            _call: call_slot,
+        };
+        // Boxed: the session's task then holds a pointer to it, not the
+        // session twice (an `async fn` keeps its `self` argument beside the
+        // local it moves into), for as long as the session lives.
+        tokio::spawn(Box::new(session).run());
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(stream).map(|event| *event),
+        )))
+    }
+}
+
+fn event(event: Event) -> pb::HoldEvent {
+    pb::HoldEvent { event: Some(event) }
+}
+
+/// The `draining` event: the lock is kept until `until` at the latest.
+fn draining(until: Instant) -> Outgoing {
+    let left = until.saturating_duration_since(Instant::now());
+    Box::new(Ok(event(Event::Draining(Draining {
+        release_in: Some(super::proto_duration(left)),
+    }))))
+}
+
+/// Waits for the client to end the session: `release`, half-close, an error
+/// (cancelled, connection lost), or a message that is not allowed now.
+async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
+    match incoming.message().await {
+        Ok(Some(pb::HoldRequest {
+            request: Some(HoldRequest::Release(_)),
+        })) => ClientEnd::Done,
+        Ok(Some(_)) => ClientEnd::Invalid(SessionError::OnlyRelease),
+        Ok(None) => ClientEnd::Done,
+        Err(_) => ClientEnd::Gone,
+    }
+}
