@@ -11,7 +11,7 @@
 #               (scripts/check-docs.sh)
 #   rust        every unit, integration and doc test of the workspace but the
 #               chaos checker and the model check, against real Valkey 9 and
-#               Redis 7
+#               Redis 7, and the fuzz corpus replayed (scripts/check-fuzz-corpus.sh)
 #   model       the exhaustive model check of the masters' scripts and the
 #               quorum rule (tools/model, stateright): every interleaving of
 #               small worlds, and the counterfactuals it must catch
@@ -82,7 +82,7 @@ for name in "${steps[@]}"; do
     rust)
       # The integration tests run the workspace's binaries as processes.
       step build 1200 cargo build --workspace --bins
-      step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos --exclude redlockd-model && cargo test --workspace --doc' ;;
+      step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos --exclude redlockd-model && cargo test --workspace --doc && bash scripts/check-fuzz-corpus.sh' ;;
     model)
       step model 600 cargo test -p redlockd-model --all-targets ;;
     python)

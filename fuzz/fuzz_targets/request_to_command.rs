@@ -22,6 +22,10 @@ fn check(data: &[u8]) {
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(300),
         max_resource_len: 512,
+        max_semaphore_limit: 1024,
+        max_resources_per_lock: 16,
+        max_lock_delay: Duration::from_secs(60),
+        max_hold_at_least: Duration::from_secs(300),
     };
     let identity = Identity::with_namespaces("fuzz", vec!["orders/".into()]);
     let rpc = Rpc::ALL[usize::from(selector) % Rpc::ALL.len()];
