@@ -61,12 +61,12 @@ pub use validate::{
 /// Prefix of the environment variables read by [`Config::load`]; together
 /// with [`ENV_SEPARATOR`] it keeps unrelated variables (`REDLOCKD_LOG`,
 /// `PATH`, ...) out of the configuration.
-pub const ENV_PREFIX: &str = "REDLOCKD";
+pub(crate) const ENV_PREFIX: &str = "REDLOCKD";
 
 /// Separator after [`ENV_PREFIX`] and between section and key, e.g.
 /// `REDLOCKD__REDLOCK__NODE_TIMEOUT`. Two underscores, because single
 /// underscores occur inside key names.
-pub const ENV_SEPARATOR: &str = "__";
+pub(crate) const ENV_SEPARATOR: &str = "__";
 
 /// The daemon's whole configuration, loaded and validated once at start-up.
 ///

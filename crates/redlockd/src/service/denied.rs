@@ -70,7 +70,7 @@ pub enum Denied {
 impl Denied {
     /// The `reason` label of `redlock_auth_denied_total`: a fixed, short
     /// kind, never a client, token or resource.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             Denied::NoCredentials | Denied::BadCredentials => "unauthenticated",
             Denied::OutsideNamespaces { .. } | Denied::NotAdmin { .. } => "permission_denied",
@@ -83,7 +83,7 @@ impl Denied {
 
     /// Counts this refusal and hands it back, for `map_err`/`Err(..)`
     /// at the point where it is decided.
-    pub fn counted(self) -> Denied {
+    pub(crate) fn counted(self) -> Denied {
         crate::metrics::auth_denied(self.reason());
         self
     }

@@ -43,7 +43,7 @@ pub(crate) struct DrainControl {
 
 /// A view of the phase, for handlers and sessions; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Drain {
+pub(crate) struct Drain {
     phase: watch::Receiver<Phase>,
 }
 

@@ -44,7 +44,7 @@ use tracing::Instrument;
 const ANSWER_SLACK: Duration = Duration::from_millis(1);
 
 /// The `redlock.v1.LockService` implementation.
-pub struct LockApi {
+pub(crate) struct LockApi {
     engine: Arc<Redlock>,
     limits: RequestBounds,
     sessions: hold::Sessions,
@@ -61,7 +61,7 @@ impl LockApi {
     /// Serves `engine`, checking requests against `limits`, callers
     /// against `gate`, and connections against `calls`; grants stop
     /// `deadline_reserve` before a caller's deadline.
-    pub fn new(
+    pub(crate) fn new(
         engine: Arc<Redlock>,
         limits: RequestBounds,
         sessions: hold::Sessions,
@@ -139,7 +139,7 @@ pub(crate) fn proto_duration(duration: Duration) -> prost_types::Duration {
 }
 
 /// The stream of events of one `Hold` session.
-pub type HoldStream = Pin<Box<dyn Stream<Item = Result<pb::HoldEvent, Status>> + Send>>;
+pub(crate) type HoldStream = Pin<Box<dyn Stream<Item = Result<pb::HoldEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl LockService for LockApi {

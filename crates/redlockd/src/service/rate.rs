@@ -73,21 +73,21 @@ impl RateLimits {
 /// Calls in progress per client connection (told apart by the peer's
 /// address and port).
 #[derive(Debug, Default)]
-pub struct ConnectionCalls {
+pub(crate) struct ConnectionCalls {
     max: usize,
     open: Arc<Mutex<HashMap<SocketAddr, usize>>>,
 }
 
 /// One call in progress; counted until dropped.
 #[derive(Debug)]
-pub struct CallSlot {
+pub(crate) struct CallSlot {
     peer: Option<SocketAddr>,
     open: Arc<Mutex<HashMap<SocketAddr, usize>>>,
 }
 
 impl ConnectionCalls {
     /// At most `max` calls at once per connection; 0: no limit.
-    pub fn new(max: usize) -> ConnectionCalls {
+    pub(crate) fn new(max: usize) -> ConnectionCalls {
         ConnectionCalls {
             max,
             open: Arc::default(),
@@ -106,7 +106,7 @@ impl ConnectionCalls {
     /// A client that opens its next stream at that moment is within its
     /// limit, so the refusal here comes only at twice `max`: for calls that
     /// pile up winding down, not for a client that respects the limit.
-    pub fn enter(&self, peer: Option<SocketAddr>) -> Result<CallSlot, usize> {
+    pub(crate) fn enter(&self, peer: Option<SocketAddr>) -> Result<CallSlot, usize> {
         let peer = peer.filter(|_| self.max > 0);
         if let Some(peer) = peer {
             let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);

@@ -55,7 +55,7 @@ pub(crate) fn denied_code(denied: &Denied) -> Code {
 
 impl Denied {
     /// As a gRPC status (see [`denied_code`]).
-    pub fn into_status(self) -> Status {
+    pub(crate) fn into_status(self) -> Status {
         Status::from(self)
     }
 }

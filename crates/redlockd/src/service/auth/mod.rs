@@ -76,7 +76,7 @@ impl Identity {
 
     /// Whether this identity may call `LockAdmin`: an admin, or anyone
     /// when authentication is off.
-    pub fn permit_admin(&self) -> Result<(), Denied> {
+    pub(crate) fn permit_admin(&self) -> Result<(), Denied> {
         match self.admin {
             true => Ok(()),
             false => Err(Denied::NotAdmin {
@@ -131,7 +131,7 @@ const FAILURE_LOG_PERIOD: std::time::Duration = std::time::Duration::from_secs(1
 
 impl Gatekeeper {
     /// From the validated configuration.
-    pub fn new(auth: &AuthConfig, limits: &LimitsConfig) -> Gatekeeper {
+    pub(crate) fn new(auth: &AuthConfig, limits: &LimitsConfig) -> Gatekeeper {
         let clients = auth
             .clients
             .iter()
@@ -167,7 +167,7 @@ impl Gatekeeper {
     }
 
     /// Whether calls must authenticate.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.clients.is_empty()
     }
 
@@ -176,7 +176,7 @@ impl Gatekeeper {
     /// by the TLS handshake). A bearer token, when sent, decides alone;
     /// without one, the certificate's subjectAltNames must name exactly one
     /// client configured with `certificate_san`.
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &self,
         metadata: &MetadataMap,
         peer_certs: Option<&[CertificateDer<'_>]>,
@@ -231,7 +231,7 @@ impl Gatekeeper {
 
     /// The interceptor: authenticates, charges the rate limit and stores the
     /// [`Identity`] in the request's extensions for the handler.
-    pub fn check(&self, request: Request<()>) -> Result<Request<()>, Status> {
+    pub(crate) fn check(&self, request: Request<()>) -> Result<Request<()>, Status> {
         let peer_certs = request.peer_certs();
         self.check_with_certs(request, peer_certs.as_deref().map(Vec::as_slice))
     }
@@ -293,7 +293,7 @@ impl Gatekeeper {
     /// The identity the interceptor stored; without one (a handler called
     /// directly, not through the server), anonymous if authentication is
     /// off, and refused if it is on: fail closed.
-    pub fn identity_of<T>(&self, request: &Request<T>) -> Result<Identity, Denied> {
+    pub(crate) fn identity_of<T>(&self, request: &Request<T>) -> Result<Identity, Denied> {
         match request.extensions().get::<Identity>() {
             Some(identity) => Ok(identity.clone()),
             None if self.enabled() => Err(Denied::NoCredentials.counted()),

@@ -17,7 +17,7 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// What every session shares: its settings, the cap on open sessions, the
 /// count of open ones, and the daemon's phase.
-pub struct Sessions {
+pub(crate) struct Sessions {
     pub(super) extend_at: f64,
     pub(super) first_message: Duration,
     /// `session.min_ttl`.
@@ -136,7 +136,7 @@ impl Drop for Registered {
 impl Sessions {
     /// Sessions as configured; `drain` tells them when the daemon drains
     /// and stops.
-    pub fn new(config: &Config, drain: Drain) -> Sessions {
+    pub(crate) fn new(config: &Config, drain: Drain) -> Sessions {
         Sessions {
             extend_at: config.session.extend_at,
             first_message: config.session.first_message_timeout,
@@ -158,7 +158,7 @@ impl Sessions {
     }
 
     /// The sessions of this replica, for `LockAdmin.ForceRelease`.
-    pub fn registry(&self) -> SessionRegistry {
+    pub(crate) fn registry(&self) -> SessionRegistry {
         self.registry.clone()
     }
 

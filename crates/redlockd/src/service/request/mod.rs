@@ -107,7 +107,7 @@ pub struct ExtendArgs {
 
 /// A valid Release or Validate: the lock's identity.
 #[derive(Debug, Clone)]
-pub struct LockRef {
+pub(crate) struct LockRef {
     /// As for Acquire.
     pub resource: String,
     /// Has the shape of a token this daemon issues.
@@ -215,7 +215,11 @@ impl RequestBounds {
     }
 
     /// Checks a Release or Validate.
-    pub fn lock_ref(&self, resource: String, token_text: &str) -> Result<LockRef, InvalidRequest> {
+    pub(crate) fn lock_ref(
+        &self,
+        resource: String,
+        token_text: &str,
+    ) -> Result<LockRef, InvalidRequest> {
         Ok(LockRef {
             token: self.lock_token(token_text)?,
             resource: self.resource(resource)?,
