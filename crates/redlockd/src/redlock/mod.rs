@@ -50,6 +50,7 @@ pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
 
+pub use wait::DetachedAcquire;
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use claim::{Claim, Epoch};
@@ -64,7 +65,6 @@ pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
 pub use token::{RequestId, RequestIdError, Token, TokenError, TokenKind};
 pub use validity::Deadline;
-pub use wait::DetachedAcquire;
 
 use notices::{Notice, SeenNotices};
 use round::{Command, Reply, Subject};
@@ -385,7 +385,7 @@ impl Redlock {
         ttl: Duration,
         claim: Claim,
     ) -> Result<(Option<u64>, Lock), LockError> {
-        match multi::members(token) {
+        match token::members(token) {
             Some(members) => self.extend_multi(resource, &members, token, ttl).await,
             None => self.extend_lease_one(resource, token, ttl, claim).await,
         }
@@ -529,7 +529,7 @@ impl Redlock {
         honour_minimum: bool,
     ) -> Result<bool, LockError> {
         self.held.forget(token);
-        match multi::members(token) {
+        match token::members(token) {
             Some(members) => {
                 self.release_multi(resource, &members, token, honour_minimum)
                     .await
@@ -576,7 +576,7 @@ impl Redlock {
         resource: &str,
         token: &Token,
     ) -> Result<Option<Duration>, LockError> {
-        match multi::members(token) {
+        match token::members(token) {
             Some(members) => self.validate_multi(resource, &members, token).await,
             None => self.validate_one(resource, token).await,
         }

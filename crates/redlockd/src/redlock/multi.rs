@@ -37,18 +37,19 @@
 //!   intersection happened after the earlier holder's key was gone there.
 //! - *Finding the other resources.* Extend, Release and Validate name the
 //!   lock by ANY one of its resources plus its token. The token itself
-//!   carries the list ([`token_for`]): 32 random hex characters, `:`, then
-//!   the resources (joined by `\n`, which no resource may contain) in
-//!   lowercase hex. Why not a member list stored on the masters: the token
-//!   is what every key holds, so the list is exactly as durable as the
-//!   keys (a restarted master that lost them loses nothing extra to
-//!   recreate), costs no extra key, no extra round and no expiry to keep
-//!   in step, and never puts the token in a key name. It is sound because
-//!   the whole string is the secret compared by every script: a token with
-//!   a tampered list matches no key anywhere, so it can neither extend nor
-//!   release anything (and the service refuses lists over its limits
-//!   before any master is asked). The names in the token are the caller's
-//!   own; the random part keeps it unguessable (128 bits).
+//!   carries the list ([`token_for`](super::token::token_for)): 32 random
+//!   hex characters, `:`, then the resources (joined by `\n`, which no
+//!   resource may contain) in lowercase hex. Why not a member list stored
+//!   on the masters: the token is what every key holds, so the list is
+//!   exactly as durable as the keys (a restarted master that lost them
+//!   loses nothing extra to recreate), costs no extra key, no extra round
+//!   and no expiry to keep in step, and never puts the token in a key
+//!   name. It is sound because the whole string is the secret compared by
+//!   every script: a token with a tampered list matches no key anywhere,
+//!   so it can neither extend nor release anything (and the service
+//!   refuses lists over its limits before any master is asked). The names
+//!   in the token are the caller's own; the random part keeps it
+//!   unguessable (128 bits).
 //! - *Extend, Release, Validate* act on every resource with the plain
 //!   per-resource round, all at once: Extend succeeds only if every
 //!   resource was extended on a majority (the validity is the smallest, the
@@ -96,17 +97,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Between the random part of a multi-resource token and its resources.
-const SEPARATOR: char = ':';
-
-/// Between two resources in a token's list (a control character: no
-/// resource name contains it).
-const BETWEEN: char = '\n';
-
-/// Longest token accepted at all (the service holds a token's list to
-/// `redlock.max_resources_per_lock` and `max_resource_len` as well).
-const MAX_TOKEN_LEN: usize = 1 << 20;
-
 /// One resource of a lock on several resources, with its own fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -114,46 +104,6 @@ pub struct Member {
     pub resource: String,
     /// Its fence: greater than that of every earlier grant of it.
     pub fence: u64,
-}
-
-/// The token of a lock on `resources`: `random`'s text, [`SEPARATOR`], then
-/// the resources joined by [`BETWEEN`], in lowercase hex (module doc).
-pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
-    let list = resources.join(&BETWEEN.to_string());
-    let text = format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list));
-    Token::of_kind(text, super::token::TokenKind::Multi)
-}
-
-/// The resources a multi-resource token names, in the order asked; `None`
-/// for a plain token.
-pub(crate) fn members(token: &Token) -> Option<Vec<String>> {
-    match token.kind() {
-        super::token::TokenKind::Multi => decode(token.expose()),
-        _ => None,
-    }
-}
-
-/// Whether `text` has the shape of a multi-resource token (see
-/// [`token_for`]): for `Token::parse`.
-pub(super) fn well_formed(text: &str) -> bool {
-    text.len() <= MAX_TOKEN_LEN && decode(text).is_some()
-}
-
-fn decode(text: &str) -> Option<Vec<String>> {
-    let (random, list) = text.split_once(SEPARATOR)?;
-    if random.len() != 32
-        || !super::token::is_lower_hex(random)
-        || !super::token::is_lower_hex(list)
-    {
-        return None;
-    }
-    let list = String::from_utf8(hex::decode(list).ok()?).ok()?;
-    let names: Vec<String> = list.split(BETWEEN).map(str::to_owned).collect();
-    let mut seen = std::collections::HashSet::new();
-    let valid = names
-        .iter()
-        .all(|n| !n.is_empty() && !n.chars().any(char::is_control) && seen.insert(n.as_str()));
-    valid.then_some(names)
 }
 
 impl Redlock {
@@ -336,7 +286,7 @@ impl Redlock {
             admitted = self.admission.acquisition() => admitted?,
         };
         let random = Token::generate().map_err(LockError::from)?;
-        let token = token_for(&random, resources);
+        let token = super::token::token_for(&random, resources);
         stats.attempts += 1;
         let subjects: Vec<_> = resources
             .iter()
@@ -587,52 +537,5 @@ impl Redlock {
             }
         }
         Ok(shortest)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    /// A multi-resource token parses, names its resources in order, and
-    /// differs from a plain token; a plain token names none.
-    #[test]
-    fn token_names_its_resources() {
-        let random = Token::generate().expect("OS RNG");
-        let token = token_for(&random, &names(&["b/1", "a é", "c"]));
-        let parsed = Token::parse(token.expose()).expect("well formed");
-        assert_eq!(members(&parsed), Some(names(&["b/1", "a é", "c"])));
-        assert!(token.expose().starts_with(random.expose()));
-        assert_eq!(members(&random), None);
-        assert!(!format!("{token:?}").contains(random.expose()));
-    }
-
-    /// Tampered or malformed lists are not tokens.
-    #[test]
-    fn malformed_lists() {
-        let random = "0123456789abcdef0123456789abcdef";
-        for bad in [
-            format!("{random}:"),
-            format!("{random}:zz"),
-            format!("{random}:ABCD"),
-            format!("{random}:{}", hex::encode("a\n\nb")),
-            format!("{random}:{}", hex::encode("a\na")),
-            format!("{random}:{}", hex::encode("a\tb")),
-            format!("{}:{}", &random[1..], hex::encode("a")),
-            format!("{random}:{}", "f".repeat(MAX_TOKEN_LEN)),
-        ] {
-            assert!(Token::parse(&bad).is_err(), "{bad}");
-        }
-        assert!(Token::parse(&format!("{random}:{}", hex::encode("a\nb"))).is_ok());
-        // A semaphore permit's token (`.`, a decimal limit, `.` and a
-        // decimal index) is never read as a list, even where the numbers
-        // are valid hex ("41" = "A").
-        let permit = Token::parse(&format!("{random}.42.41")).expect("a permit's token");
-        assert_eq!(members(&permit), None);
-        assert_eq!(permit.permit(), Some(41));
     }
 }

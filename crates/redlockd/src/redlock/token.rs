@@ -147,7 +147,7 @@ impl Token {
             }),
             None => None,
         };
-        let kind = kind.or_else(|| super::multi::well_formed(text).then_some(TokenKind::Multi));
+        let kind = kind.or_else(|| well_formed(text).then_some(TokenKind::Multi));
         match kind {
             Some(kind) => Ok(Token {
                 text: text.to_owned(),
@@ -178,6 +178,56 @@ impl Token {
     pub fn is_shared(&self) -> bool {
         self.kind == TokenKind::Shared
     }
+}
+
+/// Between the random part of a multi-resource token and its resources
+/// (the token of a lock on several resources, `super::multi`).
+const SEPARATOR: char = ':';
+
+/// Between two resources in a token's list (a control character: no
+/// resource name contains it).
+const BETWEEN: char = '\n';
+
+/// Longest token accepted at all (the service holds a token's list to
+/// `redlock.max_resources_per_lock` and `max_resource_len` as well).
+const MAX_TOKEN_LEN: usize = 1 << 20;
+
+/// The token of a lock on `resources`: `random`'s text, [`SEPARATOR`], then
+/// the resources joined by [`BETWEEN`], in lowercase hex (`super::multi`).
+pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
+    let list = resources.join(&BETWEEN.to_string());
+    let text = format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list));
+    Token::of_kind(text, TokenKind::Multi)
+}
+
+/// The resources a multi-resource token names, in the order asked; `None`
+/// for a plain token.
+pub(crate) fn members(token: &Token) -> Option<Vec<String>> {
+    match token.kind() {
+        TokenKind::Multi => decode(token.expose()),
+        _ => None,
+    }
+}
+
+/// Whether `text` has the shape of a multi-resource token (see
+/// [`token_for`]): for `Token::parse`.
+fn well_formed(text: &str) -> bool {
+    text.len() <= MAX_TOKEN_LEN && decode(text).is_some()
+}
+
+/// The resources of a multi-resource token's text, if it is one.
+fn decode(text: &str) -> Option<Vec<String>> {
+    let (random, list) = text.split_once(SEPARATOR)?;
+    if random.len() != 32 || !is_lower_hex(random) || !is_lower_hex(list) {
+        return None;
+    }
+    let list = String::from_utf8(hex::decode(list).ok()?).ok()?;
+    let names: Vec<String> = list.split(BETWEEN).map(str::to_owned).collect();
+    let mut seen = std::collections::HashSet::new();
+    let valid = names
+        .iter()
+        .all(|n| !n.is_empty() && !n.chars().any(char::is_control) && seen.insert(n.as_str()));
+    valid.then_some(names)
 }
 
 /// Shortest and longest request id accepted (see [`RequestId`]).
@@ -266,7 +316,7 @@ fn is_random(text: &str) -> bool {
 }
 
 /// Whether `text` is all lowercase hex digits.
-pub(super) fn is_lower_hex(text: &str) -> bool {
+fn is_lower_hex(text: &str) -> bool {
     text.bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
@@ -364,7 +414,7 @@ mod tests {
         let plain = Token::generate().expect("OS RNG");
         let shared = plain.clone().into_shared();
         let permit = Token::generate_permit(1, 3).expect("OS RNG");
-        let multi = super::super::multi::token_for(&plain, &["a".to_owned(), "b".to_owned()]);
+        let multi = token_for(&plain, &["a".to_owned(), "b".to_owned()]);
         for (token, kind) in [
             (&plain, TokenKind::Plain),
             (&shared, TokenKind::Shared),
@@ -415,5 +465,47 @@ mod tests {
             );
         }
         assert_eq!(Token::parse("ab.1"), Err(TokenError::Malformed));
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// A multi-resource token parses, names its resources in order, and
+    /// differs from a plain token; a plain token names none.
+    #[test]
+    fn token_names_its_resources() {
+        let random = Token::generate().expect("OS RNG");
+        let token = token_for(&random, &names(&["b/1", "a é", "c"]));
+        let parsed = Token::parse(token.expose()).expect("well formed");
+        assert_eq!(members(&parsed), Some(names(&["b/1", "a é", "c"])));
+        assert!(token.expose().starts_with(random.expose()));
+        assert_eq!(members(&random), None);
+        assert!(!format!("{token:?}").contains(random.expose()));
+    }
+
+    /// Tampered or malformed lists are not tokens.
+    #[test]
+    fn malformed_lists() {
+        let random = "0123456789abcdef0123456789abcdef";
+        for bad in [
+            format!("{random}:"),
+            format!("{random}:zz"),
+            format!("{random}:ABCD"),
+            format!("{random}:{}", hex::encode("a\n\nb")),
+            format!("{random}:{}", hex::encode("a\na")),
+            format!("{random}:{}", hex::encode("a\tb")),
+            format!("{}:{}", &random[1..], hex::encode("a")),
+            format!("{random}:{}", "f".repeat(MAX_TOKEN_LEN)),
+        ] {
+            assert!(Token::parse(&bad).is_err(), "{bad}");
+        }
+        assert!(Token::parse(&format!("{random}:{}", hex::encode("a\nb"))).is_ok());
+        // A semaphore permit's token (`.`, a decimal limit, `.` and a
+        // decimal index) is never read as a list, even where the numbers
+        // are valid hex ("41" = "A").
+        let permit = Token::parse(&format!("{random}.42.41")).expect("a permit's token");
+        assert_eq!(members(&permit), None);
+        assert_eq!(permit.permit(), Some(41));
     }
 }
