@@ -15,6 +15,7 @@
 //! (sending a command to the masters), [`held`] (counting the locks handed
 //! out, for the dashboard).
 
+pub(crate) mod acquire;
 pub(crate) mod admin;
 pub(crate) mod admission;
 pub(crate) mod attempt;
@@ -50,7 +51,7 @@ pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
 
-pub use wait::DetachedAcquire;
+pub use acquire::DetachedAcquire;
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use claim::{Claim, Epoch};

@@ -77,13 +77,14 @@
 //! acquisition (`request_id`) is not offered for several resources: the
 //! service refuses the combination.
 
+use super::acquire::DetachedAcquire;
 use super::attempt::{AttemptStats, Failure};
 use super::node::AcquireAllVote;
 use super::notices::Notice;
 use super::quorum::Vote;
 use super::round::{Command, Pending, Reply, Until};
 use super::validity;
-use super::wait::{jitter, DetachedAcquire, TIE_BREAK_JITTER};
+use super::wait::{jitter, TIE_BREAK_JITTER};
 use super::waiters::Wake;
 use super::{
     Claim, Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
