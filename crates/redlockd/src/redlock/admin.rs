@@ -331,7 +331,7 @@ impl Redlock {
             _ => return Err(LockError::NoQuorum(tally)),
         }
         if leader.as_deref() == Some(super::keys::SHARED_SENTINEL) {
-            // Shared holders (`super::rw`): not shown one by one.
+            // Shared holders (`super::kinds::rw`): not shown one by one.
             return Ok(None);
         }
         let Some(token) = leader.and_then(|t| Token::parse(&t).ok()) else {

@@ -64,8 +64,8 @@ pub(crate) struct AttemptStats {
     pub attempts: u32,
     /// Whether any attempt found the resource held.
     pub contended: bool,
-    /// The notice ids of the last failed attempt's clean-up releases (a
-    /// lock on several resources, `super::multi`): its waiter tells their
+    /// The notice ids of the last failed attempt's clean-up releases (a lock on
+    /// several resources, `super::kinds::multi`): its waiter tells their
     /// wake-ups from a holder's release by them.
     pub cleanup_notices: Vec<u64>,
 }
@@ -79,7 +79,7 @@ pub(super) struct Claimant<'a> {
     /// The token derived from the request id, if any.
     pub(super) fixed: Option<&'a Token>,
     /// The acquisition waits (an exclusive one then sets the
-    /// writer-waiting marker where readers refuse it, `super::rw`).
+    /// writer-waiting marker where readers refuse it, `super::kinds::rw`).
     pub(super) waits: bool,
 }
 

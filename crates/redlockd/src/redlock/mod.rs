@@ -11,10 +11,10 @@
 //!
 //! Files: [`acquire`] (the entry points of an acquisition), [`attempt`] (one
 //! acquisition attempt), [`wait`] (waiting for a held resource, first come
-//! first served, woken by releases), [`lease`] (Extend, Release, Validate
-//! of a held lock), [`semaphore`] (a permit of a semaphore), [`session`]
-//! (keeping a lock alive), [`round`] (sending a command to the masters),
-//! [`held`] (counting the locks handed out, for the dashboard).
+//! first served, woken by releases), [`lease`] (Extend, Release, Validate of a
+//! held lock), [`kinds`] (the extensions: semaphores, read-write locks,
+//! several resources at once), [`session`] (keeping a lock alive), [`round`] (sending a command to the
+//! masters), [`held`] (counting the locks handed out, for the dashboard).
 
 pub(crate) mod acquire;
 pub(crate) mod admin;
@@ -32,18 +32,14 @@ pub(crate) mod fence;
 mod fence_tests;
 pub(crate) mod held;
 pub(crate) mod keys;
+pub(crate) mod kinds;
 pub(crate) mod lease;
-pub(crate) mod multi;
 pub(crate) mod node;
 pub(crate) mod notices;
 pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
-pub(crate) mod rw;
-pub(crate) mod semaphore;
-#[cfg(test)]
-mod semaphore_tests;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
@@ -60,7 +56,7 @@ pub use claim::{Claim, Epoch};
 pub use error::{LockError, NodeError};
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
-pub use multi::Member;
+pub use kinds::multi::Member;
 pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
@@ -119,7 +115,7 @@ pub struct Lock {
     pub deadline: Deadline,
     /// A lock on several resources at once: each with its fence, in the
     /// order asked (the first is `resource`, `fence`). Empty for a lock on
-    /// one resource. See [`multi`].
+    /// one resource. See [`multi`](kinds::multi).
     pub members: Vec<Member>,
     /// The epoch of the acquisition that holds it, when it had a request
     /// id ([`claim`]): the lock's own extensions and releases carry it.
@@ -145,11 +141,12 @@ pub struct Holder {
     /// commit (or one-round acquire) + this shortens the lock instead of
     /// deleting it (zero: none).
     pub hold_at_least: Duration,
-    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
-    /// token carries the mode.
+    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`](kinds::rw)),
+    /// whose token carries the mode.
     pub shared: bool,
-    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
-    /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
+    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this many
+    /// permits of a semaphore ([`semaphore`](kinds::semaphore)); 0 or 1, a
+    /// plain lock.
     pub limit: u32,
     /// The acquisition's epoch, when it has a request id ([`claim`]):
     /// recorded with the grant, so that another acquisition of the same
@@ -198,7 +195,7 @@ impl Holder {
         }
     }
 
-    /// This holder, shared (a read lock, [`rw`]) or not.
+    /// This holder, shared (a read lock, [`rw`](kinds::rw)) or not.
     pub fn with_shared(self, shared: bool) -> Holder {
         Holder { shared, ..self }
     }
@@ -342,7 +339,7 @@ impl Redlock {
     }
 
     /// The keys `token` acts on: a permit's own (its index is in the
-    /// token, see [`semaphore`]) or the resource's lock.
+    /// token, see [`semaphore`](kinds::semaphore)) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
         self.subject_of(resource, token, None)
     }
@@ -353,8 +350,8 @@ impl Redlock {
     }
 
     /// [`Redlock::subject`] for an attempt: a waiting exclusive one sets the
-    /// writer-waiting marker where shared holders refuse it ([`rw`]); a
-    /// try-lock (no wait) does not hold readers back.
+    /// writer-waiting marker where shared holders refuse it
+    /// ([`rw`](kinds::rw)); a try-lock (no wait) does not hold readers back.
     fn subject_marking(
         &self,
         resource: &str,
@@ -364,7 +361,7 @@ impl Redlock {
     ) -> Arc<Subject> {
         let prefix = &self.settings.key_prefix;
         let mark = match waits {
-            true => rw::writer_mark(self.settings.wait_fallback),
+            true => kinds::rw::writer_mark(self.settings.wait_fallback),
             false => Duration::ZERO,
         };
         Arc::new(Subject {

@@ -13,11 +13,11 @@ const TOKEN_BYTES: usize = 16;
 /// A shared (read) grant's token is the same 32 characters after the
 /// prefix [`SHARED_PREFIX`]: the mode travels with the token, so Extend,
 /// Release and Validate, which carry only the resource and the token, find
-/// the holder in the right structure on the masters (`super::rw`).
+/// the holder in the right structure on the masters (`super::kinds::rw`).
 ///
 /// A semaphore permit's token carries its semaphore's limit and its
 /// permit's index after dots (`<32 hex>.<limit>.<index>`, see
-/// `super::semaphore`): both are public, the 128 random bits stay the
+/// `super::kinds::semaphore`): both are public, the 128 random bits stay the
 /// secret. The limit travels with the token so that a master that lost the
 /// permit's key (a restart) gets the semaphore's limit record back with
 /// the key when an Extend puts it back; without it, plain locks would be
@@ -44,7 +44,7 @@ pub enum TokenKind {
         /// Which of its permits, 0 to `limit` - 1.
         index: u32,
     },
-    /// A lock on several resources at once (`super::multi`).
+    /// A lock on several resources at once (`super::kinds::multi`).
     Multi,
 }
 
@@ -62,8 +62,8 @@ pub enum TokenError {
     Random(String),
 }
 
-/// What starts a shared grant's token (a read lock, `super::rw`). Never a
-/// hex digit, so no exclusive token looks like a shared one.
+/// What starts a shared grant's token (a read lock, `super::kinds::rw`). Never
+/// a hex digit, so no exclusive token looks like a shared one.
 pub(crate) const SHARED_PREFIX: char = 's';
 
 impl Token {
@@ -83,8 +83,8 @@ impl Token {
     }
 
     /// A fresh token for permit `index` of a semaphore of `limit` (see
-    /// `super::semaphore`): a generated token, then the limit and the index
-    /// in decimal, each after a dot.
+    /// `super::kinds::semaphore`): a generated token, then the limit and the
+    /// index in decimal, each after a dot.
     pub fn generate_permit(index: u32, limit: u32) -> Result<Token, TokenError> {
         let random = Token::generate()?.text;
         Ok(Token {
@@ -181,7 +181,7 @@ impl Token {
 }
 
 /// Between the random part of a multi-resource token and its resources
-/// (the token of a lock on several resources, `super::multi`).
+/// (the token of a lock on several resources, `super::kinds::multi`).
 const SEPARATOR: char = ':';
 
 /// Between two resources in a token's list (a control character: no
@@ -192,8 +192,8 @@ const BETWEEN: char = '\n';
 /// `redlock.max_resources_per_lock` and `max_resource_len` as well).
 const MAX_TOKEN_LEN: usize = 1 << 20;
 
-/// The token of a lock on `resources`: `random`'s text, [`SEPARATOR`], then
-/// the resources joined by [`BETWEEN`], in lowercase hex (`super::multi`).
+/// The token of a lock on `resources`: `random`'s text, [`SEPARATOR`], then the
+/// resources joined by [`BETWEEN`], in lowercase hex (`super::kinds::multi`).
 pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
     let list = resources.join(&BETWEEN.to_string());
     let text = format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list));

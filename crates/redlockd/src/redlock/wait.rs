@@ -65,7 +65,7 @@ impl Redlock {
                 {
                     Ok(granted) => {
                         // A semaphore's next waiter tries at once: other
-                        // permits may be free (see `super::semaphore`).
+                        // permits may be free (see `super::kinds::semaphore`).
                         if who.holder.limit <= 1 {
                             place.granted(Instant::now() + ttl);
                         }

@@ -11,45 +11,44 @@
 //!
 //! # How
 //!
-//! - *One round per attempt, all keys at once.* Each master gets ONE
-//!   script call ([`super::Node::acquire_all`], `crate::node::scripts_multi`) that
-//!   reads every key of the lock and, only if all are free, sets all of
-//!   them to the token; otherwise it sets none. The script runs
-//!   atomically, so on every master the lock's keys are either all ours or
-//!   none is. A master that granted counts as a yes; the quorum is the
-//!   usual majority, of masters that granted ALL keys.
+//! - *One round per attempt, all keys at once.* Each master gets ONE script
+//!   call ([`crate::redlock::Node::acquire_all`], `crate::node::scripts_multi`)
+//!   that reads every key of the lock and, only if all are free, sets all of
+//!   them to the token; otherwise it sets none. The script runs atomically, so
+//!   on every master the lock's keys are either all ours or none is. A master
+//!   that granted counts as a yes; the quorum is the usual majority, of masters
+//!   that granted ALL keys.
 //! - *Deadlock-free by construction.* Nobody ever holds some keys while
 //!   waiting for others: an attempt asks for all at once, and an attempt
 //!   without a quorum releases every key on every master before it returns
 //!   (as a plain attempt does), before any retry. There is no lock order to
 //!   get wrong, and no hold-and-wait. Two contenders whose attempts split
 //!   the masters both fail and back off (the split back-off of
-//!   `super::wait`), as for one resource.
-//! - *Fences.* The script returns each resource's own fence counter (the
-//!   fence hash `max`, `super::fence`) read atomically with its SET, and the
-//!   master's clock. Each resource gets `next_fence` over the granting
-//!   masters' reads of ITS counter, and is committed with the existing
-//!   per-resource commit (`COMMIT_FENCE`, sent to every master, standing
-//!   once a majority acknowledged it). The grant stands only when every
-//!   resource's commit reached a majority within the validity; otherwise
-//!   all keys are released. So each resource's fence argument is the plain
-//!   one of `super::fence`, unchanged: its grant's SET on a master of the
+//!   `crate::redlock::wait`), as for one resource.
+//! - *Fences.* The script returns each resource's own fence counter (the fence
+//!   hash `max`, `crate::redlock::fence`) read atomically with its SET, and the
+//!   master's clock. Each resource gets `next_fence` over the granting masters'
+//!   reads of ITS counter, and is committed with the existing per-resource
+//!   commit (`COMMIT_FENCE`, sent to every master, standing once a majority
+//!   acknowledged it). The grant stands only when every resource's commit
+//!   reached a majority within the validity; otherwise all keys are released.
+//!   So each resource's fence argument is the plain one of
+//!   `crate::redlock::fence`, unchanged: its grant's SET on a master of the
 //!   intersection happened after the earlier holder's key was gone there.
-//! - *Finding the other resources.* Extend, Release and Validate name the
-//!   lock by ANY one of its resources plus its token. The token itself
-//!   carries the list ([`token_for`](super::token::token_for)): 32 random
-//!   hex characters, `:`, then the resources (joined by `\n`, which no
-//!   resource may contain) in lowercase hex. Why not a member list stored
-//!   on the masters: the token is what every key holds, so the list is
-//!   exactly as durable as the keys (a restarted master that lost them
-//!   loses nothing extra to recreate), costs no extra key, no extra round
-//!   and no expiry to keep in step, and never puts the token in a key
-//!   name. It is sound because the whole string is the secret compared by
-//!   every script: a token with a tampered list matches no key anywhere,
-//!   so it can neither extend nor release anything (and the service
-//!   refuses lists over its limits before any master is asked). The names
-//!   in the token are the caller's own; the random part keeps it
-//!   unguessable (128 bits).
+//! - *Finding the other resources.* Extend, Release and Validate name the lock
+//!   by ANY one of its resources plus its token. The token itself carries the
+//!   list ([`token_for`](crate::redlock::token::token_for)): 32 random hex
+//!   characters, `:`, then the resources (joined by `\n`, which no resource may
+//!   contain) in lowercase hex. Why not a member list stored on the masters:
+//!   the token is what every key holds, so the list is exactly as durable as
+//!   the keys (a restarted master that lost them loses nothing extra to
+//!   recreate), costs no extra key, no extra round and no expiry to keep in
+//!   step, and never puts the token in a key name. It is sound because the
+//!   whole string is the secret compared by every script: a token with a
+//!   tampered list matches no key anywhere, so it can neither extend nor
+//!   release anything (and the service refuses lists over its limits before any
+//!   master is asked). The names in the token are the caller's own; the random
+//!   part keeps it unguessable (128 bits).
 //! - *Extend, Release, Validate* act on every resource with the plain
 //!   per-resource round, all at once: Extend succeeds only if every
 //!   resource was extended on a majority (the validity is the smallest, the
@@ -77,19 +76,19 @@
 //! acquisition (`request_id`) is not offered for several resources: the
 //! service refuses the combination.
 
-use super::acquire::DetachedAcquire;
-use super::attempt::{AttemptStats, Failure};
-use super::node::AcquireAllVote;
-use super::notices::Notice;
-use super::quorum::Vote;
-use super::round::{Command, Pending, Reply, Until};
-use super::validity;
-use super::wait::{jitter, TIE_BREAK_JITTER};
-use super::waiters::Wake;
-use super::{
+use crate::metrics;
+use crate::redlock::acquire::DetachedAcquire;
+use crate::redlock::attempt::{AttemptStats, Failure};
+use crate::redlock::node::AcquireAllVote;
+use crate::redlock::notices::Notice;
+use crate::redlock::quorum::Vote;
+use crate::redlock::round::{Command, Pending, Reply, Until};
+use crate::redlock::validity;
+use crate::redlock::wait::{jitter, TIE_BREAK_JITTER};
+use crate::redlock::waiters::Wake;
+use crate::redlock::{
     Claim, Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
 };
-use crate::metrics;
 use futures::future::{join_all, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
@@ -227,7 +226,7 @@ impl Redlock {
                         let pause = self.pause_after(&failure, now - started);
                         try_at = now + pause;
                         backing_off_until =
-                            super::wait::is_split(&failure.error).then_some(now + pause);
+                            crate::redlock::wait::is_split(&failure.error).then_some(now + pause);
                         last_error = Some(failure.error);
                     }
                 }
@@ -287,7 +286,7 @@ impl Redlock {
             admitted = self.admission.acquisition() => admitted?,
         };
         let random = Token::generate().map_err(LockError::from)?;
-        let token = super::token::token_for(&random, resources);
+        let token = crate::redlock::token::token_for(&random, resources);
         stats.attempts += 1;
         let subjects: Vec<_> = resources
             .iter()
@@ -303,7 +302,7 @@ impl Redlock {
                 async move { (index, reply.await.map(Reply::AcquireAll)) }.boxed()
             })
             .collect();
-        let mut granted: Vec<Vec<super::FenceRead>> = Vec::with_capacity(self.nodes.len());
+        let mut granted: Vec<Vec<crate::redlock::FenceRead>> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
         let mut delayed = false;
         let mut votes = Tally::new(self.quorum);
@@ -341,7 +340,7 @@ impl Redlock {
             let failure = if votes.held() {
                 stats.contended = true;
                 Failure {
-                    holder_free_in: super::attempt::holder_free_in(
+                    holder_free_in: crate::redlock::attempt::holder_free_in(
                         self.quorum,
                         votes.yes(),
                         refusals,
@@ -357,8 +356,8 @@ impl Redlock {
 
         let fences: Vec<u64> = (0..resources.len())
             .map(|i| {
-                super::fence::next_fence(
-                    super::fence::Proposal::NONE,
+                crate::redlock::fence::next_fence(
+                    crate::redlock::fence::Proposal::NONE,
                     granted.iter().map(|reads| reads[i]),
                 )
             })
@@ -418,7 +417,7 @@ impl Redlock {
     /// by which the attempter tells their wake-ups from a holder's release.
     async fn release_all_of(
         &self,
-        subjects: &[Arc<super::round::Subject>],
+        subjects: &[Arc<crate::redlock::round::Subject>],
         deadline: Instant,
     ) -> Vec<u64> {
         let notices: Vec<Notice> = subjects
@@ -443,7 +442,7 @@ impl Redlock {
     /// [`Redlock::extend_lease`] of a lock on several resources: every
     /// resource extended (module doc). The fence is the first resource's,
     /// `None` unless every resource's fence is vouched for.
-    pub(super) async fn extend_multi(
+    pub(in crate::redlock) async fn extend_multi(
         &self,
         resource: &str,
         members: &[String],
@@ -490,7 +489,7 @@ impl Redlock {
 
     /// [`Redlock::release_as`] of a lock on several resources: every
     /// resource released; held if every one still was.
-    pub(super) async fn release_multi(
+    pub(in crate::redlock) async fn release_multi(
         &self,
         resource: &str,
         members: &[String],
@@ -515,7 +514,7 @@ impl Redlock {
 
     /// [`Redlock::validate`] of a lock on several resources: held if every
     /// resource is, for the shortest validity.
-    pub(super) async fn validate_multi(
+    pub(in crate::redlock) async fn validate_multi(
         &self,
         resource: &str,
         members: &[String],
