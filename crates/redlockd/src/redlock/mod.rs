@@ -22,14 +22,10 @@ pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
 pub(crate) mod claim;
-#[cfg(test)]
-mod deadline_tests;
 pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
-#[cfg(test)]
-mod fence_tests;
 pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod kinds;
