@@ -84,18 +84,18 @@ use crate::redlock::notices::Notice;
 use crate::redlock::quorum::Vote;
 use crate::redlock::round::{Command, Pending, Reply, Until};
 use crate::redlock::validity;
-use crate::redlock::wait::{jitter, TIE_BREAK_JITTER};
-use crate::redlock::waiters::Wake;
 use crate::redlock::{
-    Claim, Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
+    Decision, Holder, Lock, LockError, LockKeys, Redlock, Tally, Token, WakeWaiters,
 };
 use futures::future::{join_all, FutureExt};
-use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+
+mod lease;
+mod wait;
 
 /// One resource of a lock on several resources, with its own fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,109 +159,6 @@ impl Redlock {
         };
         metrics::acquisition(stats.attempts, stats.contended);
         result
-    }
-
-    /// Waiting (module doc): in every resource's queue, attempting when
-    /// any wakes us, when the holders' keys expire, or after the fallback.
-    async fn wait_multi<S: Future<Output = ()>>(
-        &self,
-        resources: &[String],
-        holder: &Arc<Holder>,
-        ttl: Duration,
-        give_up_at: Instant,
-        mut stop: Pin<&mut S>,
-        stats: &mut AttemptStats,
-    ) -> Result<Lock, LockError> {
-        let mut places = Vec::with_capacity(resources.len());
-        for resource in resources {
-            places.push(self.waiters.join(resource)?);
-        }
-        let mut try_at = Instant::now();
-        let mut last_error = None;
-        let mut backing_off_until: Option<Instant> = None;
-        loop {
-            // A holder's release heard while our attempt ran.
-            let mut heard = None;
-            if try_at <= Instant::now() {
-                let started = Instant::now();
-                stats.cleanup_notices.clear();
-                match self
-                    .attempt_multi(
-                        resources,
-                        holder,
-                        ttl,
-                        self.waiter_marker_ttl(),
-                        stats,
-                        stop.as_mut(),
-                    )
-                    .await
-                {
-                    Ok(granted) => {
-                        let until = Instant::now() + ttl;
-                        for place in places {
-                            place.granted(until);
-                        }
-                        return Ok(granted);
-                    }
-                    Err(failure) => {
-                        let now = Instant::now();
-                        if now >= give_up_at {
-                            return Err(failure.error);
-                        }
-                        // The attempt's own clean-up woke the front waiters
-                        // of its resources, us included: not a release by a
-                        // holder, so it must not cut the pause short (else a
-                        // refused waiter would retry every round). A
-                        // holder's release heard meanwhile must: dropping
-                        // it left the waiter asleep until the fallback.
-                        for place in &mut places {
-                            while let Some(wake) = place.woken().now_or_never() {
-                                match wake {
-                                    Wake::Released { notice, .. }
-                                        if stats.cleanup_notices.contains(&notice) => {}
-                                    other => heard = Some(other),
-                                }
-                            }
-                        }
-                        let pause = self.pause_after(&failure, now - started);
-                        try_at = now + pause;
-                        backing_off_until =
-                            crate::redlock::wait::is_split(&failure.error).then_some(now + pause);
-                        last_error = Some(failure.error);
-                    }
-                }
-            }
-            let wake = match heard {
-                Some(wake) => Some(wake),
-                None => {
-                    let mut wakes: FuturesUnordered<_> =
-                        places.iter_mut().map(|place| place.woken()).collect();
-                    tokio::select! {
-                        () = tokio::time::sleep_until(try_at) => None,
-                        wake = wakes.next() => wake,
-                        () = tokio::time::sleep_until(give_up_at) => {
-                            return Err(last_error.unwrap_or(LockError::StillHeld));
-                        }
-                        () = &mut stop => return Err(LockError::Cancelled),
-                    }
-                }
-            };
-            if let Some(wake) = wake {
-                let now = Instant::now();
-                let woken_at = match wake {
-                    Wake::Released { at_once: true, .. }
-                    | Wake::Front {
-                        holder_expires: None,
-                    } => now,
-                    Wake::Released { at_once: false, .. } => now + jitter(TIE_BREAK_JITTER),
-                    Wake::Front {
-                        holder_expires: Some(expires),
-                    } => expires.min(try_at) + jitter(TIE_BREAK_JITTER),
-                };
-                let woken_at = backing_off_until.map_or(woken_at, |until| until.max(woken_at));
-                try_at = try_at.min(woken_at);
-            }
-        }
     }
 
     /// One attempt on all of `resources` with a fresh token: the
@@ -437,105 +334,5 @@ impl Redlock {
         }))
         .await;
         ids
-    }
-
-    /// [`Redlock::extend_lease`] of a lock on several resources: every
-    /// resource extended (module doc). The fence is the first resource's,
-    /// `None` unless every resource's fence is vouched for.
-    pub(in crate::redlock) async fn extend_multi(
-        &self,
-        resource: &str,
-        members: &[String],
-        token: &Token,
-        ttl: Duration,
-    ) -> Result<(Option<u64>, Lock), LockError> {
-        if !members.iter().any(|m| m == resource) {
-            return Err(LockError::NotHeld(Tally::new(self.quorum)));
-        }
-        let results = join_all(
-            members
-                .iter()
-                .map(|member| self.extend_lease_one(member, token, ttl, Claim::Any)),
-        )
-        .await;
-        let mut extended = Vec::with_capacity(members.len());
-        for result in results {
-            extended.push(result?);
-        }
-        let all_known = extended.iter().all(|(fence, _)| fence.is_some());
-        let first_fence = extended.first().and_then(|(fence, _)| *fence);
-        let shortest = extended
-            .iter()
-            .map(|(_, lock)| lock.clone())
-            .min_by_key(|lock| lock.validity)
-            .ok_or(LockError::Internal(
-                "a multi-resource token names no resource",
-            ))?;
-        let members = members
-            .iter()
-            .zip(&extended)
-            .map(|(resource, (fence, _))| Member {
-                resource: resource.clone(),
-                fence: fence.unwrap_or(0),
-            })
-            .collect();
-        let lock = Lock {
-            resource: extended[0].1.resource.clone(),
-            members,
-            ..shortest
-        };
-        Ok((first_fence.filter(|_| all_known), lock))
-    }
-
-    /// [`Redlock::release_as`] of a lock on several resources: every
-    /// resource released; held if every one still was.
-    pub(in crate::redlock) async fn release_multi(
-        &self,
-        resource: &str,
-        members: &[String],
-        token: &Token,
-        honour_minimum: bool,
-    ) -> Result<bool, LockError> {
-        if !members.iter().any(|m| m == resource) {
-            return Ok(false);
-        }
-        let results = join_all(
-            members
-                .iter()
-                .map(|member| self.release_one(member, token, None, honour_minimum)),
-        )
-        .await;
-        let mut all_held = true;
-        for result in results {
-            all_held &= result?;
-        }
-        Ok(all_held)
-    }
-
-    /// [`Redlock::validate`] of a lock on several resources: held if every
-    /// resource is, for the shortest validity.
-    pub(in crate::redlock) async fn validate_multi(
-        &self,
-        resource: &str,
-        members: &[String],
-        token: &Token,
-    ) -> Result<Option<Duration>, LockError> {
-        if !members.iter().any(|m| m == resource) {
-            return Ok(None);
-        }
-        let results = join_all(
-            members
-                .iter()
-                .map(|member| self.validate_one(member, token)),
-        )
-        .await;
-        let mut shortest: Option<Duration> = None;
-        for result in results {
-            match result? {
-                Some(left) => shortest = Some(shortest.map_or(left, |s| s.min(left))),
-                None => return Ok(None),
-            }
-        }
-        Ok(shortest)
     }
 }
