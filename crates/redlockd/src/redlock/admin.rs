@@ -12,15 +12,12 @@
 //! same fields), read on the same masters.
 //! The token never leaves the daemon.
 
-use super::keys::LockKeys;
-use super::node::Seen;
-use super::quorum::Vote;
-use super::{validity, Decision, LockError, Redlock, Tally, Token};
+use super::{LockError, Redlock, Token};
 use crate::metrics;
-use futures::stream::{FuturesUnordered, StreamExt};
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::time::Instant;
+use futures::stream::StreamExt;
+use std::time::{Duration, SystemTime};
+
+mod holding;
 
 /// Most SCAN steps one `list` call takes: bounded work per call, whatever
 /// the keyspace holds (a page may come back short, with a page token).
@@ -133,13 +130,6 @@ impl std::fmt::Display for ListCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.master, self.cursor)
     }
-}
-
-/// What a quorum holds of one resource, and on which masters.
-struct Holding {
-    lock: HeldLock,
-    /// The masters that answered with the holder's token, in index order.
-    masters: Vec<usize>,
 }
 
 impl Redlock {
@@ -257,116 +247,6 @@ impl Redlock {
             locks,
             next: (at.master < self.nodes.len()).then_some(at),
         })
-    }
-
-    /// Reads the resource's keys on every master (one read-only script each,
-    /// batched with the other operations) and decides who holds it. Waits
-    /// for every master, up to [`ADMIN_ROUND_FACTOR`] `node_timeout`s, so
-    /// that `list` knows every master holding the token. A master that does
-    /// not answer in that time counts as not holding it, so `list` may then
-    /// report a lock on a later master's page again, or (rarely) not at all.
-    async fn holding(&self, resource: &str) -> Result<Option<Holding>, LockError> {
-        let keys = LockKeys::new(&self.settings.key_prefix, resource);
-        let start = validity::Started::now();
-        let deadline = Instant::now() + self.settings.node_timeout * ADMIN_ROUND_FACTOR;
-        let mut pending: FuturesUnordered<_> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(index, node)| {
-                let reply = node.inspect(&keys);
-                async move { (index, reply.await) }
-            })
-            .collect();
-        let mut seen: Vec<(usize, Option<Seen>)> = Vec::with_capacity(self.nodes.len());
-        let mut failed = 0;
-        loop {
-            match tokio::time::timeout_at(deadline, pending.next()).await {
-                Ok(Some((index, Ok(answer)))) if self.nodes[index].trusted() => {
-                    seen.push((index, answer));
-                }
-                Ok(Some(_)) => failed += 1,
-                Ok(None) => break,
-                Err(_elapsed) => {
-                    failed += pending.len();
-                    break;
-                }
-            }
-        }
-        let elapsed = start.elapsed();
-        // The token most masters hold: only it can hold a majority.
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for (_, answer) in &seen {
-            if let Some(answer) = answer {
-                *counts.entry(answer.token.as_str()).or_default() += 1;
-            }
-        }
-        let leader = counts
-            .into_iter()
-            .max_by_key(|&(_, count)| count)
-            .map(|(token, _)| token.to_owned());
-        let mut tally = Tally::new(self.quorum);
-        for _ in 0..failed {
-            tally.count(Vote::Failed);
-        }
-        let mut masters = Vec::new();
-        let mut pttls = Vec::new();
-        let mut record = None;
-        for (index, answer) in &seen {
-            match answer {
-                Some(answer) if Some(&answer.token) == leader.as_ref() => {
-                    tally.count(Vote::Yes);
-                    masters.push(*index);
-                    pttls.push(answer.pttl);
-                    if let Some(r) = &answer.record {
-                        record = Some(r.clone());
-                    }
-                }
-                _ => tally.count(Vote::No),
-            }
-        }
-        match tally.decision() {
-            Decision::Reached => {}
-            _ if tally.refused_by_majority() => return Ok(None),
-            _ => return Err(LockError::NoQuorum(tally)),
-        }
-        if leader.as_deref() == Some(super::keys::SHARED_SENTINEL) {
-            // Shared holders (`super::rw`): not shown one by one.
-            return Ok(None);
-        }
-        let Some(token) = leader.and_then(|t| Token::parse(&t).ok()) else {
-            // A key written by hand, not a token of ours: not a lock.
-            return Ok(None);
-        };
-        masters.sort_unstable();
-        pttls.sort_unstable_by(|a, b| b.cmp(a));
-        let quorum_th = pttls
-            .get(self.quorum.needed() - 1)
-            .copied()
-            .unwrap_or_default();
-        let Some(remaining) = validity::validity(quorum_th, elapsed, self.settings.drift_factor)
-        else {
-            return Ok(None);
-        };
-        let record = record.unwrap_or(super::node::Record {
-            fence: 0,
-            owner: String::new(),
-            kind: String::new(),
-            at_micros: 0,
-        });
-        Ok(Some(Holding {
-            lock: HeldLock {
-                resource: resource.to_owned(),
-                owner: record.owner,
-                fence: record.fence,
-                acquired_at: (record.at_micros > 0)
-                    .then(|| UNIX_EPOCH + Duration::from_micros(record.at_micros)),
-                remaining,
-                kind: SessionKind::parse(&record.kind),
-                token,
-            },
-            masters,
-        }))
     }
 }
 

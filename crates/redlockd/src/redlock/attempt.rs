@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod resume;
+
 /// Why an attempt failed, and when the current holder's lock frees up at the
 /// latest, if the refusing masters said.
 #[derive(Debug)]
@@ -64,8 +66,8 @@ pub(crate) struct AttemptStats {
     pub attempts: u32,
     /// Whether any attempt found the resource held.
     pub contended: bool,
-    /// The notice ids of the last failed attempt's clean-up releases (a
-    /// lock on several resources, `super::multi`): its waiter tells their
+    /// The notice ids of the last failed attempt's clean-up releases (a lock on
+    /// several resources, `super::kinds::multi`): its waiter tells their
     /// wake-ups from a holder's release by them.
     pub cleanup_notices: Vec<u64>,
 }
@@ -79,7 +81,7 @@ pub(super) struct Claimant<'a> {
     /// The token derived from the request id, if any.
     pub(super) fixed: Option<&'a Token>,
     /// The acquisition waits (an exclusive one then sets the
-    /// writer-waiting marker where readers refuse it, `super::rw`).
+    /// writer-waiting marker where readers refuse it, `super::kinds::rw`).
     pub(super) waits: bool,
 }
 
@@ -176,100 +178,6 @@ impl Redlock {
             Err(failure) => stats.contended |= matches!(failure.error, LockError::Contended(_)),
         }
         result
-    }
-
-    /// [`Redlock::attempt_once`] of a plain or shared lock's `subject`, as
-    /// a [`Lock`]; when the attempt, with a request id, found the key held
-    /// by its own token ([`Failure::own`]), the earlier acquisition's lock
-    /// is taken over ([`Redlock::resume_own`]), or, not held on a majority
-    /// after all (what was left of it is cleaned up), attempted once more.
-    async fn attempt_plain(
-        &self,
-        subject: &Arc<Subject>,
-        ttl: Duration,
-        waiter_marker: Duration,
-        holder: &Arc<Holder>,
-        admitted: &Admitted<'_>,
-        cleanup: WakeWaiters,
-    ) -> Result<Lock, Failure> {
-        let once = || self.attempt_once(subject, ttl, waiter_marker, holder, admitted, cleanup);
-        let mut result = once().await;
-        if let (Err(failure), Some(epoch)) = (&result, holder.epoch) {
-            if failure.own {
-                match self.resume_own(subject, epoch, ttl, cleanup).await {
-                    Ok(Some(lock)) => return Ok(lock),
-                    Ok(None) => {
-                        result = once().await;
-                        if let Err(failure) = &mut result {
-                            if failure.own {
-                                // Another acquisition of the request id is
-                                // at work at the same moment: leave it the
-                                // lock; this attempt's keys go.
-                                self.release_everywhere(
-                                    subject,
-                                    cleanup,
-                                    false,
-                                    self.round_deadline(Instant::now()),
-                                    Vote::Failed,
-                                )
-                                .await;
-                                failure.own = false;
-                            }
-                        }
-                    }
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
-        result.map(|(fence, (validity, deadline))| Lock {
-            resource: subject.resource.clone(),
-            token: subject.token.clone(),
-            fence,
-            validity,
-            deadline,
-            members: Vec::new(),
-            epoch: holder.epoch,
-        })
-    }
-
-    /// After an attempt with a request id found the key held by its own
-    /// token on some masters (an earlier acquisition of the request id,
-    /// [`Failure::own`]): take that lock over ([`super::Claim::Take`], with the
-    /// keys this attempt set beside it). `Some(lock)`: held on a majority,
-    /// the answer. `None`: not held on a majority; what is left of it and
-    /// of this attempt is released, and the caller attempts anew. An error:
-    /// too few masters answered to tell; nothing is released (an attempt's
-    /// clean-up could delete that lock if it were held).
-    ///
-    /// This is the lazy form of [`Redlock::resume`]: an acquisition with a
-    /// request id costs no Extend round before its first attempt, only
-    /// when an earlier acquisition's key is actually found.
-    async fn resume_own(
-        &self,
-        subject: &Arc<Subject>,
-        epoch: super::Epoch,
-        ttl: Duration,
-        cleanup: WakeWaiters,
-    ) -> Result<Option<Lock>, LockError> {
-        let take = super::Claim::Take(epoch);
-        match self
-            .extend_claiming(&subject.resource, &subject.token, ttl, take)
-            .await
-        {
-            Ok(lock) => Ok(Some(lock)),
-            Err(LockError::NotHeld(_) | LockError::Superseded(_)) => {
-                self.release_everywhere(
-                    subject,
-                    cleanup,
-                    false,
-                    self.round_deadline(Instant::now()),
-                    Vote::Failed,
-                )
-                .await;
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        }
     }
 
     /// One acquire round and one commit round for `subject`'s keys: the

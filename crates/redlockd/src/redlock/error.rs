@@ -57,7 +57,7 @@ pub enum LockError {
     FenceUnknown,
     /// A majority of masters hold the resource under another limit (a
     /// plain lock, or a semaphore of another size): the limit is part of
-    /// the resource's identity (see `super::semaphore`).
+    /// the resource's identity (see `super::kinds::semaphore`).
     #[error(
         "the resource is held under another limit (a plain lock, or a semaphore of another limit)"
     )]

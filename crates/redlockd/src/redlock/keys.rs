@@ -7,21 +7,22 @@
 //!   for the resource on this master), `holder` and `fence` (the token and
 //!   fence of the latest commit, so Extend can report the fence), expiring
 //!   after `fence_ttl`. See [`super::fence`]. It also holds the grant's
-//!   recorded owner, kind and time (`owner`, `kind`, `at`), its terms
-//!   (`delay`, `nb`, `lu`), the writer-waiting marker (`ww`, see
-//!   [`super::rw`]), a semaphore's limit (`lim`, see below) and the waiter
-//!   marker (`wm`, see below): every field an acquire or release must see
-//!   is in the one hash it reads anyway (one `HMGET` per step).
+//!   recorded owner, kind and time (`owner`, `kind`, `at`), its terms (`delay`,
+//!   `nb`, `lu`), the writer-waiting marker (`ww`, see [`super::kinds::rw`]), a
+//!   semaphore's limit (`lim`, see below) and the waiter marker (`wm`, see
+//!   below): every field an acquire or release must see is in the one hash it
+//!   reads anyway (one `HMGET` per step).
 //!
 //! A semaphore of resource `orders/42` keeps its permits' keys beside it:
 //! `redlock:lock:orders/42<0x1f><i>` and `redlock:fence:orders/42<0x1f><i>`
-//! (see [`super::semaphore`]), and its limit in the resource's own fence
+//! (see [`super::kinds::semaphore`]), and its limit in the resource's own fence
 //! hash (`lim`), which lives at least as long as any permit key.
 //!
 //! A resource that has shared (read) holders also uses
 //! `redlock:readers:orders/42`, a sorted set of the shared holders' tokens
 //! scored by their expiry on the master's clock, and keeps the string
-//! [`SHARED_SENTINEL`] in its lock key while they hold. See [`super::rw`].
+//! [`SHARED_SENTINEL`] in its lock key while they hold. See
+//! [`super::kinds::rw`].
 //!
 //! Release notices (see [`super::notices`]) go to the pub/sub channel
 //! `redlock:released`, only for resources with a waiter marker on the
@@ -45,7 +46,7 @@ use std::time::Duration;
 
 /// The lock key's value while shared holders hold the resource on a master:
 /// never a token (tokens are hex, or `s` and hex), so no exclusive
-/// compare-and-anything matches it. See [`super::rw`].
+/// compare-and-anything matches it. See [`super::kinds::rw`].
 pub(crate) const SHARED_SENTINEL: &str = "shared";
 
 /// The keys of one resource, built once per request.
@@ -58,11 +59,11 @@ pub struct LockKeys {
     /// The pub/sub channel of release notices.
     pub channel: String,
     /// For a shared grant's token: the readers sorted set, see
-    /// [`super::rw`]. `None`: an exclusive grant, today's lock.
+    /// [`super::kinds::rw`]. `None`: an exclusive grant, today's lock.
     pub readers: Option<String>,
     /// For an exclusive acquisition: how long a master that refuses it
     /// because shared holders hold there refuses new shared grants (the
-    /// writer-waiting marker, [`super::rw`]). Zero: sets none.
+    /// writer-waiting marker, [`super::kinds::rw`]). Zero: sets none.
     pub writer_mark: Duration,
     /// The resource's own fence hash (for a plain lock: `fence`; for a
     /// permit: its resource's), which holds the semaphore's limit and the

@@ -9,38 +9,33 @@
 //! a grant is released on every master, including those that refused or timed
 //! out (a timed-out SET may still have landed).
 //!
-//! Files: [`attempt`] (one acquisition attempt), [`wait`] (waiting for a held
-//! resource, first come first served, woken by releases), [`semaphore`]
-//! (a permit of a semaphore), [`session`] (keeping a lock alive), [`round`]
-//! (sending a command to the masters), [`held`] (counting the locks handed
-//! out, for the dashboard).
+//! Files: [`acquire`] (the entry points of an acquisition), [`attempt`] (one
+//! acquisition attempt), [`wait`] (waiting for a held resource, first come
+//! first served, woken by releases), [`lease`] (Extend, Release, Validate of a
+//! held lock), [`kinds`] (the extensions: semaphores, read-write locks,
+//! several resources at once), [`session`] (keeping a lock alive), [`round`] (sending a command to the
+//! masters), [`held`] (counting the locks handed out, for the dashboard).
 
+pub(crate) mod acquire;
 pub(crate) mod admin;
 pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
 pub(crate) mod claim;
-#[cfg(test)]
-mod deadline_tests;
 pub(crate) mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod fence;
-#[cfg(test)]
-mod fence_tests;
 pub(crate) mod held;
 pub(crate) mod keys;
-pub(crate) mod multi;
+pub(crate) mod kinds;
+pub(crate) mod lease;
 pub(crate) mod node;
 pub(crate) mod notices;
 pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;
 pub(crate) mod round;
-pub(crate) mod rw;
-pub(crate) mod semaphore;
-#[cfg(test)]
-mod semaphore_tests;
 pub(crate) mod session;
 #[cfg(test)]
 mod tests;
@@ -50,13 +45,14 @@ pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod waiters;
 
+pub use acquire::DetachedAcquire;
 pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use claim::{Claim, Epoch};
 pub use error::{LockError, NodeError};
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
-pub use multi::Member;
+pub use kinds::multi::Member;
 pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
@@ -64,13 +60,11 @@ pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
 pub use token::{RequestId, RequestIdError, Token, TokenError, TokenKind};
 pub use validity::Deadline;
-pub use wait::DetachedAcquire;
 
-use notices::{Notice, SeenNotices};
-use round::{Command, Reply, Subject};
+use notices::SeenNotices;
+use round::Subject;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::time::Instant;
 use waiters::Waiters;
 
 /// The engine's tunables, taken from the configuration.
@@ -117,7 +111,7 @@ pub struct Lock {
     pub deadline: Deadline,
     /// A lock on several resources at once: each with its fence, in the
     /// order asked (the first is `resource`, `fence`). Empty for a lock on
-    /// one resource. See [`multi`].
+    /// one resource. See [`multi`](kinds::multi).
     pub members: Vec<Member>,
     /// The epoch of the acquisition that holds it, when it had a request
     /// id ([`claim`]): the lock's own extensions and releases carry it.
@@ -143,11 +137,12 @@ pub struct Holder {
     /// commit (or one-round acquire) + this shortens the lock instead of
     /// deleting it (zero: none).
     pub hold_at_least: Duration,
-    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`]), whose
-    /// token carries the mode.
+    /// `AcquireRequest.mode` is `SHARED`: a read lock ([`rw`](kinds::rw)),
+    /// whose token carries the mode.
     pub shared: bool,
-    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this
-    /// many permits of a semaphore ([`semaphore`]); 0 or 1, a plain lock.
+    /// `AcquireRequest.limit`: above 1, the acquisition takes one of this many
+    /// permits of a semaphore ([`semaphore`](kinds::semaphore)); 0 or 1, a
+    /// plain lock.
     pub limit: u32,
     /// The acquisition's epoch, when it has a request id ([`claim`]):
     /// recorded with the grant, so that another acquisition of the same
@@ -196,7 +191,7 @@ impl Holder {
         }
     }
 
-    /// This holder, shared (a read lock, [`rw`]) or not.
+    /// This holder, shared (a read lock, [`rw`](kinds::rw)) or not.
     pub fn with_shared(self, shared: bool) -> Holder {
         Holder { shared, ..self }
     }
@@ -339,377 +334,8 @@ impl Redlock {
         self.admission.limit()
     }
 
-    /// Resets the lock's time to live to `ttl` if `token` still holds it on a
-    /// majority; the new validity counts from before the round.
-    ///
-    /// The answer carries the lock's own fence, as granted: the one the
-    /// masters that extended it keep beside its token. When none of them
-    /// has it any more (their fence records were lost with a restart), the
-    /// fence cannot be vouched for and the call fails with
-    /// [`LockError::FenceUnknown`] instead of answering a fence of 0, which
-    /// would break "a later holder's fence is greater". The lock itself was
-    /// extended; its holder should release it and acquire anew.
-    ///
-    /// This is a client's own Extend with its token: it acts whatever
-    /// acquisition of the token's request id holds the lock ([`Claim::Any`]).
-    pub async fn extend(
-        &self,
-        resource: &str,
-        token: &Token,
-        ttl: Duration,
-    ) -> Result<Lock, LockError> {
-        self.extend_claiming(resource, token, ttl, Claim::Any).await
-    }
-
-    /// [`Redlock::extend`] as `claim` says ([`claim`]): a resuming
-    /// acquisition takes the lock over with [`Claim::Take`].
-    pub(crate) async fn extend_claiming(
-        &self,
-        resource: &str,
-        token: &Token,
-        ttl: Duration,
-        claim: Claim,
-    ) -> Result<Lock, LockError> {
-        let (fence, lock) = self.extend_lease(resource, token, ttl, claim).await?;
-        let fence = fence.ok_or(LockError::FenceUnknown)?;
-        Ok(Lock { fence, ..lock })
-    }
-
-    /// [`Redlock::extend`] without the fence check, for a holder that knows
-    /// its fence from the grant (a session): the fence the masters reported,
-    /// if any, and the lock with the new validity (its `fence` is 0).
-    pub(crate) async fn extend_lease(
-        &self,
-        resource: &str,
-        token: &Token,
-        ttl: Duration,
-        claim: Claim,
-    ) -> Result<(Option<u64>, Lock), LockError> {
-        match multi::members(token) {
-            Some(members) => self.extend_multi(resource, &members, token, ttl).await,
-            None => self.extend_lease_one(resource, token, ttl, claim).await,
-        }
-    }
-
-    /// [`Redlock::extend_lease`] of one resource's key.
-    async fn extend_lease_one(
-        &self,
-        resource: &str,
-        token: &Token,
-        ttl: Duration,
-        claim: Claim,
-    ) -> Result<(Option<u64>, Lock), LockError> {
-        let epoch = match claim {
-            Claim::Any => None,
-            Claim::Own(epoch) | Claim::Take(epoch) => Some(epoch),
-        };
-        let subject = self.subject_of(resource, token.clone(), epoch);
-        let _permit = self.admission.extension().await?;
-        let start = validity::Started::now();
-        let command = Command::Extend {
-            ttl,
-            fence_ttl: self.settings.fence_ttl,
-            take: matches!(claim, Claim::Take(_)),
-        };
-        let mut fences = Vec::with_capacity(self.nodes.len());
-        let mut missing = Vec::new();
-        let mut superseded = 0;
-        let (votes, stragglers) =
-            self.round_with_stragglers(&subject, self.all(), command, |index, reply, tally| {
-                match reply {
-                    Reply::Extend(ExtendVote::Extended { fence: seen }) => {
-                        tally.count(Vote::Yes);
-                        fences.extend(seen);
-                    }
-                    Reply::Extend(ExtendVote::Missing) => {
-                        tally.count(Vote::No);
-                        missing.push(index);
-                    }
-                    Reply::Extend(ExtendVote::Superseded) => {
-                        tally.count(Vote::No);
-                        superseded += 1;
-                    }
-                    _ => tally.count(Vote::No),
-                }
-            })
-            .await;
-        match votes.decision() {
-            Decision::Reached => {
-                let (validity, deadline) = start
-                    .validity(ttl, self.settings.drift_factor)
-                    .ok_or(LockError::Expired(votes))?;
-                self.recreate_lost_keys(&subject, ttl, missing, stragglers);
-                self.held.hold(token, deadline);
-                let lock = Lock {
-                    resource: resource.to_owned(),
-                    token: token.clone(),
-                    fence: 0,
-                    validity,
-                    deadline,
-                    members: Vec::new(),
-                    epoch,
-                };
-                Ok((fence::vouched(&fences, self.quorum), lock))
-            }
-            _ if votes.refused_by_majority() && superseded > 0 => Err(LockError::Superseded(votes)),
-            _ if votes.refused_by_majority() => Err(LockError::NotHeld(votes)),
-            _ => Err(LockError::no_quorum(votes)),
-        }
-    }
-
-    /// A lock held on a majority is put back, in the background, on the
-    /// masters that lost its key (a restart), including those whose answer
-    /// arrives after the Extend was decided: a rolling restart of the masters
-    /// then does not erode a long-held lock one master at a time. A release
-    /// of the lock cancels it ([`recreate`]).
-    fn recreate_lost_keys(
-        &self,
-        subject: &Arc<Subject>,
-        ttl: Duration,
-        missing: Vec<usize>,
-        stragglers: round::Pending,
-    ) {
-        let lease = recreate::Lease {
-            ttl,
-            fence_ttl: self.settings.fence_ttl,
-        };
-        self.recreations.start(
-            self.nodes.clone(),
-            subject,
-            lease,
-            self.settings.node_timeout,
-            missing,
-            stragglers,
-        );
-    }
-
-    /// Deletes the lock on every master where `token` holds it, and wakes
-    /// the resource's waiters. Returns whether it was still held on a
-    /// majority; an error when too few masters answered to tell (the release
-    /// was still sent to all of them). Pending re-creations of the lock are
-    /// cancelled first, so none can put it back afterwards.
-    ///
-    /// This is the holder's release (Release, a Hold session's orderly
-    /// end): before the grant's `hold_at_least` has run, the masters shorten
-    /// the lock to end then instead of deleting it ([`Node::release`]).
-    ///
-    /// This is a client's own Release with its token: it deletes whatever
-    /// acquisition of the token's request id holds the lock.
-    pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, None, true).await
-    }
-
-    /// [`Redlock::release_now`] of an operator: whatever the grant's
-    /// `hold_at_least` and whichever acquisition holds it.
-    pub async fn release_now(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, None, false).await
-    }
-
-    /// The release of `lock` by the acquisition that holds it (a session's
-    /// end): deletes nothing where another acquisition of its request id
-    /// took it over ([`claim`]).
-    pub async fn release_held(&self, lock: &Lock) -> Result<bool, LockError> {
-        self.release_as(&lock.resource, &lock.token, lock.epoch, true)
-            .await
-    }
-
-    /// [`Redlock::release_held`] that deletes whatever the grant's
-    /// `hold_at_least`: a grant nobody received, or what is left of a lost
-    /// lock.
-    pub async fn release_held_now(&self, lock: &Lock) -> Result<bool, LockError> {
-        self.release_as(&lock.resource, &lock.token, lock.epoch, false)
-            .await
-    }
-
-    async fn release_as(
-        &self,
-        resource: &str,
-        token: &Token,
-        epoch: Option<Epoch>,
-        honour_minimum: bool,
-    ) -> Result<bool, LockError> {
-        self.held.forget(token);
-        match multi::members(token) {
-            Some(members) => {
-                self.release_multi(resource, &members, token, honour_minimum)
-                    .await
-            }
-            None => {
-                self.release_one(resource, token, epoch, honour_minimum)
-                    .await
-            }
-        }
-    }
-
-    /// [`Redlock::release_as`] of one resource's key.
-    async fn release_one(
-        &self,
-        resource: &str,
-        token: &Token,
-        epoch: Option<Epoch>,
-        honour_minimum: bool,
-    ) -> Result<bool, LockError> {
-        self.recreations.cancel(resource, token).await;
-        let subject = self.subject_of(resource, token.clone(), epoch);
-        let deadline = self.round_deadline(Instant::now());
-        let tally = self
-            .release_everywhere(
-                &subject,
-                WakeWaiters::AtOnce,
-                honour_minimum,
-                deadline,
-                self.silent_vote(),
-            )
-            .await;
-        match tally.decision() {
-            Decision::Reached => Ok(true),
-            _ if tally.refused_by_majority() => Ok(false),
-            _ => Err(LockError::no_quorum(tally)),
-        }
-    }
-
-    /// Whether `token` holds the lock on a majority, and for how much longer
-    /// at least: the quorum-th largest remaining PTTL, less the time the round
-    /// took and the drift allowance over that remaining time.
-    pub async fn validate(
-        &self,
-        resource: &str,
-        token: &Token,
-    ) -> Result<Option<Duration>, LockError> {
-        match multi::members(token) {
-            Some(members) => self.validate_multi(resource, &members, token).await,
-            None => self.validate_one(resource, token).await,
-        }
-    }
-
-    /// [`Redlock::validate`] of one resource's key.
-    async fn validate_one(
-        &self,
-        resource: &str,
-        token: &Token,
-    ) -> Result<Option<Duration>, LockError> {
-        let subject = self.subject(resource, token.clone());
-        let start = validity::Started::now();
-        let mut remaining: Vec<Duration> = Vec::with_capacity(self.nodes.len());
-        let votes = self
-            .round(
-                &subject,
-                self.all(),
-                Command::Check,
-                |_, reply, tally| match reply {
-                    Reply::Held(Some(pttl)) => {
-                        tally.count(Vote::Yes);
-                        remaining.push(pttl);
-                    }
-                    _ => tally.count(Vote::No),
-                },
-            )
-            .await;
-        match votes.decision() {
-            Decision::Reached => {
-                remaining.sort_unstable_by(|a, b| b.cmp(a));
-                let quorum_th = remaining
-                    .get(self.quorum.needed() - 1)
-                    .copied()
-                    .unwrap_or_default();
-                Ok(validity::validity(
-                    quorum_th,
-                    start.elapsed(),
-                    self.settings.drift_factor,
-                ))
-            }
-            _ if votes.refused_by_majority() => Ok(None),
-            _ => Err(LockError::no_quorum(votes)),
-        }
-    }
-
-    /// A message received on the release channel from some master: wakes
-    /// the resource's front waiter, once per release however many masters
-    /// relay it.
-    pub fn notice_received(&self, message: &str) {
-        if let Some(notice) = Notice::decode(message) {
-            self.wake_waiters(&notice, false);
-        }
-    }
-
-    fn wake_waiters(&self, notice: &Notice, at_once: bool) {
-        let first = self
-            .seen_notices
-            .lock()
-            .map(|mut seen| seen.first_sighting(notice.id))
-            .unwrap_or(true);
-        if first {
-            self.waiters.released(&notice.resource, at_once, notice.id);
-        }
-    }
-
-    /// Sends a compare-and-delete to every master and waits for all of them
-    /// until `deadline`, so that when it returns nothing of this token is
-    /// left on a master that answered. Every master publishes
-    /// the release where it deleted; this replica's waiters are woken as
-    /// `wake` says. A master still silent at `deadline` counts as `silent`
-    /// (see [`Redlock::listen`]).
-    async fn release_everywhere(
-        &self,
-        subject: &Arc<Subject>,
-        wake: WakeWaiters,
-        honour_minimum: bool,
-        deadline: Instant,
-        silent: Vote,
-    ) -> Tally {
-        let notice = Notice::new(&subject.resource);
-        self.release_noticed(subject, notice, wake, honour_minimum, deadline, silent)
-            .await
-    }
-
-    /// [`Redlock::release_everywhere`] announcing itself with `notice`
-    /// (its caller knows the id: `multi`'s waiters tell their own
-    /// clean-up's wake-ups from a holder's release by it).
-    async fn release_noticed(
-        &self,
-        subject: &Arc<Subject>,
-        notice: Notice,
-        wake: WakeWaiters,
-        honour_minimum: bool,
-        deadline: Instant,
-        silent: Vote,
-    ) -> Tally {
-        let command = Command::Release {
-            notice: notice.encode().into(),
-            honour_minimum,
-        };
-        let mut pending = self.send_to(subject, self.all(), &command);
-        if wake == WakeWaiters::AtOnce {
-            // Every delete is queued for its master ahead of anything the
-            // woken waiter sends, so its SETs land after them.
-            self.wake_waiters(&notice, true);
-        }
-        let mut tally = Tally::new(self.quorum);
-        self.listen(
-            &mut pending,
-            deadline,
-            silent,
-            &mut tally,
-            round::Until::AllAnswered,
-            |_, reply, tally| match reply {
-                Reply::Released(true) => tally.count(Vote::Yes),
-                _ => tally.count(Vote::No),
-            },
-        )
-        .await;
-        if wake == WakeWaiters::IfDeleted && tally.yes() > 0 {
-            self.wake_waiters(&notice, false);
-        }
-        if wake == WakeWaiters::NotSelf {
-            if let Ok(mut seen) = self.seen_notices.lock() {
-                seen.first_sighting(notice.id);
-            }
-        }
-        tally
-    }
-
     /// The keys `token` acts on: a permit's own (its index is in the
-    /// token, see [`semaphore`]) or the resource's lock.
+    /// token, see [`semaphore`](kinds::semaphore)) or the resource's lock.
     fn subject(&self, resource: &str, token: Token) -> Arc<Subject> {
         self.subject_of(resource, token, None)
     }
@@ -720,8 +346,8 @@ impl Redlock {
     }
 
     /// [`Redlock::subject`] for an attempt: a waiting exclusive one sets the
-    /// writer-waiting marker where shared holders refuse it ([`rw`]); a
-    /// try-lock (no wait) does not hold readers back.
+    /// writer-waiting marker where shared holders refuse it
+    /// ([`rw`](kinds::rw)); a try-lock (no wait) does not hold readers back.
     fn subject_marking(
         &self,
         resource: &str,
@@ -731,7 +357,7 @@ impl Redlock {
     ) -> Arc<Subject> {
         let prefix = &self.settings.key_prefix;
         let mark = match waits {
-            true => rw::writer_mark(self.settings.wait_fallback),
+            true => kinds::rw::writer_mark(self.settings.wait_fallback),
             false => Duration::ZERO,
         };
         Arc::new(Subject {

@@ -35,9 +35,9 @@ pub enum AcquireVote {
         /// The key was free, but a lock-delay still ran.
         delayed: bool,
     },
-    /// The resource is held here under another limit (a plain lock where
-    /// a semaphore's permit was asked, a semaphore of another limit, or
-    /// a semaphore where a plain lock was asked; see `super::semaphore`).
+    /// The resource is held here under another limit (a plain lock where a
+    /// semaphore's permit was asked, a semaphore of another limit, or a
+    /// semaphore where a plain lock was asked; see `super::kinds::semaphore`).
     Conflict,
     /// The key is held by the acquisition's own token: an earlier
     /// acquisition with the same request id holds the lock (answered only
@@ -46,7 +46,7 @@ pub enum AcquireVote {
 }
 
 /// One master's answer to the all-or-none acquire of a lock on several
-/// resources ([`Node::acquire_all`], `super::multi`).
+/// resources ([`Node::acquire_all`], `super::kinds::multi`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireAllVote {
     /// Every key was free and is now set; each resource's fence counter
@@ -169,7 +169,7 @@ pub trait Node: Send + Sync {
     /// waiter marker for that long, so that the holder's release publishes
     /// a notice (see [`Node::release`]). Refused with
     /// [`AcquireVote::Conflict`] where the resource is held under another
-    /// limit than `keys.limit` (see `super::semaphore`).
+    /// limit than `keys.limit` (see `super::kinds::semaphore`).
     fn acquire(
         &self,
         keys: &LockKeys,

@@ -109,11 +109,11 @@ pub(crate) enum Command {
     Check,
 }
 
-/// A master's reply, one variant per [`Command`] (and the all-or-none
-/// acquire of `super::multi`, which has no `Command`: its keys are many).
+/// A master's reply, one variant per [`Command`] (and the all-or-none acquire
+/// of `super::kinds::multi`, which has no `Command`: its keys are many).
 #[derive(Debug, Clone)]
 pub(crate) enum Reply {
-    /// To [`Node::acquire_all`] (`super::multi`).
+    /// To [`Node::acquire_all`] (`super::kinds::multi`).
     AcquireAll(super::node::AcquireAllVote),
     /// To [`Command::Acquire`].
     Acquire(AcquireVote),

@@ -13,11 +13,11 @@ const TOKEN_BYTES: usize = 16;
 /// A shared (read) grant's token is the same 32 characters after the
 /// prefix [`SHARED_PREFIX`]: the mode travels with the token, so Extend,
 /// Release and Validate, which carry only the resource and the token, find
-/// the holder in the right structure on the masters (`super::rw`).
+/// the holder in the right structure on the masters (`super::kinds::rw`).
 ///
 /// A semaphore permit's token carries its semaphore's limit and its
 /// permit's index after dots (`<32 hex>.<limit>.<index>`, see
-/// `super::semaphore`): both are public, the 128 random bits stay the
+/// `super::kinds::semaphore`): both are public, the 128 random bits stay the
 /// secret. The limit travels with the token so that a master that lost the
 /// permit's key (a restart) gets the semaphore's limit record back with
 /// the key when an Extend puts it back; without it, plain locks would be
@@ -44,7 +44,7 @@ pub enum TokenKind {
         /// Which of its permits, 0 to `limit` - 1.
         index: u32,
     },
-    /// A lock on several resources at once (`super::multi`).
+    /// A lock on several resources at once (`super::kinds::multi`).
     Multi,
 }
 
@@ -62,8 +62,8 @@ pub enum TokenError {
     Random(String),
 }
 
-/// What starts a shared grant's token (a read lock, `super::rw`). Never a
-/// hex digit, so no exclusive token looks like a shared one.
+/// What starts a shared grant's token (a read lock, `super::kinds::rw`). Never
+/// a hex digit, so no exclusive token looks like a shared one.
 pub(crate) const SHARED_PREFIX: char = 's';
 
 impl Token {
@@ -83,8 +83,8 @@ impl Token {
     }
 
     /// A fresh token for permit `index` of a semaphore of `limit` (see
-    /// `super::semaphore`): a generated token, then the limit and the index
-    /// in decimal, each after a dot.
+    /// `super::kinds::semaphore`): a generated token, then the limit and the
+    /// index in decimal, each after a dot.
     pub fn generate_permit(index: u32, limit: u32) -> Result<Token, TokenError> {
         let random = Token::generate()?.text;
         Ok(Token {
@@ -147,7 +147,7 @@ impl Token {
             }),
             None => None,
         };
-        let kind = kind.or_else(|| super::multi::well_formed(text).then_some(TokenKind::Multi));
+        let kind = kind.or_else(|| well_formed(text).then_some(TokenKind::Multi));
         match kind {
             Some(kind) => Ok(Token {
                 text: text.to_owned(),
@@ -178,6 +178,56 @@ impl Token {
     pub fn is_shared(&self) -> bool {
         self.kind == TokenKind::Shared
     }
+}
+
+/// Between the random part of a multi-resource token and its resources
+/// (the token of a lock on several resources, `super::kinds::multi`).
+const SEPARATOR: char = ':';
+
+/// Between two resources in a token's list (a control character: no
+/// resource name contains it).
+const BETWEEN: char = '\n';
+
+/// Longest token accepted at all (the service holds a token's list to
+/// `redlock.max_resources_per_lock` and `max_resource_len` as well).
+const MAX_TOKEN_LEN: usize = 1 << 20;
+
+/// The token of a lock on `resources`: `random`'s text, [`SEPARATOR`], then the
+/// resources joined by [`BETWEEN`], in lowercase hex (`super::kinds::multi`).
+pub(crate) fn token_for(random: &Token, resources: &[String]) -> Token {
+    let list = resources.join(&BETWEEN.to_string());
+    let text = format!("{}{SEPARATOR}{}", random.expose(), hex::encode(list));
+    Token::of_kind(text, TokenKind::Multi)
+}
+
+/// The resources a multi-resource token names, in the order asked; `None`
+/// for a plain token.
+pub(crate) fn members(token: &Token) -> Option<Vec<String>> {
+    match token.kind() {
+        TokenKind::Multi => decode(token.expose()),
+        _ => None,
+    }
+}
+
+/// Whether `text` has the shape of a multi-resource token (see
+/// [`token_for`]): for `Token::parse`.
+fn well_formed(text: &str) -> bool {
+    text.len() <= MAX_TOKEN_LEN && decode(text).is_some()
+}
+
+/// The resources of a multi-resource token's text, if it is one.
+fn decode(text: &str) -> Option<Vec<String>> {
+    let (random, list) = text.split_once(SEPARATOR)?;
+    if random.len() != 32 || !is_lower_hex(random) || !is_lower_hex(list) {
+        return None;
+    }
+    let list = String::from_utf8(hex::decode(list).ok()?).ok()?;
+    let names: Vec<String> = list.split(BETWEEN).map(str::to_owned).collect();
+    let mut seen = std::collections::HashSet::new();
+    let valid = names
+        .iter()
+        .all(|n| !n.is_empty() && !n.chars().any(char::is_control) && seen.insert(n.as_str()));
+    valid.then_some(names)
 }
 
 /// Shortest and longest request id accepted (see [`RequestId`]).
@@ -266,7 +316,7 @@ fn is_random(text: &str) -> bool {
 }
 
 /// Whether `text` is all lowercase hex digits.
-pub(super) fn is_lower_hex(text: &str) -> bool {
+fn is_lower_hex(text: &str) -> bool {
     text.bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
@@ -282,138 +332,4 @@ impl fmt::Debug for Token {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Generated tokens parse back, differ, and never show in Debug output.
-    #[test]
-    fn generate_parse_roundtrip() {
-        let a = Token::generate().expect("OS RNG");
-        let b = Token::generate().expect("OS RNG");
-        assert_ne!(a, b);
-        assert_eq!(Token::parse(a.expose()), Ok(a.clone()));
-        assert!(!format!("{a:?}").contains(a.expose()));
-    }
-
-    const DERIVED_VECTOR: &str = "df346cfde84a8078cf125d1c05366bf4";
-
-    /// A derived token is a well-formed token, the same for the same
-    /// request id and resource, different otherwise; it matches the
-    /// documented derivation (the value the client packages compute).
-    #[test]
-    fn derived_tokens() {
-        let id = RequestId::parse("AAAAAAAAAAAAAAAAAAAAAA").expect("22 base64 chars");
-        let other = RequestId::parse(&"0f".repeat(16)).expect("32 hex chars");
-        let token = Token::derive(&id, "orders/42");
-        assert_eq!(Token::parse(token.expose()), Ok(token.clone()));
-        assert_eq!(token, Token::derive(&id, "orders/42"));
-        assert_ne!(token, Token::derive(&id, "orders/43"));
-        assert_ne!(token, Token::derive(&other, "orders/42"));
-        // printf 'redlockd/v1/token\0orders/42\0AAAAAAAAAAAAAAAAAAAAAA' | sha256sum | cut -c1-32
-        assert_eq!(token.expose(), DERIVED_VECTOR);
-        assert!(!format!("{id:?}").contains("AAAA"));
-    }
-
-    /// Request ids: length 22 to 64, URL-safe base64 or hex alphabet.
-    #[test]
-    fn request_id_shape() {
-        assert!(RequestId::parse(&"a".repeat(21)).is_err());
-        assert!(RequestId::parse(&"a".repeat(22)).is_ok());
-        assert!(RequestId::parse(&"Z-_9".repeat(16)).is_ok());
-        assert!(RequestId::parse(&"a".repeat(65)).is_err());
-        assert!(RequestId::parse(&format!("{}=", "a".repeat(22))).is_err());
-        assert!(RequestId::parse(&format!("{}/", "a".repeat(22))).is_err());
-        assert!(RequestId::parse("").is_err());
-    }
-
-    /// Wrong length, case or alphabet is rejected.
-    #[test]
-    fn rejects_malformed() {
-        assert_eq!(Token::parse(""), Err(TokenError::Empty));
-        assert_eq!(Token::parse("abc"), Err(TokenError::Malformed));
-        assert_eq!(Token::parse(&"A".repeat(32)), Err(TokenError::Malformed));
-        assert_eq!(Token::parse(&"g".repeat(32)), Err(TokenError::Malformed));
-        assert_eq!(Token::parse(&"a".repeat(33)), Err(TokenError::Malformed));
-        assert!(Token::parse(&"0f".repeat(16)).is_ok());
-        assert_eq!(
-            Token::parse(&format!("S{}", "0f".repeat(16))),
-            Err(TokenError::Malformed)
-        );
-        assert_eq!(Token::parse("s"), Err(TokenError::Malformed));
-    }
-
-    /// A shared token is the prefix and 32 hex characters; it parses back
-    /// as shared, and an exclusive one never is.
-    #[test]
-    fn shared_tokens() {
-        let plain = Token::generate().expect("OS RNG");
-        assert!(!plain.is_shared());
-        let shared = plain.clone().into_shared();
-        assert!(shared.is_shared());
-        assert_eq!(shared.expose().len(), 33);
-        assert_eq!(shared.clone().into_shared(), shared);
-        assert_eq!(Token::parse(shared.expose()), Ok(shared.clone()));
-        assert!(Token::parse(shared.expose()).expect("parses").is_shared());
-        assert_eq!(&shared.expose()[1..], plain.expose());
-    }
-
-    /// Each kind is read from the text once, where the token is parsed or
-    /// made, and every form parses back to its own kind.
-    #[test]
-    fn kinds() {
-        let plain = Token::generate().expect("OS RNG");
-        let shared = plain.clone().into_shared();
-        let permit = Token::generate_permit(1, 3).expect("OS RNG");
-        let multi = super::super::multi::token_for(&plain, &["a".to_owned(), "b".to_owned()]);
-        for (token, kind) in [
-            (&plain, TokenKind::Plain),
-            (&shared, TokenKind::Shared),
-            (&permit, TokenKind::Permit { limit: 3, index: 1 }),
-            (&multi, TokenKind::Multi),
-        ] {
-            assert_eq!(token.kind(), kind);
-            assert_eq!(Token::parse(token.expose()).map(|t| t.kind()), Ok(kind));
-        }
-        let hex = "0f".repeat(16);
-        assert_eq!(
-            Token::parse(&format!("s{hex}.2.1")),
-            Err(TokenError::Malformed),
-            "no shared permit"
-        );
-    }
-
-    /// Permit tokens: a token, then the limit and the index after dots;
-    /// both are read back, and malformed suffixes are refused.
-    #[test]
-    fn permit_tokens() {
-        let t = Token::generate_permit(7, 9).expect("OS RNG");
-        assert_eq!((t.permit(), t.limit()), (Some(7), Some(9)));
-        assert_eq!(Token::parse(t.expose()), Ok(t.clone()));
-        let plain = Token::generate().expect("OS RNG");
-        assert_eq!((plain.permit(), plain.limit()), (None, None));
-        let hex = "0f".repeat(16);
-        assert_eq!(
-            Token::parse(&format!("{hex}.2.0")).map(|t| (t.permit(), t.limit())),
-            Ok((Some(0), Some(2)))
-        );
-        for bad in [
-            ".",
-            ".0",
-            ".2.01",
-            ".x.1",
-            ".2.x",
-            ".2.123456",
-            ".2.-1",
-            ".1.2.3",
-            ".2.",
-            "..1",
-        ] {
-            assert_eq!(
-                Token::parse(&format!("{hex}{bad}")),
-                Err(TokenError::Malformed),
-                "{bad}"
-            );
-        }
-        assert_eq!(Token::parse("ab.1"), Err(TokenError::Malformed));
-    }
-}
+mod tests;

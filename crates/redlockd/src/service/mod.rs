@@ -269,7 +269,7 @@ fn observed<T>(
 /// A lock on several resources acts on all of them: the caller must be
 /// permitted every one (its namespaces), not only the one it named.
 fn permit_members(identity: &Identity, token: &crate::redlock::Token) -> Result<(), Denied> {
-    for member in crate::redlock::multi::members(token).unwrap_or_default() {
+    for member in crate::redlock::token::members(token).unwrap_or_default() {
         identity.permit(&member)?;
     }
     Ok(())

@@ -232,7 +232,7 @@ impl RequestBounds {
     /// is asked (it could not match a key anyway).
     fn lock_token(&self, text: &str) -> Result<Token, InvalidRequest> {
         let token = token(text)?;
-        if let Some(members) = crate::redlock::multi::members(&token) {
+        if let Some(members) = crate::redlock::token::members(&token) {
             let too_many = members.len() > self.max_resources_per_lock;
             if too_many || members.iter().any(|r| r.len() > self.max_resource_len) {
                 return Err(invalid("token", TokenError::Malformed.to_string()));

@@ -1,11 +1,10 @@
-//! Issue 22 item 5, validity from one instant, on fake masters under paused
-//! time: a session counts its lock's life from the engine's deadline (not
-//! from when the answer reached it), and the time a unary operation took
-//! counts a host suspend.
+//! Validity from one instant, on fake masters under paused time: a session
+//! counts its lock's life from the engine's deadline (not from when the answer
+//! reached it), and the time a unary operation took counts a host suspend.
 
-use super::boottime;
-use super::fake::{self, Behaviour};
-use super::{HoldEnd, Redlock};
+use crate::redlock::boottime;
+use crate::redlock::fake::{self, Behaviour};
+use crate::redlock::{HoldEnd, Redlock};
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -3,6 +3,8 @@
 //! answers after exactly its delay, `node_timeout` fires exactly, and an
 //! operation against instant masters takes exactly zero time.
 
+mod deadline;
+
 use super::fake::{self, Behaviour, FakeNode, Op};
 use super::*;
 use rand::rngs::StdRng;

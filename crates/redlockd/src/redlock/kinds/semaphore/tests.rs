@@ -1,11 +1,35 @@
-//! The engine's semaphores over five fake masters (see [`super::semaphore`]):
+//! The engine's semaphores over five fake masters (see [`super`]):
 //! permits are distinct, a full semaphore is contended, a released permit
 //! is the next grant's, with a greater fence; a permit extends, validates
 //! and releases through its token alone.
 
-use super::fake;
 use super::*;
+use crate::redlock::fake;
+use crate::redlock::{Quorum, Tally};
 use std::collections::BTreeSet;
+
+fn contended(free_in: Option<u64>) -> Failure {
+    let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
+    Failure {
+        error: LockError::Contended(tally),
+        holder_free_in: free_in.map(Duration::from_millis),
+        own: false,
+    }
+}
+
+/// The earliest known time wins; unknown counts as never.
+#[test]
+fn earliest_free_permit() {
+    let f = earlier_free(Some(contended(Some(30))), contended(Some(10)));
+    assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
+    let f = earlier_free(Some(contended(Some(10))), contended(Some(30)));
+    assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
+    let f = earlier_free(Some(contended(None)), contended(Some(30)));
+    assert_eq!(f.holder_free_in, Some(Duration::from_millis(30)));
+    let f = earlier_free(Some(contended(Some(5))), contended(None));
+    assert_eq!(f.holder_free_in, Some(Duration::from_millis(5)));
+    assert!(earlier_free(None, contended(None)).holder_free_in.is_none());
+}
 
 const TTL: Duration = Duration::from_secs(10);
 

@@ -1,12 +1,140 @@
-//! The one-round fenced grant (see [`super::fence`]) on fake
-//! masters under paused time: which grants skip the commit round, the
-//! fallback when a master's counter is above the proposal, and fences
-//! across two engines (daemon replicas) sharing the masters.
+//! The fence arithmetic (next fence, proposals, vouching), then the one-round
+//! fenced grant (see [`super`]) on fake masters under paused time: which grants
+//! skip the commit round, the fallback when a master's counter is above the
+//! proposal, and fences across two engines (daemon replicas) sharing the
+//! masters.
 
-use super::fake::{self, Behaviour, FakeNode, Op};
-use super::{LockKeys, Node, Redlock};
+use super::*;
+use crate::redlock::fake::{self, Behaviour, FakeNode, Op};
+use crate::redlock::{Holder, LockKeys, Node, Redlock, Token};
+use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
+
+fn read(max: u64, now_micros: u64) -> FenceRead {
+    FenceRead {
+        max,
+        now_micros,
+        took: false,
+    }
+}
+
+fn took(max: u64, now_micros: u64) -> FenceRead {
+    FenceRead {
+        took: true,
+        ..read(max, now_micros)
+    }
+}
+
+fn proposal(fence: u64) -> Proposal {
+    Proposal {
+        fence,
+        ..Proposal::NONE
+    }
+}
+
+/// The counter wins when it is ahead of the clock.
+#[test]
+fn counter_above_clock() {
+    assert_eq!(
+        next_fence(Proposal::NONE, [read(500, 10), read(7, 20)]),
+        501
+    );
+}
+
+/// The clock wins after the fence hash expired (counter back at 0).
+#[test]
+fn clock_floor_after_expiry() {
+    assert_eq!(
+        next_fence(Proposal::NONE, [read(0, 1_000), read(0, 1_005)]),
+        1_005
+    );
+}
+
+/// An empty read set still yields a valid (non-zero) fence.
+#[test]
+fn never_zero() {
+    assert_eq!(next_fence(Proposal::NONE, []), 1);
+}
+
+/// One round only when every counted master took the proposal.
+#[test]
+fn one_round_needs_every_master() {
+    let p = proposal(1_000);
+    assert!(one_round(p, [took(5, 990), took(999, 995), took(0, 998)]));
+    assert!(!one_round(
+        p,
+        [took(5, 990), read(1_200, 995), took(0, 998)]
+    ));
+    assert!(!one_round(Proposal::NONE, [took(0, 0)]));
+}
+
+/// The fallback fence is above a proposal some masters took.
+#[test]
+fn fallback_above_taken_proposal() {
+    let p = proposal(1_000);
+    assert_eq!(next_fence(p, [took(5, 990), read(1_200, 995)]), 1_201);
+    assert_eq!(next_fence(p, [took(5, 990), read(20, 995)]), 1_001);
+}
+
+/// Proposals strictly increase and follow the observed clock plus the lead.
+#[tokio::test(start_paused = true)]
+async fn proposals_increase_from_the_observed_clock() {
+    let proposer = Proposer::new(Duration::from_millis(50), Duration::from_secs(3600));
+    assert_eq!(proposer.propose(true), Proposal::NONE);
+    proposer.observe([read(0, 1_000_000), read(0, 2_000_000)]);
+    let first = proposer.propose(true).fence;
+    assert_eq!(first, 2_050_000);
+    assert_eq!(proposer.propose(true).fence, first + 1);
+    assert_eq!(proposer.propose(false), Proposal::NONE);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(proposer.propose(true).fence, 3_050_000);
+    // A clock read that went back never lowers proposals.
+    proposer.observe([read(0, 10)]);
+    assert_eq!(proposer.propose(true).fence, 3_050_001);
+}
+
+/// An Extend vouches for the one fence its masters agree on; when they
+/// disagree (a failed attempt's stray record beside a request id's
+/// token), only for a value on a quorum, never the largest.
+#[test]
+fn vouched_fences() {
+    let q = crate::redlock::Quorum::majority(5).expect("5 > 0");
+    assert_eq!(vouched(&[], q), None);
+    assert_eq!(vouched(&[7], q), Some(7));
+    assert_eq!(vouched(&[7, 7], q), Some(7));
+    assert_eq!(vouched(&[7, 7, 9], q), None);
+    assert_eq!(vouched(&[7, 9, 7, 7], q), Some(7));
+    assert_eq!(vouched(&[9, 7, 9, 9, 7], q), Some(9));
+}
+
+/// A fence ttl within the window disables proposals.
+#[test]
+fn short_fence_ttl_proposes_nothing() {
+    let proposer = Proposer::new(Duration::from_millis(50), Duration::from_millis(500));
+    proposer.observe([read(0, 1_000_000)]);
+    assert_eq!(proposer.propose(true), Proposal::NONE);
+}
+
+proptest! {
+    /// The fence is strictly above every counter in the quorum, the
+    /// proposal where taken, and no lower than any clock.
+    #[test]
+    fn above_every_counter(
+        reads in proptest::collection::vec((0u64..u64::MAX - 1, 0u64..1u64 << 53, any::<bool>()), 1..7),
+        fence in 0u64..1u64 << 53,
+    ) {
+        let p = proposal(fence);
+        let got = next_fence(p, reads.iter().map(|&(m, t, k)| FenceRead { max: m, now_micros: t, took: k }));
+        for (m, t, k) in reads {
+            prop_assert!(got > m);
+            prop_assert!(got >= t);
+            if k {
+                prop_assert!(got > fence);
+            }
+        }
+    }
+}
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const TTL: Duration = Duration::from_secs(10);
@@ -98,7 +226,7 @@ async fn a_counter_above_the_proposal_falls_back_to_the_commit() {
         .expect("release");
     // Another grant (an older daemon, a fast clock) left master 2 far ahead.
     let ahead = fakes[2].wall_micros() + 60_000_000;
-    let other = super::Token::generate().expect("token");
+    let other = Token::generate().expect("token");
     fakes[2].hold(&keys, &other, MS(1));
     let planted = fakes[2].commit_fence(
         &keys,
@@ -106,7 +234,7 @@ async fn a_counter_above_the_proposal_falls_back_to_the_commit() {
         ahead,
         Duration::from_secs(3600),
         MS(1),
-        &super::Holder::default(),
+        &Holder::default(),
     );
     assert!(planted.await.expect("fake answers"));
     tokio::time::advance(MS(2)).await;

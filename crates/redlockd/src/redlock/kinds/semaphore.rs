@@ -7,13 +7,13 @@
 //! A semaphore of limit L on resource R has L permits, numbered 0..L. Permit
 //! `i` is an ordinary Redlock lock on keys of its own (the lock key and the
 //! fence hash of R followed by the byte 0x1f and `i`, see
-//! [`super::keys`]). An acquisition attempt tries the permits one after the
-//! other, in an order drawn at random per attempt, and each try is exactly
-//! the plain lock's attempt ([`Redlock::attempt_once`]: acquire round, fence
-//! commit round, clean-up on failure) on that permit's keys; the first grant
-//! ends the attempt. The grant's token carries the permit's index
-//! (`<token>.<i>`, see [`super::Token::permit`]), so Extend, Release and
-//! Validate, on any replica, find the permit's keys from (R, token) with no
+//! [`crate::redlock::keys`]). An acquisition attempt tries the permits one
+//! after the other, in an order drawn at random per attempt, and each try is
+//! exactly the plain lock's attempt ([`Redlock::attempt_once`]: acquire round,
+//! fence commit round, clean-up on failure) on that permit's keys; the first
+//! grant ends the attempt. The grant's token carries the permit's index
+//! (`<token>.<i>`, see [`crate::redlock::Token::permit`]), so Extend, Release
+//! and Validate, on any replica, find the permit's keys from (R, token) with no
 //! shared state, and run unchanged. The index is public; the 128 random bits
 //! before it remain the secret.
 //!
@@ -60,7 +60,7 @@
 //! and a request under another limit was then not refused;
 //! `tests/semaphore.rs` covers it). A master that restarted empty lost the
 //! record with the permit's key; the Extend that puts the key back
-//! ([`super::recreate`]) writes the record with it, from the limit the
+//! ([`crate::redlock::recreate`]) writes the record with it, from the limit the
 //! permit's token carries (`<random>.<limit>.<index>`), and an extension
 //! that finds the key without its record writes the record back. Without
 //! that, a rolling restart of three masters while a permit is held (or one
@@ -71,20 +71,20 @@
 //!
 //! # Fences: one sequence per resource
 //!
-//! A permit's fence comes from the resource's one fence sequence (`max` in
-//! R's own fence hash), which plain, shared and multi-resource grants of R
-//! read and raise too: its acquire reads R's `max` in the same step as its
-//! `SET NX`, and its commit raises R's `max` where its key stands. So the
-//! plain lock's argument ([`super::fence`]) orders a permit's fence after
-//! every earlier grant it excludes: a plain, shared or multi-resource
-//! holder of R, a permit of another limit, and the earlier holder of the
-//! same permit. Permits of one semaphore held at once are not ordered among
-//! themselves (two concurrent grants can read the same `max` before either
-//! commits, and get equal fences); they do not exclude each other, so no
-//! fence-checking resource needs them ordered. (Before this, each permit
-//! counted in a hash of its own with the masters' clock as its only floor,
-//! and a permit granted right after a plain holder, whose one-round fence
-//! is a little ahead of the clock, got a lower fence than it.)
+//! A permit's fence comes from the resource's one fence sequence (`max` in R's
+//! own fence hash), which plain, shared and multi-resource grants of R read and
+//! raise too: its acquire reads R's `max` in the same step as its `SET NX`, and
+//! its commit raises R's `max` where its key stands. So the plain lock's
+//! argument ([`crate::redlock::fence`]) orders a permit's fence after every
+//! earlier grant it excludes: a plain, shared or multi-resource holder of R, a
+//! permit of another limit, and the earlier holder of the same permit. Permits
+//! of one semaphore held at once are not ordered among themselves (two
+//! concurrent grants can read the same `max` before either commits, and get
+//! equal fences); they do not exclude each other, so no fence-checking resource
+//! needs them ordered. (Before this, each permit counted in a hash of its own
+//! with the masters' clock as its only floor, and a permit granted right after
+//! a plain holder, whose one-round fence is a little ahead of the clock, got a
+//! lower fence than it.)
 //!
 //! # Waiting
 //!
@@ -99,11 +99,11 @@
 //! id, before it knows which permit it gets; it is refused with `limit`
 //! above 1 (INVALID_ARGUMENT), rather than half working.
 
-use super::admission::Admitted;
-use super::attempt::Failure;
-use super::keys::LockKeys;
-use super::round::Subject;
-use super::{Holder, Lock, LockError, Redlock, Token, WakeWaiters};
+use crate::redlock::admission::Admitted;
+use crate::redlock::attempt::Failure;
+use crate::redlock::keys::LockKeys;
+use crate::redlock::round::Subject;
+use crate::redlock::{Holder, Lock, LockError, Redlock, Token, WakeWaiters};
 use rand::seq::SliceRandom;
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,7 +116,7 @@ impl Redlock {
     /// else contended, with the earliest time a permit's holder frees up.
     /// A front waiter's `waiter_marker` sets the resource's waiter marker
     /// where a permit is held (see `crate::node::scripts_semaphore`).
-    pub(super) async fn attempt_permit(
+    pub(in crate::redlock) async fn attempt_permit(
         &self,
         resource: &str,
         ttl: Duration,
@@ -186,30 +186,4 @@ fn earlier_free(kept: Option<Failure>, new: Failure) -> Failure {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::redlock::{Quorum, Tally};
-
-    fn contended(free_in: Option<u64>) -> Failure {
-        let tally = Tally::new(Quorum::majority(5).expect("5 > 0"));
-        Failure {
-            error: LockError::Contended(tally),
-            holder_free_in: free_in.map(Duration::from_millis),
-            own: false,
-        }
-    }
-
-    /// The earliest known time wins; unknown counts as never.
-    #[test]
-    fn earliest_free_permit() {
-        let f = earlier_free(Some(contended(Some(30))), contended(Some(10)));
-        assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
-        let f = earlier_free(Some(contended(Some(10))), contended(Some(30)));
-        assert_eq!(f.holder_free_in, Some(Duration::from_millis(10)));
-        let f = earlier_free(Some(contended(None)), contended(Some(30)));
-        assert_eq!(f.holder_free_in, Some(Duration::from_millis(30)));
-        let f = earlier_free(Some(contended(Some(5))), contended(None));
-        assert_eq!(f.holder_free_in, Some(Duration::from_millis(5)));
-        assert!(earlier_free(None, contended(None)).holder_free_in.is_none());
-    }
-}
+mod tests;
