@@ -235,7 +235,7 @@ pub struct RedlockConfig {
     /// Most resources one lock may take at once
     /// (`AcquireRequest.resources`): bounds the keys one acquisition
     /// writes per master (all in one script call) and the size of the
-    /// lock's token, which names them (`redlock::multi`).
+    /// lock's token, which names them (`redlock::kinds::multi`).
     pub max_resources_per_lock: usize,
     /// Shortest pause between two acquire attempts. Pauses are drawn at
     /// random in `[retry_delay_min, retry_delay_max]`, so that clients which

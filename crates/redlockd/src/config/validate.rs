@@ -26,7 +26,7 @@ const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 
 /// Largest accepted `redlock.max_resources_per_lock`: every key of a
 /// lock goes to each master in one script call, and its token names them
-/// all (`crate::redlock::multi`).
+/// all (`crate::redlock::kinds::multi`).
 const MAX_RESOURCES_PER_LOCK_LIMIT: usize = 64;
 
 /// Largest accepted `redlock.max_resource_len`, in bytes.

@@ -156,7 +156,7 @@ mod tests {
         super::super::fake::settings(NODE_TIMEOUT)
     }
 
-    /// Issue 22 item 2: master 2 lost the key (a restart), master 3 hangs;
+    /// A release right after an extend is not overtaken by its re-creation: master 2 lost the key (a restart), master 3 hangs;
     /// the client extends (a majority still holds it, so master 2 is due a
     /// re-creation once master 3's answer is given up on) and releases at
     /// once. The release is answered `was_held`, and the released token

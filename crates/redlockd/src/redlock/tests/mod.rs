@@ -727,7 +727,7 @@ async fn masters_failures_stay_an_outage_beside_a_backlog() {
     assert_eq!((tally.failed(), tally.late()), (5, 3));
 }
 
-/// Issue 22 item 8: an attempt that splits the vote (two masters held by
+/// Split-vote back-off: an attempt that splits the vote (two masters held by
 /// someone else, two granted, one down) backs off for longer than a round,
 /// and release notices arriving every millisecond (the other contender's
 /// clean-ups) do not cut the back-off short. Each attempt takes 10 ms
@@ -877,7 +877,7 @@ impl Node for Far {
     }
 }
 
-/// Issue 22 item 8: two replicas, each near two masters and 3 ms from the
+/// Split-vote back-off: two replicas, each near two masters and 3 ms from the
 /// other two, with the fifth master down, start at the same instant: each
 /// wins its near masters and is refused by the far ones, a split vote.
 /// They back off for random times longer than a round, and one of them

@@ -88,7 +88,7 @@ pub struct AcquireArgs {
     /// The idempotency key, if the caller sent one (see
     /// [`crate::redlock::Redlock::acquire_detached_as`]).
     pub request_id: Option<RequestId>,
-    /// `mode` is SHARED: a read lock (`crate::redlock::rw`).
+    /// `mode` is SHARED: a read lock (`crate::redlock::kinds::rw`).
     pub shared: bool,
     /// `limit`: above 1, a permit of a semaphore.
     pub limit: u32,
@@ -328,7 +328,7 @@ fn duration(field: &'static str, value: prost_types::Duration) -> Result<Duratio
 }
 
 /// `mode`: EXCLUSIVE (false) or SHARED (true); an unknown value, or SHARED
-/// with lock terms a shared grant does not keep (`crate::redlock::rw`), is
+/// with lock terms a shared grant does not keep (`crate::redlock::kinds::rw`), is
 /// refused naming `mode`.
 fn shared_mode(request: &pb::AcquireRequest) -> Result<bool, InvalidRequest> {
     match pb::LockMode::try_from(request.mode) {

@@ -1,5 +1,5 @@
 //! Checking `AcquireRequest.resources` (a lock on several resources at
-//! once, see `crate::redlock::multi`): every name as valid as a single
+//! once, see `crate::redlock::kinds::multi`): every name as valid as a single
 //! `resource`, none twice, at most `redlock.max_resources_per_lock`.
 
 use super::{invalid, InvalidRequest, RequestBounds};
