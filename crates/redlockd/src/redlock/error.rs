@@ -80,7 +80,7 @@ impl LockError {
     /// The error of a round that reached no decision: [`LockError::Backlogged`]
     /// when the daemon's own backlog decided it, else
     /// [`LockError::NoQuorum`].
-    pub fn no_quorum(tally: Tally) -> LockError {
+    pub(crate) fn no_quorum(tally: Tally) -> LockError {
         if tally.backlogged() {
             LockError::Backlogged(tally)
         } else {

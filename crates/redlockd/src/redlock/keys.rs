@@ -164,7 +164,7 @@ impl LockKeys {
 
     /// Keys for `token`'s grant of `resource`: a shared token's reach the
     /// readers set; an exclusive one's carry `writer_mark`.
-    pub fn for_token(
+    pub(crate) fn for_token(
         prefix: &str,
         resource: &str,
         token: &Token,

@@ -191,7 +191,7 @@ impl Redlock {
     /// [`Redlock::release_held`] that deletes whatever the grant's
     /// `hold_at_least`: a grant nobody received, or what is left of a lost
     /// lock.
-    pub async fn release_held_now(&self, lock: &Lock) -> Result<bool, LockError> {
+    pub(crate) async fn release_held_now(&self, lock: &Lock) -> Result<bool, LockError> {
         self.release_as(&lock.resource, &lock.token, lock.epoch, false)
             .await
     }
@@ -301,7 +301,7 @@ impl Redlock {
     /// A message received on the release channel from some master: wakes
     /// the resource's front waiter, once per release however many masters
     /// relay it.
-    pub fn notice_received(&self, message: &str) {
+    pub(crate) fn notice_received(&self, message: &str) {
         if let Some(notice) = Notice::decode(message) {
             self.wake_waiters(&notice, false);
         }

@@ -183,7 +183,7 @@ impl Holder {
     }
 
     /// This holder, with the lock's terms.
-    pub fn with_terms(self, lock_delay: Duration, hold_at_least: Duration) -> Holder {
+    pub(crate) fn with_terms(self, lock_delay: Duration, hold_at_least: Duration) -> Holder {
         Holder {
             lock_delay,
             hold_at_least,
@@ -192,7 +192,7 @@ impl Holder {
     }
 
     /// This holder, shared (a read lock, [`rw`](kinds::rw)) or not.
-    pub fn with_shared(self, shared: bool) -> Holder {
+    pub(crate) fn with_shared(self, shared: bool) -> Holder {
         Holder { shared, ..self }
     }
 }
@@ -325,12 +325,12 @@ impl Redlock {
 
     /// Locks handed out through this replica that are still within their
     /// validity and not released through it (see [`held`]).
-    pub fn held_locks(&self) -> usize {
+    pub(crate) fn held_locks(&self) -> usize {
         self.held.count()
     }
 
     /// The adaptive bound on acquisitions in flight now (see [`admission`]).
-    pub fn admission_limit(&self) -> usize {
+    pub(crate) fn admission_limit(&self) -> usize {
         self.admission.limit()
     }
 

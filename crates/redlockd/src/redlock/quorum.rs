@@ -35,7 +35,7 @@ impl Quorum {
     }
 
     /// How many masters may be lost (or say no) while a quorum is still possible.
-    pub fn tolerated(self) -> usize {
+    pub(crate) fn tolerated(self) -> usize {
         self.masters - self.needed
     }
 }
@@ -140,7 +140,7 @@ impl Tally {
     /// failures alone would have left a majority possible. Such a round is
     /// the daemon's overload (RESOURCE_EXHAUSTED), never the masters'
     /// outage (UNAVAILABLE), which would tell callers to retry at once.
-    pub fn backlogged(&self) -> bool {
+    pub(crate) fn backlogged(&self) -> bool {
         self.late > 0 && self.failed - self.late <= self.quorum.tolerated()
     }
 
@@ -150,7 +150,7 @@ impl Tally {
     }
 
     /// Where the round stands.
-    pub fn decision(&self) -> Decision {
+    pub(crate) fn decision(&self) -> Decision {
         if self.yes >= self.quorum.needed {
             Decision::Reached
         } else if self.no + self.failed > self.quorum.tolerated() {
@@ -162,7 +162,7 @@ impl Tally {
 
     /// True when the "no" answers alone rule out a majority: the outcome is a
     /// real answer (held by someone else / not held), not an outage.
-    pub fn refused_by_majority(&self) -> bool {
+    pub(crate) fn refused_by_majority(&self) -> bool {
         self.no > self.quorum.tolerated()
     }
 

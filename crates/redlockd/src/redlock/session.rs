@@ -28,7 +28,7 @@ impl Redlock {
     /// the monotonic one) and tells every session, which then checks its
     /// deadline on the boot clock. One task for all sessions; it ends with
     /// the engine.
-    pub fn watch_for_suspend(self: &Arc<Self>) {
+    pub(crate) fn watch_for_suspend(self: &Arc<Self>) {
         let engine: Weak<Redlock> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut last = (Instant::now(), boottime::now());

@@ -164,7 +164,7 @@ impl Token {
 
     /// This token as a shared grant's (prefixed with [`SHARED_PREFIX`]);
     /// unchanged if it already is one.
-    pub fn into_shared(self) -> Token {
+    pub(crate) fn into_shared(self) -> Token {
         if self.is_shared() {
             return self;
         }
@@ -175,7 +175,7 @@ impl Token {
     }
 
     /// Whether this token names a shared (read) grant.
-    pub fn is_shared(&self) -> bool {
+    pub(crate) fn is_shared(&self) -> bool {
         self.kind == TokenKind::Shared
     }
 }

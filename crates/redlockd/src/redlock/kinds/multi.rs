@@ -110,7 +110,7 @@ impl Redlock {
     /// [`Redlock::acquire_detached_as`] for a lock on all of `resources`
     /// (at least one, no duplicates: checked at the door) at once; see the
     /// module doc. Dropping the answer releases whatever it still grants.
-    pub fn acquire_detached_multi(
+    pub(crate) fn acquire_detached_multi(
         self: &Arc<Self>,
         resources: Vec<String>,
         ttl: Duration,
