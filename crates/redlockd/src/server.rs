@@ -6,11 +6,6 @@ use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
 use crate::conn::idle::StreamsLayer;
 use crate::metrics::MetricsError;
-use crate::node::auth::MasterAccess;
-use crate::node::quarantine::Peers;
-use crate::node::scripts::BatchScript;
-use crate::node::subscriber::Subscriptions;
-use crate::node::{FredNode, NodeSettings, NodeSetupError};
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::keys::release_channel;
@@ -20,6 +15,11 @@ use crate::service::drain;
 use crate::service::hold::Sessions;
 use crate::service::rate::ConnectionCalls;
 use crate::service::{request::Limits, AdminApi, LockApi};
+use crate::valkey::auth::MasterAccess;
+use crate::valkey::quarantine::Peers;
+use crate::valkey::scripts::BatchScript;
+use crate::valkey::subscriber::Subscriptions;
+use crate::valkey::{NodeSettings, NodeSetupError, ValkeyMaster};
 use crate::{health, metrics_endpoint};
 use futures::future::join_all;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -72,7 +72,7 @@ pub enum ServeError {
     Gateway(#[from] crate::gateway::GatewayStartError),
     /// A master password could not be read.
     #[error(transparent)]
-    Secret(#[from] crate::node::auth::SecretError),
+    Secret(#[from] crate::valkey::auth::SecretError),
 }
 
 impl ServeError {
@@ -117,7 +117,7 @@ pub fn engine_settings(config: &Config) -> Settings {
 /// How each master is watched, from the configuration: the blanket
 /// restart quarantine lasts the longest lock's ttl plus its drift
 /// allowance; under the horizon quarantine (the default) the masters'
-/// horizons shorten it (see `crate::node::horizon`).
+/// horizons shorten it (see `crate::valkey::horizon`).
 pub fn node_settings(config: &Config) -> NodeSettings {
     let r = &config.redlock;
     let mode = r.quarantine;
@@ -137,7 +137,7 @@ pub struct Engine {
     /// The engine itself.
     pub redlock: Arc<Redlock>,
     /// The master connections.
-    pub nodes: Vec<Arc<FredNode>>,
+    pub nodes: Vec<Arc<ValkeyMaster>>,
     subscriptions: Option<Subscriptions>,
 }
 
@@ -170,7 +170,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
         .nodes
         .iter()
         .map(|url| {
-            FredNode::connect(url, node_settings(config), script.clone(), &access, &peers)
+            ValkeyMaster::connect(url, node_settings(config), script.clone(), &access, &peers)
                 .map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -1,7 +1,7 @@
 //! Each script's effect on one master, one function per Lua script, in the
 //! order its Lua body runs (the line quoted in each comment is the Lua it
 //! stands for). A script runs atomically on its master: here, one call on
-//! one [`Store`]. Sources: `crates/redlockd/src/node/scripts.rs` (ACQUIRE,
+//! one [`Store`]. Sources: `crates/redlockd/src/valkey/scripts.rs` (ACQUIRE,
 //! COMMIT_FENCE, EXTEND, RELEASE, RECREATE), `scripts_semaphore.rs`
 //! (ACQUIRE_PERMIT), `scripts_rw.rs` (ACQUIRE_SHARED, COMMIT_SHARED,
 //! EXTEND_SHARED, RECREATE_SHARED, RELEASE_SHARED) and `scripts_multi.rs`

@@ -3,7 +3,7 @@
 //! on this master, or none.
 
 use super::scripts::Op;
-use super::{array, integer, key, millis, unsigned, FredNode};
+use super::{array, integer, key, millis, unsigned, ValkeyMaster};
 use crate::redlock::fence::FenceRead;
 use crate::redlock::{AcquireAllVote, LockKeys, NodeError, Token};
 use futures::future::BoxFuture;
@@ -36,7 +36,7 @@ use std::time::Duration;
 /// it uses no `KEYS[n]` that `at_offsets` would rewrite.
 pub(crate) const ACQUIRE_ALL: &str = include_str!("lua/acquire_all.lua");
 
-impl FredNode {
+impl ValkeyMaster {
     /// [`crate::redlock::Node::acquire_all`] on this master: one
     /// [`ACQUIRE_ALL`] operation in the next batch.
     pub(super) fn run_acquire_all(

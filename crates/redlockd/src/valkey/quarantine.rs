@@ -32,7 +32,7 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// The masters of one daemon, as the horizon quarantine needs them: each
 /// master's state and connection, and this daemon's own grants
-/// ([`LocalHorizon`]). Every [`super::FredNode`] joins it when created.
+/// ([`LocalHorizon`]). Every [`super::ValkeyMaster`] joins it when created.
 pub struct Peers {
     members: Mutex<Vec<Member>>,
     local: LocalHorizon,

@@ -65,7 +65,7 @@ pub struct NodeSetupError {
 }
 
 /// A master reached through one multiplexed fred connection.
-pub struct FredNode {
+pub struct ValkeyMaster {
     name: String,
     client: Client,
     /// The same connection with per-command options: timeout, one attempt, fail-fast.
@@ -99,7 +99,7 @@ pub struct NodeSettings {
     pub max_clock_offset: Duration,
 }
 
-impl FredNode {
+impl ValkeyMaster {
     /// Configures the client for `url` and starts connecting in the
     /// background; the node is usable at once (calls fail fast until the
     /// connection is up). It joins `peers`, the daemon's masters, in the
@@ -110,7 +110,7 @@ impl FredNode {
         script: Arc<BatchScript>,
         access: &auth::MasterAccess,
         peers: &Arc<Peers>,
-    ) -> Result<FredNode, NodeSetupError> {
+    ) -> Result<ValkeyMaster, NodeSetupError> {
         let node_timeout = settings.node_timeout;
         let name = node_name(url);
         let mut config = FredConfig::from_url(url).map_err(|e| NodeSetupError {
@@ -171,7 +171,7 @@ impl FredNode {
             ..Options::default()
         });
         let index = peers.join(Arc::clone(&state), command.clone());
-        let node = FredNode {
+        let node = ValkeyMaster {
             batcher: Batcher::start(
                 name.as_str().into(),
                 batch_command,
@@ -239,7 +239,7 @@ impl FredNode {
     }
 }
 
-impl Node for FredNode {
+impl Node for ValkeyMaster {
     fn name(&self) -> &str {
         &self.name
     }

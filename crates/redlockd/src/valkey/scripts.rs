@@ -184,7 +184,7 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// the lock) call `raise(ttl)`; once the batch has run, the horizon key's
 /// expiry is raised to the longest such ttl if it is shorter (absent: set).
 /// A horizon without expiry (set by hand) is left alone; readers take it as
-/// `max_ttl`. Why: `crate::node::horizon`. `PEXPIRE .. GT` would do in one
+/// `max_ttl`. Why: `crate::valkey::horizon`. `PEXPIRE .. GT` would do in one
 /// command, but not on Redis 6, and not on an absent key.
 ///
 /// The waiter marker: an operation refused where its caller will wait in
@@ -199,7 +199,7 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// its next attempt, which marks again. The hash gets an expiry of at
 /// least the marker's ttl when it has less (the marker may have created
 /// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
-/// (`crate::node::server_info::MIN_VERSION`) lacks.
+/// (`crate::valkey::server_info::MIN_VERSION`) lacks.
 pub(crate) fn batch_script(
     counterfactuals: Counterfactuals,
     horizon_allowance: Duration,
