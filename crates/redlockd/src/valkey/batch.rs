@@ -580,7 +580,7 @@ fn deliver(
 ) {
     let answered = match &result {
         Ok(_) => true,
-        Err(error) => matches!(super::node_error(error.clone()), NodeError::Server(_)),
+        Err(error) => matches!(super::wire::node_error(error.clone()), NodeError::Server(_)),
     };
     if answered {
         state.answered();
@@ -619,7 +619,7 @@ fn deliver(
             }
         }
         Err(error) => {
-            let error = super::node_error(error);
+            let error = super::wire::node_error(error);
             tracing::debug!(node = node.node(), ops = replies.len(), %error, "batch failed");
             for reply in replies {
                 reply.answer(node, Err(error.clone()));

@@ -2,14 +2,6 @@
 //! (`crate::redlock::multi`): one script call takes every key of the lock
 //! on this master, or none.
 
-use super::scripts::Op;
-use super::{array, integer, key, millis, unsigned, ValkeyMaster};
-use crate::redlock::fence::FenceRead;
-use crate::redlock::{AcquireAllVote, LockKeys, NodeError, Token};
-use futures::future::BoxFuture;
-use futures::FutureExt;
-use std::time::Duration;
-
 /// KEYS: lock 1, fence 1, lock 2, fence 2, ... ARGV:
 /// token, ttl ms, the number of resources n, waiter marker ttl ms ('0':
 /// the caller will not wait). Refused because some are held, a caller
@@ -35,62 +27,3 @@ use std::time::Duration;
 /// `ARGV` from its offsets `k` and `a` itself (its key count varies), so
 /// it uses no `KEYS[n]` that `at_offsets` would rewrite.
 pub(crate) const ACQUIRE_ALL: &str = include_str!("lua/acquire_all.lua");
-
-impl ValkeyMaster {
-    /// [`crate::redlock::Node::acquire_all`] on this master: one
-    /// [`ACQUIRE_ALL`] operation in the next batch.
-    pub(super) fn run_acquire_all(
-        &self,
-        keys: &[LockKeys],
-        token: &Token,
-        ttl: Duration,
-        waiter_marker: Duration,
-    ) -> BoxFuture<'static, Result<AcquireAllVote, NodeError>> {
-        let names = keys
-            .iter()
-            .flat_map(|k| [key(&k.lock), key(&k.fence)])
-            .collect();
-        let count = keys.len();
-        let reply = self.run(
-            Op::AcquireAll,
-            names,
-            vec![
-                token.expose().into(),
-                millis(ttl),
-                count.to_string().into(),
-                millis(waiter_marker),
-            ],
-        );
-        async move {
-            let fields = array(reply.await?)?;
-            match fields.as_slice() {
-                [flag, now, maxes @ ..] if integer(flag)? == 1 && maxes.len() == count => {
-                    let now_micros = unsigned(now)?;
-                    let reads = maxes
-                        .iter()
-                        .map(|max| {
-                            Ok(FenceRead {
-                                max: unsigned(max)?,
-                                now_micros,
-                                took: false,
-                            })
-                        })
-                        .collect::<Result<Vec<_>, NodeError>>()?;
-                    Ok(AcquireAllVote::Granted(reads))
-                }
-                [_, wait] => Ok(AcquireAllVote::Refused {
-                    holder_ttl: u64::try_from(integer(wait)?)
-                        .ok()
-                        .map(Duration::from_millis),
-                    delayed: false,
-                }),
-                [_, left, _delay] => Ok(AcquireAllVote::Refused {
-                    holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
-                    delayed: true,
-                }),
-                other => Err(NodeError::Protocol(format!("acquire_all: {other:?}"))),
-            }
-        }
-        .boxed()
-    }
-}
