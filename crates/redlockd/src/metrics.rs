@@ -24,7 +24,7 @@ pub(crate) const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_se
 /// Commands a master did not answer, by kind (timeout, unavailable, server, protocol).
 pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
 /// Batches given more time because the daemon itself ran late when their
-/// `node_timeout` passed (`node::batch::more_time`): its own backlog, not
+/// `node_timeout` passed (`crate::valkey::pace::more_time`): its own backlog, not
 /// the master's silence.
 pub(crate) const NODE_OVERDUE_TOTAL: &str = "redlock_node_overdue_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
@@ -443,7 +443,7 @@ pub(crate) fn node_error(node: &str, kind: &'static str) {
 }
 
 /// A batch to `node` was given more time: the daemon ran late at its
-/// `node_timeout` (`node::batch::more_time`).
+/// `node_timeout` (`crate::valkey::pace::more_time`).
 pub(crate) fn node_overdue(node: &str) {
     counter!(NODE_OVERDUE_TOTAL, "node" => node.to_owned()).increment(1);
 }

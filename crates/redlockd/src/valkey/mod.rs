@@ -15,6 +15,7 @@ pub(crate) mod connection;
 pub(crate) mod horizon;
 pub(crate) mod offset;
 mod ops;
+pub(crate) mod pace;
 pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod scripts_multi;
@@ -159,7 +160,7 @@ impl ValkeyMaster {
         // themselves and give more time only while the daemon runs late
         // (`batch.rs`); fred's timeout is only their backstop.
         let batch_command = client.with_options(&Options {
-            timeout: Some(batch::backstop(node_timeout)),
+            timeout: Some(pace::backstop(node_timeout)),
             max_attempts: Some(1),
             fail_fast: true,
             ..Options::default()

@@ -54,7 +54,7 @@ pub struct NodeState {
     /// can (see [`NodeState::responsive`]).
     last_answer: AtomicU64,
     /// Set when a batch written to the master timed out because the master
-    /// itself was silent (the batcher's verdict, `super::batch::more_time`:
+    /// itself was silent (the batcher's verdict, `super::pace::more_time`:
     /// the daemon's timers on time, nothing answered since the write),
     /// cleared by the master's next answer: commands still queued for it
     /// wait for a silent master, not for a busy daemon.
@@ -154,7 +154,7 @@ impl NodeState {
 
     /// Whether the master answered something (to any command) at or after
     /// `at`, to the millisecond: a master working through a backlog of
-    /// commands, not a hung one (`super::batch::more_time`).
+    /// commands, not a hung one (`super::pace::more_time`).
     pub fn answered_since(&self, at: Instant) -> bool {
         match self.last_answer.load(Ordering::Relaxed) {
             0 => false,
