@@ -38,7 +38,7 @@
 //! latest permit grant there: the plain acquire reads that hash anyway, so
 //! the check costs it no command) and
 //! refuses with a conflict, atomically with the `SET NX` attempt
-//! (`crate::valkey::scripts_semaphore`):
+//! (`crate::valkey::scripts::semaphore`):
 //! - a permit where R's plain lock key exists, or where the record names
 //!   another limit and a permit key of that limit exists;
 //! - a plain lock where the record names a limit and one of its permit keys
@@ -115,7 +115,7 @@ impl Redlock {
     /// resource), else with an outage's error if any permit's try met one,
     /// else contended, with the earliest time a permit's holder frees up.
     /// A front waiter's `waiter_marker` sets the resource's waiter marker
-    /// where a permit is held (see `crate::valkey::scripts_semaphore`).
+    /// where a permit is held (see `crate::valkey::scripts::semaphore`).
     pub(super) async fn attempt_permit(
         &self,
         resource: &str,

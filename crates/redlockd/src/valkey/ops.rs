@@ -369,7 +369,7 @@ impl Node for ValkeyMaster {
 
 impl ValkeyMaster {
     /// [`crate::redlock::Node::acquire_all`] on this master: one
-    /// [`ACQUIRE_ALL`](super::scripts_multi::ACQUIRE_ALL) operation in the next batch.
+    /// [`ACQUIRE_ALL`](super::scripts::multi::ACQUIRE_ALL) operation in the next batch.
     pub(super) fn run_acquire_all(
         &self,
         keys: &[LockKeys],

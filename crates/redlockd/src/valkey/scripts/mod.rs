@@ -1,9 +1,13 @@
 //! The Lua scripts that make each Redlock step atomic on one master.
 //!
 //! They never travel alone: every command to a master is an operation in a
-//! batch ([`batch_script`], sent by `super::batch`), so that one script call
+//! batch ([`batch_script`], sent by `super::super::batch`), so that one script call
 //! carries the operations of every caller waiting for that master at that
 //! moment. Key layout: see `crate::redlock::keys`.
+
+pub(crate) mod multi;
+pub(crate) mod rw;
+pub(crate) mod semaphore;
 
 use crate::config::Counterfactuals;
 use fred::prelude::Value;
@@ -27,21 +31,21 @@ pub(crate) enum Op {
     Check = 6,
     /// [`INSPECT`].
     Inspect = 7,
-    /// [`super::scripts_semaphore::ACQUIRE_PERMIT`].
+    /// [`semaphore::ACQUIRE_PERMIT`].
     AcquirePermit = 8,
-    /// [`super::scripts_rw::ACQUIRE_SHARED`].
+    /// [`rw::ACQUIRE_SHARED`].
     AcquireShared = 9,
-    /// [`super::scripts_rw::COMMIT_SHARED`].
+    /// [`rw::COMMIT_SHARED`].
     CommitShared = 10,
-    /// [`super::scripts_rw::EXTEND_SHARED`].
+    /// [`rw::EXTEND_SHARED`].
     ExtendShared = 11,
-    /// [`super::scripts_rw::RECREATE_SHARED`].
+    /// [`rw::RECREATE_SHARED`].
     RecreateShared = 12,
-    /// [`super::scripts_rw::RELEASE_SHARED`].
+    /// [`rw::RELEASE_SHARED`].
     ReleaseShared = 13,
-    /// [`super::scripts_rw::CHECK_SHARED`].
+    /// [`rw::CHECK_SHARED`].
     CheckShared = 14,
-    /// `super::scripts_multi::ACQUIRE_ALL` (a lock on several resources).
+    /// `multi::ACQUIRE_ALL` (a lock on several resources).
     AcquireAll = 15,
 }
 
@@ -110,14 +114,14 @@ impl Op {
             Op::Release => RELEASE,
             Op::Check => CHECK,
             Op::Inspect => INSPECT,
-            Op::AcquirePermit => super::scripts_semaphore::ACQUIRE_PERMIT,
-            Op::AcquireShared => super::scripts_rw::ACQUIRE_SHARED,
-            Op::CommitShared => super::scripts_rw::COMMIT_SHARED,
-            Op::ExtendShared => super::scripts_rw::EXTEND_SHARED,
-            Op::RecreateShared => super::scripts_rw::RECREATE_SHARED,
-            Op::ReleaseShared => super::scripts_rw::RELEASE_SHARED,
-            Op::CheckShared => super::scripts_rw::CHECK_SHARED,
-            Op::AcquireAll => super::scripts_multi::ACQUIRE_ALL,
+            Op::AcquirePermit => semaphore::ACQUIRE_PERMIT,
+            Op::AcquireShared => rw::ACQUIRE_SHARED,
+            Op::CommitShared => rw::COMMIT_SHARED,
+            Op::ExtendShared => rw::EXTEND_SHARED,
+            Op::RecreateShared => rw::RECREATE_SHARED,
+            Op::ReleaseShared => rw::RELEASE_SHARED,
+            Op::CheckShared => rw::CHECK_SHARED,
+            Op::AcquireAll => multi::ACQUIRE_ALL,
         }
     }
 }
@@ -264,7 +268,7 @@ fn at_offsets(body: &str) -> String {
 /// Where refused because the key is held, a caller that will wait marks
 /// the resource as waited for (`mark`, see [`batch_script`]: the fence
 /// hash's `wm`), so that the holder's release announces itself (see
-/// [`RELEASE`] and `super::scripts_rw::RELEASE_SHARED`: the key may hold
+/// [`RELEASE`] and `rw::RELEASE_SHARED`: the key may hold
 /// shared holders' sentinel). Refused because shared holders hold here
 /// (the lock key holds the sentinel, `crate::redlock::rw`), it also sets
 /// the writer-waiting marker: the fence hash's `ww` = now + writer mark ms
@@ -309,7 +313,7 @@ pub(crate) const ACQUIRE: &str = include_str!("lua/acquire.lua");
 /// the commit (`at`, microseconds: when it was acquired, for `Inspect`),
 /// refresh the expiry, raise the horizon to the
 /// lock's ttl (a grant stands once a majority committed: see
-/// `super::horizon`). Returns 1 if done. The owner rides on the commit
+/// `super::super::horizon`). Returns 1 if done. The owner rides on the commit
 /// that every grant sends anyway: no extra command, one HSET as before.
 ///
 /// The lock's terms, by the master's own clock (`TIME`, read
@@ -352,7 +356,7 @@ pub(crate) const COMMIT_FENCE: &str = include_str!("lua/commit_fence.lua");
 /// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. A
 /// permit's extension also refreshes its resource's fence hash to the
 /// fence ttl (above any lock's ttl), so that the semaphore's limit field
-/// there (`lim`, see `super::scripts_semaphore::ACQUIRE_PERMIT`) lives at
+/// there (`lim`, see `semaphore::ACQUIRE_PERMIT`) lives at
 /// least as long as the permit key: a permit kept for days by extensions
 /// alone keeps refusing other limits and plain locks. Where the permit's
 /// key stands but `lim` is gone (a key put back by an older daemon, or a

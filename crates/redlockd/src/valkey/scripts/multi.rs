@@ -6,7 +6,7 @@
 /// token, ttl ms, the number of resources n, waiter marker ttl ms ('0':
 /// the caller will not wait). Refused because some are held, a caller
 /// that will wait marks each held resource's fence hash (`mark`,
-/// `super::scripts::batch_script`: it waits in every resource's queue),
+/// `super::batch_script`: it waits in every resource's queue),
 /// so that their releases announce
 /// themselves. The grant keeps the commit round (no proposal). All or
 /// none, atomically (one script): first every resource is read (the fence
