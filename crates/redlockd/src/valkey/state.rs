@@ -559,5 +559,4 @@ pub(crate) fn quarantine_left(uptime_seconds: u64, period: Duration) -> Option<D
 }
 
 #[cfg(test)]
-#[path = "state_tests.rs"]
 mod tests;
