@@ -32,7 +32,8 @@
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
 
-use super::pace::{more_time, Pace, Silence, SLOW_MEMORY};
+mod timer;
+
 use super::quarantine::Peers;
 use super::scripts::{BatchScript, Op, ERROR_MARKER};
 use super::state::NodeState;
@@ -45,6 +46,7 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timer::{bounded, Watch};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant as TokioInstant;
 
@@ -272,79 +274,6 @@ async fn run(
     // The batcher was dropped: the batches still out get their answers
     // (or time out) as before, then the task ends.
     while in_flight.next().await.is_some() {}
-}
-
-/// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
-/// passed on a timer that ran on time with the master's silence its own
-/// ([`more_time`]); fred's own timeout ([`BACKSTOP`]) ends it whatever
-/// happens.
-async fn bounded<F>(
-    link: &Watch<'_>,
-    mut call: std::pin::Pin<Box<F>>,
-    sent: TokioInstant,
-) -> Result<Value, fred::error::Error>
-where
-    F: std::future::Future<Output = Result<Value, fred::error::Error>>,
-{
-    let node_timeout = link.node_timeout;
-    let mut due = sent + node_timeout;
-    loop {
-        if let Ok(result) = tokio::time::timeout_at(due, call.as_mut()).await {
-            return result;
-        }
-        // One look past the daemon's own backlog before judging: a yielded
-        // task resumes only once every task ready before it has run and the
-        // IO driver has been polled, so an answer already in the master's
-        // socket is read meanwhile and counts. A long wait here is the
-        // daemon's run queue, not the master: it counts like a late timer
-        // (`more_time`), as `now` is taken after it.
-        tokio::task::yield_now().await;
-        if let std::task::Poll::Ready(result) = futures::poll!(call.as_mut()) {
-            return result;
-        }
-        let silence = Silence {
-            progressing: link.state.answered_since(sent),
-            others_answered: link.peers.quorum_of_others_answered_since(sent, link.state),
-            recently_slow: link.pace.slow_within(node_timeout * SLOW_MEMORY),
-        };
-        let now = TokioInstant::now();
-        match more_time(sent, due, now, node_timeout, silence) {
-            Some(next) => {
-                metrics::node_overdue(link.name);
-                due = next;
-            }
-            None => {
-                // Why a master is blamed, for investigating overload (bursts
-                // on a shared machine).
-                tracing::debug!(
-                    node = link.name,
-                    since_send = ?now.saturating_duration_since(sent),
-                    timer_late = ?now.saturating_duration_since(due),
-                    ?silence,
-                    last_slow = ?link.pace.last_slow(),
-                    "batch timed out: its master was silent"
-                );
-                // The master's own silence, judged on time: until it
-                // answers again, commands still queued for it are not the
-                // daemon's backlog (`redlock::round`), and a waiter that
-                // never got to attempt says UNAVAILABLE, not "held".
-                link.state.fell_silent();
-                return Err(fred::error::Error::new(
-                    fred::error::ErrorKind::Timeout,
-                    "no answer within node_timeout",
-                ));
-            }
-        }
-    }
-}
-
-/// What [`bounded`] judges a silence by.
-struct Watch<'a> {
-    name: &'a str,
-    state: &'a NodeState,
-    peers: &'a Peers,
-    pace: &'a Pace,
-    node_timeout: Duration,
 }
 
 /// EVAL's (or EVALSHA's) arguments for `batch` (emptied) and the reply

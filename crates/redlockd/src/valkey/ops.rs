@@ -2,11 +2,13 @@
 //! each one script operation queued in the master's next batch.
 
 use super::scripts::Op;
-use super::wire::{array, integer, key, millis, node_error, permit_limit, shared, unsigned, Wire};
+use super::wire::{
+    array, integer, key, millis, node_error, permit_limit, seen, shared, unsigned, Wire,
+};
 use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
-use crate::redlock::node::{Record, Seen};
+use crate::redlock::node::Seen;
 use crate::redlock::{
     AcquireAllVote, AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token,
 };
@@ -423,70 +425,5 @@ impl ValkeyMaster {
             }
         }
         .boxed()
-    }
-}
-
-/// The inspect script's reply (see `scripts::INSPECT`) as a [`Seen`].
-fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
-    let text = |v: &Value| v.as_string().unwrap_or_default();
-    match fields.as_slice() {
-        [_] => Ok(None),
-        [token, pttl, holder, fence, owner, kind, at] => {
-            let token = text(token);
-            let record = (text(holder) == token && !text(fence).is_empty()).then(|| Record {
-                fence: text(fence).parse().unwrap_or(0),
-                owner: text(owner),
-                kind: text(kind),
-                at_micros: text(at).parse().unwrap_or(0),
-            });
-            Ok(Some(Seen {
-                token,
-                // -1 (no expiry: set by hand) reads as no time left.
-                pttl: Duration::from_millis(u64::try_from(integer(pttl)?).unwrap_or(0)),
-                record,
-            }))
-        }
-        _ => Err(NodeError::Protocol("inspect: unexpected reply".into())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The inspect script's replies: absent, held with this token's record,
-    /// held with another token's record (no record shown).
-    #[test]
-    fn inspect_replies() {
-        let s = |t: &str| Value::String(t.to_owned().into());
-        assert_eq!(seen(vec![s("")]).expect("absent"), None);
-        let held = seen(vec![
-            s("tok"),
-            Value::Integer(1500),
-            s("tok"),
-            s("42"),
-            s("cron"),
-            s("unary"),
-            s("1700000000000000"),
-        ])
-        .expect("held")
-        .expect("some");
-        assert_eq!(held.pttl, Duration::from_millis(1500));
-        let record = held.record.expect("this token's record");
-        assert_eq!((record.fence, record.owner.as_str()), (42, "cron"));
-        assert_eq!(record.at_micros, 1_700_000_000_000_000);
-        let other = seen(vec![
-            s("tok"),
-            Value::Integer(-1),
-            s("older"),
-            s("41"),
-            s(""),
-            s(""),
-            s(""),
-        ])
-        .expect("held")
-        .expect("some");
-        assert_eq!((other.record, other.pttl), (None, Duration::ZERO));
-        assert!(seen(vec![s("a"), s("b")]).is_err());
     }
 }
