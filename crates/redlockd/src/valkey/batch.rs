@@ -103,9 +103,9 @@ pub(crate) struct Batcher {
 impl Batcher {
     /// Starts the batching task for one master's connection. It ends when
     /// the batcher is dropped. `command` must time its commands out after
-    /// [`backstop`]: this task bounds them by `node_timeout` itself, with
+    /// [`backstop`](super::pace::backstop): this task bounds them by `node_timeout` itself, with
     /// more time only while the daemon runs late or the master is busy (see
-    /// the module doc).
+    /// `super::pace`).
     pub(crate) fn start(
         name: Arc<str>,
         command: WithOptions<Client>,

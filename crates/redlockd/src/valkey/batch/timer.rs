@@ -11,7 +11,7 @@ use tokio::time::Instant as TokioInstant;
 
 /// The answer of a batch sent at `sent`, or a timeout once `node_timeout`
 /// passed on a timer that ran on time with the master's silence its own
-/// ([`more_time`](crate::valkey::pace::more_time)); fred's own timeout ([`BACKSTOP`](crate::valkey::pace::BACKSTOP)) ends it whatever
+/// ([`more_time`]); fred's own timeout ([`BACKSTOP`](crate::valkey::pace::BACKSTOP)) ends it whatever
 /// happens.
 pub(super) async fn bounded<F>(
     link: &Watch<'_>,
