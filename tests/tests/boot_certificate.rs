@@ -1,4 +1,4 @@
-//! The boot certificate (`crates/redlockd/src/node/boot.rs`) against real
+//! The boot certificate (`crates/redlockd/src/valkey/boot.rs`) against real
 //! masters, at the default quarantine and `max_ttl` (1 h): a daemon that
 //! joins while a lock is held trusts the young masters at once, since a
 //! daemon already waited out their start; a master restarted empty, even

@@ -2,9 +2,9 @@
 //! `redlock.max_clock_offset` no real master can meet (1 µs: the round
 //! trip alone exceeds it) trusts none of them, though they are connected
 //! and verified; at the default (1 s) the same masters count. The
-//! arithmetic is unit-tested in `crates/redlockd/src/node/offset.rs`.
+//! arithmetic is unit-tested in `crates/redlockd/src/valkey/offset.rs`.
 //!
-//! Clock *jumps* quarantine a master (`crates/redlockd/src/node/clock_jump.rs`),
+//! Clock *jumps* quarantine a master (`crates/redlockd/src/valkey/clock_jump.rs`),
 //! so a clock reading slowed by load must not look like one: every master
 //! slow for a while (a burst, a loaded network), then brisk again, is
 //! still trusted, and a lock held meanwhile is still held.

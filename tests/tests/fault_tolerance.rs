@@ -331,7 +331,7 @@ async fn one_server_listed_twice_counts_once() {
         || async { engine.nodes.iter().all(|n| !n.state().run_id().is_empty()) },
     )
     .await;
-    redlockd::node::mark_duplicates(&engine.nodes);
+    redlockd::valkey::mark_duplicates(&engine.nodes);
     assert!(!engine.nodes[4].trusted(), "the alias is refused");
     let redlock = engine.redlock.clone();
     let lock = redlock

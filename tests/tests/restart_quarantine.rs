@@ -1,4 +1,4 @@
-//! The default restart quarantine (horizon, see `crates/redlockd/src/node/horizon.rs`)
+//! The default restart quarantine (horizon, see `crates/redlockd/src/valkey/horizon.rs`)
 //! against real masters, at the default `max_ttl` (1 h): a fresh cluster
 //! serves at once; a master restarted empty while a lock it held is still
 //! valid sits out exactly until that lock has expired (plus drift and the

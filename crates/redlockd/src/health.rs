@@ -7,13 +7,13 @@
 //! trusted (not quarantined, not refused), so an orchestrator stops sending
 //! traffic to a daemon that cannot grant locks. "Up" means answering, not
 //! merely connected: a master counts as up only if it answered within the
-//! last two PING periods plus `node_timeout` (`crate::node::FredNode::is_up`),
+//! last two PING periods plus `node_timeout` (`crate::valkey::ValkeyMaster::is_up`),
 //! so hung masters (SIGSTOP, a stalled VM, whose connections stay open)
 //! turn health NOT_SERVING within about a second.
 
 use crate::metrics;
-use crate::node::FredNode;
 use crate::redlock::{Node, Redlock};
+use crate::valkey::ValkeyMaster;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ const UPKEEP_EVERY: u32 = 25;
 /// dashboard still sees what the draining daemon's sessions depend on.
 pub(crate) async fn watch(
     engine: Arc<Redlock>,
-    nodes: Vec<Arc<FredNode>>,
+    nodes: Vec<Arc<ValkeyMaster>>,
     reporter: HealthReporter,
     metrics: Option<PrometheusHandle>,
     shutdown: impl Future<Output = ()>,
@@ -59,7 +59,7 @@ pub(crate) async fn watch(
                 continue;
             }
         }
-        crate::node::mark_duplicates(&nodes);
+        crate::valkey::mark_duplicates(&nodes);
         let mut up = 0;
         for node in &nodes {
             let node_up = node.is_up();

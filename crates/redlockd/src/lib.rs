@@ -5,7 +5,7 @@
 //! Module map:
 //! - [`redlock`]: the algorithm (quorum, validity, fencing, retry), no gRPC, no
 //!   Valkey client: masters are a trait;
-//! - [`node`]: one Valkey/Redis master over fred (scripts, server detection);
+//! - [`valkey`]: one Valkey/Redis master over fred (scripts, server detection);
 //! - [`service`]: the gRPC layer: validate, call the engine, map the outcome;
 //! - `conn`: client connections on the gRPC port (caps, idle timeout);
 //! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
@@ -24,12 +24,12 @@ pub(crate) mod gateway;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod metrics_endpoint;
-pub mod node;
 pub mod redlock;
 pub mod server;
 pub mod service;
 pub mod signal;
 pub(crate) mod tls;
+pub mod valkey;
 
 pub use redlockd_proto::pb;
 pub use server::run;

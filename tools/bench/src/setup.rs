@@ -27,7 +27,7 @@ pub(crate) fn bench_config(nodes: Vec<String>) -> Result<Config, BoxError> {
     // The default restart quarantine, as users run it. Each workload builds
     // new engines and daemons against masters younger than max_ttl that
     // still hold the horizons of the previous workload's locks; the boot
-    // certificates the earlier daemons wrote (`redlockd::node::boot`) let
+    // certificates the earlier daemons wrote (`redlockd::valkey::boot`) let
     // the newcomers trust them at once.
     config.metrics.enabled = false;
     config.validate()?;

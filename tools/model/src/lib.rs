@@ -21,8 +21,8 @@
 //!   of the keys `crates/redlockd/src/redlock/keys.rs` lays out. Each script
 //!   is one function of [`scripts`] run atomically on one store, written to
 //!   be read side by side with its Lua (ACQUIRE, COMMIT_FENCE, EXTEND,
-//!   RECREATE, RELEASE in `node/scripts.rs`; ACQUIRE_PERMIT; the shared
-//!   scripts of `scripts_rw.rs`; ACQUIRE_ALL for one resource).
+//!   RECREATE, RELEASE in `valkey/scripts/mod.rs`; ACQUIRE_PERMIT; the shared
+//!   scripts of `valkey/scripts/rw.rs`; ACQUIRE_ALL for one resource).
 //! - **Clients** (2 or 3), each a caller and the daemon replica serving it
 //!   ([`model`]): an attempt sends the acquire round to every master, counts
 //!   answers as they come (an answer from a master in quarantine counts as

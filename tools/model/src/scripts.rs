@@ -1,10 +1,10 @@
 //! Each script's effect on one master, one function per Lua script, in the
 //! order its Lua body runs (the line quoted in each comment is the Lua it
 //! stands for). A script runs atomically on its master: here, one call on
-//! one [`Store`]. Sources: `crates/redlockd/src/node/scripts.rs` (ACQUIRE,
-//! COMMIT_FENCE, EXTEND, RELEASE, RECREATE), `scripts_semaphore.rs`
-//! (ACQUIRE_PERMIT), `scripts_rw.rs` (ACQUIRE_SHARED, COMMIT_SHARED,
-//! EXTEND_SHARED, RECREATE_SHARED, RELEASE_SHARED) and `scripts_multi.rs`
+//! one [`Store`]. Sources: `crates/redlockd/src/valkey/scripts/mod.rs` (ACQUIRE,
+//! COMMIT_FENCE, EXTEND, RELEASE, RECREATE), `valkey/scripts/semaphore.rs`
+//! (ACQUIRE_PERMIT), `valkey/scripts/rw.rs` (ACQUIRE_SHARED, COMMIT_SHARED,
+//! EXTEND_SHARED, RECREATE_SHARED, RELEASE_SHARED) and `valkey/scripts/multi.rs`
 //! (ACQUIRE_ALL, reduced to one resource).
 //!
 //! Left out of every script: the lock-delay (`nb`, `delay`), the
@@ -145,7 +145,7 @@ pub fn acquire(s: &mut Store, stamp: Stamp, proposal: u8, clock: u8) -> AcquireR
     }
 }
 
-/// ACQUIRE_ALL for one resource (`scripts_multi.rs`): all-or-none over the
+/// ACQUIRE_ALL for one resource (`valkey/scripts/multi.rs`): all-or-none over the
 /// lock's resources, here the one.
 pub fn acquire_all(s: &mut Store, stamp: Stamp, clock: u8) -> AcquireReply {
     // local f = redis.call('HMGET', fence, 'max', 'nb', 'lim', 'wm')

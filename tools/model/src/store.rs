@@ -120,7 +120,7 @@ impl Store {
             .position(|s| s.token == token)
     }
 
-    /// `cover()` of `scripts_rw.rs`: the sentinel stands while a member
+    /// `cover()` of `valkey/scripts/rw.rs`: the sentinel stands while a member
     /// does (and expires with the latest one), else the lock key is
     /// deleted. Only called where no exclusive token holds the key.
     pub fn cover(&mut self) {

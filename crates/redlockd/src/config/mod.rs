@@ -284,7 +284,7 @@ pub struct RedlockConfig {
     /// trusted until it is back within: its clock feeds the fences' floor,
     /// and a master far ahead would hand out fences that grants after a
     /// loss of the fence hashes could not exceed. See
-    /// `crate::node::offset` for the choice of the default (1 s).
+    /// `crate::valkey::offset` for the choice of the default (1 s).
     #[serde(with = "humantime_serde")]
     pub max_clock_offset: Duration,
 }

@@ -1,6 +1,6 @@
 //! `redlock.restart_quarantine`: how long a master that may have lost its
 //! keys (a restart, a new `run_id`, a clock jump) is kept from voting. The
-//! arithmetic and the safety argument live in `crate::node::horizon`.
+//! arithmetic and the safety argument live in `crate::valkey::horizon`.
 
 use std::fmt;
 

@@ -18,7 +18,7 @@ pub struct TestingConfig {
 }
 
 /// Which fixed defects the masters' scripts re-introduce
-/// (`crate::node::scripts::batch_script`).
+/// (`crate::valkey::scripts::batch_script`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counterfactuals {
     /// An Extend puts a permit's lost key back without its semaphore's

@@ -21,7 +21,7 @@ pub const DRIFT_FACTOR_LIMIT: f64 = 0.5;
 pub const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Largest accepted `redlock.max_semaphore_limit`: a master checks up to
-/// this many permit keys in one command (`crate::node::scripts`).
+/// this many permit keys in one command (`crate::valkey::scripts`).
 const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 
 /// Largest accepted `redlock.max_resources_per_lock`: every key of a

@@ -179,7 +179,7 @@ pub(crate) fn grant(validity: Duration, ttl: Duration) {
 /// first (`crate::server`).
 pub(crate) struct NodeCommands {
     node: Arc<str>,
-    /// By command code (`crate::node::scripts::Op` as an index).
+    /// By command code (`crate::valkey::scripts::Op` as an index).
     durations: Box<[OnceLock<Histogram>]>,
 }
 
@@ -222,7 +222,7 @@ pub(crate) fn node_error(node: &str, kind: &'static str) {
 }
 
 /// A batch to `node` was given more time: the daemon ran late at its
-/// `node_timeout` (`node::batch::more_time`).
+/// `node_timeout` (`crate::valkey::pace::more_time`).
 pub(crate) fn node_overdue(node: &str) {
     counter!(NODE_OVERDUE_TOTAL, "node" => node.to_owned()).increment(1);
 }

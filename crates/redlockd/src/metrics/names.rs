@@ -9,7 +9,7 @@ pub(crate) const REQUEST_DURATION: &str = "redlock_request_duration_seconds";
 pub(crate) const ACQUIRE_ATTEMPTS: &str = "redlock_acquire_attempts";
 /// Time an acquisition with `wait` spent waiting, granted or not.
 pub(crate) const WAIT_DURATION: &str = "redlock_wait_duration_seconds";
-/// 1 while a master is connected and answering (see `crate::node::FredNode::is_up`).
+/// 1 while a master is connected and answering (see `crate::valkey::ValkeyMaster::is_up`).
 pub(crate) const NODE_UP: &str = "redlock_node_up";
 /// Time one operation took on one master, from the moment it was queued
 /// for the master's next batch to its reply (so it includes the batch wait).
@@ -17,7 +17,7 @@ pub(crate) const NODE_COMMAND_DURATION: &str = "redlock_node_command_duration_se
 /// Commands a master did not answer, by kind (timeout, unavailable, server, protocol).
 pub(crate) const NODE_ERRORS_TOTAL: &str = "redlock_node_errors_total";
 /// Batches given more time because the daemon itself ran late when their
-/// `node_timeout` passed (`node::batch::more_time`): its own backlog, not
+/// `node_timeout` passed (`crate::valkey::pace::more_time`): its own backlog, not
 /// the master's silence.
 pub(crate) const NODE_OVERDUE_TOTAL: &str = "redlock_node_overdue_total";
 /// 1 while a master's answers do not count toward a quorum (restart quarantine).
@@ -51,7 +51,7 @@ pub(crate) const ACQUISITIONS_QUEUED: &str = "redlock_acquisitions_queued";
 pub(crate) const ADMISSION_LIMIT: &str = "redlock_admission_limit";
 /// How fast a master's clock runs relative to ours ((master - ours) / ours).
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
-/// A master's wall clock minus ours, in seconds (see `crate::node::offset`).
+/// A master's wall clock minus ours, in seconds (see `crate::valkey::offset`).
 pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";

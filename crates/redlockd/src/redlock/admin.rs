@@ -7,7 +7,7 @@
 //! validity is the quorum-th largest PTTL among them, less the round's time
 //! and the drift allowance (as `Validate` computes it). Owner, fence, kind
 //! and acquisition time come from the fence hash's record of the grant's
-//! commit (`crate::node::scripts::COMMIT_FENCE`), or of its acquire where a
+//! commit (`crate::valkey::scripts::COMMIT_FENCE`), or of its acquire where a
 //! one-round grant took the proposed fence (`ACQUIRE`, which writes the
 //! same fields), read on the same masters.
 //! The token never leaves the daemon.

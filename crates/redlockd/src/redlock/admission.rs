@@ -14,7 +14,7 @@
 //! validity are therefore measured from the moment its commands are sent,
 //! never across the daemon's own queue. With the in-flight work bounded,
 //! each master's batch queue is bounded too (a few batches of
-//! [`crate::node`]'s maximum size), so a master's answer time is its own.
+//! [`crate::valkey`]'s maximum size), so a master's answer time is its own.
 //!
 //! The bound adapts to the masters (additive increase, multiplicative
 //! decrease, as TCP's congestion window does): an attempt whose first round

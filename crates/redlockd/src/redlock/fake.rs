@@ -5,7 +5,7 @@
 //! against instant masters takes exactly zero time.
 //!
 //! [`FakeNode`] implements the semantics of the Lua scripts in
-//! `crate::node::scripts` on a `HashMap`, and applies each command when the
+//! `crate::valkey::scripts` on a `HashMap`, and applies each command when the
 //! engine issues it, before any delay: a real master receives every command
 //! of a round (the engine polls them all while it waits on the network), and
 //! a command whose reply comes too late has still taken effect.

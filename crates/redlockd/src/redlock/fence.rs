@@ -127,7 +127,7 @@ fn proposal_window(lead: Duration) -> Duration {
 /// and two trusted masters' clocks are at most 2 x `max_clock_offset` apart
 /// (each within it of its daemon's host), plus one more for daemon hosts
 /// that disagree by up to it. Every horizon a master keeps, and this
-/// daemon's own (`crate::node::horizon`), is raised by this much beyond the
+/// daemon's own (`crate::valkey::horizon`), is raised by this much beyond the
 /// lock's ttl.
 pub fn clock_allowance(node_timeout: Duration, max_clock_offset: Duration) -> Duration {
     proposal_window(node_timeout) + max_clock_offset * 3

@@ -37,7 +37,7 @@
 //!
 //! One more key per master, not per resource: `redlock:horizon`, whose
 //! remaining time to live is at least that of the longest lock written to
-//! the master (see `crate::node::horizon`).
+//! the master (see `crate::valkey::horizon`).
 
 use super::token::Token;
 use std::any::Any;
@@ -190,7 +190,7 @@ pub(crate) fn release_channel(prefix: &str) -> String {
 }
 
 /// The master's horizon key under `prefix`: its expiry covers every lock
-/// written to the master (see `crate::node::horizon`).
+/// written to the master (see `crate::valkey::horizon`).
 pub(crate) fn horizon_key(prefix: &str) -> String {
     format!("{prefix}horizon")
 }

@@ -131,7 +131,7 @@ pub struct Holder {
     pub kind: Arc<str>,
     /// `AcquireRequest.lock_delay`: after an expiry, nobody acquires the
     /// resource for this long (zero: none). The commit (or the one-round
-    /// acquire) records it on the masters (`crate::node::scripts`).
+    /// acquire) records it on the masters (`crate::valkey::scripts`).
     pub lock_delay: Duration,
     /// `AcquireRequest.hold_at_least`: a holder's release before the grant's
     /// commit (or one-round acquire) + this shortens the lock instead of

@@ -1,6 +1,6 @@
 //! All the algorithm knows of a master: five atomic operations on one
 //! resource's keys. The real implementation speaks to Valkey/Redis through
-//! fred (`crate::node`); tests of the algorithm can drive fakes.
+//! fred (`crate::valkey`); tests of the algorithm can drive fakes.
 //!
 //! An implementation should give up on a command after `node_timeout` by
 //! itself, but need not: the engine stops waiting at its own deadline.
@@ -81,7 +81,7 @@ pub enum ExtendVote {
 }
 
 /// What one master keeps of a resource's lock, as the inspect script reads
-/// it (`crate::node::scripts::INSPECT`): for the operator's view only
+/// it (`crate::valkey::scripts::INSPECT`): for the operator's view only
 /// ([`super::admin`]); the token never leaves the daemon.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Seen {
@@ -135,7 +135,7 @@ pub trait Node: Send + Sync {
     /// `node_timeout` after the command was actually sent (written to the
     /// master), not after it was submitted. The real master does (its
     /// batches wait in the daemon's queue while earlier ones are in flight,
-    /// `crate::node::batch`); when every master of the engine does, a round
+    /// `crate::valkey::batch`); when every master of the engine does, a round
     /// does not cut a command short at `node_timeout` from its own start,
     /// since that time may have been spent in the daemon's queue: it waits
     /// up to [`super::round::QUEUE_ALLOWANCE`] `node_timeout`s longer as a
@@ -208,7 +208,7 @@ pub trait Node: Send + Sync {
     /// Returns whether it did. `ttl` is the lock's: a grant stands
     /// only once a majority committed, so this is where a master learns
     /// that a lock was granted and how long it can live (the restart
-    /// quarantine's horizon, `crate::node::horizon`).
+    /// quarantine's horizon, `crate::valkey::horizon`).
     fn commit_fence(
         &self,
         keys: &LockKeys,

@@ -11,7 +11,7 @@
 //! first cancels the lock's pending re-creations and waits until they have
 //! stopped: a `SET NX` already handed to a master's queue reaches it before
 //! the release's delete (a master's commands go out in submission order,
-//! see `crate::node::batch`), and the delete removes it.
+//! see `crate::valkey::batch`), and the delete removes it.
 
 use super::round::{self, Reply, Subject};
 use super::{ExtendVote, Node, Token};

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 /// commands from their send ([`Node::bounds_own_commands`]). A backstop
 /// only: admission (`super::admission`) keeps at most a few hundred
 /// operations per master out at once, which its in-flight batches
-/// (`crate::node::batch`) carry within about one `node_timeout` even with
+/// (`crate::valkey::batch`) carry within about one `node_timeout` even with
 /// the master at the edge of timing out; the backstop bounds a round
 /// whatever happens (4 × 50 ms at the defaults).
 pub(crate) const QUEUE_ALLOWANCE: u32 = 3;

@@ -5,11 +5,11 @@
 
 use super::ServeError;
 use crate::config::{Config, RestartQuarantine};
-use crate::node::auth::MasterAccess;
-use crate::node::quarantine::Peers;
-use crate::node::scripts::BatchScript;
-use crate::node::subscriber::Subscriptions;
-use crate::node::{FredNode, NodeSettings};
+use crate::valkey::auth::MasterAccess;
+use crate::valkey::quarantine::Peers;
+use crate::valkey::scripts::BatchScript;
+use crate::valkey::subscriber::Subscriptions;
+use crate::valkey::{ValkeyMaster, NodeSettings};
 use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, Node, Redlock, RetryPolicy, Settings};
 use futures::future::join_all;
@@ -46,7 +46,7 @@ pub fn engine_settings(config: &Config) -> Settings {
 /// How each master is watched, from the configuration: the blanket
 /// restart quarantine lasts the longest lock's ttl plus its drift
 /// allowance; under the horizon quarantine (the default) the masters'
-/// horizons shorten it (see `crate::node::horizon`).
+/// horizons shorten it (see `crate::valkey::horizon`).
 pub fn node_settings(config: &Config) -> NodeSettings {
     let r = &config.redlock;
     let mode = r.quarantine;
@@ -66,7 +66,7 @@ pub struct Engine {
     /// The engine itself.
     pub redlock: Arc<Redlock>,
     /// The master connections.
-    pub nodes: Vec<Arc<FredNode>>,
+    pub nodes: Vec<Arc<ValkeyMaster>>,
     subscriptions: Option<Subscriptions>,
 }
 
@@ -99,7 +99,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
         .nodes
         .iter()
         .map(|url| {
-            FredNode::connect(url, node_settings(config), script.clone(), &access, &peers)
+            ValkeyMaster::connect(url, node_settings(config), script.clone(), &access, &peers)
                 .map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;

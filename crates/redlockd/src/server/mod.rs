@@ -15,7 +15,7 @@ use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
 use crate::conn::streams::StreamsLayer;
 use crate::metrics::MetricsError;
-use crate::node::NodeSetupError;
+use crate::valkey::NodeSetupError;
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::redlock::NoMasters;
@@ -71,7 +71,7 @@ pub enum ServeError {
     Gateway(#[from] crate::gateway::GatewayStartError),
     /// A master password could not be read.
     #[error(transparent)]
-    Secret(#[from] crate::node::auth::SecretError),
+    Secret(#[from] crate::valkey::auth::SecretError),
 }
 
 impl ServeError {

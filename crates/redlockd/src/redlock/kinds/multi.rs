@@ -12,7 +12,7 @@
 //! # How
 //!
 //! - *One round per attempt, all keys at once.* Each master gets ONE script
-//!   call ([`crate::redlock::Node::acquire_all`], `crate::node::scripts_multi`)
+//!   call ([`crate::redlock::Node::acquire_all`], `crate::valkey::scripts::multi`)
 //!   that reads every key of the lock and, only if all are free, sets all of
 //!   them to the token; otherwise it sets none. The script runs atomically, so
 //!   on every master the lock's keys are either all ours or none is. A master

@@ -5,7 +5,7 @@
 //!
 //! # Design
 //!
-//! On each master (scripts: `crate::node::scripts_rw`):
+//! On each master (scripts: `crate::valkey::scripts::rw`):
 //! - the shared holders of a resource are the members of a sorted set
 //!   (`<prefix>readers:<resource>`, [`crate::redlock::keys`]) scored by their
 //!   expiry in ms on the master's own clock (`TIME`); expired members are

@@ -38,11 +38,11 @@
 //! latest permit grant there: the plain acquire reads that hash anyway, so
 //! the check costs it no command) and
 //! refuses with a conflict, atomically with the `SET NX` attempt
-//! (`crate::node::scripts_semaphore`):
+//! (`crate::valkey::scripts::semaphore`):
 //! - a permit where R's plain lock key exists, or where the record names
 //!   another limit and a permit key of that limit exists;
 //! - a plain lock where the record names a limit and one of its permit keys
-//!   exists (`crate::node::scripts::ACQUIRE`).
+//!   exists (`crate::valkey::scripts::ACQUIRE`).
 //!
 //! The same intersection argument gives: a grant under limit L and a grant
 //! under another limit (or a plain lock) never overlap, because a master of
@@ -115,7 +115,7 @@ impl Redlock {
     /// resource), else with an outage's error if any permit's try met one,
     /// else contended, with the earliest time a permit's holder frees up.
     /// A front waiter's `waiter_marker` sets the resource's waiter marker
-    /// where a permit is held (see `crate::node::scripts_semaphore`).
+    /// where a permit is held (see `crate::valkey::scripts::semaphore`).
     pub(in crate::redlock) async fn attempt_permit(
         &self,
         resource: &str,

@@ -3,6 +3,8 @@
 //! paused time.
 
 use super::*;
+use crate::valkey::offset::Offset;
+use crate::valkey::server_info::ServerInfo;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 

@@ -1,6 +1,6 @@
 //! The script that acquires one permit of a semaphore on one master (see
 //! `crate::redlock::semaphore`). It runs in the batch script like every
-//! other operation (`super::scripts::batch_script`).
+//! other operation (`super::batch_script`).
 
 /// KEYS: the permit's lock, the permit's fence hash, the resource's plain
 /// lock key, the resource's own fence hash. ARGV: token, ttl ms, limit,
@@ -16,20 +16,20 @@
 /// under another limit: its plain lock key exists (`held` = '0'), or `lim`
 /// names another limit and one of that limit's permit keys exists (`held`
 /// = that limit). A `lim` whose permits are all gone is stale and
-/// overwritten. Otherwise it is [`super::scripts::ACQUIRE`] on the
+/// overwritten. Otherwise it is [`super::ACQUIRE`] on the
 /// permit's keys (lock-delay included), and where the `SET NX` succeeds it
 /// writes `lim` (where it differs) and refreshes the resource's hash's
 /// expiry to the fence ttl, above any lock's ttl; a permit's extension
-/// refreshes it again ([`super::scripts::EXTEND`]), so `lim` outlives
+/// refreshes it again ([`super::EXTEND`]), so `lim` outlives
 /// every permit key. Reads before it writes, like `ACQUIRE`.
 /// Refused because the permit is held, a caller that will wait marks the
-/// resource's fence hash (`mark`, [`super::scripts::batch_script`]: waiters
+/// resource's fence hash (`mark`, [`super::batch_script`]: waiters
 /// queue per resource, not per permit), so that a permit's release
-/// announces itself ([`super::scripts::RELEASE`] reads the resource's
+/// announces itself ([`super::RELEASE`] reads the resource's
 /// hash). The permit's grant keeps the commit round: no proposal is taken
 /// here. The fence counter it reports (`max`) is the resource's own, read
 /// by the same `HMGET` as the limit: one fence sequence per resource, which
-/// the commit raises ([`super::scripts::COMMIT_FENCE`]), so a permit's
+/// the commit raises ([`super::COMMIT_FENCE`]), so a permit's
 /// fence is above every earlier grant's of the resource, plain, shared,
 /// multi-resource or permit (`crate::redlock::fence`). (The permit's own
 /// hash keeps its holder record and lock-delay; its `max` field, written

@@ -9,7 +9,7 @@ use super::clock_jump::{ClockReading, JumpWatch};
 use super::offset::Offset;
 use super::server_info::ServerInfo;
 use super::state::{CertificateDue, NodeState};
-use super::{FredNode, NodeSettings};
+use super::{NodeSettings, ValkeyMaster};
 use crate::metrics;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, EventInterface, Value};
@@ -45,7 +45,7 @@ pub(crate) fn answer_window(node_timeout: Duration) -> Duration {
 }
 
 /// Starts the watchers of `node`; they end when its client is closed.
-pub(super) fn spawn(node: &FredNode, settings: NodeSettings) {
+pub(super) fn spawn(node: &ValkeyMaster, settings: NodeSettings) {
     let (state, name) = (node.state.clone(), node.name.clone());
     let mut errors = node.client.error_rx();
     tokio::spawn(async move {
@@ -273,7 +273,7 @@ async fn master_time(command: &WithOptions<Client>) -> Result<Duration, ()> {
 
 /// Marks masters that are the same server (same `run_id`) as duplicates of
 /// the first one listed.
-pub fn mark_duplicates(nodes: &[Arc<FredNode>]) {
+pub fn mark_duplicates(nodes: &[Arc<ValkeyMaster>]) {
     for (i, node) in nodes.iter().enumerate() {
         let run_id = node.state.run_id();
         let first = (!run_id.is_empty())

@@ -31,17 +31,17 @@ macro_rules! with_helpers {
 /// One `HMGET` of the fence hash reads `max`, the lock-delay `nb`, the
 /// writer-waiting marker `ww`, the semaphore limit `lim` and the waiter
 /// marker `wm`.
-/// A shared grant on this master: refused as [`super::scripts::ACQUIRE`]
+/// A shared grant on this master: refused as [`super::ACQUIRE`]
 /// refuses (`{0, '0', 'limit', limit}`) while a semaphore's permit of the
 /// resource is held here; refused (`{0, pttl}`) while an exclusive
 /// token holds the lock key, or while a writer-waiting marker runs (`{0,
 /// left}`: until it ends), or, the key being free, while a lock-delay runs
-/// (`{0, left, 'delay'}`, as [`super::scripts::ACQUIRE`]). Else adds the
+/// (`{0, left, 'delay'}`, as [`super::ACQUIRE`]). Else adds the
 /// token with expiry now + ttl and returns `{1, max, now_micros}` like
 /// the exclusive acquire (no proposal: a shared grant keeps the commit
 /// round). Refused by a holder or a writer-waiting marker, a caller that
 /// will wait marks the resource as waited for (`wm`), as
-/// [`super::scripts::ACQUIRE`] does.
+/// [`super::ACQUIRE`] does.
 pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(include_str!("lua/acquire_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token, fence, fence ttl ms, lock ttl
@@ -54,7 +54,7 @@ pub(crate) const ACQUIRE_SHARED: &str = with_helpers!(include_str!("lua/acquire_
 pub(crate) const COMMIT_SHARED: &str = with_helpers!(include_str!("lua/commit_shared.lua"));
 
 /// KEYS: lock, fence, readers. ARGV: token, ttl ms, fence ttl ms, (the
-/// limit, unused), the claim as [`super::scripts::EXTEND`] takes it.
+/// limit, unused), the claim as [`super::EXTEND`] takes it.
 /// `{0}` while an exclusive token holds the key, `{2}` when the token is
 /// no unexpired member (lost or expired here), `{3}` for an own claim
 /// where another epoch of the token is recorded (`e:<token>`), else resets
@@ -80,7 +80,7 @@ pub(crate) const RECREATE_SHARED: &str = with_helpers!(include_str!("lua/recreat
 /// `crate::redlock::claim`). Removes the token, its fence and its epoch;
 /// when it was the last member, deletes the sentinel and, where a
 /// replica has waiters (the fence hash's waiter marker `wm` has not
-/// passed, as for [`super::scripts::RELEASE`]), announces the release
+/// passed, as for [`super::RELEASE`]), announces the release
 /// (waiting writers wake), else re-covers. Returns 1 if the token was an
 /// unexpired member.
 pub(crate) const RELEASE_SHARED: &str = with_helpers!(include_str!("lua/release_shared.lua"));
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn scripts_use_the_sentinel() {
         let sentinel = format!("'{SHARED_SENTINEL}'");
-        let lua = super::super::scripts::batch_script(
+        let lua = super::super::batch_script(
             crate::config::Counterfactuals::default(),
             std::time::Duration::ZERO,
         );
@@ -115,6 +115,6 @@ mod tests {
             let first = body.trim().lines().next().unwrap_or_default();
             assert!(lua.contains(first));
         }
-        assert!(super::super::scripts::ACQUIRE.contains(&sentinel));
+        assert!(super::super::ACQUIRE.contains(&sentinel));
     }
 }

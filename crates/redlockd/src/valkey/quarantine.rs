@@ -3,9 +3,9 @@
 //! horizons, and the task that does so until its quarantine is settled.
 //! The rule, its arithmetic and why it is safe: `super::horizon`.
 
-use super::batch::Pace;
 use super::boot;
 use super::horizon::{self, Census, Horizon, LocalHorizon, Reading, Verdict};
+use super::pace::Pace;
 use super::state::NodeState;
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
@@ -32,7 +32,7 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// The masters of one daemon, as the horizon quarantine needs them: each
 /// master's state and connection, and this daemon's own grants
-/// ([`LocalHorizon`]). Every [`super::FredNode`] joins it when created.
+/// ([`LocalHorizon`]). Every [`super::ValkeyMaster`] joins it when created.
 pub struct Peers {
     members: Mutex<Vec<Member>>,
     local: LocalHorizon,
@@ -129,7 +129,7 @@ impl Peers {
     /// demonstrably reads their answers, so `this` one's silence is its
     /// own. If not, most of the group went quiet at once, which points at
     /// what they share (the daemon, its machine, the network), not at one
-    /// master (`super::batch::more_time`).
+    /// master (`super::pace::more_time`).
     pub(super) fn quorum_of_others_answered_since(&self, at: Instant, this: &NodeState) -> bool {
         let members = self.members();
         let answered = members

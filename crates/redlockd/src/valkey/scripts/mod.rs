@@ -1,0 +1,336 @@
+//! The Lua scripts that make each Redlock step atomic on one master.
+//!
+//! They never travel alone: every command to a master is an operation in a
+//! batch ([`batch_script`], sent by `super::super::batch`), so that one script call
+//! carries the operations of every caller waiting for that master at that
+//! moment. Key layout: see `crate::redlock::keys`.
+
+mod lock;
+pub(crate) mod multi;
+pub(crate) mod rw;
+pub(crate) mod semaphore;
+
+pub(crate) use lock::{ACQUIRE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, RECREATE, RELEASE};
+
+use crate::config::Counterfactuals;
+use fred::prelude::Value;
+use std::time::Duration;
+
+/// Which script a batched operation runs: its index (from 1) in the
+/// batch script's table of operations, see [`batch_script`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// [`ACQUIRE`].
+    Acquire = 1,
+    /// [`COMMIT_FENCE`].
+    CommitFence = 2,
+    /// [`EXTEND`].
+    Extend = 3,
+    /// [`RECREATE`].
+    Recreate = 4,
+    /// [`RELEASE`].
+    Release = 5,
+    /// [`CHECK`].
+    Check = 6,
+    /// [`INSPECT`].
+    Inspect = 7,
+    /// [`semaphore::ACQUIRE_PERMIT`].
+    AcquirePermit = 8,
+    /// [`rw::ACQUIRE_SHARED`].
+    AcquireShared = 9,
+    /// [`rw::COMMIT_SHARED`].
+    CommitShared = 10,
+    /// [`rw::EXTEND_SHARED`].
+    ExtendShared = 11,
+    /// [`rw::RECREATE_SHARED`].
+    RecreateShared = 12,
+    /// [`rw::RELEASE_SHARED`].
+    ReleaseShared = 13,
+    /// [`rw::CHECK_SHARED`].
+    CheckShared = 14,
+    /// `multi::ACQUIRE_ALL` (a lock on several resources).
+    AcquireAll = 15,
+}
+
+impl Op {
+    /// Every operation, in the order of their codes.
+    pub(crate) const ALL: [Op; 15] = [
+        Op::Acquire,
+        Op::CommitFence,
+        Op::Extend,
+        Op::Recreate,
+        Op::Release,
+        Op::Check,
+        Op::Inspect,
+        Op::AcquirePermit,
+        Op::AcquireShared,
+        Op::CommitShared,
+        Op::ExtendShared,
+        Op::RecreateShared,
+        Op::ReleaseShared,
+        Op::CheckShared,
+        Op::AcquireAll,
+    ];
+
+    /// A short fixed name for metrics.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::CommitFence => "commit_fence",
+            Op::Extend => "extend",
+            Op::Recreate => "recreate",
+            Op::Release => "release",
+            Op::Check => "check",
+            Op::Inspect => "inspect",
+            Op::AcquirePermit => "acquire_permit",
+            Op::AcquireShared => "acquire_shared",
+            Op::CommitShared => "commit_shared",
+            Op::ExtendShared => "extend_shared",
+            Op::RecreateShared => "recreate_shared",
+            Op::ReleaseShared => "release_shared",
+            Op::CheckShared => "check_shared",
+            Op::AcquireAll => "acquire_all",
+        }
+    }
+
+    /// The operation's Lua body as the batch script runs it: [`Op::lua`],
+    /// with the fixed defects `counterfactuals` names put back
+    /// (`crate::config::Counterfactuals`, for the safety checkers only).
+    pub(crate) fn lua_with(self, counterfactuals: Counterfactuals) -> String {
+        let mut body = self.lua().to_owned();
+        for (op, on, fixed, defect) in COUNTERFACTUALS {
+            let on = on(&counterfactuals);
+            if *op == self && on {
+                body = body.replace(fixed, defect);
+            }
+        }
+        body
+    }
+
+    /// The operation's Lua body (it reads its own `KEYS` and `ARGV`).
+    pub(crate) fn lua(self) -> &'static str {
+        match self {
+            Op::Acquire => ACQUIRE,
+            Op::CommitFence => COMMIT_FENCE,
+            Op::Extend => EXTEND,
+            Op::Recreate => RECREATE,
+            Op::Release => RELEASE,
+            Op::Check => CHECK,
+            Op::Inspect => INSPECT,
+            Op::AcquirePermit => semaphore::ACQUIRE_PERMIT,
+            Op::AcquireShared => rw::ACQUIRE_SHARED,
+            Op::CommitShared => rw::COMMIT_SHARED,
+            Op::ExtendShared => rw::EXTEND_SHARED,
+            Op::RecreateShared => rw::RECREATE_SHARED,
+            Op::ReleaseShared => rw::RELEASE_SHARED,
+            Op::CheckShared => rw::CHECK_SHARED,
+            Op::AcquireAll => multi::ACQUIRE_ALL,
+        }
+    }
+}
+
+/// A switch of [`Counterfactuals`], the operation it changes, the fixed
+/// line and the defect's line that replaces it.
+type Counterfactual = (Op, fn(&Counterfactuals) -> bool, &'static str, &'static str);
+
+/// Each fixed defect a counterfactual puts back, as a textual change of one
+/// line of one operation's body (`tests::counterfactuals_apply` checks that
+/// every fixed line is still there to change).
+const COUNTERFACTUALS: &[Counterfactual] = &[
+    // A permit's key put back without its semaphore's limit record.
+    (
+        Op::Recreate,
+        |c| c.recreate_without_limit,
+        "  if ARGV[3] ~= '0' then\n    redis.call('HSET', KEYS[2], 'lim', ARGV[3])",
+        "  if false then\n    redis.call('HSET', KEYS[2], 'lim', ARGV[3])",
+    ),
+    (
+        Op::Extend,
+        |c| c.recreate_without_limit,
+        "  if ARGV[4] ~= '0' then redis.call('HSETNX', KEYS[3], 'lim', ARGV[4]) end\n",
+        "",
+    ),
+    // A permit's fence from a counter of its own.
+    (
+        Op::AcquirePermit,
+        |c| c.per_kind_fences,
+        "local max = b[3] or '0'",
+        "local max = f[1] or '0'",
+    ),
+    (
+        Op::CommitFence,
+        |c| c.per_kind_fences,
+        "if KEYS[3] ~= KEYS[2] then maxs = redis.call('HGET', KEYS[3], 'max') end",
+        "",
+    ),
+    (
+        Op::CommitFence,
+        |c| c.per_kind_fences,
+        "if KEYS[3] ~= KEYS[2] then\n  if above",
+        "if false then\n  if above",
+    ),
+];
+
+/// The marker a batched operation's reply starts with when the operation
+/// raised an error (`{'!err', message}`); no operation returns it.
+pub(crate) const ERROR_MARKER: &str = "!err";
+
+/// The one script every command to a master goes through: it runs a batch
+/// of operations, each the body of one of the scripts below wrapped as a
+/// function of its offsets into `KEYS` and `ARGV` (see [`at_offsets`]), so
+/// a body reads as if it ran alone. An operation that fails (a key of the wrong type)
+/// answers `{'!err', message}` and the others still run.
+///
+/// Layout: `KEYS[1]` is the master's horizon key, then come every
+/// operation's keys in order; `ARGV[1]` the number of operations, then per
+/// operation its code ([`Op`]), its number of keys, its number of
+/// arguments, and the arguments.
+///
+/// The horizon: operations that make a lock stand here with a ttl (a fence
+/// commit, an extension, a re-creation, each only where the token holds
+/// the lock) call `raise(ttl)`; once the batch has run, the horizon key's
+/// expiry is raised to the longest such ttl if it is shorter (absent: set).
+/// A horizon without expiry (set by hand) is left alone; readers take it as
+/// `max_ttl`. Why: `crate::valkey::horizon`. `PEXPIRE .. GT` would do in one
+/// command, but not on Redis 6, and not on an absent key.
+///
+/// The waiter marker: an operation refused where its caller will wait in
+/// the queue calls `mark(fence hash, marker ttl ms, current marker)`, which
+/// sets the resource's fence hash's `wm` field to the master's now + ttl
+/// (ms): some replica has a waiter for the resource until then, so a
+/// release must announce itself (see [`RELEASE`]). A marker read by the
+/// operation that still has at least half its ttl to run is left as it is
+/// (no write: a contended resource's refusals cost no command for it):
+/// half the ttl (`crate::redlock::wait`: twice the fallback pause plus four
+/// node timeouts, plus a second) still outlasts the waiter's pause before
+/// its next attempt, which marks again. The hash gets an expiry of at
+/// least the marker's ttl when it has less (the marker may have created
+/// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
+/// (`crate::valkey::server_info::MIN_VERSION`) lacks.
+pub(crate) fn batch_script(
+    counterfactuals: Counterfactuals,
+    horizon_allowance: Duration,
+) -> String {
+    let mut lua = String::from(include_str!("lua/batch_head.lua"));
+    for op in Op::ALL {
+        lua.push_str("function(k, a)\n");
+        lua.push_str(&at_offsets(op.lua_with(counterfactuals).trim()));
+        lua.push_str("\nend,\n");
+    }
+    lua.push_str(include_str!("lua/batch_tail.lua"));
+    let allowance = horizon_allowance.as_millis().to_string();
+    lua.replace("ALLOWANCE", &allowance)
+}
+
+/// The highest `KEYS`/`ARGV` index a script body may use ([`ACQUIRE`] takes
+/// ten arguments).
+const MAX_INDEX: usize = 12;
+
+/// A script body with `KEYS[n]` and `ARGV[n]` read at the operation's
+/// offsets `k` and `a` in the batch's arrays: no per-operation tables to
+/// build (allocation was a good part of the masters' time).
+fn at_offsets(body: &str) -> String {
+    let mut out = body.to_owned();
+    for n in 1..=MAX_INDEX {
+        out = out
+            .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
+            .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
+    }
+    out
+}
+
+/// The batch script, built and hashed once at start-up and shared by every
+/// master's connection. Both forms are kept as values, so a batch shares
+/// them instead of copying the text.
+#[derive(Debug)]
+pub struct BatchScript {
+    /// [`batch_script`]'s text, for EVAL.
+    pub lua: Value,
+    /// Its SHA-1 in hex, for EVALSHA.
+    pub sha: Value,
+}
+
+impl BatchScript {
+    /// Builds and hashes [`batch_script`], with no counterfactual and the
+    /// clock allowance of the default settings.
+    pub fn new() -> BatchScript {
+        let defaults = crate::config::Config::default().redlock;
+        let allowance =
+            crate::redlock::clock_allowance(defaults.node_timeout, defaults.max_clock_offset);
+        BatchScript::with(Counterfactuals::default(), allowance)
+    }
+
+    /// Builds and hashes [`batch_script`] with `counterfactuals` (the
+    /// configuration's `[testing]`, for the safety checkers only), raising
+    /// horizons `horizon_allowance` beyond each lock's ttl.
+    pub fn with(counterfactuals: Counterfactuals, horizon_allowance: Duration) -> BatchScript {
+        let lua = batch_script(counterfactuals, horizon_allowance);
+        let sha = sha1_smol::Sha1::from(&lua).digest().to_string();
+        BatchScript {
+            lua: Value::from(lua),
+            sha: Value::from(sha),
+        }
+    }
+}
+
+impl Default for BatchScript {
+    fn default() -> Self {
+        BatchScript::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets replace every index the scripts use.
+    #[test]
+    fn offsets() {
+        assert_eq!(
+            at_offsets("GET KEYS[1] KEYS[2] ARGV[1] ARGV[4]"),
+            "GET KEYS[k + 0] KEYS[k + 1] ARGV[a + 0] ARGV[a + 3]"
+        );
+        assert_eq!(at_offsets("ARGV[10] ARGV[1]"), "ARGV[a + 9] ARGV[a + 0]");
+        for op in Op::ALL {
+            let body = at_offsets(op.lua());
+            // No index left unreplaced (one above MAX_INDEX would be).
+            for n in 1..=MAX_INDEX * 2 {
+                assert!(!body.contains(&format!("KEYS[{n}]")), "{body}");
+                assert!(!body.contains(&format!("ARGV[{n}]")), "{body}");
+            }
+        }
+    }
+
+    /// Every counterfactual finds the fixed line it replaces (a rewrite of
+    /// a script that moved the line would silently switch it off), and
+    /// only its own switch applies it.
+    #[test]
+    fn counterfactuals_apply() {
+        let all = Counterfactuals {
+            recreate_without_limit: true,
+            per_kind_fences: true,
+        };
+        for (op, on, fixed, defect) in COUNTERFACTUALS {
+            assert!(op.lua().contains(fixed), "{op:?}: {fixed}");
+            assert!(on(&all));
+            assert!(!on(&Counterfactuals::default()));
+            let changed = op.lua_with(all);
+            assert!(!changed.contains(fixed), "{op:?}");
+            assert!(changed.contains(defect), "{op:?}");
+            assert_eq!(op.lua_with(Counterfactuals::default()), op.lua());
+        }
+    }
+
+    /// Every operation is in the batch script, at the index its code names.
+    #[test]
+    fn batch_script_holds_every_op_in_code_order() {
+        let lua = batch_script(Counterfactuals::default(), Duration::ZERO);
+        let mut from = 0;
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i + 1);
+            let body = at_offsets(op.lua().trim());
+            let at = lua[from..].find(&body).expect("op body present") + from;
+            from = at + 1;
+        }
+    }
+}
