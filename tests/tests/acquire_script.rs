@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use redlockd::redlock::{Holder, LockKeys, Node, NodeError, Proposal, Token};
+use redlockd::redlock::{Holder, LockKeys, Master, NodeError, Proposal, Token};
 use redlockd::server::build_engine;
 use redlockd_testkit::masters::Flavor;
 use std::time::Duration;

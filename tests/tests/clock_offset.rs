@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use redlockd::redlock::Node;
+use redlockd::redlock::Master;
 use redlockd::server::build_engine;
 use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use redlockd::config::Config;
 use redlockd::pb;
-use redlockd::redlock::{Holder, LockError, LockKeys, Node, Token};
+use redlockd::redlock::{Holder, LockError, LockKeys, Master, Token};
 use redlockd::server::{build_engine, Engine};
 use redlockd_testkit::masters::Flavor;
 use std::time::Duration;

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use redlockd::config::{Config, RestartQuarantine};
-use redlockd::redlock::Node;
+use redlockd::redlock::Master;
 use redlockd::server::{build_engine, Engine};
 use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@
 //! turn health NOT_SERVING within about a second.
 
 use crate::metrics;
-use crate::redlock::{Node, Redlock};
+use crate::redlock::{Master, Redlock};
 use crate::valkey::ValkeyMaster;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;

@@ -5,7 +5,7 @@
 
 use super::admission::Admitted;
 use super::fence::{self, FenceRead};
-use super::node::AcquireVote;
+use super::master::AcquireVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
 use super::{
@@ -114,7 +114,7 @@ impl Redlock {
     /// for why that stays sound.
     ///
     /// `front`: the attempt is the queue's front waiter's; where refused,
-    /// it sets the resource's waiter marker (see [`super::Node::acquire`]),
+    /// it sets the resource's waiter marker (see [`super::Master::acquire`]),
     /// so that the holder's release announces itself.
     pub(super) async fn attempt<S: Future<Output = ()>>(
         &self,
@@ -310,7 +310,7 @@ impl Redlock {
             holder: Arc::clone(holder),
         };
         // To every master, not only those whose grant was counted: each
-        // master has our SET before the commit (see `Node`), and commits only
+        // master has our SET before the commit (see `Master`), and commits only
         // where our token holds the lock, so a straggler that granted late
         // commits too and can stand in for a master that fails now.
         let commits = self

@@ -4,7 +4,7 @@
 //! after exactly its delay, `node_timeout` fires exactly, and an operation
 //! against instant masters takes exactly zero time.
 //!
-//! [`FakeNode`] implements the semantics of the Lua scripts in
+//! [`FakeMaster`] implements the semantics of the Lua scripts in
 //! `crate::valkey::scripts` on a `HashMap`, and applies each command when the
 //! engine issues it, before any delay: a real master receives every command
 //! of a round (the engine polls them all while it waits on the network), and
@@ -12,7 +12,7 @@
 
 use super::claim::{Claim, Epoch};
 use super::fence::{FenceRead, Proposal};
-use super::{AcquireVote, ExtendVote, LockKeys, Node, NodeError, Token};
+use super::{AcquireVote, ExtendVote, LockKeys, Master, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,7 +40,7 @@ pub(crate) enum Behaviour {
     },
 }
 
-/// The five commands of [`Node`].
+/// The five commands of [`Master`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Acquire,
@@ -135,24 +135,24 @@ pub(crate) fn whole_millis(d: Duration) -> Duration {
 }
 
 /// An in-memory master.
-pub(crate) struct FakeNode {
+pub(crate) struct FakeMaster {
     /// Its name in logs and assertions.
     pub(crate) name: String,
     behaviour: Mutex<Behaviour>,
     state: Mutex<State>,
     /// When set, the fake gives up on each command this long after its
-    /// send, as the real master does ([`Node::bounds_own_commands`]).
+    /// send, as the real master does ([`Master::bounds_own_commands`]).
     bound: Mutex<Option<Duration>>,
     /// The fake wall clock reads `wall_at_epoch + (now - epoch)`.
     epoch: Instant,
     wall_at_epoch: u64,
 }
 
-impl FakeNode {
+impl FakeMaster {
     /// A healthy master whose wall clock is `skew_ms` off a common base.
-    pub(crate) fn new(name: String, skew_ms: i64) -> FakeNode {
+    pub(crate) fn new(name: String, skew_ms: i64) -> FakeMaster {
         const BASE_MICROS: i64 = 1_700_000_000_000_000;
-        FakeNode {
+        FakeMaster {
             name,
             behaviour: Mutex::new(Behaviour::Up),
             state: Mutex::new(State::default()),
@@ -255,7 +255,7 @@ impl FakeNode {
     }
 }
 
-impl Node for FakeNode {
+impl Master for FakeMaster {
     fn name(&self) -> &str {
         &self.name
     }
@@ -462,7 +462,7 @@ impl Node for FakeNode {
     fn inspect(
         &self,
         keys: &LockKeys,
-    ) -> BoxFuture<'static, Result<Option<super::node::Seen>, NodeError>> {
+    ) -> BoxFuture<'static, Result<Option<super::master::Seen>, NodeError>> {
         if *self.behaviour.lock().expect("behaviour lock") == Behaviour::Down {
             return future::ready(Err(NodeError::Unavailable(format!(
                 "{} is down",
@@ -479,14 +479,14 @@ impl Node for FakeNode {
                 .get(&keys.fence)
                 .filter(|hash| hash.holder.as_deref() == Some(token.as_str()))
                 .and_then(|hash| {
-                    Some(super::node::Record {
+                    Some(super::master::Record {
                         fence: hash.fence?,
                         owner: hash.owner.clone(),
                         kind: hash.kind.clone(),
                         at_micros: 0,
                     })
                 });
-            super::node::Seen {
+            super::master::Seen {
                 token: token.clone(),
                 pttl: whole_millis(*expiry - now),
                 record,
@@ -540,19 +540,19 @@ pub(crate) fn settings(node_timeout: Duration) -> super::Settings {
 
 /// Five healthy fake masters, named `fake0`..`fake4`, with skewed wall
 /// clocks, so that no fence can lean on the clock alone.
-pub(crate) fn five() -> Vec<Arc<FakeNode>> {
+pub(crate) fn five() -> Vec<Arc<FakeMaster>> {
     let skews_ms = [0, 2_000, -3_000, 1_000, -1_000];
     skews_ms
         .iter()
         .enumerate()
-        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .map(|(i, &skew)| Arc::new(FakeMaster::new(format!("fake{i}"), skew)))
         .collect()
 }
 
 /// `fakes` as the engine takes its masters.
-pub(crate) fn as_nodes(fakes: &[Arc<FakeNode>]) -> Vec<Arc<dyn Node>> {
+pub(crate) fn as_nodes(fakes: &[Arc<FakeMaster>]) -> Vec<Arc<dyn Master>> {
     fakes
         .iter()
-        .map(|fake| Arc::clone(fake) as Arc<dyn Node>)
+        .map(|fake| Arc::clone(fake) as Arc<dyn Master>)
         .collect()
 }

@@ -166,7 +166,7 @@ impl Redlock {
     /// This is the holder's release (Release, a Hold session's orderly end):
     /// before the grant's `hold_at_least` has run, the masters shorten the lock
     /// to end then instead of deleting it
-    /// ([`Node::release`](super::Node::release)).
+    /// ([`Master::release`](super::Master::release)).
     ///
     /// This is a client's own Release with its token: it deletes whatever
     /// acquisition of the token's request id holds the lock.

@@ -1,5 +1,5 @@
 //! The Redlock algorithm over N independent masters, with no gRPC and no
-//! Valkey client in it: masters are reached through the [`Node`] trait.
+//! Valkey client in it: masters are reached through the [`Master`] trait.
 //!
 //! Every operation sends one round of commands to all masters at once, each
 //! bounded by `node_timeout`, and stops listening as soon as the round is
@@ -30,7 +30,7 @@ pub(crate) mod held;
 pub(crate) mod keys;
 pub(crate) mod kinds;
 pub(crate) mod lease;
-pub(crate) mod node;
+pub(crate) mod master;
 pub(crate) mod notices;
 pub(crate) mod quorum;
 pub(crate) mod recreate;
@@ -53,7 +53,7 @@ pub use error::{LockError, NodeError};
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use kinds::multi::Member;
-pub use node::{AcquireAllVote, AcquireVote, ExtendVote, Node};
+pub use master::{AcquireAllVote, AcquireVote, ExtendVote, Master};
 pub use quorum::{Decision, Quorum, Tally, Vote};
 pub use retry::RetryPolicy;
 pub(crate) use round::QUEUE_ALLOWANCE;
@@ -119,8 +119,8 @@ pub struct Lock {
 }
 
 /// Who a grant is for: written beside its token by the fence commit
-/// ([`Node::commit_fence`]), or, for a one-round grant, by the acquire that
-/// took the proposed fence ([`Node::acquire`], see [`fence`]); shown by
+/// ([`Master::commit_fence`]), or, for a one-round grant, by the acquire that
+/// took the proposed fence ([`Master::acquire`], see [`fence`]); shown by
 /// `Inspect` and `List`. Never a metric label, never logged with the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
@@ -241,7 +241,7 @@ pub struct NoMasters;
 /// The Redlock engine: cheap to share behind an `Arc`, safe to call
 /// concurrently.
 pub struct Redlock {
-    nodes: Vec<Arc<dyn Node>>,
+    nodes: Vec<Arc<dyn Master>>,
     quorum: Quorum,
     settings: Settings,
     waiters: Arc<Waiters>,
@@ -265,7 +265,7 @@ pub struct Redlock {
 
 impl Redlock {
     /// An engine over `nodes`; the quorum is a majority of them.
-    pub fn new(nodes: Vec<Arc<dyn Node>>, settings: Settings) -> Result<Redlock, NoMasters> {
+    pub fn new(nodes: Vec<Arc<dyn Master>>, settings: Settings) -> Result<Redlock, NoMasters> {
         let quorum = Quorum::majority(nodes.len()).ok_or(NoMasters)?;
         let waiters = Arc::new(Waiters::new(
             settings.max_waiters_per_resource,

@@ -80,7 +80,7 @@ pub enum Vote {
     Failed,
     /// Still silent at the round's deadline although the master times its
     /// commands out itself, `node_timeout` after they are written
-    /// (`Node::bounds_own_commands`): a written command always ends by
+    /// (`Master::bounds_own_commands`): a written command always ends by
     /// then with an answer or a timeout error, so a silence at the deadline
     /// means the command, or its answer, was still waiting in the daemon's
     /// own queue. Counts as failed; kept apart so that the outcome blames

@@ -14,7 +14,7 @@
 //! see `crate::valkey::batch`), and the delete removes it.
 
 use super::round::{self, Reply, Subject};
-use super::{ExtendVote, Node, Token};
+use super::{ExtendVote, Master, Token};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,7 +42,7 @@ impl Recreations {
     /// lost it.
     pub(crate) fn start(
         self: &Arc<Self>,
-        nodes: Vec<Arc<dyn Node>>,
+        nodes: Vec<Arc<dyn Master>>,
         subject: &Arc<Subject>,
         lease: Lease,
         timeout: Duration,
@@ -111,7 +111,7 @@ impl Recreations {
 
 /// How long a re-created key lives: the Extend's `ttl`, and the fence
 /// hash's `fence_ttl` (a permit's key comes back with its semaphore's
-/// limit record there, see `Node::recreate`).
+/// limit record there, see `Master::recreate`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Lease {
     pub(crate) ttl: Duration,
@@ -120,7 +120,7 @@ pub(crate) struct Lease {
 
 /// The re-creation itself: late answers first, then one master at a time.
 async fn recreate(
-    nodes: Vec<Arc<dyn Node>>,
+    nodes: Vec<Arc<dyn Master>>,
     subject: Arc<Subject>,
     lease: Lease,
     timeout: Duration,

@@ -1,13 +1,13 @@
 //! One round: a command sent to several masters at once, and the answers
 //! counted until the round is decided or its deadline passes.
 //!
-//! Commands are queued for their masters synchronously ([`Node`]), so a
+//! Commands are queued for their masters synchronously ([`Master`]), so a
 //! round needs no task per command: it stops *listening* once decided
 //! without *cancelling* anything, and the answers still to come (the
 //! stragglers) are dropped, or handed to a caller that wants them.
 
 use super::claim::Claim;
-use super::node::{AcquireVote, ExtendVote, Node};
+use super::master::{AcquireVote, ExtendVote, Master};
 use super::quorum::Vote;
 use super::{LockKeys, NodeError, Redlock, Tally, Token};
 use futures::future::{BoxFuture, FutureExt};
@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 /// How many `node_timeout`s a round waits, past its own `node_timeout`,
 /// for commands still queued in the daemon when every master bounds its
-/// commands from their send ([`Node::bounds_own_commands`]). A backstop
+/// commands from their send ([`Master::bounds_own_commands`]). A backstop
 /// only: admission (`super::admission`) keeps at most a few hundred
 /// operations per master out at once, which its in-flight batches
 /// (`crate::valkey::batch`) carry within about one `node_timeout` even with
@@ -66,7 +66,7 @@ pub(crate) struct Subject {
 /// The command a round sends to each master.
 #[derive(Debug, Clone)]
 pub(crate) enum Command {
-    /// See [`Node::acquire`].
+    /// See [`Master::acquire`].
     Acquire {
         /// Lease length.
         ttl: Duration,
@@ -77,7 +77,7 @@ pub(crate) enum Command {
         /// Who the grant is for: recorded where the proposal is taken.
         holder: Arc<super::Holder>,
     },
-    /// See [`Node::commit_fence`].
+    /// See [`Master::commit_fence`].
     CommitFence {
         /// The grant's fence.
         fence: u64,
@@ -88,7 +88,7 @@ pub(crate) enum Command {
         /// Who the grant is for.
         holder: Arc<super::Holder>,
     },
-    /// See [`Node::extend`].
+    /// See [`Master::extend`].
     Extend {
         /// New lease length.
         ttl: Duration,
@@ -98,14 +98,14 @@ pub(crate) enum Command {
         /// else the subject's own claim ([`Claim::own`]).
         take: bool,
     },
-    /// See [`Node::release`].
+    /// See [`Master::release`].
     Release {
         /// The encoded release notice to publish.
         notice: std::sync::Arc<str>,
         /// A holder's release: the grant's hold-at-least is honoured.
         honour_minimum: bool,
     },
-    /// See [`Node::check`].
+    /// See [`Master::check`].
     Check,
 }
 
@@ -113,8 +113,8 @@ pub(crate) enum Command {
 /// of `super::kinds::multi`, which has no `Command`: its keys are many).
 #[derive(Debug, Clone)]
 pub(crate) enum Reply {
-    /// To [`Node::acquire_all`] (`super::kinds::multi`).
-    AcquireAll(super::node::AcquireAllVote),
+    /// To [`Master::acquire_all`] (`super::kinds::multi`).
+    AcquireAll(super::master::AcquireAllVote),
     /// To [`Command::Acquire`].
     Acquire(AcquireVote),
     /// To [`Command::CommitFence`].
@@ -128,13 +128,13 @@ pub(crate) enum Reply {
 }
 
 impl Command {
-    /// Queues the command for master `index`, `node` (see [`Node`]: by
+    /// Queues the command for master `index`, `node` (see [`Master`]: by
     /// return it is on its way), and returns its answer, to come: one
     /// allocation besides the node's own future.
     pub(crate) fn send(
         &self,
         index: usize,
-        node: &dyn Node,
+        node: &dyn Master,
         subject: &Subject,
     ) -> BoxFuture<'static, Answer> {
         fn tagged<T: Send + 'static>(
@@ -244,7 +244,7 @@ impl Redlock {
 
     /// When a round that starts sending at `start` stops waiting for its
     /// masters. If every master times its commands out itself from their
-    /// actual send ([`Node::bounds_own_commands`]), `node_timeout` must not
+    /// actual send ([`Master::bounds_own_commands`]), `node_timeout` must not
     /// also count from `start`: a command may wait in the daemon's queue
     /// first, and that wait is the daemon's doing, not the master's. The
     /// round then waits up to [`QUEUE_ALLOWANCE`] more `node_timeout`s as a
@@ -284,7 +284,7 @@ impl Redlock {
     }
 
     /// Counts the answers of `pending` into `tally` (an untrusted master's
-    /// answer as a failure, see `Node::trusted`, except in a release:
+    /// answer as a failure, see `Master::trusted`, except in a release:
     /// [`Until::AllAnswered`]) until `until` says to stop,
     /// every master answered, or `deadline` passed; masters still silent at
     /// the deadline count as `silent` ([`Redlock::silent_vote`] after a
@@ -333,7 +333,7 @@ impl Redlock {
     /// [`Vote::Late`] (the daemon's own backlog) stands unless the master
     /// is silent by itself (hung, stopped, unreachable: a batch to it timed
     /// out on its own silence, judged with the daemon's timers on time,
-    /// `Node::is_silent`): then the command waiting for it in the daemon's
+    /// `Master::is_silent`): then the command waiting for it in the daemon's
     /// queue waited for that master, so it counts as failed and the round
     /// is UNAVAILABLE, never the daemon's overload. A daemon starved of
     /// CPU, whose timers run late, still blames itself.

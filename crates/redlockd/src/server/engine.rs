@@ -5,13 +5,13 @@
 
 use super::ServeError;
 use crate::config::{Config, RestartQuarantine};
+use crate::redlock::keys::release_channel;
+use crate::redlock::{AdmissionLimits, Master, Redlock, RetryPolicy, Settings};
 use crate::valkey::auth::MasterAccess;
 use crate::valkey::quarantine::Peers;
 use crate::valkey::scripts::BatchScript;
 use crate::valkey::subscriber::Subscriptions;
-use crate::valkey::{ValkeyMaster, NodeSettings};
-use crate::redlock::keys::release_channel;
-use crate::redlock::{AdmissionLimits, Node, Redlock, RetryPolicy, Settings};
+use crate::valkey::{NodeSettings, ValkeyMaster};
 use futures::future::join_all;
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +131,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     }
     let as_nodes = nodes
         .iter()
-        .map(|n| Arc::clone(n) as Arc<dyn Node>)
+        .map(|n| Arc::clone(n) as Arc<dyn Master>)
         .collect();
     let redlock = Arc::new(Redlock::new(as_nodes, engine_settings(config))?);
     redlock.watch_for_suspend();

@@ -1,6 +1,6 @@
 //! The handler tier: `LockService` methods called directly, no network, on a
 //! [`LockApi`] built as `server::run` builds it, over five in-memory masters
-//! ([`FakeNode`]) under tokio's paused clock. Each test pins the status code
+//! ([`FakeMaster`]) under tokio's paused clock. Each test pins the status code
 //! (and message) of one outcome of the contract in
 //! `proto/redlock/v1/lock.proto`; all of them run in milliseconds.
 //!
@@ -20,7 +20,7 @@ use crate::pb;
 use crate::pb::hold_event::Event;
 use crate::pb::hold_request::Request as HoldRequest;
 use crate::pb::lock_service_server::LockService;
-use crate::redlock::fake::{self, Behaviour, FakeNode, Op};
+use crate::redlock::fake::{self, Behaviour, FakeMaster, Op};
 use crate::redlock::{LockKeys, Redlock, Token};
 use crate::server::engine_settings;
 use hyper::body::{Bytes, Frame};
@@ -52,7 +52,7 @@ const TOKEN: &str = "secret-orders";
 struct Daemon {
     api: LockApi,
     gate: Gatekeeper,
-    fakes: Vec<Arc<FakeNode>>,
+    fakes: Vec<Arc<FakeMaster>>,
     keys: LockKeys,
     /// Moves the daemon's phase on, as `run` does on shutdown.
     control: DrainControl,

@@ -26,7 +26,7 @@
 //! command's `node_timeout` (fred's per-command timeout) starts when its
 //! batch is handed to fred, which writes it to the master at once: time
 //! spent in this queue is the daemon's, and is never blamed on the master.
-//! The engine's rounds allow for it (`Node::bounds_own_commands`).
+//! The engine's rounds allow for it (`Master::bounds_own_commands`).
 //!
 //! Dropping the future of a submitted operation does not withdraw it: it is
 //! sent anyway and its reply dropped, which is what the engine wants of a

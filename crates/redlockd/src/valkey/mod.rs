@@ -1,4 +1,4 @@
-//! One Valkey/Redis master over fred: the [`Node`](crate::redlock::Node) the engine talks to.
+//! One Valkey/Redis master over fred: the [`Master`](crate::redlock::Master) the engine talks to.
 //!
 //! fred's defaults are wrong for Redlock (no command timeout, three attempts
 //! per command, commands queued while disconnected). Here every command

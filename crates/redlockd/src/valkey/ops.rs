@@ -1,4 +1,4 @@
-//! The operations the engine sends a master: [`Node`] for [`ValkeyMaster`],
+//! The operations the engine sends a master: [`Master`] for [`ValkeyMaster`],
 //! each one script operation queued in the master's next batch.
 
 use super::scripts::Op;
@@ -8,9 +8,9 @@ use super::wire::{
 use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
-use crate::redlock::node::Seen;
+use crate::redlock::master::Seen;
 use crate::redlock::{
-    AcquireAllVote, AcquireVote, ExtendVote, Holder, LockKeys, Node, NodeError, Token,
+    AcquireAllVote, AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token,
 };
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Value};
@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::Duration;
 
-impl Node for ValkeyMaster {
+impl Master for ValkeyMaster {
     fn name(&self) -> &str {
         &self.name
     }
@@ -370,7 +370,7 @@ impl Node for ValkeyMaster {
 }
 
 impl ValkeyMaster {
-    /// [`crate::redlock::Node::acquire_all`] on this master: one
+    /// [`crate::redlock::Master::acquire_all`] on this master: one
     /// [`ACQUIRE_ALL`](super::scripts::multi::ACQUIRE_ALL) operation in the next batch.
     pub(super) fn run_acquire_all(
         &self,

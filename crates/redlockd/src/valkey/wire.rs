@@ -1,7 +1,7 @@
 //! What goes over the wire to a master and back: the shared bytes of a
 //! round's keys, command arguments, and decoding replies and errors.
 
-use crate::redlock::node::{Record, Seen};
+use crate::redlock::master::{Record, Seen};
 use crate::redlock::{LockKeys, NodeError, Token};
 use fred::bytes::Bytes;
 use fred::prelude::{ErrorKind, Value};

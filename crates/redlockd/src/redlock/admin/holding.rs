@@ -3,7 +3,7 @@
 
 use super::{HeldLock, SessionKind, ADMIN_ROUND_FACTOR};
 use crate::redlock::keys::{LockKeys, SHARED_SENTINEL};
-use crate::redlock::node::{Record, Seen};
+use crate::redlock::master::{Record, Seen};
 use crate::redlock::quorum::Vote;
 use crate::redlock::{validity, Decision, LockError, Redlock, Tally, Token};
 use futures::stream::{FuturesUnordered, StreamExt};

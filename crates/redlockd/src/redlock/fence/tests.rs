@@ -5,8 +5,8 @@
 //! masters.
 
 use super::*;
-use crate::redlock::fake::{self, Behaviour, FakeNode, Op};
-use crate::redlock::{Holder, LockKeys, Node, Redlock, Token};
+use crate::redlock::fake::{self, Behaviour, FakeMaster, Op};
+use crate::redlock::{Holder, LockKeys, Master, Redlock, Token};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,20 +141,20 @@ const TTL: Duration = Duration::from_secs(10);
 const RESOURCE: &str = "orders/42";
 
 /// Five masters whose clocks are a few milliseconds apart (NTP-synced).
-fn close_clocks() -> Vec<Arc<FakeNode>> {
+fn close_clocks() -> Vec<Arc<FakeMaster>> {
     [0, 3, -2, 1, -4]
         .iter()
         .enumerate()
-        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .map(|(i, &skew)| Arc::new(FakeMaster::new(format!("fake{i}"), skew)))
         .collect()
 }
 
-fn engine(fakes: &[Arc<FakeNode>]) -> Redlock {
+fn engine(fakes: &[Arc<FakeMaster>]) -> Redlock {
     Redlock::new(fake::as_nodes(fakes), fake::settings(MS(50))).expect("five masters")
 }
 
 /// Fence commits each master received so far.
-fn commits(fakes: &[Arc<FakeNode>]) -> Vec<usize> {
+fn commits(fakes: &[Arc<FakeMaster>]) -> Vec<usize> {
     fakes
         .iter()
         .map(|f| f.calls().iter().filter(|c| c.op == Op::CommitFence).count())
@@ -270,7 +270,7 @@ async fn a_master_with_a_far_clock_does_not_take_proposals() {
     let fakes: Vec<_> = [0, 3, 5_000, 1, -4]
         .iter()
         .enumerate()
-        .map(|(i, &skew)| Arc::new(FakeNode::new(format!("fake{i}"), skew)))
+        .map(|(i, &skew)| Arc::new(FakeMaster::new(format!("fake{i}"), skew)))
         .collect();
     let engine = engine(&fakes);
     let keys = LockKeys::new("t:", RESOURCE);

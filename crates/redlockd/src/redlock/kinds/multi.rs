@@ -12,7 +12,7 @@
 //! # How
 //!
 //! - *One round per attempt, all keys at once.* Each master gets ONE script
-//!   call ([`crate::redlock::Node::acquire_all`], `crate::valkey::scripts::multi`)
+//!   call ([`crate::redlock::Master::acquire_all`], `crate::valkey::scripts::multi`)
 //!   that reads every key of the lock and, only if all are free, sets all of
 //!   them to the token; otherwise it sets none. The script runs atomically, so
 //!   on every master the lock's keys are either all ours or none is. A master
@@ -79,7 +79,7 @@
 use crate::metrics;
 use crate::redlock::acquire::DetachedAcquire;
 use crate::redlock::attempt::{AttemptStats, Failure};
-use crate::redlock::node::AcquireAllVote;
+use crate::redlock::master::AcquireAllVote;
 use crate::redlock::notices::Notice;
 use crate::redlock::quorum::Vote;
 use crate::redlock::round::{Command, Pending, Reply, Until};

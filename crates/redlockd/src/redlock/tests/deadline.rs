@@ -13,7 +13,7 @@ const TTL: Duration = Duration::from_secs(10);
 /// ttl less its drift allowance (1% + 2 ms).
 const FULL: Duration = Duration::from_millis(9_898);
 
-fn engine() -> (Vec<std::sync::Arc<fake::FakeNode>>, Redlock) {
+fn engine() -> (Vec<std::sync::Arc<fake::FakeMaster>>, Redlock) {
     let fakes = fake::five();
     let settings = fake::settings(MS(50));
     let engine = Redlock::new(fake::as_nodes(&fakes), settings).expect("five masters");

@@ -1,11 +1,11 @@
-//! The whole engine driven by in-memory fake masters ([`FakeNode`]) under
+//! The whole engine driven by in-memory fake masters ([`FakeMaster`]) under
 //! tokio's paused clock, so every timing below is exact: a `Slow` master
 //! answers after exactly its delay, `node_timeout` fires exactly, and an
 //! operation against instant masters takes exactly zero time.
 
 mod deadline;
 
-use super::fake::{self, Behaviour, FakeNode, Op};
+use super::fake::{self, Behaviour, FakeMaster, Op};
 use super::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -22,7 +22,7 @@ const ALL: [usize; 5] = [0, 1, 2, 3, 4];
 
 /// Five fake masters behind one engine.
 struct Cluster {
-    fakes: Vec<Arc<FakeNode>>,
+    fakes: Vec<Arc<FakeMaster>>,
     engine: Arc<Redlock>,
     keys: LockKeys,
 }
@@ -771,14 +771,14 @@ async fn split_vote_backs_off_through_wake_ups() {
 /// A fake master seen from one replica: every command reaches it `delay`
 /// after it is issued (and is applied then), as over a slower link.
 struct Far {
-    inner: Arc<FakeNode>,
+    inner: Arc<FakeMaster>,
     delay: Duration,
 }
 
 impl Far {
     fn late<T: Send + 'static>(
         &self,
-        call: impl FnOnce(Arc<FakeNode>) -> futures::future::BoxFuture<'static, T> + Send + 'static,
+        call: impl FnOnce(Arc<FakeMaster>) -> futures::future::BoxFuture<'static, T> + Send + 'static,
     ) -> futures::future::BoxFuture<'static, T> {
         use futures::FutureExt;
         let inner = Arc::clone(&self.inner);
@@ -791,7 +791,7 @@ impl Far {
     }
 }
 
-impl Node for Far {
+impl Master for Far {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -862,7 +862,7 @@ impl Node for Far {
     fn inspect(
         &self,
         keys: &LockKeys,
-    ) -> futures::future::BoxFuture<'static, Result<Option<node::Seen>, NodeError>> {
+    ) -> futures::future::BoxFuture<'static, Result<Option<master::Seen>, NodeError>> {
         let keys = keys.clone();
         self.late(move |n| n.inspect(&keys))
     }
@@ -889,7 +889,7 @@ async fn two_split_contenders_converge() {
     let fakes = fake::five();
     fakes[4].set(Behaviour::Down);
     let replica = |near: [usize; 2]| {
-        let nodes: Vec<Arc<dyn Node>> = fakes
+        let nodes: Vec<Arc<dyn Master>> = fakes
             .iter()
             .enumerate()
             .map(|(i, fake)| {
@@ -901,7 +901,7 @@ async fn two_split_contenders_converge() {
                 Arc::new(Far {
                     inner: Arc::clone(fake),
                     delay,
-                }) as Arc<dyn Node>
+                }) as Arc<dyn Master>
             })
             .collect();
         Arc::new(Redlock::new(nodes, settings(MS(50))).expect("five masters"))

@@ -167,7 +167,7 @@ pub(crate) const RELEASE: &str = include_str!("lua/release.lua");
 /// KEYS: lock, the resource's own fence hash, the resource's plain lock
 /// key. ARGV: token, ttl ms, the semaphore's limit ('0': not a permit),
 /// fence ttl ms. `SET NX PX`, for a lock that lost its key on this master
-/// (see `Node::recreate`); where set, raises the horizon to the ttl.
+/// (see `Master::recreate`); where set, raises the horizon to the ttl.
 ///
 /// Never beside a holder the kind excludes: a permit's key is not put back
 /// where the resource's plain key (or shared holders' sentinel) stands or

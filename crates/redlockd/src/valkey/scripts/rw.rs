@@ -65,7 +65,7 @@ pub(crate) const EXTEND_SHARED: &str = with_helpers!(include_str!("lua/extend_sh
 
 /// KEYS: lock, fence, readers. ARGV: token, ttl ms. Puts back a shared
 /// grant that still holds on a majority on a master that lost it (see
-/// `Node::recreate`): unless an exclusive token holds the key, a
+/// `Master::recreate`): unless an exclusive token holds the key, a
 /// semaphore's permit is held there (under `lim`, as the shared acquire
 /// checks), or the token is already a member. Ignores the writer marker and the lock-delay: the
 /// grant exists already. Returns 1 if added.

@@ -46,7 +46,7 @@ pub enum AcquireVote {
 }
 
 /// One master's answer to the all-or-none acquire of a lock on several
-/// resources ([`Node::acquire_all`], `super::kinds::multi`).
+/// resources ([`Master::acquire_all`], `super::kinds::multi`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireAllVote {
     /// Every key was free and is now set; each resource's fence counter
@@ -120,7 +120,7 @@ impl std::fmt::Debug for Seen {
 }
 
 /// A Valkey/Redis master as the Redlock algorithm sees it.
-pub trait Node: Send + Sync {
+pub trait Master: Send + Sync {
     /// A short name for logs and metrics (never a password).
     fn name(&self) -> &str;
 
@@ -163,11 +163,11 @@ pub trait Node: Send + Sync {
     /// `SET lock token NX PX ttl`, and on success read the fence counter and
     /// the master's clock in the same atomic step, and take the proposed
     /// fence where it fits (see [`super::fence`]): there it also records
-    /// `holder` and the grant's terms, exactly as [`Node::commit_fence`]
+    /// `holder` and the grant's terms, exactly as [`Master::commit_fence`]
     /// does, since a one-round grant has no commit. Where refused because
     /// the key is held, a non-zero `waiter_marker` sets the resource's
     /// waiter marker for that long, so that the holder's release publishes
-    /// a notice (see [`Node::release`]). Refused with
+    /// a notice (see [`Master::release`]). Refused with
     /// [`AcquireVote::Conflict`] where the resource is held under another
     /// limit than `keys.limit` (see `super::kinds::semaphore`).
     fn acquire(
@@ -186,7 +186,7 @@ pub trait Node: Send + Sync {
     /// default answers an error: only masters that implement it can serve
     /// such locks (the test fakes do not). Where refused because some are
     /// held, a non-zero `waiter_marker` sets each held resource's waiter
-    /// marker for that long, as [`Node::acquire`] does.
+    /// marker for that long, as [`Master::acquire`] does.
     fn acquire_all(
         &self,
         keys: &[LockKeys],
