@@ -56,7 +56,7 @@ impl fmt::Display for Secret {
 
 /// Credentials and TLS trust for every master connection.
 #[derive(Clone, Default)]
-pub struct MasterAccess {
+pub(crate) struct MasterAccess {
     username: Option<String>,
     password: Option<Secret>,
     tls: Option<fred::types::config::TlsConfig>,
@@ -74,7 +74,7 @@ impl fmt::Debug for MasterAccess {
 
 impl MasterAccess {
     /// Reads the password and the CA named by the `[masters]` section.
-    pub fn load(config: &MastersConfig) -> Result<MasterAccess, SecretError> {
+    pub(crate) fn load(config: &MastersConfig) -> Result<MasterAccess, SecretError> {
         let password = if let Some(path) = &config.password_file {
             let text = std::fs::read_to_string(path).map_err(|source| SecretError::File {
                 path: path.clone(),
@@ -100,7 +100,7 @@ impl MasterAccess {
 
     /// Fills in what the URL did not say: credentials for a URL without
     /// any, the custom CA for a `rediss://` URL.
-    pub fn apply(&self, config: &mut FredConfig) {
+    pub(crate) fn apply(&self, config: &mut FredConfig) {
         if config.username.is_none() && config.password.is_none() {
             config.username.clone_from(&self.username);
             config.password = self.password.as_ref().map(|p| p.expose().to_owned());

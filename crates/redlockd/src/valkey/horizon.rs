@@ -315,7 +315,7 @@ fn later(at: Instant, by: Duration) -> Instant {
 /// whatever the other masters remember. Shared by every master of the
 /// daemon; recording is one atomic maximum.
 #[derive(Debug)]
-pub struct LocalHorizon {
+pub(crate) struct LocalHorizon {
     /// Origin of the recorded offsets.
     base: Instant,
     /// Added to every recorded ttl: the fences' clock allowance, as the
@@ -327,7 +327,7 @@ pub struct LocalHorizon {
 
 impl LocalHorizon {
     /// Nothing recorded yet; each record lasts `allowance` past its ttl.
-    pub fn new(allowance: Duration) -> LocalHorizon {
+    pub(crate) fn new(allowance: Duration) -> LocalHorizon {
         LocalHorizon {
             base: Instant::now(),
             allowance,
@@ -336,7 +336,7 @@ impl LocalHorizon {
     }
 
     /// A lock with `ttl` is being written now.
-    pub fn record(&self, ttl: Duration) {
+    pub(crate) fn record(&self, ttl: Duration) {
         let end = self
             .base
             .elapsed()
@@ -349,7 +349,7 @@ impl LocalHorizon {
     }
 
     /// The latest end recorded, if any.
-    pub fn latest(&self) -> Option<Instant> {
+    pub(crate) fn latest(&self) -> Option<Instant> {
         match self.latest_ms.load(Ordering::Relaxed) {
             0 => None,
             ms => Some(later(self.base, Duration::from_millis(ms))),

@@ -96,7 +96,7 @@ impl ValkeyMaster {
     /// background; the node is usable at once (calls fail fast until the
     /// connection is up). It joins `peers`, the daemon's masters, in the
     /// order of the calls.
-    pub fn connect(
+    pub(crate) fn connect(
         url: &str,
         settings: NodeSettings,
         script: Arc<BatchScript>,
@@ -190,7 +190,7 @@ impl ValkeyMaster {
 
     /// Waits until the first connection is up and the master's `INFO` was
     /// read (its answers count only from then on), or `timeout` passes.
-    pub async fn wait_connected(&self, timeout: Duration) -> bool {
+    pub(crate) async fn wait_connected(&self, timeout: Duration) -> bool {
         let verified = async {
             while !self.state.verified() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -215,7 +215,7 @@ impl ValkeyMaster {
 
     /// Closes the connection (at daemon shutdown). Bounded: fred's QUIT
     /// waits for a master that is down to come back.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let _ = tokio::time::timeout(CONNECT_TIMEOUT, self.client.quit()).await;
     }
 

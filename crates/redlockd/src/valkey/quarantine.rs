@@ -33,7 +33,7 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// The masters of one daemon, as the horizon quarantine needs them: each
 /// master's state and connection, and this daemon's own grants
 /// ([`LocalHorizon`]). Every [`super::ValkeyMaster`] joins it when created.
-pub struct Peers {
+pub(crate) struct Peers {
     members: Mutex<Vec<Member>>,
     local: LocalHorizon,
     horizon_key: String,
@@ -79,7 +79,7 @@ impl Peers {
     /// `(max_ttl, allowance)`: the longest lock, and how long past each
     /// lock's end a master that lost its data still sits out (the fences'
     /// clock allowance, `crate::redlock::clock_allowance`).
-    pub fn new(
+    pub(crate) fn new(
         masters: usize,
         key_prefix: &str,
         (max_ttl, allowance): (Duration, Duration),
@@ -99,17 +99,17 @@ impl Peers {
     }
 
     /// This daemon's own grants (see [`LocalHorizon`]).
-    pub fn local(&self) -> &LocalHorizon {
+    pub(crate) fn local(&self) -> &LocalHorizon {
         &self.local
     }
 
     /// The horizon key every batch raises.
-    pub fn horizon_key(&self) -> &str {
+    pub(crate) fn horizon_key(&self) -> &str {
         &self.horizon_key
     }
 
     /// The key of the boot certificate (`super::boot`).
-    pub fn boot_key(&self) -> &str {
+    pub(crate) fn boot_key(&self) -> &str {
         &self.boot_key
     }
 

@@ -6,7 +6,7 @@
 
 /// The server software and version a master reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerInfo {
+pub(crate) struct ServerInfo {
     /// "valkey" or "redis".
     pub software: String,
     /// (major, minor, patch).
@@ -31,7 +31,7 @@ impl ServerInfo {
     /// Parses the text of `INFO` (server, and replication and memory when
     /// present). Valkey reports `valkey_version` (and a `redis_version` kept
     /// at 7.2.4 for compatibility), so it is checked first.
-    pub fn parse(info: &str) -> Option<ServerInfo> {
+    pub(crate) fn parse(info: &str) -> Option<ServerInfo> {
         let field = |name: &str| {
             info.lines()
                 .filter_map(|line| line.trim().split_once(':'))
@@ -60,7 +60,7 @@ impl ServerInfo {
     /// Why this master must not count toward a quorum at all, with what to
     /// change: a replica (it can lose acknowledged writes at failover and is
     /// not independent), or a server too old for the scripts.
-    pub fn refusal(&self) -> Option<String> {
+    pub(crate) fn refusal(&self) -> Option<String> {
         if self.role != "master" {
             return Some(format!(
                 "is a replica (role:{}): Redlock needs independent masters; \
@@ -84,7 +84,7 @@ impl ServerInfo {
     }
 
     /// Setups that work but can lose locks, with what to change.
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         if self.maxmemory > 0 && self.maxmemory_policy != "noeviction" {
             warnings.push(format!(
@@ -97,7 +97,7 @@ impl ServerInfo {
     }
 
     /// Valkey 9 has `DELIFEQ key value`: compare-and-delete without a script.
-    pub fn has_delifeq(&self) -> bool {
+    pub(crate) fn has_delifeq(&self) -> bool {
         self.software == "valkey" && self.version.0 >= 9
     }
 }

@@ -85,7 +85,7 @@ struct Trust {
 /// What the watcher should do about the master's boot certificate
 /// (`super::boot`), see [`NodeState::certificate_due`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CertificateDue {
+pub(crate) enum CertificateDue {
     /// Write it for this `run_id`: the master is fully trusted.
     Write(String),
     /// Delete it if it names this `run_id`: the process's clock jumped.
@@ -113,7 +113,7 @@ impl NodeState {
     /// A master named `name` (for logs), quarantined after restarts for
     /// the blanket length `quarantine` when set, which the horizons may
     /// shorten when `horizon` (see the module doc).
-    pub fn new(name: String, quarantine: Option<Duration>, horizon: bool) -> NodeState {
+    pub(crate) fn new(name: String, quarantine: Option<Duration>, horizon: bool) -> NodeState {
         NodeState {
             name,
             quarantine,
@@ -133,7 +133,7 @@ impl NodeState {
 
     /// The master answered a command just now (any reply from the server,
     /// an error reply included: it is alive).
-    pub fn answered(&self) {
+    pub(crate) fn answered(&self) {
         let since = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_answer.fetch_max(since + 1, Ordering::Relaxed);
         self.silent.store(false, Ordering::Relaxed);
@@ -147,14 +147,14 @@ impl NodeState {
 
     /// Whether the master is silent with work outstanding (see
     /// [`NodeState::fell_silent`]), until it answers again.
-    pub fn is_silent(&self) -> bool {
+    pub(crate) fn is_silent(&self) -> bool {
         self.silent.load(Ordering::Relaxed)
     }
 
     /// Whether the master answered something (to any command) at or after
     /// `at`, to the millisecond: a master working through a backlog of
     /// commands, not a hung one (`super::pace::more_time`).
-    pub fn answered_since(&self, at: Instant) -> bool {
+    pub(crate) fn answered_since(&self, at: Instant) -> bool {
         match self.last_answer.load(Ordering::Relaxed) {
             0 => false,
             last => self.born + Duration::from_millis(last) > at,
@@ -165,7 +165,7 @@ impl NodeState {
     /// The watcher PINGs every master a few times a second (`watch.rs`),
     /// so a live master answers well within it and a hung one falls out of
     /// it about `window` after its last answer.
-    pub fn responsive(&self, window: Duration) -> bool {
+    pub(crate) fn responsive(&self, window: Duration) -> bool {
         match self.last_answer.load(Ordering::Relaxed) {
             0 => false,
             at => {
@@ -177,7 +177,7 @@ impl NodeState {
 
     /// The connection was lost (true) or is back (false). Returns whether it
     /// was up before.
-    pub fn set_down(&self, down: bool) -> bool {
+    pub(crate) fn set_down(&self, down: bool) -> bool {
         if down {
             // Whatever answers after a reconnection must be checked again.
             self.verified_on.store(0, Ordering::Relaxed);
@@ -189,7 +189,7 @@ impl NodeState {
     /// A (re)connection happened. Its answers do not count until `INFO` is
     /// read on it: a new connection has a new number, unverified from its
     /// set-up on (`super::connection`), whenever this is called.
-    pub fn reconnected(&self) {
+    pub(crate) fn reconnected(&self) {
         self.script_sent.store(false, Ordering::Relaxed);
         self.down.store(false, Ordering::Relaxed);
     }
@@ -197,24 +197,24 @@ impl NodeState {
     /// Whether the next batch must carry the script's text (EVAL) rather
     /// than its hash (EVALSHA); answering true also records it as sent,
     /// since later batches reach the master after this one.
-    pub fn script_must_be_sent(&self) -> bool {
+    pub(crate) fn script_must_be_sent(&self) -> bool {
         !self.script_sent.swap(true, Ordering::Relaxed)
     }
 
     /// The master answered NOSCRIPT (it restarted, or its cache was
     /// flushed): send the text again.
-    pub fn script_lost(&self) {
+    pub(crate) fn script_lost(&self) {
         self.script_sent.store(false, Ordering::Relaxed);
     }
 
     /// A new connection to the master is being set up (called by fred's
     /// connection set-up, before it carries commands). Returns its number.
-    pub fn connection_opened(&self) -> u64 {
+    pub(crate) fn connection_opened(&self) -> u64 {
         self.connection.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// The number of the current (or last) connection.
-    pub fn connection(&self) -> u64 {
+    pub(crate) fn connection(&self) -> u64 {
         self.connection.load(Ordering::SeqCst)
     }
 
@@ -226,17 +226,17 @@ impl NodeState {
     /// Whether `INFO` was read on connection `number` and it is still the
     /// current one: a reply to a command sent when `number` was current,
     /// received while it still is, came on that verified connection.
-    pub fn verified_on_connection(&self, number: u64) -> bool {
+    pub(crate) fn verified_on_connection(&self, number: u64) -> bool {
         self.verified_on.load(Ordering::SeqCst) == number + 1 && self.connection() == number
     }
 
     /// Whether the connection is known lost.
-    pub fn is_down(&self) -> bool {
+    pub(crate) fn is_down(&self) -> bool {
         self.down.load(Ordering::Relaxed)
     }
 
     /// Whether releases can use `DELIFEQ`.
-    pub fn has_delifeq(&self) -> bool {
+    pub(crate) fn has_delifeq(&self) -> bool {
         self.delifeq.load(Ordering::Relaxed)
     }
 

@@ -243,7 +243,7 @@ fn at_offsets(body: &str) -> String {
 /// master's connection. Both forms are kept as values, so a batch shares
 /// them instead of copying the text.
 #[derive(Debug)]
-pub struct BatchScript {
+pub(crate) struct BatchScript {
     /// [`batch_script`]'s text, for EVAL.
     pub lua: Value,
     /// Its SHA-1 in hex, for EVALSHA.
@@ -253,7 +253,7 @@ pub struct BatchScript {
 impl BatchScript {
     /// Builds and hashes [`batch_script`], with no counterfactual and the
     /// clock allowance of the default settings.
-    pub fn new() -> BatchScript {
+    pub(crate) fn new() -> BatchScript {
         let defaults = crate::config::Config::default().redlock;
         let allowance =
             crate::redlock::clock_allowance(defaults.node_timeout, defaults.max_clock_offset);
@@ -263,7 +263,10 @@ impl BatchScript {
     /// Builds and hashes [`batch_script`] with `counterfactuals` (the
     /// configuration's `[testing]`, for the safety checkers only), raising
     /// horizons `horizon_allowance` beyond each lock's ttl.
-    pub fn with(counterfactuals: Counterfactuals, horizon_allowance: Duration) -> BatchScript {
+    pub(crate) fn with(
+        counterfactuals: Counterfactuals,
+        horizon_allowance: Duration,
+    ) -> BatchScript {
         let lua = batch_script(counterfactuals, horizon_allowance);
         let sha = sha1_smol::Sha1::from(&lua).digest().to_string();
         BatchScript {

@@ -68,7 +68,7 @@ impl NodeState {
     /// trusted (verified, no quarantine left, not refused) and none is
     /// known for its process. Never with the quarantine off: trust without
     /// it proves nothing.
-    pub fn certificate_due(&self) -> Option<CertificateDue> {
+    pub(crate) fn certificate_due(&self) -> Option<CertificateDue> {
         self.quarantine?;
         let trusted = self.trusted();
         let trust = self.lock();
@@ -149,7 +149,7 @@ impl NodeState {
 
     /// [`NodeState::observe_on`] the current connection (tests).
     #[cfg(test)]
-    pub fn observe(&self, info: &ServerInfo) {
+    pub(crate) fn observe(&self, info: &ServerInfo) {
         self.observe_on(self.connection(), info);
     }
 
@@ -159,7 +159,7 @@ impl NodeState {
     /// `INFO` was sent. Answers count from then on, on that connection
     /// only: if another was opened meanwhile, nothing counts until `INFO`
     /// is read on it.
-    pub fn observe_on(&self, connection: u64, info: &ServerInfo) {
+    pub(crate) fn observe_on(&self, connection: u64, info: &ServerInfo) {
         self.delifeq.store(info.has_delifeq(), Ordering::Relaxed);
         let mut trust = self.lock();
         let first = trust.run_id.is_empty();
