@@ -5,88 +5,28 @@ derives, in the background; one the daemon answered releases nothing."""
 from __future__ import annotations
 
 import asyncio
-import queue
-import socket
-import threading
+import sys
 import time
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List
 
 import pytest
 
 from redlockd_client import AsyncClient, Client, DeadlineExceeded, LockHeld
 from redlockd_client._types import derived_token
 
+from cluster import REPO
+
+# The conformance harness's answer-delaying proxy (one copy for every
+# client's deadline tests): a TCP proxy to ``upstream`` that passes the
+# client's bytes at once and delivers the daemon's ``delay`` seconds after
+# it sent them, so the daemon grants in time and its answer arrives after
+# the client's deadline fired.
+sys.path.insert(0, str(REPO / "clients" / "conformance"))
+from harness import SlowAnswers  # noqa: E402  (the path above)
+
 #: A leak stays for the ttl: 30 s, far beyond the polls below.
 TTL = 30
 CALLS = 50
-
-
-class SlowAnswers:
-    """A TCP proxy to ``upstream`` that passes the client's bytes at once
-    and delivers the daemon's ``delay`` seconds after it sent them, in
-    order: the daemon grants and answers in time, and its answer arrives
-    after the client's deadline fired."""
-
-    def __init__(self, upstream: str, delay: float) -> None:
-        host, port = upstream.rsplit(":", 1)
-        self.upstream = (host, int(port))
-        self.delay = delay
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
-        self.sockets: List[socket.socket] = [self.listener]
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(self.upstream, timeout=1)
-            except OSError:
-                return
-            server.settimeout(None)
-            self.sockets += [client, server]
-            chunks: "queue.Queue[Tuple[float, bytes]]" = queue.Queue()
-            threading.Thread(target=self._pass, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._read, args=(server, chunks), daemon=True).start()
-            threading.Thread(target=self._deliver, args=(chunks, client), daemon=True).start()
-
-    @staticmethod
-    def _pass(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-
-    def _read(self, server: socket.socket, chunks: "queue.Queue[Tuple[float, bytes]]") -> None:
-        try:
-            while data := server.recv(65536):
-                chunks.put((time.monotonic() + self.delay, data))
-        except OSError:
-            pass
-        chunks.put((0.0, b""))
-
-    @staticmethod
-    def _deliver(chunks: "queue.Queue[Tuple[float, bytes]]", client: socket.socket) -> None:
-        try:
-            while True:
-                due, data = chunks.get()
-                if not data:
-                    break
-                time.sleep(max(0.0, due - time.monotonic()))
-                client.sendall(data)
-        except OSError:
-            pass
-        client.close()
-
-    def close(self) -> None:
-        self.closed = True
-        for s in self.sockets:
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 def acquirable_within(client: Client, resource: str, limit: float = 2.0) -> None:
