@@ -3,6 +3,10 @@
 //! SIGSTOP one while it holds a lock, keep it frozen for [`FREEZE`] (well
 //! past its ttl plus the daemons' keepalive bound), then SIGCONT it.
 //!
+//! The children share one resource of their own ([`resource`]): on the hot
+//! resources, which `--mix` fills with permits and shared locks, a plain
+//! Hold is refused most of the time and the freezes would rarely catch a
+//! child holding. While one child is frozen the other takes the lock over.
 //! The child's grants, windows and critical-section writes come to this
 //! process over its stdout and go into the same history and registers as
 //! every other client's, so the ordinary checks judge them. On top,
@@ -21,6 +25,7 @@ use crate::cluster::BoxError;
 use crate::findings::{Check, Findings, Violation};
 use crate::frozen_child::{self, CHILD_FLAG};
 use crate::history::{Grant, History, ReleaseRecord, Time, Window, Workload};
+use crate::registers::Registers;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redlockd_proto::pb::Lock;
@@ -37,10 +42,15 @@ pub(crate) const FIRST_ID: u32 = 2_000;
 pub(crate) const FREEZE: Duration = Duration::from_millis(5_000);
 /// A freeze longer than this must cost the child its lock.
 const BOUND: Duration = Duration::from_millis(3_500);
+/// The resource the frozen-able children share.
+pub(crate) fn resource(tag: &str) -> String {
+    format!("{tag}/frozen")
+}
+
+/// A grant younger than this is fresh enough to freeze.
+const FRESH: Duration = Duration::from_millis(50);
 /// Pause between two freezes of one child, in ms.
 const BETWEEN_MS: (u64, u64) = (1_500, 4_000);
-/// How long the freezer waits for its child to hold a lock.
-const HOLD_PATIENCE: Duration = Duration::from_secs(3);
 
 /// A child's critical-section write, as the child decided it.
 #[derive(Debug, Clone, Copy)]
@@ -109,7 +119,11 @@ pub(crate) struct FrozenFigures {
 /// What the freezer and the reader of one child share.
 #[derive(Default)]
 struct State {
+    /// The grant the child holds and has not written under yet: the one a
+    /// freeze should catch.
     holding: Option<(u64, String)>,
+    /// When that grant came.
+    since: Time,
 }
 
 fn lock_state(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -123,6 +137,7 @@ pub(crate) async fn client(
     shared: Arc<Shared>,
     addrs: Vec<SocketAddr>,
     seed: u64,
+    registers: Arc<Registers>,
 ) -> Result<(ClientLog, FrozenLog), BoxError> {
     let clock = shared.clock;
     // CLOCK_MONOTONIC at the run clock's zero.
@@ -135,7 +150,7 @@ pub(crate) async fn client(
         .arg(seed.to_string())
         .arg((id - FIRST_ID).to_string())
         .arg(addrs.join(","))
-        .arg(shared.hot.join(","))
+        .arg(registers.resource())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -162,13 +177,14 @@ pub(crate) async fn client(
         let mut words = line.split(' ');
         match words.next() {
             Some("G") => {
-                let hot: usize = words.next().ok_or("short line")?.parse()?;
+                // The index in the child's list of one resource.
+                let _hot = words.next();
                 let fence: u64 = words.next().ok_or("short line")?.parse()?;
                 let (sent, received, valid_until) =
                     (at(words.next())?, at(words.next())?, at(words.next())?);
-                let resource = shared.hot.get(hot).ok_or("no such hot resource")?;
+                let resource = registers.resource();
                 let lock = Lock {
-                    resource: resource.clone(),
+                    resource: resource.to_owned(),
                     fence,
                     ..Lock::default()
                 };
@@ -179,10 +195,12 @@ pub(crate) async fn client(
                     start: received,
                     end: valid_until,
                 });
-                let registers = &shared.registers[hot];
                 let fenced = registers.check_in(&clock, grant.id, fence, valid_until);
                 let plain = registers.read_plain();
-                lock_state(&state).holding = Some((grant.id, resource.clone()));
+                *lock_state(&state) = State {
+                    holding: Some((grant.id, resource.to_owned())),
+                    since: clock.now(),
+                };
                 let reply = format!("R {}\n", grant.id);
                 current = Some((grant, plain, fenced));
                 stdin.write_all(reply.as_bytes()).await?;
@@ -199,14 +217,14 @@ pub(crate) async fn client(
                 // Held by the same token at Validate: held all along.
                 grant.valid_until = grant.valid_until.max(until);
                 grant.cs_end = checked;
-                let hot = shared.hot.iter().position(|h| *h == grant.resource);
-                if let Some(registers) = hot.map(|h| &shared.registers[h]) {
-                    registers.write_plain(&clock, grant.id, *plain, grant.valid_until);
-                    if let Some(read) = fenced {
-                        let valid = grant.valid_until;
-                        registers.write_fenced(&clock, grant.id, grant.fence, *read, valid);
-                    }
+                registers.write_plain(&clock, grant.id, *plain, grant.valid_until);
+                if let Some(read) = fenced {
+                    let valid = grant.valid_until;
+                    registers.write_fenced(&clock, grant.id, grant.fence, *read, valid);
                 }
+                // Written: a freeze from now on would find nothing to lose,
+                // so the freezer waits for the next grant.
+                lock_state(&state).holding = None;
                 frozen.writes.push(FrozenWrite {
                     grant: grant.id,
                     checked,
@@ -273,23 +291,29 @@ async fn freezer(
     loop {
         let pause = Duration::from_millis(rng.random_range(BETWEEN_MS.0..=BETWEEN_MS.1));
         tokio::time::sleep(pause).await;
-        let give_up = clock.now() + HOLD_PATIENCE;
+        // Wait for a fresh grant (well before the child can have decided
+        // its write: its work lasts at least 200 ms) and freeze a little
+        // into its critical section (a random point); a lock that ended
+        // during that little while does not count: wait for the next one.
+        // On a loaded machine the child may go long without a grant, so the
+        // freezer waits as long as a whole freeze still fits.
         let holding = loop {
-            let holding = lock_state(&state).holding.clone();
-            if holding.is_some() || clock.now() >= give_up {
-                break holding;
+            if clock.now() >= last_start {
+                return freezes;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            let (held, since) = {
+                let state = lock_state(&state);
+                (state.holding.clone(), state.since)
+            };
+            let Some(held) = held.filter(|_| clock.now() < since + FRESH) else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..100))).await;
+            if lock_state(&state).holding.as_ref() == Some(&held) {
+                break Some(held);
+            }
         };
-        if clock.now() >= last_start {
-            return freezes;
-        }
-        if holding.is_none() {
-            continue;
-        }
-        // Into its critical section a little, at a random point.
-        tokio::time::sleep(Duration::from_millis(rng.random_range(0..150))).await;
-        let holding = lock_state(&state).holding.clone();
         if kill(pid, Signal::SIGSTOP).is_err() {
             return freezes;
         }

@@ -2,7 +2,7 @@
 //! re-executed with [`CHILD_FLAG`]), so that the checker can freeze it with
 //! SIGSTOP while it holds a lock (see `crate::frozen`).
 //!
-//! It loops until its deadline: a `Hold` session on a random hot resource
+//! It loops until its deadline: a `Hold` session on the frozen children's resource
 //! (ttl [`TTL`]), work while the daemon extends, then, before its one
 //! critical-section write, a `Validate` round trip: the write is made only
 //! if the lock is still held and `now` is before the validity counted on

@@ -45,6 +45,11 @@ impl Registers {
         }
     }
 
+    /// The resource they belong to.
+    pub(crate) fn resource(&self) -> &str {
+        &self.resource
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

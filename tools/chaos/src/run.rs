@@ -205,6 +205,7 @@ pub(crate) async fn run(
         Schedule::Full => FROZEN_CLIENTS,
         _ => 0,
     };
+    let frozen_registers = Arc::new(Registers::new(frozen::resource(&shared.tag)));
     let mut frozen_tasks = Vec::new();
     for id in 0..frozen_clients {
         let run = frozen::client(
@@ -212,6 +213,7 @@ pub(crate) async fn run(
             Arc::clone(&shared),
             replicas.grpc_addrs(),
             args.seed,
+            Arc::clone(&frozen_registers),
         );
         frozen_tasks.push(tokio::spawn(run));
     }
@@ -305,7 +307,10 @@ pub(crate) async fn run(
     }
     let history = History {
         faults,
-        registers: shared.registers.iter().map(|r| r.log()).collect(),
+        registers: (shared.registers.iter())
+            .chain(std::iter::once(&frozen_registers))
+            .map(|r| r.log())
+            .collect(),
         phases: plan.phases,
         ..assemble(logs_of_clients)
     };
