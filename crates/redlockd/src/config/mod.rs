@@ -49,14 +49,11 @@ pub use http::HttpConfig;
 pub use limits::{LimitsConfig, SessionConfig};
 use nodes::deserialize_nodes;
 pub use quarantine::RestartQuarantine;
-pub use redact::redact_url;
-pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig, CLIENT_NAME_LIMIT};
+pub(crate) use redact::redact_url;
+pub use security::{AuthConfig, ClientConfig, MastersConfig, TlsConfig};
 pub use telemetry::{LogConfig, LogFormat, MetricsConfig};
 pub use testing::{Counterfactuals, TestingConfig};
-pub use validate::{
-    ValidConfig, DRIFT_FACTOR_LIMIT, KEEPALIVE_MAX, KEEPALIVE_MIN, MAX_REQUEST_BYTES_LIMIT,
-    MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
-};
+pub use validate::ValidConfig;
 
 /// Prefix of the environment variables read by [`Config::load`]; together
 /// with [`ENV_SEPARATOR`] it keeps unrelated variables (`REDLOCKD_LOG`,
@@ -359,12 +356,4 @@ pub enum ConfigError {
         /// What is wrong and why it matters.
         reason: String,
     },
-}
-
-impl Config {
-    /// Number of masters in `redlock.nodes` (the `N` of Redlock; the quorum
-    /// is `N/2 + 1`).
-    pub fn node_count(&self) -> usize {
-        self.redlock.nodes.len()
-    }
 }

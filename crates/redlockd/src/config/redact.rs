@@ -11,7 +11,7 @@
 /// credentials are taken to end at the *last* `@`, and a string without
 /// `://` is treated as starting with them, so a malformed URL does not leak
 /// its password either.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[start..];
     let Some(at) = rest.rfind('@') else {

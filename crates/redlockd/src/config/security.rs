@@ -118,7 +118,7 @@ pub(crate) fn is_weak_token_hash(hash: &str) -> bool {
 }
 
 /// Longest accepted `auth.clients.name`: it becomes a metrics label.
-pub const CLIENT_NAME_LIMIT: usize = 64;
+pub(crate) const CLIENT_NAME_LIMIT: usize = 64;
 
 /// Longest accepted `auth.clients.certificate_san`: longer than any DNS
 /// name (253) and any sensible URI identity; bounds the per-call compare.

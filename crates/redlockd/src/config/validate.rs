@@ -10,15 +10,15 @@ use super::{Config, ConfigError, RedlockConfig, ServerConfig};
 
 /// Largest accepted `redlock.node_timeout`. A master slower than this is as
 /// good as down; waiting longer only delays every call.
-pub const NODE_TIMEOUT_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const NODE_TIMEOUT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Upper bound (exclusive) of `redlock.drift_factor`. At 0.5 the drift
 /// allowance alone would eat half of every lease.
-pub const DRIFT_FACTOR_LIMIT: f64 = 0.5;
+pub(crate) const DRIFT_FACTOR_LIMIT: f64 = 0.5;
 
 /// Largest accepted `redlock.max_ttl`. A crashed client can block a resource
 /// for up to one lease; a day is already a very long outage.
-pub const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_TTL_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Largest accepted `redlock.max_semaphore_limit`: a master checks up to
 /// this many permit keys in one command (`crate::valkey::scripts`).
@@ -30,11 +30,11 @@ const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 const MAX_RESOURCES_PER_LOCK_LIMIT: usize = 64;
 
 /// Largest accepted `redlock.max_resource_len`, in bytes.
-pub const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
+pub(crate) const MAX_RESOURCE_LEN_LIMIT: usize = 65_536;
 
 /// Largest accepted `server.shutdown_grace`: a stop must not hang for long
 /// behind a stuck client.
-pub const SHUTDOWN_GRACE_LIMIT: Duration = Duration::from_secs(10 * 60);
+pub(crate) const SHUTDOWN_GRACE_LIMIT: Duration = Duration::from_secs(10 * 60);
 
 pub(super) fn invalid(key: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -101,16 +101,16 @@ impl Config {
 }
 
 /// Largest accepted `server.max_request_bytes`.
-pub const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
 
 /// Longest `server.deadline_reserve`: more would refuse every call with a
 /// short deadline without trying.
 pub(super) const DEADLINE_RESERVE_MAX: Duration = Duration::from_secs(1);
 
 /// Shortest `server.keepalive_interval` / `keepalive_timeout`.
-pub const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
+pub(crate) const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
 /// Longest `server.keepalive_interval` / `keepalive_timeout`.
-pub const KEEPALIVE_MAX: Duration = Duration::from_secs(600);
+pub(crate) const KEEPALIVE_MAX: Duration = Duration::from_secs(600);
 
 /// Shortest `server.tls_handshake_timeout` / `idle_timeout`.
 const CONNECTION_TIMEOUT_MIN: Duration = Duration::from_millis(100);

@@ -26,11 +26,10 @@ impl Redlock {
             .await
     }
 
-    /// [`Redlock::acquire`] on a task of its own, so that dropping the returned
-    /// future (the caller cancelled, or its deadline passed) never leaves a
-    /// lock behind: the task stops waiting, and a grant that completes after
-    /// the caller has gone is released at once.
-    pub fn acquire_detached(
+    /// [`Redlock::acquire_detached_as`] for an anonymous holder, without a
+    /// request id: the unit tests' shorthand.
+    #[cfg(test)]
+    pub(crate) fn acquire_detached(
         self: &Arc<Self>,
         resource: String,
         ttl: Duration,
@@ -39,9 +38,12 @@ impl Redlock {
         self.acquire_detached_as(resource, None, ttl, wait, Holder::default())
     }
 
-    /// [`Redlock::acquire_detached`] for `holder`, whose owner and kind the
-    /// grant records beside its token; idempotent when `request_id` is
-    /// given (`AcquireRequest.request_id`).
+    /// [`Redlock::acquire`] on a task of its own, so that dropping the returned
+    /// future (the caller cancelled, or its deadline passed) never leaves a
+    /// lock behind: the task stops waiting, and a grant that completes after
+    /// the caller has gone is released at once. `holder`'s owner and kind
+    /// are recorded beside the token; idempotent when `request_id` is given
+    /// (`AcquireRequest.request_id`).
     ///
     /// The lock's token is then [`Token::derive`]d from the request id and
     /// the resource, and:
@@ -292,7 +294,7 @@ enum Resumed {
     NotHeld { wait_left: Duration },
 }
 
-/// The answer of [`Redlock::acquire_detached`]. Dropping it before it
+/// The answer of [`Redlock::acquire_detached_as`]. Dropping it before it
 /// completes releases whatever the acquisition still grants: a grant already
 /// handed over but not yet received included.
 pub struct DetachedAcquire {

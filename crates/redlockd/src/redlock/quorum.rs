@@ -42,7 +42,7 @@ impl Quorum {
 
 /// Where a round stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Not decided yet: keep waiting for answers.
     Pending,
     /// A majority said yes.

@@ -21,7 +21,7 @@ use std::time::Duration;
 const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// The engine's settings from the configuration.
-pub fn engine_settings(config: &Config) -> Settings {
+pub(crate) fn engine_settings(config: &Config) -> Settings {
     let r = &config.redlock;
     Settings {
         key_prefix: r.key_prefix.clone(),
@@ -47,7 +47,7 @@ pub fn engine_settings(config: &Config) -> Settings {
 /// restart quarantine lasts the longest lock's ttl plus its drift
 /// allowance; under the horizon quarantine (the default) the masters'
 /// horizons shorten it (see `crate::valkey::horizon`).
-pub fn node_settings(config: &Config) -> NodeSettings {
+pub(crate) fn node_settings(config: &Config) -> NodeSettings {
     let r = &config.redlock;
     let mode = r.quarantine;
     NodeSettings {

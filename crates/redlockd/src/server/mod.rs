@@ -6,9 +6,9 @@
 //! [`drain_on`] (the draining stop) and [`serve_until_drained`]; the master
 //! connections are closed on every return once the engine is built.
 
-mod engine;
+pub(crate) mod engine;
 
-pub use engine::{build_engine, engine_settings, node_settings, Engine};
+pub use engine::{build_engine, Engine};
 
 use crate::config::{Config, ValidConfig};
 use crate::conn::accept::{incoming, AcceptSettings};

@@ -20,7 +20,7 @@ const DEFAULT_PAGE_SIZE: u32 = 100;
 const MAX_PAGE_SIZE: u32 = 1000;
 
 /// The `redlock.v1.LockAdminService` implementation.
-pub struct AdminApi {
+pub(crate) struct AdminApi {
     engine: Arc<Redlock>,
     limits: RequestBounds,
     gate: Gatekeeper,
@@ -30,7 +30,7 @@ pub struct AdminApi {
 impl AdminApi {
     /// Serves `engine` to the admins `gate` knows; `sessions` are this
     /// replica's Hold sessions, which ForceRelease ends.
-    pub fn new(
+    pub(crate) fn new(
         engine: Arc<Redlock>,
         limits: RequestBounds,
         gate: Gatekeeper,

@@ -10,9 +10,8 @@ pub(crate) mod drain;
 pub(crate) mod hold;
 pub mod inbound;
 
-pub use admin::AdminApi;
+pub(crate) use admin::AdminApi;
 pub use auth::{token_sha256, Identity};
-pub use hold::SessionRegistry;
 pub use request::RequestBounds;
 pub(crate) mod quota;
 pub(crate) mod rate;
@@ -281,7 +280,7 @@ fn record_resource(resource: &str) {
 }
 
 impl LockApi {
-    /// Acquires on a detached task (see [`Redlock::acquire_detached`]).
+    /// Acquires on a detached task (see [`Redlock::acquire_detached_as`]).
     ///
     /// With a caller deadline, grants are accepted only until the cut-off,
     /// `server.deadline_reserve` before it: the caller's deadline passes

@@ -22,7 +22,7 @@ use crate::pb::hold_request::Request as HoldRequest;
 use crate::pb::lock_service_server::LockService;
 use crate::redlock::fake::{self, Behaviour, FakeMaster, Op};
 use crate::redlock::{LockKeys, Redlock, Token};
-use crate::server::engine_settings;
+use crate::server::engine::engine_settings;
 use hyper::body::{Bytes, Frame};
 use prost::Message;
 use redlockd_proto::codec::SmallBufferCodec;

@@ -78,7 +78,7 @@ pub struct ValkeyMaster {
 
 /// How a master is watched, from the configuration.
 #[derive(Debug, Clone, Copy)]
-pub struct NodeSettings {
+pub(crate) struct NodeSettings {
     /// Bound of every command.
     pub node_timeout: Duration,
     /// Blanket restart quarantine length (`max_ttl` plus drift); `None`: off.

@@ -99,7 +99,7 @@ fn defaults_need_only_nodes() {
     .unwrap();
     assert_eq!(c.redlock.nodes, vec!["redis://10.0.0.1:6379"]);
     assert_eq!(c.server, ServerConfig::default());
-    assert_eq!(c.node_count(), 1);
+    assert_eq!(c.redlock.nodes.len(), 1);
     valid().validate().unwrap();
 }
 
@@ -181,7 +181,7 @@ fn env_nodes_comma_list() {
             "rediss://u:p@h:7003"
         ]
     );
-    assert_eq!(c.node_count(), 3);
+    assert_eq!(c.redlock.nodes.len(), 3);
     let err = load_err(None, &[("REDLOCKD__REDLOCK__NODES", "")]);
     assert!(err.contains("redlock.nodes"), "{err}");
 }

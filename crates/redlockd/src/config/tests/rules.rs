@@ -7,11 +7,11 @@ use proptest::prelude::*;
 
 use super::{invalid_key, load_err, valid, TempToml, FIVE};
 use crate::config::redact::redact_text;
-use crate::config::validate::check_drift_factor;
-use crate::config::{
-    redact_url, Config, ConfigError, RestartQuarantine, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT,
-    NODE_TIMEOUT_LIMIT, SHUTDOWN_GRACE_LIMIT,
+use crate::config::validate::{
+    check_drift_factor, MAX_RESOURCE_LEN_LIMIT, MAX_TTL_LIMIT, NODE_TIMEOUT_LIMIT,
+    SHUTDOWN_GRACE_LIMIT,
 };
+use crate::config::{redact_url, Config, ConfigError, RestartQuarantine};
 
 #[test]
 fn every_rule_names_its_key() {

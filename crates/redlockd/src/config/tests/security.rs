@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::{invalid_key, valid, TempToml};
-use crate::config::{ClientConfig, Config, MAX_REQUEST_BYTES_LIMIT};
+use crate::config::validate::MAX_REQUEST_BYTES_LIMIT;
+use crate::config::{ClientConfig, Config};
 
 const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 

@@ -67,7 +67,7 @@ impl Identity {
     }
 
     /// This identity with the admin role (`auth.admins`).
-    pub fn as_admin(self) -> Identity {
+    pub(crate) fn into_admin(self) -> Identity {
         Identity {
             admin: true,
             ..self
@@ -117,7 +117,7 @@ struct Client {
 
 /// Authenticates and rate-limits every call; cheap to clone (shared state).
 #[derive(Clone)]
-pub struct Gatekeeper {
+pub(crate) struct Gatekeeper {
     clients: Arc<[Client]>,
     rates: Arc<RateLimits>,
     /// Failed authentications are logged at most once per
@@ -150,7 +150,7 @@ impl Gatekeeper {
                 };
                 let identity = Identity::with_namespaces(&c.name, c.namespaces.clone());
                 let identity = match auth.admins.contains(&c.name) {
-                    true => identity.as_admin(),
+                    true => identity.into_admin(),
                     false => identity,
                 };
                 Some(Client {

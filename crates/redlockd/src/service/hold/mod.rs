@@ -18,7 +18,7 @@
 mod registry;
 mod session;
 
-pub use registry::SessionRegistry;
+pub(crate) use registry::SessionRegistry;
 pub(crate) use registry::{OpenSessions, Sessions};
 
 use super::auth::Gatekeeper;

@@ -56,7 +56,7 @@ fn own_quotas(
 /// therefore the session's own, and a session that ends removes only its
 /// own entry, never its successor's.
 #[derive(Clone, Default)]
-pub struct SessionRegistry {
+pub(crate) struct SessionRegistry {
     inner: Arc<Mutex<Entries>>,
 }
 

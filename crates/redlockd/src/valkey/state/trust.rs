@@ -54,7 +54,7 @@ impl NodeState {
 
     /// The unsettled quarantine that a boot certificate may end, by
     /// generation, with the `run_id` the certificate must name.
-    pub fn certifiable(&self) -> Option<(u64, String)> {
+    pub(crate) fn certifiable(&self) -> Option<(u64, String)> {
         let trust = self.lock();
         trust
             .quarantine
@@ -80,7 +80,7 @@ impl NodeState {
     }
 
     /// The certificate naming `run_id` is on the master (written, or found).
-    pub fn certificate_known(&self, run_id: &str) {
+    pub(crate) fn certificate_known(&self, run_id: &str) {
         let mut trust = self.lock();
         if trust.revoke.as_deref() != Some(run_id) {
             trust.certified = run_id.to_owned();
@@ -88,7 +88,7 @@ impl NodeState {
     }
 
     /// The certificate naming `run_id` was taken back (or was not there).
-    pub fn certificate_revoked(&self, run_id: &str) {
+    pub(crate) fn certificate_revoked(&self, run_id: &str) {
         let mut trust = self.lock();
         if trust.revoke.as_deref() == Some(run_id) {
             trust.revoke = None;
@@ -97,7 +97,7 @@ impl NodeState {
 
     /// Resolves when a quarantine wants its horizons read (see
     /// [`NodeState::unsettled`]); a request made while nobody waits is kept.
-    pub fn settle_wanted(&self) -> Notified<'_> {
+    pub(crate) fn settle_wanted(&self) -> Notified<'_> {
         self.settle_wanted.notified()
     }
 
@@ -208,7 +208,7 @@ impl NodeState {
 
     /// Quarantines the master from now (its clock jumped: keys may have
     /// expired early), for the blanket period until the horizons say.
-    pub fn quarantine_now(&self, why: &str) {
+    pub(crate) fn quarantine_now(&self, why: &str) {
         if let Some(period) = self.quarantine {
             tracing::error!(node = %self.name, "{why}: quarantining the master");
             let mut trust = self.lock();
@@ -299,7 +299,7 @@ impl NodeState {
 
     /// Marks the master as the same server as `other` (same run_id), or
     /// clears that: one server must not count twice toward a quorum.
-    pub fn set_duplicate_of(&self, other: Option<String>) {
+    pub(crate) fn set_duplicate_of(&self, other: Option<String>) {
         let mut trust = self.lock();
         if trust.duplicate_of != other {
             if let Some(other) = &other {
