@@ -11,7 +11,10 @@
 #      --workspace --no-deps --document-private-items (the docs are for
 #      whoever works on the crates; links to private items are allowed);
 #   4. no import circle among the files of any crate of the workspace
-#      (scripts/check-import-cycles.py, after its self-test).
+#      (scripts/check-import-cycles.py, after its self-test);
+#   5. every `pub` item of the daemon library is named outside it, or is
+#      required by the interface of one that is (scripts/pub-surface.py):
+#      the rest must be `pub(crate)`.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,4 +44,7 @@ echo "--- import circles"
 python3 scripts/check-import-cycles.py --self-test
 python3 scripts/check-import-cycles.py crates/*/src tools/*/src
 
-echo "docs: 4 passed, 0 failed"
+echo "--- pub surface"
+python3 scripts/pub-surface.py --min 100
+
+echo "docs: 5 passed, 0 failed"
