@@ -2,7 +2,7 @@
 """Checks the relative links of the repository's Markdown (stdlib only).
 
 Every relative link in README.md, CONTRIBUTING.md, SECURITY.md,
-docs/**/*.md and clients/*/README.md (or in the files named on the command
+docs/**/*.md, clients/*/README.md and crates/*/README.md (or in the files named on the command
 line) must name a file or directory that exists, and a `#anchor` must name a
 heading of the Markdown file it points to (GitHub's slugs: lower case,
 punctuation dropped, spaces to hyphens, `-1`, `-2` for repeated headings) or
@@ -25,7 +25,14 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_GLOBS = ["README.md", "CONTRIBUTING.md", "SECURITY.md", "docs/**/*.md", "clients/*/README.md"]
+DEFAULT_GLOBS = [
+    "README.md",
+    "CONTRIBUTING.md",
+    "SECURITY.md",
+    "docs/**/*.md",
+    "clients/*/README.md",
+    "crates/*/README.md",
+]
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
