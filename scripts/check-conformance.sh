@@ -2,7 +2,8 @@
 # Runs the client conformance suite (clients/conformance): the
 # scenarios of clients/conformance/scenarios.json through the Python, Node,
 # Go and Java runners, against real masters and daemons started by
-# clients/conformance/harness.py. Meant to run after the python, node, go and
+# clients/conformance/harness.py through the test kit's launcher
+# (target/debug/redlockd-cluster, or $REDLOCKD_CLUSTER_BIN). Meant to run after the python, node, go and
 # java steps, whose caches it reuses: the venv in target/python-client (the
 # package is reinstalled from this checkout, without its dependencies), the
 # Node package's node_modules, Go's caches in target/go, Maven's repository
@@ -18,7 +19,7 @@ if [ -z "${REDLOCKD_VALKEY_BIN:-}" ]; then
   # shellcheck source=/dev/null
   source .venv/redlockd-env
 fi
-if [ -z "${REDLOCKD_BIN:-}" ]; then
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
   # The same build as scripts/test.sh's build step: a no-op after it.
   timeout 1200 cargo build -q --workspace --bins
 fi

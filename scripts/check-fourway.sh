@@ -2,8 +2,10 @@
 # One lock, four runtimes: a Python, a Node, a Go and a Java
 # process hold the same resource through their own client's Hold API against
 # five real valkey-server masters and the workspace's redlockd
-# (target/debug/redlockd, or $REDLOCKD_BIN); clients/fourway/harness.py checks
-# the shared log: no overlap, fences strictly increasing.
+# (target/debug/redlockd, or $REDLOCKD_BIN), started by the test kit's
+# launcher (target/debug/redlockd-cluster, or $REDLOCKD_CLUSTER_BIN);
+# clients/fourway/harness.py checks the shared log: no overlap, fences
+# strictly increasing.
 #   1. the harness's own checks on made-up bad logs (--selftest);
 #   2. the contenders' toolchains, reusing what the python, node, go and java
 #      steps left under target/ (the venv in target/python-client, npm's cache,
@@ -26,9 +28,8 @@ mkdir -p "$work"
 echo "--- selftest"
 python3 clients/fourway/harness.py --selftest
 
-if [ -z "${REDLOCKD_BIN:-}" ]; then
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
   timeout 1200 cargo build -q --workspace --bins
-  REDLOCKD_BIN="$repo/target/debug/redlockd"
 fi
 
 echo "--- python: redlockd_client in target/python-client/venv"
@@ -64,5 +65,5 @@ fi
 classpath="$repo/clients/java/target/classes:$(cat "$work/java-classpath.txt")"
 
 echo "--- four runtimes, one lock"
-timeout 400 python3 clients/fourway/harness.py --daemon "$REDLOCKD_BIN" --python "$venv/bin/python" \
+timeout 400 python3 clients/fourway/harness.py --python "$venv/bin/python" \
   --go "$work/go-contender" --java-classpath "$classpath" --rounds 15

@@ -8,7 +8,9 @@
 #   3. `go vet ./...`;
 #   4. `go test -race ./...` against real daemons (the workspace's
 #      target/debug/redlockd, or $REDLOCKD_BIN; masters from
-#      $REDLOCKD_VALKEY_BIN), the Example included.
+#      $REDLOCKD_VALKEY_BIN), started by the test kit's launcher
+#      (target/debug/redlockd-cluster, or $REDLOCKD_CLUSTER_BIN), the
+#      Example included.
 # Go's module and build caches live under target/go (GOMODCACHE, GOCACHE)
 # unless set; modules come from the Go module proxy. Each step is bounded.
 set -euo pipefail
@@ -26,7 +28,7 @@ if ! command -v go >/dev/null 2>&1; then
   echo "check-go-client: go not found; the module needs Go >= 1.26 (https://go.dev/dl)" >&2
   exit 1
 fi
-if [ -z "${REDLOCKD_BIN:-}" ]; then
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
   # The same build as scripts/test.sh's `build` step, so that after it this
   # is a no-op (building only -p redlockd unifies features differently).
   timeout 1200 cargo build -q --workspace --bins

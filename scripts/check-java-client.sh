@@ -5,7 +5,9 @@
 # the stubs from that copy (protoc and grpc-java's code generator from Maven
 # Central; the build reads nothing outside clients/java), compiles with
 # -Xlint:all, and runs the JUnit 5 tests against real daemons (the workspace's
-# target/debug/redlockd, or $REDLOCKD_BIN; masters from $REDLOCKD_VALKEY_BIN).
+# target/debug/redlockd, or $REDLOCKD_BIN; masters from $REDLOCKD_VALKEY_BIN),
+# started by the test kit's launcher (target/debug/redlockd-cluster, or
+# $REDLOCKD_CLUSTER_BIN).
 # The Maven repository lives under target/m2 (kept between runs). Bounded;
 # prints Surefire's summary at the end.
 set -euo pipefail
@@ -28,7 +30,7 @@ for tool in java mvn openssl; do
     break
   fi
 done
-if [ -z "${REDLOCKD_BIN:-}" ]; then
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
   # The same build as scripts/test.sh's build step (same feature set), so a
   # no-op after it; `-p redlockd` alone would rebuild the dependencies.
   timeout 1200 cargo build -q --workspace --bins

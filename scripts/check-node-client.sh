@@ -5,7 +5,9 @@
 #   3. `npm pack --dry-run` ships the sources, the types and the contract;
 #   4. the hand-written types: `tsc` on types/usage.ts;
 #   5. `node --test` against real daemons (the workspace's target/debug/
-#      redlockd, or $REDLOCKD_BIN; masters from $REDLOCKD_VALKEY_BIN).
+#      redlockd, or $REDLOCKD_BIN; masters from $REDLOCKD_VALKEY_BIN),
+#      started by the test kit's launcher (target/debug/redlockd-cluster,
+#      or $REDLOCKD_CLUSTER_BIN).
 # Each step is bounded; the test runner's summary is printed at the end.
 set -euo pipefail
 
@@ -23,8 +25,10 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
 fi
-if [ -z "${REDLOCKD_BIN:-}" ]; then
-  timeout 1200 cargo build -q -p redlockd --bin redlockd
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
+  # The launcher and the daemon, by the same build as scripts/test.sh's
+  # build step (same feature set): a no-op after it.
+  timeout 1200 cargo build -q --workspace --bins
 fi
 
 echo "--- npm ci"

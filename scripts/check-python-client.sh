@@ -7,8 +7,9 @@
 #      proto/redlock/v1/lock.proto (tools/generate_stubs.py --check);
 #   3. mypy --strict on the package (it ships py.typed);
 #   4. pytest against real valkey-server masters and the workspace's
-#      redlockd (built here, a no-op when up to date; $REDLOCKD_BIN
-#      overrides it).
+#      redlockd, started by the test kit's launcher, redlockd-cluster
+#      (both built here, a no-op when up to date; $REDLOCKD_CLUSTER_BIN
+#      names a launcher built elsewhere, $REDLOCKD_BIN another daemon).
 # Bounded: every install and the test run have their own time limit.
 # Prints pytest's summary line last.
 set -euo pipefail
@@ -43,7 +44,7 @@ echo "--- stubs"
 echo "--- mypy"
 (cd clients/python && timeout 300 "$venv/bin/python" -m mypy --cache-dir "$work/mypy-cache" src/redlockd_client)
 
-if [ -z "${REDLOCKD_BIN:-}" ]; then
+if [ -z "${REDLOCKD_CLUSTER_BIN:-}" ]; then
   # The same build as scripts/test.sh's, so that features never flip.
   timeout 1200 cargo build -q --workspace --bins
 fi

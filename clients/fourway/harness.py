@@ -7,15 +7,15 @@ python/, node/, go/, java/). The log must show every section closed, no two
 sections overlapping in time, and fences strictly increasing in the order of
 the sections.
 
-    python3 harness.py --daemon target/debug/redlockd --python VENV_PYTHON \\
-        --go GO_CONTENDER_BINARY --java-classpath CP [--rounds 15]
+    python3 harness.py --python VENV_PYTHON --go GO_CONTENDER_BINARY \\
+        --java-classpath CP [--rounds 15]
     python3 harness.py --selftest     # the checks catch bad logs
 
-Stdlib only. Masters: $REDLOCKD_VALKEY_BIN (else valkey-server on PATH). The
-daemon is configured by REDLOCKD__* variables, with the HTTP gateway on a
-free port, through which readiness is probed (one acquire+release).
-Prints one line per check and ``N passed, M failed`` last; exits 1 on any
-failure. Every wait is bounded.
+Stdlib only. The masters and the daemon, with its HTTP gateway, come from
+the test kit's launcher (redlockd-cluster, by clients/cluster.py: it reads
+$REDLOCKD_VALKEY_BIN and $REDLOCKD_BIN); the gateway must grant and release
+one lock before the contenders start. Prints one line per check and
+``N passed, M failed`` last; exits 1 on any failure. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,8 +34,11 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # clients/: cluster.py
+from cluster import Cluster  # noqa: E402
+
 RUNTIMES = ("python", "node", "go", "java")
-#: Longest wait for a master or the daemon to come up.
+#: Longest wait for the gateway's first grant.
 START_LIMIT = 60.0
 #: Longest wait for the four contenders together.
 RUN_LIMIT = 240.0
@@ -199,25 +201,6 @@ def report(results: Sequence[Tuple[str, Optional[str]]]) -> int:
 # --- processes ---------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, process: subprocess.Popen, name: str) -> None:
-    limit = time.monotonic() + START_LIMIT
-    while time.monotonic() < limit:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited ({process.returncode}) before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{name}: nothing listened on {port} within {START_LIMIT} s")
-
-
 def post(url: str, body: dict) -> dict:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
@@ -226,13 +209,12 @@ def post(url: str, body: dict) -> dict:
         return json.loads(answer.read() or b"{}")
 
 
-def wait_granting(http: str, daemon: subprocess.Popen) -> None:
-    """Polls until the daemon grants (and releases) a probe lock."""
+def wait_granting(http: str) -> None:
+    """Polls until the daemon grants (and releases) a probe lock through
+    its HTTP gateway."""
     limit = time.monotonic() + START_LIMIT
     last = "no answer"
     while time.monotonic() < limit:
-        if daemon.poll() is not None:
-            raise RuntimeError(f"redlockd exited ({daemon.returncode})")
         try:
             lock = post(f"{http}/v1/locks:acquire", {"resource": "fourway/probe", "ttl": "5s"})["lock"]
             post(f"{http}/v1/locks:release", {"resource": "fourway/probe", "token": lock["token"]})
@@ -245,44 +227,23 @@ def wait_granting(http: str, daemon: subprocess.Popen) -> None:
 
 def run(args: argparse.Namespace) -> int:
     repo = os.path.dirname(os.path.dirname(HERE))
-    valkey = os.environ.get("REDLOCKD_VALKEY_BIN") or shutil.which("valkey-server") or "valkey-server"
     work = tempfile.mkdtemp(prefix="redlockd-fourway-")
     children: List[subprocess.Popen] = []
 
-    def start(command: List[str], name: str, env: Optional[dict] = None) -> subprocess.Popen:
+    def start(command: List[str], name: str) -> subprocess.Popen:
         out = open(os.path.join(work, f"{name}.log"), "ab")
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=repo)
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=repo)
         out.close()
         children.append(child)
         return child
 
+    # What is checked is exclusion, not latency: a generous budget per
+    # master keeps a starved CI machine from failing quorums.
+    cluster = Cluster("--set", "redlock.node_timeout=1s", "--http")
     try:
-        ports = [free_port() for _ in range(5)]
-        for port in ports:
-            master = start(
-                [valkey, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--loglevel", "warning", "--dir", work],
-                f"master-{port}",
-            )
-            wait_listening(port, master, f"master {port}")
-        grpc_port, http_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCKD__")}
-        env.update({
-            "REDLOCKD__REDLOCK__NODES": ",".join(f"redis://127.0.0.1:{p}" for p in ports),
-            # What is checked is exclusion, not latency: a generous budget
-            # per master keeps a starved CI machine from failing quorums.
-            "REDLOCKD__REDLOCK__NODE_TIMEOUT": "1s",
-            "REDLOCKD__SERVER__LISTEN": f"127.0.0.1:{grpc_port}",
-            "REDLOCKD__HTTP__LISTEN": f"127.0.0.1:{http_port}",
-            "REDLOCKD__METRICS__ENABLED": "false",
-            "REDLOCKD__SERVER__SHUTDOWN_GRACE": "1s",
-            "RUST_LOG": env.get("RUST_LOG", "warn"),
-        })
-        daemon = start([args.daemon], "redlockd", env)
-        wait_listening(grpc_port, daemon, "redlockd")
-        wait_granting(f"http://127.0.0.1:{http_port}", daemon)
+        wait_granting(f"http://{cluster.daemon.http}")
 
-        address = f"127.0.0.1:{grpc_port}"
+        address = cluster.daemon.address
         shared = os.path.join(work, "sections.log")
         rounds = str(args.rounds)
         commands = {
@@ -323,6 +284,7 @@ def run(args: argparse.Namespace) -> int:
             if child.poll() is None:
                 child.kill()
                 child.wait()
+        cluster.close()
     if status == 0:
         shutil.rmtree(work, ignore_errors=True)
     return status
@@ -368,7 +330,6 @@ def selftest() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--selftest", action="store_true", help="check the checks on made-up logs")
-    parser.add_argument("--daemon", help="the redlockd binary")
     parser.add_argument("--python", help="a Python with redlockd_client installed")
     parser.add_argument("--go", help="the Go contender, built")
     parser.add_argument("--java-classpath", help="clients/java's classes and dependencies")
@@ -376,7 +337,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.selftest:
         return selftest()
-    missing = [k for k in ("daemon", "python", "go", "java_classpath") if not getattr(args, k)]
+    missing = [k for k in ("python", "go", "java_classpath") if not getattr(args, k)]
     if missing:
         parser.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))
     return run(args)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -199,7 +198,7 @@ func TestHoldEndsWhenTheDaemonStopsUnasked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.signal("TERM"); err != nil {
 		t.Fatal(err)
 	}
 	doneWithin(t, lease, 30*time.Second)
@@ -218,10 +217,10 @@ func TestHoldEndsBeforeTheValidityWhenTheDaemonFreezes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := d.signal("STOP"); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = d.proc.cmd.Process.Signal(syscall.SIGCONT) }()
+	defer func() { _ = d.signal("CONT") }()
 	at := doneWithin(t, lease, 30*time.Second)
 	if reason := lostReason(t, lease); !strings.Contains(reason, "no extension arrived") {
 		t.Fatalf("reason %q", reason)

@@ -11,7 +11,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -156,23 +155,21 @@ func makePKI(t *testing.T) *pki {
 	return p
 }
 
-// probe is the TLS configuration the readiness probe trusts the CA with.
-func (p *pki) probe(withClientCert bool) *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.caPEM)
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+// probe is the launcher's options for its readiness probe: trust the CA
+// (and, for mutual TLS, show the client certificate).
+func (p *pki) probe(withClientCert bool) []string {
+	options := []string{"--probe-ca", p.file("ca.crt")}
 	if withClientCert {
-		cert, _ := tls.X509KeyPair(p.clientCert, p.clientKey)
-		cfg.Certificates = []tls.Certificate{cert}
+		options = append(options, "--probe-cert", p.file("client.crt"), "--probe-key", p.file("client.key"))
 	}
-	return cfg
+	return options
 }
 
 func TestTLSWithAPrivateCA(t *testing.T) {
 	p := makePKI(t)
 	d := newDaemon(t, daemonSpec{
 		settings: map[string]string{"server.tls.cert": p.file("server.crt"), "server.tls.key": p.file("server.key")},
-		probeTLS: p.probe(false),
+		probe:    p.probe(false),
 	})
 	t.Run("a client trusting the CA gets through, with or without https://", func(t *testing.T) {
 		for _, target := range []string{d.addr, "https://" + d.addr} {
@@ -201,7 +198,7 @@ func TestMutualTLS(t *testing.T) {
 			"server.tls.cert": p.file("server.crt"), "server.tls.key": p.file("server.key"),
 			"server.tls.client_ca": p.file("ca.crt"),
 		},
-		probeTLS: p.probe(true),
+		probe: p.probe(true),
 	})
 	t.Run("with a client certificate signed by the CA, calls and sessions go through", func(t *testing.T) {
 		roundTrip(t, dial(t, d.addr, redlockd.WithCACert(p.caPEM), redlockd.WithClientCert(p.clientCert, p.clientKey)), "mtls/ok")

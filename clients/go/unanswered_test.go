@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,98 +76,12 @@ func TestATinyDeadlineLeavesNothingLocked(t *testing.T) {
 	}
 }
 
-// slowAnswers is a TCP proxy to upstream that passes the client's bytes at
-// once and delivers the daemon's delay after it sent them, in order: the
-// daemon grants and answers in time, and its answer arrives after the
-// client's deadline fired. It stops when the test ends.
-func slowAnswers(t *testing.T, upstream string, delay time.Duration) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		close(done)
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	accepted := make(chan net.Conn)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case accepted <- c:
-			case <-done:
-				_ = c.Close()
-				return
-			}
-		}
-	}()
-	go func() {
-		for {
-			var client net.Conn
-			select {
-			case client = <-accepted:
-			case <-done:
-				return
-			}
-			server, err := net.DialTimeout("tcp", upstream, time.Second)
-			if err != nil {
-				_ = client.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, client, server)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(server, client) }()
-			type chunk struct {
-				due  time.Time
-				data []byte
-			}
-			queue := make(chan chunk, 1024)
-			go func() {
-				defer close(queue)
-				for {
-					buf := make([]byte, 32*1024)
-					n, err := server.Read(buf)
-					if n > 0 {
-						queue <- chunk{time.Now().Add(delay), buf[:n]}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				for c := range queue {
-					time.Sleep(time.Until(c.due))
-					if _, err := client.Write(c.data); err != nil {
-						return
-					}
-				}
-				_ = client.Close()
-			}()
-		}
-	}()
-	return l.Addr().String()
-}
-
 // The same, made certain: every answer arrives 300 ms after the daemon sent
 // it, so each grant (made well within the daemon's cut-off of a 100 ms
 // deadline) reaches the client after its deadline. Without the background
 // release every one of these resources would stay locked for 30 s.
 func TestAGrantAnsweredAfterTheDeadlineLeavesNothingLocked(t *testing.T) {
-	c := dial(t, slowAnswers(t, shared.addr, 300*time.Millisecond))
+	c := dial(t, shared.slowAnswers(t, 300*time.Millisecond))
 	// Connect first (the handshake's answers are slow too).
 	if _, err := c.Validate(context.Background(), redlockd.Lock{Resource: resource(t), Token: "0123456789abcdef0123456789abcdef"}); err != nil {
 		t.Fatal(err)

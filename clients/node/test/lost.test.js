@@ -55,7 +55,7 @@ test('hold: the daemon\'s `lost` aborts the signal at once when the lock vanishe
 test('hold: the signal aborts when the daemon stops and releases the lock unasked', () =>
   withDaemon(async (daemon, client) => {
     const lease = await client.hold('lost/stopping', { ttlMs: 5000 });
-    daemon.signal('SIGTERM');
+    await daemon.signal('SIGTERM');
     const reason = await aborted(lease.signal);
     assert.ok(reason instanceof LockLostError, String(reason));
     assert.equal(reason.reason, 'released by the daemon, unrequested');
@@ -67,7 +67,7 @@ test('hold: the signal aborts when the daemon stops and releases the lock unaske
 test('hold: a frozen daemon sends no extension, and the signal aborts before the validity ends', () =>
   withDaemon(async (daemon, client) => {
     const lease = await client.hold('lost/frozen', { ttlMs: 3000 });
-    daemon.signal('SIGSTOP');
+    await daemon.signal('SIGSTOP');
     try {
       const reason = await aborted(lease.signal);
       const at = performance.now();
@@ -76,6 +76,6 @@ test('hold: a frozen daemon sends no extension, and the signal aborts before the
       // Safe: the work was told to stop while the lock was still valid.
       assert.ok(at < lease.lock.validUntil, `${at} < ${lease.lock.validUntil}`);
     } finally {
-      daemon.signal('SIGCONT');
+      await daemon.signal('SIGCONT');
     }
   }));

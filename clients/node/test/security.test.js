@@ -9,7 +9,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import grpc from '@grpc/grpc-js';
 import {
   Client,
   InvalidArgumentError,
@@ -110,7 +109,7 @@ describe('TLS with a private CA', () => {
     pki = makePki();
     daemon = await startDaemon({
       settings: { 'server.tls.cert': pki.file('server.crt'), 'server.tls.key': pki.file('server.key') },
-      credentials: grpc.credentials.createSsl(pki.ca),
+      probe: ['--probe-ca', pki.file('ca.crt')],
     });
   });
   after(async () => {
@@ -157,7 +156,7 @@ describe('mutual TLS', () => {
         'server.tls.key': pki.file('server.key'),
         'server.tls.client_ca': pki.file('ca.crt'),
       },
-      credentials: grpc.credentials.createSsl(pki.ca, pki.clientKey, pki.clientCert),
+      probe: ['--probe-ca', pki.file('ca.crt'), '--probe-cert', pki.file('client.crt'), '--probe-key', pki.file('client.key')],
     });
   });
   after(async () => {

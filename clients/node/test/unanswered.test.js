@@ -3,7 +3,6 @@
 // background; one the daemon answered releases nothing.
 
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, DeadlineExceededError, LockHeldError } from '../src/index.js';
@@ -26,44 +25,6 @@ after(async () => {
   await client?.close();
   await daemon?.stop();
 });
-
-/**
- * A TCP proxy to `upstream` that passes the client's bytes at once and
- * delivers the daemon's `delayMs` after it sent them, in order: the daemon
- * grants and answers in time, and its answer arrives after the client's
- * deadline fired.
- */
-async function slowAnswers(upstream, delayMs) {
-  const [host, port] = upstream.split(':');
-  const sockets = new Set();
-  const server = net.createServer((inbound) => {
-    const outbound = net.connect(Number(port), host);
-    for (const socket of [inbound, outbound]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => sockets.delete(socket));
-    }
-    inbound.pipe(outbound);
-    let chain = Promise.resolve();
-    outbound.on('data', (data) => {
-      const due = performance.now() + delayMs;
-      chain = chain.then(async () => {
-        await sleep(Math.max(0, due - performance.now()));
-        if (!inbound.destroyed) inbound.write(data);
-      });
-    });
-    outbound.on('close', () => chain.then(() => inbound.destroy()));
-    inbound.on('close', () => outbound.destroy());
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    address: `127.0.0.1:${server.address().port}`,
-    close() {
-      server.close();
-      for (const socket of sockets) socket.destroy();
-    },
-  };
-}
 
 /** `resource` can be acquired at once (no wait) within `limitMs`: a lock left behind for its ttl fails it. */
 async function acquirableWithin(other, resource, limitMs = 2000) {
@@ -124,8 +85,7 @@ test('a 1 ms deadline, 50 times, leaves nothing locked', async () => {
 // reaches the client after its deadline. Without the release, every one of
 // these resources stays locked for 30 s.
 test('a grant answered after the deadline leaves nothing locked', async () => {
-  const proxy = await slowAnswers(daemon.address, 300);
-  const slow = new Client(proxy.address);
+  const slow = new Client(await daemon.slowAnswers(300));
   try {
     await slow.validate({ resource: 'unanswered/late', token: '0'.repeat(32) }); // connected first
     const outcomes = await acquireAll(slow, 'unanswered/late', 100);
@@ -133,15 +93,13 @@ test('a grant answered after the deadline leaves nothing locked', async () => {
     for (let i = 0; i < CALLS; i += 1) await acquirableWithin(client, `unanswered/late/${i}`);
   } finally {
     await slow.close();
-    proxy.close();
   }
 });
 
 test('the daemon\'s own answer, DEADLINE_EXCEEDED included, starts no release', async () => {
   const resource = 'unanswered/answered';
   const holder = await client.acquire(resource, { ttlMs: TTL_MS });
-  const proxy = await slowAnswers(daemon.address, 300);
-  const slow = new Client(proxy.address);
+  const slow = new Client(await daemon.slowAnswers(300));
   try {
     const before = client._backgroundReleases;
     await assert.rejects(client.acquire(resource, { ttlMs: 1000 }), LockHeldError);
@@ -166,14 +124,12 @@ test('the daemon\'s own answer, DEADLINE_EXCEEDED included, starts no release', 
   } finally {
     await client.release(holder);
     await slow.close();
-    proxy.close();
   }
 });
 
 test('a retry with the same request id keeps the lock it gets', async () => {
   const resource = 'unanswered/retry';
-  const proxy = await slowAnswers(daemon.address, 300);
-  const slow = new Client(proxy.address);
+  const slow = new Client(await daemon.slowAnswers(300));
   try {
     await slow.validate({ resource, token: '0'.repeat(32) });
     const requestId = 'C'.repeat(22);
@@ -184,6 +140,5 @@ test('a retry with the same request id keeps the lock it gets', async () => {
     await slow.release(retried);
   } finally {
     await slow.close();
-    proxy.close();
   }
 });

@@ -1,6 +1,7 @@
 """Fixtures: five real masters and daemons over them shared by the tests
-that do not disturb them (plain, token authentication, TLS, mutual TLS);
-masters and a daemon of its own for each test that stops them."""
+that do not disturb them (plain, token authentication, TLS, mutual TLS,
+one session at most); masters and a daemon of its own for each test that
+stops them. All from the test kit's launcher, through clients/cluster.py."""
 
 from __future__ import annotations
 
@@ -10,22 +11,16 @@ import secrets
 import sys
 from typing import Iterator, NamedTuple
 
-import grpc
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))  # clients/: cluster.py
 
-from cluster import Daemon, Masters  # noqa: E402
+from cluster import Cluster, Daemon, options  # noqa: E402
 from pki import Pki  # noqa: E402
 
 from redlockd_client import Client  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Masters]:
-    cluster = Masters(tmp_path_factory.mktemp("masters"))
-    yield cluster
-    cluster.close()
 
 
 class AuthDaemon(NamedTuple):
@@ -55,7 +50,7 @@ class Daemons(NamedTuple):
 
 
 @pytest.fixture(scope="session")
-def daemons(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
+def daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
     """Every shared daemon (plain, token authentication, TLS, mutual TLS,
     one session at most), started together while the masters are fresh:
     a daemon started later would find masters that came up moments ago
@@ -70,49 +65,24 @@ def daemons(masters: Masters, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     pki = Pki(tmp_path_factory.mktemp("pki"))
     tls = {"server.tls.cert": str(pki.server_cert), "server.tls.key": str(pki.server_key)}
-    started = []
-    try:
-        plain = Daemon(masters, tmp_path_factory.mktemp("daemon"))
-        started.append(plain)
+    probe = ["--probe-ca", str(pki.ca_cert)]
+    with Cluster() as cluster:
         # The health service answers without a token, as probes expect.
-        auth = Daemon(masters, tmp_path_factory.mktemp("auth-daemon"), config=config)
-        started.append(auth)
-        tls_daemon = Daemon(
-            masters,
-            tmp_path_factory.mktemp("tls-daemon"),
-            settings=tls,
-            credentials=grpc.ssl_channel_credentials(root_certificates=pki.ca_pem),
-            host="localhost",
+        auth = cluster.start_daemon(*options(toml=config))
+        tls_daemon = cluster.start_daemon(*options(tls), *probe)
+        mtls_daemon = cluster.start_daemon(
+            *options({**tls, "server.tls.client_ca": str(pki.ca_cert)}),
+            *probe, "--probe-cert", str(pki.client_cert), "--probe-key", str(pki.client_key),
         )
-        started.append(tls_daemon)
-        mtls_daemon = Daemon(
-            masters,
-            tmp_path_factory.mktemp("mtls-daemon"),
-            settings={**tls, "server.tls.client_ca": str(pki.ca_cert)},
-            credentials=grpc.ssl_channel_credentials(
-                root_certificates=pki.ca_pem,
-                private_key=pki.client_key_pem,
-                certificate_chain=pki.client_cert_pem,
-            ),
-            host="localhost",
-        )
-        started.append(mtls_daemon)
-        limited = Daemon(
-            masters,
-            tmp_path_factory.mktemp("limited-daemon"),
-            settings={"limits.max_sessions": "1"},
-        )
-        started.append(limited)
+        limited = cluster.start_daemon(*options({"limits.max_sessions": "1"}))
         yield Daemons(
-            plain,
+            cluster.daemon,
             AuthDaemon(auth.address, token),
-            TlsDaemon(tls_daemon.address, pki),
-            TlsDaemon(mtls_daemon.address, pki),
+            # By name: the certificate's names are localhost and 127.0.0.1.
+            TlsDaemon(f"localhost:{tls_daemon.port}", pki),
+            TlsDaemon(f"localhost:{mtls_daemon.port}", pki),
             limited,
         )
-    finally:
-        for process in started:
-            process.close()
 
 
 @pytest.fixture
@@ -147,19 +117,9 @@ def resource(request: pytest.FixtureRequest) -> str:
     return f"py-tests/{request.node.name}/{secrets.token_hex(4)}"
 
 
-class OwnCluster(NamedTuple):
-    """Masters and a daemon for one test alone, which may stop them."""
-
-    masters: Masters
-    daemon: Daemon
-
-
 @pytest.fixture
-def own_cluster(tmp_path: pathlib.Path) -> Iterator[OwnCluster]:
-    masters = Masters(tmp_path / "masters")
-    try:
-        daemon = Daemon(masters, tmp_path / "daemon")
-        yield OwnCluster(masters, daemon)
-        daemon.close()
-    finally:
-        masters.close()
+def own_cluster() -> Iterator[Cluster]:
+    """Masters and a daemon for one test alone, which may stop them
+    (`own_cluster.masters.stop(i)`, `own_cluster.daemon.send_signal(...)`)."""
+    with Cluster() as cluster:
+        yield cluster

@@ -70,9 +70,13 @@ class Pki:
         self.ca_cert = directory / "ca.crt"
         self.server_cert = directory / "server.crt"
         self.server_key = directory / "server.key"
+        self.client_cert = directory / "client.crt"
+        self.client_key = directory / "client.key"
         self.ca_cert.write_bytes(self.ca_pem)
         self.server_cert.write_bytes(server_cert)
         self.server_key.write_bytes(server_key)
+        self.client_cert.write_bytes(self.client_cert_pem)
+        self.client_key.write_bytes(self.client_key_pem)
 
     def _leaf(
         self, common_name: str, names: List[x509.GeneralName], usage: x509.ObjectIdentifier

@@ -85,7 +85,7 @@ def test_lost_when_the_daemon_ends_the_session(own_cluster, resource: str, how, 
     with Client(own_cluster.daemon.address, timeout=30) as client:
         with client.hold(resource, ttl=5) as lease:
             lease.check()
-            own_cluster.daemon.process.send_signal(how)
+            own_cluster.daemon.send_signal(how)
             assert lease.lost.wait(LIMIT), f"no lost signal after {how.name}"
             assert reason in (lease.reason or ""), lease.reason
             with pytest.raises(LockLost):

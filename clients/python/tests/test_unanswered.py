@@ -5,7 +5,6 @@ derives, in the background; one the daemon answered releases nothing."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any, Callable, List
 
@@ -14,15 +13,10 @@ import pytest
 from redlockd_client import AsyncClient, Client, DeadlineExceeded, LockHeld
 from redlockd_client._types import derived_token
 
-from cluster import REPO
-
-# The conformance harness's answer-delaying proxy (one copy for every
-# client's deadline tests): a TCP proxy to ``upstream`` that passes the
-# client's bytes at once and delivers the daemon's ``delay`` seconds after
-# it sent them, so the daemon grants in time and its answer arrives after
-# the client's deadline fired.
-sys.path.insert(0, str(REPO / "clients" / "conformance"))
-from harness import SlowAnswers  # noqa: E402  (the path above)
+# ``daemon.slow_answers(0.3)``: the address of the launcher's proxy to the
+# daemon that passes the client's bytes at once and delivers the daemon's
+# 0.3 s after it sent them, so the daemon grants in time and its answer
+# arrives after the client's deadline fired.
 
 #: A leak stays for the ttl: 30 s, far beyond the polls below.
 TTL = 30
@@ -90,20 +84,16 @@ def test_a_grant_answered_after_the_deadline_leaves_nothing_locked(
     sent it, so each grant (well within the daemon's cut-off of a 100 ms
     deadline) reaches the client after its deadline. Without the release,
     every one of these resources stays locked for 30 s."""
-    proxy = SlowAnswers(daemon.address, 0.3)
-    try:
-        with Client(proxy.address) as slow:
-            slow.validate(resource, "0" * 32, timeout=10)  # connected first
+    with Client(daemon.slow_answers(0.3)) as slow:
+        slow.validate(resource, "0" * 32, timeout=10)  # connected first
 
-            def call(name: str) -> None:
-                slow.release(slow.acquire(name, ttl=TTL, timeout=0.1))
+        def call(name: str) -> None:
+            slow.release(slow.acquire(name, ttl=TTL, timeout=0.1))
 
-            outcomes = acquire_all(call, resource)
-            print(tally(outcomes), slow._background_releases, "released in the background")
-            for i in range(CALLS):
-                acquirable_within(client, f"{resource}/{i}")
-    finally:
-        proxy.close()
+        outcomes = acquire_all(call, resource)
+        print(tally(outcomes), slow._background_releases, "released in the background")
+        for i in range(CALLS):
+            acquirable_within(client, f"{resource}/{i}")
 
 
 def test_async_deadlines_and_cancellations_leave_nothing_locked(
@@ -111,11 +101,11 @@ def test_async_deadlines_and_cancellations_leave_nothing_locked(
 ) -> None:
     """asyncio: the call's own timeout (even calls) and the caller's
     cancellation (odd calls, asyncio.wait_for) alike, answers 300 ms late."""
-    proxy = SlowAnswers(daemon.address, 0.3)
+    proxy = daemon.slow_answers(0.3)
 
     async def scenario() -> List[str]:
         outcomes = []
-        async with AsyncClient(proxy.address) as slow:
+        async with AsyncClient(proxy) as slow:
             await slow.validate(resource, "0" * 32, timeout=10)
             for i in range(CALLS):
                 name = f"{resource}/{i}"
@@ -133,17 +123,14 @@ def test_async_deadlines_and_cancellations_leave_nothing_locked(
             print(tally(outcomes), slow._background_releases, "released in the background")
         return outcomes
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), 120))
-        for i in range(CALLS):
-            acquirable_within(client, f"{resource}/{i}")
-    finally:
-        proxy.close()
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+    for i in range(CALLS):
+        acquirable_within(client, f"{resource}/{i}")
 
 
 def test_the_daemons_answer_starts_no_release(daemon, client: Client, resource: str) -> None:
     holder = client.acquire(resource, ttl=TTL)
-    proxy = SlowAnswers(daemon.address, 0.3)
+    proxy = daemon.slow_answers(0.3)
     try:
         # ABORTED, then DEADLINE_EXCEEDED answered at the daemon's cut-off,
         # 20 ms before the client's deadline (on a loaded machine the answer
@@ -161,18 +148,17 @@ def test_the_daemons_answer_starts_no_release(daemon, client: Client, resource: 
         else:
             pytest.fail("every DEADLINE_EXCEEDED the daemon answered started a release")
         # A deadline that ran out in the client (the answer 300 ms late) does.
-        with Client(proxy.address) as slow:
+        with Client(proxy) as slow:
             slow.validate(resource, "0" * 32, timeout=10)
             with pytest.raises(DeadlineExceeded):
                 slow.acquire(resource, ttl=1, timeout=0.1)
             assert slow._background_releases == 1
     finally:
-        proxy.close()
         client.release(holder)
 
 
 def test_the_daemons_answer_starts_no_release_async(daemon, resource: str) -> None:
-    proxy = SlowAnswers(daemon.address, 0.3)
+    proxy = daemon.slow_answers(0.3)
 
     async def scenario() -> None:
         async with AsyncClient(daemon.address, timeout=30) as client:
@@ -188,32 +174,25 @@ def test_the_daemons_answer_starts_no_release_async(daemon, resource: str) -> No
                     break
             else:
                 pytest.fail("every DEADLINE_EXCEEDED the daemon answered started a release")
-            async with AsyncClient(proxy.address) as slow:
+            async with AsyncClient(proxy) as slow:
                 await slow.validate(resource, "0" * 32, timeout=10)
                 with pytest.raises(DeadlineExceeded):
                     await slow.acquire(resource, ttl=1, timeout=0.1)
                 assert slow._background_releases == 1
             await client.release(holder)
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), 60))
-    finally:
-        proxy.close()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 def test_a_retry_with_the_same_request_id_keeps_its_lock(daemon, client: Client, resource: str) -> None:
     """The retry gets the same token; the client waits for its background
     release of the unanswered call first, so it does not release the retry."""
-    proxy = SlowAnswers(daemon.address, 0.3)
-    try:
-        with Client(proxy.address) as slow:
-            slow.validate(resource, "0" * 32, timeout=10)
-            request_id = "C" * 22
-            with pytest.raises(DeadlineExceeded):
-                slow.acquire(resource, ttl=TTL, timeout=0.1, request_id=request_id)
-            retried = slow.acquire(resource, ttl=TTL, wait=5, timeout=10, request_id=request_id)
-            time.sleep(0.5)
-            assert client.validate(retried).held
-            slow.release(retried)
-    finally:
-        proxy.close()
+    with Client(daemon.slow_answers(0.3)) as slow:
+        slow.validate(resource, "0" * 32, timeout=10)
+        request_id = "C" * 22
+        with pytest.raises(DeadlineExceeded):
+            slow.acquire(resource, ttl=TTL, timeout=0.1, request_id=request_id)
+        retried = slow.acquire(resource, ttl=TTL, wait=5, timeout=10, request_id=request_id)
+        time.sleep(0.5)
+        assert client.validate(retried).held
+        slow.release(retried)

@@ -5,7 +5,7 @@ use crate::BoxError;
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -22,9 +22,22 @@ const CONNECT_ATTEMPTS: u32 = 250;
 /// An endpoint as the tests and tools use it: no Nagle, a short connect
 /// timeout.
 pub fn endpoint(addr: SocketAddr) -> Result<Endpoint, BoxError> {
-    Ok(Endpoint::from_shared(format!("http://{addr}"))?
+    Ok(tuned(Endpoint::from_shared(format!("http://{addr}"))?))
+}
+
+/// Like [`endpoint`], over TLS with `tls` (tonic speaks TLS only to an
+/// `https://` address).
+pub fn tls_endpoint(addr: SocketAddr, tls: ClientTlsConfig) -> Result<Endpoint, BoxError> {
+    Ok(tuned(
+        Endpoint::from_shared(format!("https://{addr}"))?.tls_config(tls)?,
+    ))
+}
+
+/// The settings every endpoint of [`endpoint`] and [`tls_endpoint`] has.
+fn tuned(endpoint: Endpoint) -> Endpoint {
+    endpoint
         .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(1)))
+        .connect_timeout(Duration::from_secs(1))
 }
 
 /// A client on its own HTTP/2 connection, retried (boundedly) while the

@@ -13,7 +13,10 @@
 //! - [`metrics`]: scraping a daemon's Prometheus endpoint;
 //! - [`harness`]: five masters plus daemons plus raw master connections,
 //!   the integration tests' fixture, and [`ctl`] for tests that run
-//!   programs (redlockctl, examples) against it.
+//!   programs (redlockctl, examples) against it;
+//! - the `redlockd-cluster` binary (`src/bin/`): masters and daemon
+//!   processes for the tests of the other languages, driven over its
+//!   stdin and stdout.
 //!
 //! Not for production: nothing in the daemon depends on this crate.
 

@@ -7,6 +7,9 @@
 //! - [`Mode::Pass`]: bytes are forwarded as they come.
 //! - [`Mode::Slow`]: every chunk is delivered that long after it was read,
 //!   in order (latency, not lower bandwidth).
+//! - [`Mode::SlowAnswers`]: the same for what the upstream sends only; the
+//!   client's bytes pass at once, so a daemon answers in time and the
+//!   answer reaches the client after its deadline fired.
 //! - [`Mode::Blackhole`]: nothing moves and nothing is closed, as when a
 //!   network drops every packet. When the blackhole ends, every connection
 //!   that lived through it is closed (the bytes it swallowed are lost, as
@@ -41,6 +44,9 @@ pub enum Mode {
     Pass,
     /// Deliver every chunk this long after it was read.
     Slow(Duration),
+    /// Deliver the upstream's chunks this long after they were read, the
+    /// client's at once.
+    SlowAnswers(Duration),
     /// Forward nothing; close the connections when it ends.
     Blackhole,
 }
@@ -50,10 +56,13 @@ impl Mode {
         *self == Mode::Blackhole
     }
 
-    fn delay(&self) -> Duration {
+    /// How late a chunk going to the client (`to_client`) or to the
+    /// upstream is delivered.
+    fn delay(&self, to_client: bool) -> Duration {
         match self {
             Mode::Slow(delay) => *delay,
-            Mode::Pass | Mode::Blackhole => Duration::ZERO,
+            Mode::SlowAnswers(delay) if to_client => *delay,
+            Mode::SlowAnswers(_) | Mode::Pass | Mode::Blackhole => Duration::ZERO,
         }
     }
 }
@@ -183,8 +192,8 @@ async fn pipe(
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let stopped = {
-        let up = forward(&mut client_read, &mut server_write, modes.clone());
-        let down = forward(&mut server_read, &mut client_write, modes.clone());
+        let up = forward(&mut client_read, &mut server_write, modes.clone(), false);
+        let down = forward(&mut server_read, &mut client_write, modes.clone(), true);
         tokio::select! {
             _ = up => Stopped::Closed,
             _ = down => Stopped::Closed,
@@ -204,12 +213,14 @@ async fn pipe(
     }
 }
 
-/// Copies `from` to `to`, each chunk delivered after the delay of the mode
-/// at the time it was read. Ends at end of stream or on an error.
+/// Copies `from` to `to` (the client's side: `to_client`), each chunk
+/// delivered after the delay of the mode at the time it was read. Ends at
+/// end of stream or on an error.
 async fn forward(
     from: &mut OwnedReadHalf,
     to: &mut OwnedWriteHalf,
     modes: watch::Receiver<Mode>,
+    to_client: bool,
 ) -> io::Result<()> {
     let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
     let mut buf = vec![0u8; 16 * 1024];
@@ -221,7 +232,7 @@ async fn forward(
                 match read? {
                     0 => open = false,
                     n => {
-                        let delay = modes.borrow().delay();
+                        let delay = modes.borrow().delay(to_client);
                         queue.push_back((Instant::now() + delay, buf[..n].to_vec()));
                     }
                 }

@@ -1,63 +1,67 @@
 package dev.redlockd.client;
 
-import io.grpc.ChannelCredentials;
-import io.grpc.Grpc;
-import io.grpc.InsecureChannelCredentials;
-import io.grpc.ManagedChannel;
-import io.grpc.StatusRuntimeException;
-import io.grpc.health.v1.HealthCheckRequest;
-import io.grpc.health.v1.HealthCheckResponse;
-import io.grpc.health.v1.HealthGrpc;
+import com.google.gson.Gson;
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
+import java.io.InputStreamReader;
 import java.io.UncheckedIOException;
+import java.io.Writer;
 import java.net.InetAddress;
-import java.net.InetSocketAddress;
 import java.net.ServerSocket;
-import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
-import java.util.LinkedHashMap;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
-import java.util.stream.Collectors;
-import java.util.stream.Stream;
+import java.util.concurrent.TimeoutException;
 
 /**
  * Test helper: five real valkey-server masters on free 127.0.0.1 ports and one real redlockd over
- * them, configured as operators configure it (REDLOCKD__SECTION__KEY variables, and a TOML file
- * for what variables cannot say, such as [[auth.clients]]). {@link #start} returns once the daemon
- * answers calls; {@link #close()} tears everything down.
+ * them, from the test kit's launcher, redlockd-cluster (its protocol:
+ * crates/redlockd-testkit/src/bin/redlockd-cluster/main.rs): it starts them, waits until the
+ * daemon's health says SERVING, prints one JSON line, then answers commands on its stdin. {@link
+ * #start} returns once the daemon serves; {@link #close()} closes the launcher's stdin, which stops
+ * everything.
  *
- * <p>Binaries: $REDLOCKD_VALKEY_BIN (after {@code source .venv/redlockd-env}), else valkey-server
- * on PATH; $REDLOCKD_BIN, else {@code <repo>/target/debug/redlockd}.
+ * <p>Launcher: $REDLOCKD_CLUSTER_BIN, else {@code <repo>/target/debug/redlockd-cluster} (cargo
+ * build --workspace --bins). It finds valkey-server ($REDLOCKD_VALKEY_BIN, after {@code source
+ * .venv/redlockd-env}) and redlockd ($REDLOCKD_BIN, else the workspace's) itself.
  */
 final class Daemon implements AutoCloseable {
-  /** Longest wait for a process to listen or the daemon to serve. */
-  static final Duration START_LIMIT = Duration.ofSeconds(30);
+  /** Longest wait for one line of the launcher, whose own waits are bounded. */
+  static final Duration LINE_LIMIT = Duration.ofSeconds(90);
 
   /** The masters, in the order given to the daemon. */
-  final List<Master> masters;
+  final List<Master> masters = new ArrayList<>();
   /** {@code 127.0.0.1:port} of the daemon. */
   final String address;
-  /** Scratch directory: logs, configuration. */
-  final Path dir;
 
-  private final Process process;
+  private final Process launcher;
+  private final Writer commands;
+  private final BufferedReader answers;
 
-  private Daemon(List<Master> masters, String address, Path dir, Process process) {
-    this.masters = masters;
-    this.address = address;
-    this.dir = dir;
-    this.process = process;
+  private Daemon(Process launcher) throws IOException {
+    this.launcher = launcher;
+    this.commands = launcher.outputWriter(StandardCharsets.UTF_8);
+    this.answers =
+        new BufferedReader(new InputStreamReader(launcher.getInputStream(), StandardCharsets.UTF_8));
+    JsonObject started = next();
+    this.address = started.getAsJsonObject("daemon").get("addr").getAsString();
+    JsonArray ports = started.getAsJsonArray("masters");
+    for (int i = 0; i < ports.size(); i++) {
+      masters.add(new Master(i, ports.get(i).getAsJsonObject().get("port").getAsInt()));
+    }
   }
 
   /** The repository's root (set by the pom; else two levels above the working directory). */
@@ -78,161 +82,117 @@ final class Daemon implements AutoCloseable {
 
   /** Starts masters and a daemon with the default settings. */
   static Daemon start() throws Exception {
-    return start(Map.of(), null, InsecureChannelCredentials.create());
+    return start(Map.of(), null, List.of());
   }
 
   /**
    * Starts five masters and a daemon. {@code settings}: extra configuration keys as in
    * config/redlockd.toml ({@code server.tls.cert}); {@code toml}: text of a configuration file
-   * (or null); {@code probe}: the credentials the readiness probe connects with (TLS).
+   * (or null); {@code probe}: the launcher's {@code --probe-*} options, the TLS its readiness probe
+   * connects with.
    */
-  static Daemon start(
-      Map<String, String> settings,
-      String toml,
-      ChannelCredentials probe)
+  static Daemon start(Map<String, String> settings, String toml, List<String> probe)
       throws Exception {
-    Path dir = Files.createTempDirectory("redlockd-java-client-");
-    String valkey = System.getenv().getOrDefault("REDLOCKD_VALKEY_BIN", "valkey-server");
-    List<Master> masters = new ArrayList<>();
-    try {
-      for (int i = 0; i < 5; i++) {
-        masters.add(new Master(valkey, dir, freePort()));
-      }
-      for (Master master : masters) {
-        master.awaitListening();
-      }
-    } catch (Exception e) {
-      masters.forEach(Master::stop);
-      throw new IllegalStateException(
-          "masters (" + valkey + "; source .venv/redlockd-env first): " + e.getMessage(), e);
-    }
-    int port = freePort();
-    Map<String, String> all = new LinkedHashMap<>();
-    all.put("redlock.nodes", masters.stream().map(m -> m.url).collect(Collectors.joining(",")));
-    // Wider than the daemon's default test setting: the machine running CI is shared and busy.
-    all.put("redlock.node_timeout", "250ms");
-    all.put("server.listen", "127.0.0.1:" + port);
-    all.put("metrics.enabled", "false");
-    // A stop drains open sessions for shutdown_grace (20 s by default).
-    all.put("server.shutdown_grace", "1s");
-    all.putAll(settings);
-    String binary = System.getenv("REDLOCKD_BIN");
+    String binary = System.getenv("REDLOCKD_CLUSTER_BIN");
     if (binary == null || binary.isEmpty()) {
-      binary = repo().resolve("target/debug/redlockd").toString();
+      binary = repo().resolve("target/debug/redlockd-cluster").toString();
     }
-    List<String> command = new ArrayList<>(List.of(binary));
+    // Wider than the daemon's default 50ms: the machine running CI is shared and busy.
+    List<String> command =
+        new ArrayList<>(List.of(binary, "--set", "redlock.node_timeout=250ms"));
+    new TreeMap<>(settings).forEach((key, value) -> command.addAll(List.of("--set", key + "=" + value)));
     if (toml != null) {
-      Path file = dir.resolve("redlockd.toml");
-      Files.writeString(file, toml);
-      command.add("--config");
-      command.add(file.toString());
+      command.addAll(List.of("--toml", toml));
     }
-    ProcessBuilder builder = new ProcessBuilder(command);
-    Map<String, String> env = builder.environment();
-    env.keySet().removeIf(key -> key.startsWith("REDLOCKD__"));
-    all.forEach(
-        (key, value) ->
-            env.put("REDLOCKD__" + key.replace(".", "__").toUpperCase(Locale.ROOT), value));
-    env.putIfAbsent("RUST_LOG", "warn");
-    Path log = dir.resolve("redlockd.log");
-    builder.redirectErrorStream(true).redirectOutput(log.toFile());
-    Process process = builder.start();
-    Daemon daemon = new Daemon(masters, "127.0.0.1:" + port, dir, process);
+    command.addAll(probe);
+    Process launcher =
+        new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
     try {
-      daemon.awaitServing(probe);
+      return new Daemon(launcher);
     } catch (Exception | AssertionError e) {
-      daemon.close();
+      launcher.getOutputStream().close();
+      launcher.waitFor(LINE_LIMIT.toSeconds(), TimeUnit.SECONDS);
+      launcher.destroyForcibly();
       throw e;
     }
-    return daemon;
+  }
+
+  /** The launcher's next answer; an exception unless it says ok. */
+  private JsonObject next() throws IOException {
+    CompletableFuture<String> line =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return answers.readLine();
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+            });
+    String text;
+    try {
+      text = line.get(LINE_LIMIT.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      throw new IOException("redlockd-cluster: no answer within " + LINE_LIMIT, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted", e);
+    } catch (ExecutionException e) {
+      throw new IOException("redlockd-cluster's stdout", e.getCause());
+    }
+    if (text == null) {
+      throw new IllegalStateException("redlockd-cluster ended without answering (its stderr says why)");
+    }
+    JsonObject answer = JsonParser.parseString(text).getAsJsonObject();
+    if (!answer.get("ok").getAsBoolean()) {
+      throw new IllegalStateException("redlockd-cluster: " + answer.get("error").getAsString());
+    }
+    return answer;
+  }
+
+  /** Sends one command (a JSON array of words) and returns its answer. */
+  private synchronized JsonObject ask(String... words) throws IOException {
+    commands.write(new Gson().toJson(Arrays.asList(words)) + "\n");
+    commands.flush();
+    return next();
   }
 
   /**
-   * Polls the daemon's health service until the lock service is SERVING (a quorum of masters up
-   * and trusted), connecting with {@code credentials} (TLS).
+   * The address of a proxy to the daemon (the launcher's) that passes the client's bytes at once
+   * and delivers the daemon's {@code delay} after it sent them, in order: the daemon grants and
+   * answers in time, and its answer arrives after the client's deadline fired.
    */
-  private void awaitServing(ChannelCredentials credentials) throws InterruptedException {
-    long limit = System.nanoTime() + START_LIMIT.toNanos();
-    String last = "no answer";
-    ManagedChannel channel = Grpc.newChannelBuilder(address, credentials).build();
-    try {
-      HealthGrpc.HealthBlockingStub health = HealthGrpc.newBlockingStub(channel);
-      HealthCheckRequest request =
-          HealthCheckRequest.newBuilder().setService("redlock.v1.LockService").build();
-      while (System.nanoTime() < limit) {
-        if (!process.isAlive()) {
-          throw new IllegalStateException(
-              "redlockd exited (" + process.exitValue() + "):\n" + logTail());
-        }
-        try {
-          HealthCheckResponse.ServingStatus status =
-              health.withDeadlineAfter(1, TimeUnit.SECONDS).check(request).getStatus();
-          if (status == HealthCheckResponse.ServingStatus.SERVING) {
-            return;
-          }
-          last = status.toString();
-        } catch (StatusRuntimeException notYet) {
-          last = notYet.getStatus().toString();
-        }
-        Thread.sleep(20);
-      }
-    } finally {
-      channel.shutdownNow();
-    }
-    throw new IllegalStateException(
-        "redlockd at " + address + " not SERVING within " + START_LIMIT + " (last: " + last
-            + "):\n" + logTail());
+  String slowAnswers(Duration delay) throws IOException {
+    return ask("slow-answers", "0", Long.toString(delay.toMillis())).get("addr").getAsString();
   }
 
-  /** The last lines of the daemon's log, for failure messages. */
-  String logTail() {
-    return tail(dir.resolve("redlockd.log"));
-  }
-
-  /** Sends a signal ({@code TERM}, {@code STOP}, {@code CONT}) to the daemon with kill(1). */
-  void signal(String name) throws IOException, InterruptedException {
-    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).start();
-    if (kill.waitFor() != 0) {
-      throw new IllegalStateException("kill -" + name + " failed");
-    }
+  /** Sends a signal ({@code TERM}, {@code STOP}, {@code CONT}) to the daemon. */
+  void signal(String name) throws IOException {
+    ask("signal", "0", name);
   }
 
   /** Completes when the daemon has exited. */
-  java.util.concurrent.CompletableFuture<Process> exited() {
-    return process.onExit();
+  CompletableFuture<JsonElement> exited() {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return ask("wait-daemon", "0").get("exit");
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        });
   }
 
   @Override
   public void close() {
     try {
-      signal("CONT");
-    } catch (Exception ignored) {
-      // Already gone.
-    }
-    kill(process);
-    masters.forEach(Master::stop);
-    try (Stream<Path> files = Files.walk(dir)) {
-      files.sorted(Comparator.reverseOrder()).forEach(deleteQuietly());
-    } catch (IOException ignored) {
-      // Best effort: a temporary directory.
-    }
-  }
-
-  private static Consumer<Path> deleteQuietly() {
-    return path -> {
-      try {
-        Files.deleteIfExists(path);
-      } catch (IOException ignored) {
-        // Best effort.
+      commands.close();
+      if (!launcher.waitFor(LINE_LIMIT.toSeconds(), TimeUnit.SECONDS)) {
+        launcher.destroyForcibly().waitFor();
       }
-    };
-  }
-
-  private static void kill(Process process) {
-    process.destroyForcibly();
-    try {
-      process.waitFor();
+    } catch (IOException ignored) {
+      launcher.destroyForcibly();
     } catch (InterruptedException e) {
+      launcher.destroyForcibly();
       Thread.currentThread().interrupt();
     }
   }
@@ -246,70 +206,26 @@ final class Daemon implements AutoCloseable {
     }
   }
 
-  /** One valkey-server master with no persistence. */
-  static final class Master {
+  /** One of the launcher's masters. */
+  final class Master {
     final int port;
-    final String url;
-    private final Path log;
-    private final Process process;
+    private final String index;
 
-    Master(String binary, Path dir, int port) throws IOException {
+    Master(int index, int port) {
+      this.index = Integer.toString(index);
       this.port = port;
-      this.url = "redis://127.0.0.1:" + port;
-      this.log = dir.resolve("master-" + port + ".log");
-      this.process =
-          new ProcessBuilder(
-                  binary, "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no",
-                  "--loglevel", "warning", "--dir", dir.toString())
-              .redirectErrorStream(true)
-              .redirectOutput(log.toFile())
-              .start();
     }
 
-    void awaitListening() throws InterruptedException {
-      long limit = System.nanoTime() + START_LIMIT.toNanos();
-      while (System.nanoTime() < limit) {
-        if (!process.isAlive()) {
-          throw new IllegalStateException(
-              "exited (" + process.exitValue() + ") before listening on " + port + ":\n"
-                  + tail(log));
-        }
-        try (Socket socket = new Socket()) {
-          socket.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 1000);
-          return;
-        } catch (IOException notYet) {
-          Thread.sleep(20);
-        }
-      }
-      throw new IllegalStateException("nothing listened on " + port + ":\n" + tail(log));
-    }
-
-    /** Sends one command (RESP over a fresh connection); returns the first reply line. */
+    /** Sends one command over RESP; returns the first reply line. */
     String command(String... args) throws IOException {
-      StringBuilder request = new StringBuilder("*" + args.length + "\r\n");
-      for (String arg : args) {
-        request.append('$').append(arg.getBytes(StandardCharsets.UTF_8).length).append("\r\n");
-        request.append(arg).append("\r\n");
-      }
-      try (Socket socket = new Socket(InetAddress.getLoopbackAddress(), port)) {
-        socket.setSoTimeout(5000);
-        OutputStream out = socket.getOutputStream();
-        out.write(request.toString().getBytes(StandardCharsets.UTF_8));
-        out.flush();
-        InputStream in = socket.getInputStream();
-        StringBuilder line = new StringBuilder();
-        int c;
-        while ((c = in.read()) != -1 && c != '\r') {
-          line.append((char) c);
-        }
-        return line.toString();
-      }
+      List<String> words = new ArrayList<>(List.of("master", index));
+      words.addAll(Arrays.asList(args));
+      return ask(words.toArray(String[]::new)).get("reply").getAsString();
     }
 
     /** Kills the master (SIGKILL): its keys are gone with it. */
-    void stop() {
-      kill(process);
+    void stop() throws IOException {
+      ask("stop-master", index);
     }
   }
 }

@@ -3,10 +3,10 @@ package dev.redlockd.client;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.grpc.TlsChannelCredentials;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -30,10 +30,10 @@ class MutualTlsTest {
                 "server.tls.key", pki.resolve("server.key").toString(),
                 "server.tls.client_ca", pki.resolve("ca.crt").toString()),
             null,
-            TlsChannelCredentials.newBuilder()
-                .trustManager(pki.resolve("ca.crt").toFile())
-                .keyManager(pki.resolve("client.crt").toFile(), pki.resolve("client.key").toFile())
-                .build());
+            List.of(
+                "--probe-ca", pki.resolve("ca.crt").toString(),
+                "--probe-cert", pki.resolve("client.crt").toString(),
+                "--probe-key", pki.resolve("client.key").toString()));
   }
 
   private LockClient withClientCertificate(LockClient.Builder builder) {

@@ -4,9 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.grpc.ChannelCredentials;
 import io.grpc.Status;
-import io.grpc.TlsChannelCredentials;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -27,15 +25,13 @@ class TlsTest {
   void start() throws Exception {
     pki = Files.createTempDirectory("redlockd-java-pki-");
     Pki.make(pki);
-    ChannelCredentials probe =
-        TlsChannelCredentials.newBuilder().trustManager(pki.resolve("ca.crt").toFile()).build();
     daemon =
         Daemon.start(
             Map.of(
                 "server.tls.cert", pki.resolve("server.crt").toString(),
                 "server.tls.key", pki.resolve("server.key").toString()),
             null,
-            probe);
+            List.of("--probe-ca", pki.resolve("ca.crt").toString()));
   }
 
   @AfterAll

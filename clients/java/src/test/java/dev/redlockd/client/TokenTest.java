@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import io.grpc.InsecureChannelCredentials;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
@@ -34,7 +33,7 @@ class TokenTest {
         "[[auth.clients]]\nname = \"orders\"\ntoken_sha256 = \""
             + HexFormat.of().formatHex(sha)
             + "\"\nnamespaces = [\"orders/\"]\n";
-    daemon = Daemon.start(Map.of(), toml, InsecureChannelCredentials.create());
+    daemon = Daemon.start(Map.of(), toml, List.of());
   }
 
   @AfterAll

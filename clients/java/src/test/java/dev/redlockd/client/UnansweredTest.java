@@ -5,19 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
 import java.time.Duration;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -51,103 +42,6 @@ class UnansweredTest {
     }
     if (daemon != null) {
       daemon.close();
-    }
-  }
-
-  /**
-   * A TCP proxy to the daemon that passes the client's bytes at once and delivers the daemon's
-   * {@code delay} after it sent them, in order: the daemon grants and answers in time, and its
-   * answer arrives after the client's deadline fired.
-   */
-  static final class SlowAnswers implements AutoCloseable {
-    private final ServerSocket listener;
-    private final List<Socket> sockets = new CopyOnWriteArrayList<>();
-    final String address;
-
-    SlowAnswers(String upstream, Duration delay) throws IOException {
-      listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-      address = "127.0.0.1:" + listener.getLocalPort();
-      String host = upstream.substring(0, upstream.lastIndexOf(':'));
-      int port = Integer.parseInt(upstream.substring(upstream.lastIndexOf(':') + 1));
-      daemonThread(
-          () -> {
-            while (true) {
-              Socket inbound;
-              Socket outbound;
-              try {
-                inbound = listener.accept();
-                outbound = new Socket(host, port);
-                inbound.setTcpNoDelay(true);
-                outbound.setTcpNoDelay(true);
-              } catch (IOException closed) {
-                return;
-              }
-              sockets.add(inbound);
-              sockets.add(outbound);
-              daemonThread(() -> pass(inbound, outbound));
-              LinkedBlockingQueue<Object[]> chunks = new LinkedBlockingQueue<>();
-              daemonThread(
-                  () -> {
-                    byte[] buffer = new byte[65536];
-                    try (InputStream in = outbound.getInputStream()) {
-                      for (int n; (n = in.read(buffer)) > 0; ) {
-                        long due = System.nanoTime() + delay.toNanos();
-                        chunks.add(new Object[] {due, java.util.Arrays.copyOf(buffer, n)});
-                      }
-                    } catch (IOException ignored) {
-                      // the connection ended
-                    }
-                    chunks.add(new Object[] {0L, new byte[0]});
-                  });
-              daemonThread(
-                  () -> {
-                    try (OutputStream out = inbound.getOutputStream()) {
-                      while (true) {
-                        Object[] chunk = chunks.take();
-                        byte[] data = (byte[]) chunk[1];
-                        if (data.length == 0) {
-                          break;
-                        }
-                        long wait = (long) chunk[0] - System.nanoTime();
-                        if (wait > 0) {
-                          TimeUnit.NANOSECONDS.sleep(wait);
-                        }
-                        out.write(data);
-                        out.flush();
-                      }
-                    } catch (IOException | InterruptedException ignored) {
-                      // the connection ended
-                    }
-                  });
-            }
-          });
-    }
-
-    private static void pass(Socket from, Socket to) {
-      byte[] buffer = new byte[65536];
-      try (InputStream in = from.getInputStream()) {
-        OutputStream out = to.getOutputStream();
-        for (int n; (n = in.read(buffer)) > 0; ) {
-          out.write(buffer, 0, n);
-          out.flush();
-        }
-      } catch (IOException ignored) {
-        // the connection ended
-      }
-    }
-
-    private static void daemonThread(Runnable body) {
-      Thread thread = new Thread(body, "slow-answers");
-      thread.setDaemon(true);
-      thread.start();
-    }
-
-    @Override
-    public void close() throws IOException {
-      listener.close();
-      for (Socket socket : sockets) {
-        socket.close();
-      }
     }
   }
 
@@ -211,8 +105,7 @@ class UnansweredTest {
   @Test
   void aGrantAnsweredAfterTheDeadlineOrAnInterruptLeavesNothingLocked() throws Exception {
     ExecutorService caller = Executors.newSingleThreadExecutor();
-    try (SlowAnswers proxy = new SlowAnswers(daemon.address, Duration.ofMillis(300));
-        LockClient slow = LockClient.builder(proxy.address).build()) {
+    try (LockClient slow = LockClient.builder(daemon.slowAnswers(Duration.ofMillis(300))).build()) {
       slow.validate(new Lock("unanswered/late", NO_TOKEN)); // connected first
       LockClient bounded = slow.withDeadline(Duration.ofMillis(100));
       int granted = 0;
@@ -256,8 +149,7 @@ class UnansweredTest {
   void theDaemonsOwnAnswerDeadlineExceededIncludedStartsNoRelease() throws Exception {
     String resource = "unanswered/answered";
     try (LockClient own = LockClient.builder(daemon.address).build();
-        SlowAnswers proxy = new SlowAnswers(daemon.address, Duration.ofMillis(300));
-        LockClient slow = LockClient.builder(proxy.address).build()) {
+        LockClient slow = LockClient.builder(daemon.slowAnswers(Duration.ofMillis(300))).build()) {
       Lock holder = own.acquire(resource, TTL);
       assertThrows(LockHeldException.class, () -> own.acquire(resource, Duration.ofSeconds(1)));
       assertEquals(0, own.backgroundReleases());
@@ -288,8 +180,7 @@ class UnansweredTest {
   @Test
   void aRetryWithTheSameRequestIdKeepsTheLockItGets() throws Exception {
     String resource = "unanswered/retry";
-    try (SlowAnswers proxy = new SlowAnswers(daemon.address, Duration.ofMillis(300));
-        LockClient slow = LockClient.builder(proxy.address).build()) {
+    try (LockClient slow = LockClient.builder(daemon.slowAnswers(Duration.ofMillis(300))).build()) {
       slow.validate(new Lock(resource, NO_TOKEN));
       String requestId = LockClient.newRequestId();
       assertThrows(
