@@ -6,7 +6,7 @@
 # the first ```sh block holds the commands, run from the tarball's root; a
 # line `# save the program below as FILE, then:` splits them where the
 # first block of the language's program (```python, ```js, ```go, ```java)
-# is saved as FILE; the program must print the lock's fence. In the READMEs'
+# is saved as FILE (```rust too); the program must print the lock's fence. In the READMEs'
 # text only these are swapped: `/path/to/redlockd` for the unpacked tarball,
 # a leading `/tmp/` for a scratch directory, and `127.0.0.1:50051` for the
 # address of the daemon started here (a free port).
@@ -19,7 +19,11 @@
 #   java    the README's `mvn install` in the tarball's clients/java (tests
 #           skipped there), then a tiny Maven project of the README's
 #           <dependency> snippet and its program (Demo.java), run with
-#           exec:java.
+#           exec:java;
+#   rust    crates/redlockd-client/README.md: `cargo new`, `cargo add
+#           --path` to the tarball's crate, the program, `cargo run` (with
+#           CARGO_TARGET_DIR this checkout's target, so that the registry
+#           crates the workspace built are reused).
 # The daemon is `redlockd --dev` (five local masters), from $REDLOCKD_BIN or
 # this checkout's target/debug/redlockd, on 127.0.0.1 free ports. Caches as
 # the client steps keep them: Go's under target/go, npm's under
@@ -112,8 +116,9 @@ def block(readme, text, lang):
         sys.exit(f"{readme}: no ```{lang} block under {HEADING!r}")
     return swap(found.group(1))
 
-for name, lang in (("python", "python"), ("node", "js"), ("go", "go"), ("java", "java")):
-    readme = f"clients/{name}/README.md"
+CLIENTS = (("python", "python"), ("node", "js"), ("go", "go"), ("java", "java"), ("rust", "rust"))
+for name, lang in CLIENTS:
+    readme = "crates/redlockd-client/README.md" if name == "rust" else f"clients/{name}/README.md"
     text = pathlib.Path(src, readme).read_text()
     if HEADING not in text:
         sys.exit(f"{readme} has no heading {HEADING!r}")
@@ -129,6 +134,7 @@ export GOFLAGS="${GOFLAGS:-} -modcacherw"
 export npm_config_cache="${npm_config_cache:-$repo/target/node-client-cache}"
 export MAVEN_OPTS="${MAVEN_OPTS:-} -Dmaven.repo.local=$repo/target/m2"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+export CARGO_TARGET_DIR="${README_CARGO_TARGET_DIR:-$repo/target}"
 
 # walk NAME: writes a script of the README's commands (the install: those
 # before the save line), the program saved where that line says (or, with no
@@ -216,10 +222,10 @@ cd '$scratch/javademo' && mvn -B -q -Dstyle.color=never compile exec:java
 EOF
 
 failed=0
-for name in python node go java; do
+for name in python node go java rust; do
   if ! walk "$name"; then
     failed=$((failed + 1))
   fi
 done
-[ "$failed" -eq 0 ] || fail "$failed of 4 client READMEs did not walk"
-echo "client readmes: 4 passed, 0 failed"
+[ "$failed" -eq 0 ] || fail "$failed of 5 client READMEs did not walk"
+echo "client readmes: 5 passed, 0 failed"
