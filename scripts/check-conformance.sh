@@ -45,6 +45,9 @@ if [ ! -d clients/node/node_modules ]; then
   (cd clients/node && timeout 300 npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+echo "--- the Rust runner (a workspace package: a no-op after the build step)"
+timeout 1200 cargo build -q -p redlockd-conformance-rust
+
 echo "--- the harness's own unit tests"
 timeout 120 python3 clients/conformance/test_harness.py
 

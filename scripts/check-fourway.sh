@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lock, four runtimes: a Python, a Node, a Go and a Java
+# One lock, five runtimes: a Python, a Node, a Go, a Java and a Rust
 # process hold the same resource through their own client's Hold API against
 # five real valkey-server masters and the workspace's redlockd
 # (target/debug/redlockd, or $REDLOCKD_BIN), started by the test kit's
@@ -64,6 +64,10 @@ if [ ! -d clients/java/target/classes/dev ] || [ ! -s "$work/java-classpath.txt"
 fi
 classpath="$repo/clients/java/target/classes:$(cat "$work/java-classpath.txt")"
 
-echo "--- four runtimes, one lock"
+echo "--- rust: the contender (a workspace package: a no-op after the build step)"
+timeout 1200 cargo build -q -p redlockd-fourway-rust
+
+echo "--- five runtimes, one lock"
 timeout 400 python3 clients/fourway/harness.py --python "$venv/bin/python" \
-  --go "$work/go-contender" --java-classpath "$classpath" --rounds 15
+  --go "$work/go-contender" --java-classpath "$classpath" \
+  --rust "$repo/target/debug/contender-rust" --rounds 15

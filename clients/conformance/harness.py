@@ -80,7 +80,10 @@ def runner_command(client: str) -> List[str]:
         return ["bash", str(runners / "go" / "run.sh")]
     if client == "java":
         return ["bash", str(runners / "java" / "run.sh")]
-    raise SystemExit(f"harness: unknown client {client} (python, node, go, java)")
+    if client == "rust":
+        # Built with the workspace (`cargo build --workspace --bins`).
+        return [os.environ.get("CONFORMANCE_RUST") or str(REPO / "target" / "debug" / "conformance-rust")]
+    raise SystemExit(f"harness: unknown client {client} (python, node, go, java, rust)")
 
 
 def run_client(client: str, ids: List[str], base: Path) -> int:
@@ -185,7 +188,7 @@ def main(argv: List[str]) -> int:
     # `timeout` (CI's step bound) sends SIGTERM: unwind, so that every
     # master, daemon and runner started here is killed on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    clients = argv or ["python", "node", "go", "java"]
+    clients = argv or ["python", "node", "go", "java", "rust"]
     ids = [s["id"] for s in json.loads(SCENARIOS.read_text())["scenarios"]]
     if len(set(ids)) != len(ids):
         raise SystemExit("harness: scenario ids must be unique")

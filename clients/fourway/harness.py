@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""One lock, four runtimes: a Python, a Node, a Go and a Java process contend
-for the same resource (``fourway/shared``) through their own client's Hold
-API, against five real valkey-server masters and one redlockd, and each
+"""One lock, every runtime: a Python, a Node, a Go, a Java and a Rust process
+contend for the same resource (``fourway/shared``) through their own client's
+Hold API, against five real valkey-server masters and one redlockd, and each
 records its critical sections in one shared log (see the contenders in
-python/, node/, go/, java/). The log must show every section closed, no two
+python/, node/, go/, java/, rust/). The log must show every section closed, no two
 sections overlapping in time, and fences strictly increasing in the order of
 the sections.
 
     python3 harness.py --python VENV_PYTHON --go GO_CONTENDER_BINARY \\
-        --java-classpath CP [--rounds 15]
+        --java-classpath CP --rust RUST_CONTENDER_BINARY [--rounds 15]
     python3 harness.py --selftest     # the checks catch bad logs
 
 Stdlib only. The masters and the daemon, with its HTTP gateway, come from
@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # clients/: cluster.py
 from cluster import Cluster  # noqa: E402
 
-RUNTIMES = ("python", "node", "go", "java")
+RUNTIMES = ("python", "node", "go", "java", "rust")
 #: Longest wait for the gateway's first grant.
 START_LIMIT = 60.0
 #: Longest wait for the four contenders together.
@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
             "go": [args.go, address, shared, rounds],
             "java": ["java", "-cp", args.java_classpath, os.path.join(HERE, "java", "Contender.java"),
                      address, shared, rounds],
+            "rust": [args.rust, address, shared, rounds],
         }
         low = time.monotonic_ns()
         contenders = {name: start(command, name) for name, command in commands.items()}
@@ -303,7 +304,8 @@ def selftest() -> int:
         return "\n".join(lines) + "\n" + extra
 
     good = [("python", 1, 10, 20), ("node", 2, 21, 30), ("go", 3, 31, 40), ("java", 4, 41, 50),
-            ("python", 5, 51, 60), ("node", 6, 61, 70), ("go", 7, 71, 80), ("java", 8, 81, 90)]
+            ("rust", 5, 51, 60), ("python", 6, 61, 70), ("node", 7, 71, 80), ("go", 8, 81, 90),
+            ("java", 9, 91, 95), ("rust", 10, 96, 99)]
     serial = [(r, 2 * i + k + 1, 20 * i + 10 * k, 20 * i + 10 * k + 5) for i, r in enumerate(RUNTIMES) for k in (0, 1)]
     cases: List[Tuple[str, str, Callable[[Log], Optional[str]], bool]] = [
         ("a good log passes every check", log_of(*good), lambda l: next(
@@ -333,11 +335,12 @@ def main() -> int:
     parser.add_argument("--python", help="a Python with redlockd_client installed")
     parser.add_argument("--go", help="the Go contender, built")
     parser.add_argument("--java-classpath", help="clients/java's classes and dependencies")
+    parser.add_argument("--rust", help="the Rust contender, built (target/debug/contender-rust)")
     parser.add_argument("--rounds", type=int, default=15, help="sections per runtime")
     args = parser.parse_args()
     if args.selftest:
         return selftest()
-    missing = [k for k in ("python", "go", "java_classpath") if not getattr(args, k)]
+    missing = [k for k in ("python", "go", "java_classpath", "rust") if not getattr(args, k)]
     if missing:
         parser.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))
     return run(args)

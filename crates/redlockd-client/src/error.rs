@@ -199,6 +199,12 @@ impl Error {
             }
             source = cause.source();
         }
+        // The daemon's gRPC server enforces the deadline this client sends
+        // (`grpc-timeout`) and, when it runs out there first, answers
+        // CANCELLED "Timeout expired": the client's own deadline all the same.
+        if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
+            return Error::local_deadline(what, limit);
+        }
         let transport = matches!(status.code(), Code::Cancelled | Code::Unknown);
         if transport && status.metadata().is_empty() {
             let mut unavailable = Status::unavailable(format!(
