@@ -81,7 +81,7 @@ for name in "${steps[@]}"; do
       step docs 900 bash scripts/check-docs.sh ;;
     rust)
       # The integration tests run the workspace's binaries as processes.
-      step build 1200 cargo build --workspace --bins
+      step build 1200 cargo build --workspace --bins --examples
       step rust 1800 bash -c 'cargo test --workspace --all-targets --no-fail-fast --exclude redlockd-chaos --exclude redlockd-model && cargo test --workspace --doc && bash scripts/check-fuzz-corpus.sh' ;;
     model)
       step model 600 cargo test -p redlockd-model --all-targets ;;

@@ -5,8 +5,9 @@ use crate::start;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// `examples/first_call` (built by `cargo test` beside this test's binary)
-/// connects to the address given, acquires, prints `fence N valid for ...`
+/// `examples/first_call` (built as a program by `cargo build --examples`,
+/// which scripts/test.sh's build step runs: `cargo test` builds examples
+/// only as test harnesses) connects to the address given, acquires, prints `fence N valid for ...`
 /// and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_call_prints_a_fence() {
@@ -19,7 +20,12 @@ async fn first_call_prints_a_fence() {
         .expect("the profile directory")
         .join("examples")
         .join(format!("first_call{}", std::env::consts::EXE_SUFFIX));
-    assert!(example.is_file(), "{} is not built", example.display());
+    assert!(
+        example.is_file(),
+        "{} is not built: cargo build -p redlockd-client --examples \
+         (scripts/test.sh's build step builds the workspace's examples)",
+        example.display()
+    );
     let mut command = tokio::process::Command::new(&example);
     command
         .arg(h.daemons[0].addr.to_string())
