@@ -86,17 +86,31 @@ echo "tarball: git archive $(git -C "$repo" rev-parse --short HEAD), unpacked in
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-address="127.0.0.1:$(free_port)"
-http="127.0.0.1:$(free_port)"
-metrics="127.0.0.1:$(free_port)"
-setsid env REDLOCKD__SERVER__LISTEN="$address" REDLOCKD__HTTP__LISTEN="$http" \
-  REDLOCKD__METRICS__LISTEN="$metrics" "$bin" --dev >"$log" 2>&1 &
-pid=$!
-deadline=$((SECONDS + 60))
-until grep -q "is serving on" "$log"; do
-  kill -0 "$pid" 2>/dev/null || fail "redlockd --dev exited before serving"
-  [ "$SECONDS" -lt "$deadline" ] || fail "redlockd --dev did not serve within 60 s"
-  sleep 0.5
+# The ports are free when chosen, but --dev then starts five masters on free
+# ports of its own, and one of them may take a port chosen here: the daemon
+# then exits ("Address already in use"). Up to three tries, with new ports;
+# serving means the gRPC port answers and the process is still up a second
+# after it said so (metrics and the gateway bind beside it).
+for try in 1 2 3; do
+  address="127.0.0.1:$(free_port)"
+  http="127.0.0.1:$(free_port)"
+  metrics="127.0.0.1:$(free_port)"
+  setsid env REDLOCKD__SERVER__LISTEN="$address" REDLOCKD__HTTP__LISTEN="$http" \
+    REDLOCKD__METRICS__LISTEN="$metrics" "$bin" --dev >"$log" 2>&1 &
+  pid=$!
+  deadline=$((SECONDS + 60))
+  until grep -q "is serving on" "$log" || ! kill -0 "$pid" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "redlockd --dev did not serve within 60 s"
+    sleep 0.5
+  done
+  sleep 1
+  if kill -0 "$pid" 2>/dev/null; then
+    break
+  fi
+  if [ "$try" -eq 3 ] || ! grep -q "Address already in use" "$log"; then
+    fail "redlockd --dev exited (try $try)"
+  fi
+  echo "daemon: a port was taken (try $try); again with new ports"
 done
 echo "daemon: $bin --dev on $address"
 
