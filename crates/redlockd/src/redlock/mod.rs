@@ -305,12 +305,12 @@ impl Redlock {
     }
 
     /// This replica's name, as session records carry it.
-    pub fn replica(&self) -> &str {
+    pub(crate) fn replica(&self) -> &str {
         &self.replica
     }
 
     /// The engine's tunables.
-    pub fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 

@@ -115,12 +115,12 @@ impl Tally {
     }
 
     /// Masters that said yes so far.
-    pub fn yes(&self) -> usize {
+    pub(crate) fn yes(&self) -> usize {
         self.yes
     }
 
     /// Masters that said no so far.
-    pub fn no(&self) -> usize {
+    pub(crate) fn no(&self) -> usize {
         self.no
     }
 
@@ -176,7 +176,7 @@ impl Tally {
     /// two could in theory have made a majority, but what the cluster
     /// says is "held", and a caller told UNAVAILABLE would alert and retry
     /// elsewhere for a lock that is simply taken.
-    pub fn held(&self) -> bool {
+    pub(crate) fn held(&self) -> bool {
         let answered = self.yes + self.no;
         self.refused_by_majority() || (answered >= self.quorum.needed && self.no > self.yes)
     }
@@ -198,7 +198,7 @@ impl Tally {
     /// one "no"; the round is lost, but stopping there would report an
     /// outage (UNAVAILABLE, "retry at once") for what is a held resource
     /// (ABORTED), which the two answers still to come would have shown.
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         let answered = self.yes + self.no + self.failed;
         let to_come = self.quorum.masters.saturating_sub(answered);
         match self.decision() {

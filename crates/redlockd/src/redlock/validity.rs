@@ -30,7 +30,7 @@ pub struct Deadline {
 impl Deadline {
     /// Guaranteed time left now (zero once passed), on the earlier of the
     /// two clocks.
-    pub fn left(&self) -> Duration {
+    pub(crate) fn left(&self) -> Duration {
         let mono = self.mono.saturating_duration_since(Instant::now());
         let boot = self.boot.saturating_sub(boottime::now());
         mono.min(boot)

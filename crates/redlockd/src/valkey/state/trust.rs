@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 impl NodeState {
     /// Whether this master's answers count toward a quorum now.
-    pub fn trusted(&self) -> bool {
+    pub(crate) fn trusted(&self) -> bool {
         if !self.verified() {
             return false;
         }
@@ -38,7 +38,7 @@ impl NodeState {
 
     /// Whether the master never counts: refused (a replica, too old) or
     /// the same server as another configured master.
-    pub fn excluded(&self) -> bool {
+    pub(crate) fn excluded(&self) -> bool {
         let trust = self.lock();
         trust.refused.is_some() || trust.duplicate_of.is_some()
     }
