@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Each client's own cost (a benchmark: figures, not a test, not in
-# CI): the Python, Node, Go and Java clients beside the raw generated stub in
+# CI): the Python, Node, Go, Java and Rust clients beside the raw generated stub in
 # the same language, one after another against ONE daemon (a release build,
 # cargo build --release) over five valkey-server masters. Prints a table of
 # C=1 acquire+release p50 and C=64 cycles/s (clients/fourway/bench/run.py).
-# Prepares the four toolchains as scripts/check-fourway.sh does.
+# Prepares the toolchains as scripts/check-fourway.sh does.
 #   bash scripts/bench-clients.sh [SECONDS_PER_RUN [ROUNDS]]
 set -euo pipefail
 
@@ -19,7 +19,7 @@ fi
 work="$repo/target/fourway"
 mkdir -p "$work"
 
-timeout 3600 cargo build -q --release -p redlockd --bin redlockd
+timeout 3600 cargo build -q --release -p redlockd --bin redlockd -p redlockd-fourway-rust --bin bench-rust
 
 venv="$repo/target/python-client/venv"
 if ! "$venv/bin/python" -c 'import redlockd_client' 2>/dev/null; then
@@ -41,4 +41,4 @@ export GOFLAGS="${GOFLAGS:-} -modcacherw"
 classpath="$repo/clients/java/target/classes:$(cat "$work/java-classpath.txt")"
 
 python3 clients/fourway/bench/run.py --daemon "$repo/target/release/redlockd" --python "$venv/bin/python" \
-  --go "$work/go-bench" --java-classpath "$classpath" --seconds "$seconds" --rounds "$rounds"
+  --go "$work/go-bench" --java-classpath "$classpath" --rust "$repo/target/release/bench-rust" --seconds "$seconds" --rounds "$rounds"

@@ -2,14 +2,15 @@
 """Each client's own cost, run by
 scripts/bench-clients.sh: starts five valkey-server masters and one redlockd
 (the binary given, a release build for figures worth quoting), runs the
-Python, Node, Go and Java bench programs beside this file one after another
+Python, Node, Go, Java and Rust bench programs (the first four beside this
+file, Rust's in clients/fourway/rust/src/bench.rs) one after another
 against that same daemon, and prints a table: C=1 acquire+release p50 and
 C=64 cycles/s, through each client and through the raw generated stub in
 the same language, with the client's cost over its stub. Figures, not a
 test: it asserts nothing and is not in CI.
 
     python3 run.py --daemon BIN --python PY --go GO_BENCH_BINARY \\
-        --java-classpath CP [--seconds 2] [--rounds 3]
+        --java-classpath CP --rust RUST_BENCH_BINARY [--seconds 2] [--rounds 3]
 
 node_timeout is 1 s here (the other settings are the defaults): on a loaded
 2-core machine a 50 ms budget fails cycles for reasons that are not the
@@ -41,6 +42,7 @@ def main() -> int:
     parser.add_argument("--python", required=True)
     parser.add_argument("--go", required=True)
     parser.add_argument("--java-classpath", required=True)
+    parser.add_argument("--rust", required=True)
     parser.add_argument("--seconds", default="2")
     parser.add_argument("--rounds", default="3")
     args = parser.parse_args()
@@ -81,6 +83,7 @@ def main() -> int:
             "node": ["node", os.path.join(HERE, "bench.mjs"), *tail],
             "go": [args.go, *tail],
             "java": ["java", "-cp", args.java_classpath, os.path.join(HERE, "Bench.java"), *tail],
+            "rust": [args.rust, *tail],
         }
         print(f"daemon {args.daemon} at {address}; {args.rounds} rounds of {args.seconds} s per figure, medians",
               flush=True)
@@ -101,7 +104,7 @@ def main() -> int:
     print()
     print("| client | C=1 p50 ms (stub) | client over stub | C=64 cycles/s (stub) | client under stub | C=64 failed |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for lang in ("python", "node", "go", "java"):
+    for lang in ("python", "node", "go", "java", "rust"):
         by = {row["way"]: row for row in rows if row["lang"] == lang}
         raw, ours = by["raw"], by["client"]
         latency = 100 * (ours["c1_p50_ms"] - raw["c1_p50_ms"]) / raw["c1_p50_ms"]
