@@ -4,8 +4,11 @@
 //! - `--burst-calls` Acquire calls (distinct resources, ttl 10 s, no wait,
 //!   no deadline) started at once on one HTTP/2 connection, as the threads
 //!   of one client process would;
-//! - `--burst-sessions` `Hold` sessions opened at once over four
-//!   connections.
+//! - `--burst-sessions` `Hold` sessions opened at once, spread over each of
+//!   the `--burst-connections` counts of HTTP/2 connections in turn (1, 4
+//!   and 16 by default: one client process, a few, a fleet's sidecars
+//!   behind one proxy), each count against a daemon process of its own so
+//!   that every peak starts from the same idle daemon.
 //!
 //! Reported: how many were granted, every other outcome by status code,
 //! latency from the start of the burst, and the daemon's peak RSS (sampled
@@ -30,8 +33,6 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// Lease of every lock of a burst: long enough to outlast the burst.
 const TTL: Duration = Duration::from_secs(30);
-/// Connections the Hold burst spreads over.
-const HOLD_CONNECTIONS: usize = 4;
 /// Longest a burst may take to be answered in full.
 const BURST_LIMIT: Duration = Duration::from_secs(120);
 /// How often the daemon's RSS is sampled during a burst.
@@ -86,24 +87,30 @@ impl BurstReport {
     }
 }
 
-/// Both bursts against one daemon process over `nodes`.
+/// The Acquire burst, then a Hold burst per count of `connections`, each
+/// against a daemon process of its own over `nodes`.
 pub(crate) async fn run_all(
     calls: usize,
     sessions: usize,
+    connections: &[usize],
     nodes: &[String],
     settings: &[(String, String)],
 ) -> Result<Vec<BurstReport>, BoxError> {
+    let mut reports = Vec::with_capacity(1 + connections.len());
     let daemon = setup::spawn_process(nodes, sessions.max(100_000), settings)?;
-    let outcome = async {
-        let acquire = acquire_burst(&daemon, calls).await?;
-        emit(&acquire.json_line());
-        let hold = hold_burst(&daemon, sessions).await?;
-        emit(&hold.json_line());
-        Ok::<_, BoxError>(vec![acquire, hold])
-    }
-    .await;
+    let acquire = acquire_burst(&daemon, calls).await;
     setup::stop_process(daemon).await;
-    outcome
+    reports.push(acquire?);
+    for &count in connections {
+        let daemon = setup::spawn_process(nodes, sessions.max(100_000), settings)?;
+        let hold = hold_burst(&daemon, sessions, count).await;
+        setup::stop_process(daemon).await;
+        reports.push(hold?);
+    }
+    for report in &reports {
+        emit(&report.json_line());
+    }
+    Ok(reports)
 }
 
 /// Samples the daemon's RSS until dropped; the peak when stopped.
@@ -214,11 +221,15 @@ async fn release_all(client: Client, grants: Vec<(String, String)>) {
         .await;
 }
 
-/// `sessions` Hold sessions opened at once over [`HOLD_CONNECTIONS`]
+/// `sessions` Hold sessions opened at once, spread over `connections`
 /// connections; once every one is open or failed, all are released.
-async fn hold_burst(daemon: &DaemonProcess, sessions: usize) -> Result<BurstReport, BoxError> {
-    let mut clients = Vec::with_capacity(HOLD_CONNECTIONS);
-    for _ in 0..HOLD_CONNECTIONS {
+async fn hold_burst(
+    daemon: &DaemonProcess,
+    sessions: usize,
+    connections: usize,
+) -> Result<BurstReport, BoxError> {
+    let mut clients = Vec::with_capacity(connections);
+    for _ in 0..connections {
         clients.push(connect(daemon.addr).await?);
     }
     let rss_idle_kb = ProcSample::read(daemon.pid)?.rss_kb;
@@ -229,7 +240,7 @@ async fn hold_burst(daemon: &DaemonProcess, sessions: usize) -> Result<BurstRepo
     let started = Instant::now();
     let tasks: Vec<_> = (0..sessions)
         .map(|i| {
-            let client = clients[i % HOLD_CONNECTIONS].clone();
+            let client = clients[i % connections].clone();
             let resource = format!("{run}/{i}");
             let (opened, stopped) = (opened.clone(), stopped.clone());
             tokio::spawn(session(client, resource, started, opened, stopped))
@@ -239,7 +250,7 @@ async fn hold_burst(daemon: &DaemonProcess, sessions: usize) -> Result<BurstRepo
     let mut report = BurstReport {
         kind: "hold",
         calls: sessions,
-        connections: HOLD_CONNECTIONS,
+        connections,
         granted: 0,
         failures: BTreeMap::new(),
         latency: Vec::with_capacity(sessions),
@@ -341,7 +352,7 @@ fn failure(status: &tonic::Status) -> String {
 pub(crate) fn print_table(reports: &[BurstReport]) {
     let heads: Vec<String> = reports
         .iter()
-        .map(|r| format!("{} x{}", r.kind, r.calls))
+        .map(|r| format!("{} x{} /{}", r.kind, r.calls, r.connections))
         .collect();
     let column = |f: &dyn Fn(&BurstReport) -> String| reports.iter().map(f).collect::<Vec<_>>();
     let failures = |r: &BurstReport| {

@@ -19,9 +19,10 @@
 //!   *process* spawned next to this binary: its RSS, CPU seconds per
 //!   session-minute, and the extension success rate.
 //! - **Bursts** ([`burst`]): `--burst-calls` Acquire calls at once on one
-//!   connection and `--burst-sessions` Hold sessions at once over four,
-//!   against a `redlockd` process: grants, failures by code, latency and the
-//!   daemon's peak RSS.
+//!   connection and `--burst-sessions` Hold sessions at once over 1, 4 and
+//!   16 connections (`--burst-connections`), each against a `redlockd`
+//!   process of its own: grants, failures by code, latency and the daemon's
+//!   peak RSS.
 //! - **Semaphore** ([`semaphore`]): a semaphore's permits at C = 64 beside
 //!   the plain lock (own resources and one shared), with the masters' CPU
 //!   per cycle (`--dev` only).
@@ -126,9 +127,14 @@ pub struct Args {
     /// Bursts: Acquire calls started at once on one connection.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     burst_calls: u32,
-    /// Bursts: Hold sessions opened at once over four connections.
+    /// Bursts: Hold sessions opened at once, spread over each of
+    /// `--burst-connections` in turn.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     burst_sessions: u32,
+    /// Bursts: the counts of HTTP/2 connections the Hold burst is spread
+    /// over, one daemon process each.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    burst_connections: Vec<u16>,
     /// A setting of the daemon processes (W1 grpc, W2, W3, bursts) as `key=value` in the
     /// configuration's dotted names, e.g. `limits.max_acquisitions_in_flight=32`
     /// (repeatable); the rest are the defaults.
@@ -271,8 +277,11 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
             }
             Workload::Burst => {
                 let (calls, sessions) = (args.burst_calls as usize, args.burst_sessions as usize);
+                let connections: Vec<usize> =
+                    args.burst_connections.iter().map(|&n| n as usize).collect();
                 let settings = &args.daemon_settings;
-                reports.burst = burst::run_all(calls, sessions, &nodes, settings).await?;
+                reports.burst =
+                    burst::run_all(calls, sessions, &connections, &nodes, settings).await?;
             }
             Workload::Frozen if nodes.is_empty() => {
                 tracing::warn!("frozen skipped: it spawns a daemon, which needs --dev or --nodes");
