@@ -20,6 +20,8 @@ work="$repo/target/fourway"
 mkdir -p "$work"
 
 timeout 3600 cargo build -q --release -p redlockd --bin redlockd -p redlockd-fourway-rust --bin bench-rust
+# The test kit's launcher starts the masters and that daemon (clients/cluster.py).
+timeout 3600 cargo build -q -p redlockd-testkit --bin redlockd-cluster
 
 venv="$repo/target/python-client/venv"
 if ! "$venv/bin/python" -c 'import redlockd_client' 2>/dev/null; then

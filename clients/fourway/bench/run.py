@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Each client's own cost, run by
 scripts/bench-clients.sh: starts five valkey-server masters and one redlockd
-(the binary given, a release build for figures worth quoting), runs the
+(the binary given, a release build for figures worth quoting) through the
+test kit's launcher (clients/cluster.py), runs the
 Python, Node, Go, Java and Rust bench programs (the first four beside this
 file, Rust's in clients/fourway/rust/src/bench.rs) one after another
 against that same daemon, and prints a table: C=1 acquire+release p50 and
@@ -22,15 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from typing import Dict, List
+from typing import List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-from harness import free_port, wait_granting, wait_listening  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # clients/: cluster.py
+sys.path.insert(0, os.path.dirname(HERE))  # clients/fourway: harness.py
+from cluster import Cluster  # noqa: E402
+from harness import wait_granting  # noqa: E402
 
 #: Longest run of one language's bench program.
 RUN_LIMIT = 600
@@ -46,37 +47,13 @@ def main() -> int:
     parser.add_argument("--seconds", default="2")
     parser.add_argument("--rounds", default="3")
     args = parser.parse_args()
-    valkey = os.environ.get("REDLOCKD_VALKEY_BIN") or shutil.which("valkey-server") or "valkey-server"
-    work = tempfile.mkdtemp(prefix="redlockd-bench-clients-")
-    children: List[subprocess.Popen] = []
-
-    def start(command: List[str], name: str, env: Dict[str, str] | None = None) -> subprocess.Popen:
-        with open(os.path.join(work, f"{name}.log"), "ab") as out:
-            child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        children.append(child)
-        return child
-
+    # The test kit's launcher (clients/cluster.py) starts the masters and
+    # this daemon binary ($REDLOCKD_BIN).
+    os.environ["REDLOCKD_BIN"] = args.daemon
     rows: List[dict] = []
-    try:
-        ports = [free_port() for _ in range(5)]
-        for port in ports:
-            master = start([valkey, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                            "no", "--daemonize", "no", "--loglevel", "warning", "--dir", work], f"master-{port}")
-            wait_listening(port, master, f"master {port}")
-        grpc_port, http_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCKD__")}
-        env.update({
-            "REDLOCKD__REDLOCK__NODES": ",".join(f"redis://127.0.0.1:{p}" for p in ports),
-            "REDLOCKD__REDLOCK__NODE_TIMEOUT": "1s",
-            "REDLOCKD__SERVER__LISTEN": f"127.0.0.1:{grpc_port}",
-            "REDLOCKD__HTTP__LISTEN": f"127.0.0.1:{http_port}",
-            "REDLOCKD__METRICS__ENABLED": "false",
-            "RUST_LOG": env.get("RUST_LOG", "warn"),
-        })
-        daemon = start([args.daemon], "redlockd", env)
-        wait_listening(grpc_port, daemon, "redlockd")
-        wait_granting(f"http://127.0.0.1:{http_port}", daemon)
-        address = f"127.0.0.1:{grpc_port}"
+    with Cluster("--set", "redlock.node_timeout=1s", "--set", "metrics.enabled=false", "--http") as cluster:
+        wait_granting(f"http://{cluster.daemon.http}")
+        address = cluster.daemon.address
         tail = [address, args.seconds, args.rounds]
         commands = {
             "python": [args.python, os.path.join(HERE, "bench.py"), *tail],
@@ -94,12 +71,6 @@ def main() -> int:
                 return 1
             rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
             print(f"  {name} done", flush=True)
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
     print()
     print("| client | C=1 p50 ms (stub) | client over stub | C=64 cycles/s (stub) | client under stub | C=64 failed |")
