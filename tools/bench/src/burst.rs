@@ -234,7 +234,9 @@ async fn hold_burst(
     }
     let rss_idle_kb = ProcSample::read(daemon.pid)?.rss_kb;
     let peak = PeakRss::start(daemon.pid);
-    let run = format!("bench/burst/hold/{}", std::process::id());
+    // Resources of their own per burst: a daemon stopped after a burst
+    // leaves its stragglers' keys on the masters until their ttl.
+    let run = format!("bench/burst/hold/{}/{connections}", std::process::id());
     let (stop, stopped) = watch::channel(false);
     let (opened, mut outcomes) = mpsc::unbounded_channel();
     let started = Instant::now();

@@ -72,7 +72,7 @@ impl Default for LimitsConfig {
             max_waiters_per_identity: 50_000,
             rate_per_second: 0,
             burst: 0,
-            max_calls_per_connection: 4_096,
+            max_calls_per_connection: 16_384,
             max_acquisitions_in_flight: 128,
             max_queued_acquisitions: 20_000,
             max_connections: 10_000,

@@ -7,6 +7,7 @@
 //! connections are closed on every return once the engine is built.
 
 pub(crate) mod engine;
+mod window;
 
 pub use engine::{build_engine, Engine};
 
@@ -30,20 +31,6 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
-
-/// HTTP/2 connection window the daemon grants each client connection.
-/// h2 (0.4.20) closes a connection with ENHANCE_YOUR_CALM
-/// ("too_many_data_frames", which clients see as RESOURCE_EXHAUSTED and
-/// transport errors on every call) once the overhead of small DATA frames
-/// it holds unread exceeds half this window: its guard against a flood of
-/// tiny frames. Every gRPC request is such a frame, so with hyper's default
-/// window (1 MiB) a burst of about 2,700 calls opened at once on one
-/// connection, faster than the daemon reads them, lost the whole connection
-/// (seen with 3,000 Acquire calls on a debug daemon, `chaos --bursts 3000`).
-/// 4 MiB lets about 10,000 wait unread (beyond `max_calls_per_connection`,
-/// which bounds them first); the window is a permission, not memory the
-/// daemon sets aside.
-const CONNECTION_WINDOW: u32 = 4 << 20;
 
 /// Why the daemon could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -313,7 +300,9 @@ async fn serve_until_drained(
         config.limits.max_connections_per_peer,
     );
     let server = tonic::transport::Server::builder()
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_connection_window_size(window::connection_window(
+            config.limits.max_calls_per_connection,
+        ))
         .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
         .http2_keepalive_timeout(Some(config.server.keepalive_timeout));
