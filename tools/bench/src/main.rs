@@ -9,10 +9,15 @@
 //!   daemon), `engine` (the same engine in-process, no gRPC), `raw` (`SET NX
 //!   PX` + compare-and-delete on the five masters with fred, no lock logic)
 //!   and `library` (the `rslock` crate in-process; built with the
-//!   `bench-library` feature). Cycles per second, acquire and release
-//!   latency p50/p99/p99.9, and CPU per cycle split into the masters, the
-//!   daemon and the client ([`proc::CpuMeter`]; `--dev` runs the `grpc`
-//!   mode's daemon as a process of its own, so its CPU is its own).
+//!   `bench-library` feature), and `floor`: the `grpc` mode's clients and
+//!   calls against `redlockd-echo-floor`, a bare tonic server of the lock
+//!   service with canned answers and the daemon's HTTP/2 settings
+//!   (`src/floor/`, built beside this binary; no masters), whose CPU per
+//!   cycle is the gRPC floor the daemon's is held against. Cycles per
+//!   second, acquire and release latency p50/p99/p99.9, and CPU per cycle
+//!   split into the masters, the daemon (in `floor`: the floor process) and
+//!   the client ([`proc::CpuMeter`]; `--dev` runs the `grpc` mode's daemon
+//!   as a process of its own, so its CPU is its own).
 //! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling.
 //! - **W3, sessions** ([`w3`]): K open `Hold` sessions (`--sessions`, 1,000
 //!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
@@ -42,11 +47,20 @@
 //! masters (`REDLOCKD_VALKEY_BIN`, else `valkey-server` on `PATH`) and
 //! daemon processes over them (`target/<profile>/redlockd`, beside this
 //! binary: build it first). Otherwise `--nodes` names the masters
-//! (W1 engine/raw/library, W3) and `--addr` running daemons (W1 grpc, W2).
+//! (W1 engine/raw/library, W3) and `--addr` running daemons (W1 grpc, W2);
+//! W1 `floor` always spawns its own floor process.
 //!
 //! ```sh
 //! bash scripts/setup.sh && source .venv/redlockd-env
 //! cargo run --release --features bench-library --bin redlockd-bench -- --dev
+//! ```
+//!
+//! The gRPC floor alone beside the daemon (docs/benchmarks.md, "The gRPC
+//! floor"):
+//!
+//! ```sh
+//! cargo build --release -p redlockd -p redlockd-bench --bins
+//! target/release/redlockd-bench --dev --workloads w1 --modes grpc,floor --concurrency 1,64
 //! ```
 //!
 //! Bench, daemons and masters share the machine's cores.
@@ -81,8 +95,9 @@ use std::time::Duration;
 /// Errors of the bench: reported, never recovered from.
 pub use redlockd_testkit::BoxError;
 
-/// Benchmarks redlockd: W1 uncontended throughput and latency per layer, W2
-/// contended hand-off, W3 open sessions.
+/// Benchmarks redlockd: W1 uncontended throughput and latency per layer
+/// (and the gRPC floor: `--modes grpc,floor`), W2 contended hand-off, W3
+/// open sessions.
 #[derive(Debug, Parser)]
 #[command(about)]
 pub struct Args {
@@ -103,10 +118,16 @@ pub struct Args {
     /// each per concurrency (1: the plain lock, beside).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     multi_sizes: Vec<usize>,
-    /// W1: modes, one run each per concurrency.
-    #[arg(long, value_delimiter = ',', default_value = "grpc,engine,raw,library")]
+    /// W1: modes, one run each per concurrency. `floor`: the `grpc` calls
+    /// to a bare tonic server (`redlockd-echo-floor`), the gRPC floor under
+    /// the daemon's CPU per cycle.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "grpc,floor,engine,raw,library"
+    )]
     modes: Vec<w1::Mode>,
-    /// W1 `grpc`: HTTP/2 connections the workers share, as the workers of a
+    /// W1 `grpc` and `floor`: HTTP/2 connections the workers share, as the workers of a
     /// few client processes share their channels. At C = 64, 64 connections
     /// made 3,655 cycles/s and 4 made 5,499 (16: 4,539; 1: 5,695): frames of
     /// many calls share a system call on both sides.

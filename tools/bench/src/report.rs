@@ -73,7 +73,7 @@ fn print_w1(reports: &[W1Report]) {
         ("CPU us/cycle m/d/c", column(&|r| r.cpu.cell())),
     ];
     print_columns("W1 uncontended acquire + release", &heads, &rows);
-    println!("CPU us/cycle m/d/c: core-microseconds per cycle of the masters (all five), the daemon process and the bench process, from /proc/<pid>/stat over the window");
+    println!("CPU us/cycle m/d/c: core-microseconds per cycle of the masters (all five), the daemon process (floor: the floor process) and the bench process, from /proc/<pid>/stat over the window");
     let find = |mode: &str, c: usize| {
         reports
             .iter()
@@ -83,6 +83,7 @@ fn print_w1(reports: &[W1Report]) {
         let ratio = grpc.cycles_per_s() / library.cycles_per_s().max(f64::MIN_POSITIVE);
         println!("W1 C=64 cycles/s, grpc / library: {ratio:.2} (target >= 1.2)");
     }
+    print_floor_ratios(reports);
     let p50 = |r: &W1Report| permille(&r.acquire, 500);
     if let (Some(grpc), Some(raw)) = (find("grpc", 1).and_then(p50), find("raw", 1).and_then(p50)) {
         let gap = grpc.as_secs_f64() * 1e6 - raw.as_secs_f64() * 1e6;
@@ -122,4 +123,23 @@ fn print_w3(reports: &[W3Report]) {
         ),
     ];
     print_columns("W3 open Hold sessions (daemon process)", &heads, &rows);
+}
+
+/// The daemon's CPU per cycle (two calls) held against the gRPC floor's, at
+/// each concurrency both modes ran: the target is at most 2x.
+fn print_floor_ratios(reports: &[W1Report]) {
+    for grpc in reports.iter().filter(|r| r.mode == "grpc") {
+        let floor = reports
+            .iter()
+            .find(|r| r.mode == "floor" && r.concurrency == grpc.concurrency);
+        let (Some(daemon), Some(floor)) = (grpc.cpu.daemon_us, floor.and_then(|f| f.cpu.daemon_us))
+        else {
+            continue;
+        };
+        let ratio = daemon / floor.max(f64::MIN_POSITIVE);
+        println!(
+            "W1 C={} server CPU per cycle, daemon / gRPC floor: {daemon:.0} / {floor:.0} us = {ratio:.2}x (target <= 2x)",
+            grpc.concurrency
+        );
+    }
 }

@@ -71,6 +71,14 @@ pub(crate) fn spawn_daemon(
     command.spawn()
 }
 
+/// Spawns the gRPC floor (`redlockd-echo-floor`, next to this binary) on a
+/// free loopback port: started as a daemon is, since it reads the daemon's
+/// `server.listen` variable and stops on SIGTERM ([`stop_process`]).
+pub(crate) fn spawn_floor() -> Result<DaemonProcess, BoxError> {
+    let binary = redlockd_testkit::bin::path("redlockd-echo-floor")?;
+    DaemonCommand::new(binary, &[]).spawn()
+}
+
 /// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.
 pub(crate) async fn stop_process(daemon: DaemonProcess) {
     match daemon.stop(Duration::from_secs(15)).await {

@@ -2,7 +2,10 @@
 //! of its own (ttl 10 s, no wait), in several modes, so that the cost of
 //! each layer shows as a ratio: `grpc` (daemon) vs `engine` (the daemon's
 //! engine in-process) vs `raw` (the masters' own commands, no lock logic)
-//! vs `library` (rslock in-process).
+//! vs `library` (rslock in-process). `floor` runs the `grpc` mode's clients
+//! and calls against `redlockd-echo-floor` (`src/floor/`), a bare tonic
+//! server with canned answers: its CPU per cycle is the gRPC floor under
+//! the daemon's.
 
 use crate::proc::{CpuMeter, CpuSplit};
 use crate::setup::{self, bench_config, Client};
@@ -29,6 +32,9 @@ const TTL: Duration = Duration::from_secs(10);
 pub(crate) enum Mode {
     /// Through a daemon's gRPC API.
     Grpc,
+    /// The `grpc` mode's calls to a bare tonic server with canned answers
+    /// (`redlockd-echo-floor`): the gRPC floor, no masters.
+    Floor,
     /// The daemon's engine, in-process.
     Engine,
     /// `SET NX PX` and compare-and-delete on every master, no lock logic.
@@ -42,6 +48,7 @@ impl Mode {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Grpc => "grpc",
+            Mode::Floor => "floor",
             Mode::Engine => "engine",
             Mode::Raw => "raw",
             Mode::Library => "library",
@@ -51,8 +58,9 @@ impl Mode {
 
 /// What a mode runs against, shared by its workers.
 enum Target {
+    /// A gRPC server: a daemon (`grpc`) or the floor (`floor`).
     Grpc {
-        /// The daemon process `--dev` spawned (None: `--addr`).
+        /// The server process this run spawned (None: `--addr`).
         daemon: Option<Box<DaemonProcess>>,
         addr: std::net::SocketAddr,
         /// HTTP/2 connections the workers share (`--grpc-connections`).
@@ -273,8 +281,13 @@ pub(crate) async fn run_all(
                 "W1 for {:?}",
                 args.duration
             );
+            // The floor never calls the masters: their idle CPU is no part
+            // of its cycles.
             let meter = CpuMeter {
-                masters: master_pids.to_vec(),
+                masters: match mode {
+                    Mode::Floor => Vec::new(),
+                    _ => master_pids.to_vec(),
+                },
                 daemon: match &target {
                     Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
                     _ => None,
@@ -306,6 +319,16 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
             let addr = daemon.addr;
             Target::Grpc {
                 daemon: Some(Box::new(daemon)),
+                addr,
+                connections: usize::from(args.grpc_connections),
+            }
+        }
+        Mode::Floor => {
+            // Whatever the masters: the floor needs none.
+            let floor = setup::spawn_floor()?;
+            let addr = floor.addr;
+            Target::Grpc {
+                daemon: Some(Box::new(floor)),
                 addr,
                 connections: usize::from(args.grpc_connections),
             }

@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The W1 modes this build has (`library` needs the `bench-library` feature).
 fn w1_modes() -> Vec<&'static str> {
-    let mut modes = vec!["grpc", "engine", "raw"];
+    let mut modes = vec!["grpc", "floor", "engine", "raw"];
     if cfg!(feature = "bench-library") {
         modes.push("library");
     }
@@ -69,11 +69,16 @@ fn every_workload_reports_well_formed_non_zero_lines() {
         // Failed cycles (a master missing its 50 ms timeout on a loaded CI
         // machine) are timing, not form: only their presence is checked.
         assert!(number(line, "errors") >= 0.0, "{line}");
-        // The CPU split: the masters' and the bench's always (--dev), the
-        // daemon's where it is a process of its own (grpc).
-        assert!(number(line, "masters_cpu_us") >= 0.0, "{line}");
+        // The CPU split: the bench's always; the masters' wherever they
+        // serve the cycles (--dev; not the floor, which calls none); the
+        // server process's where there is one (grpc: the daemon; floor:
+        // the floor process).
         assert!(number(line, "client_cpu_us") >= 0.0, "{line}");
-        match line["mode"] == "grpc" {
+        match line["mode"] == "floor" {
+            true => assert!(line["masters_cpu_us"].is_null(), "{line}"),
+            false => assert!(number(line, "masters_cpu_us") >= 0.0, "{line}"),
+        }
+        match line["mode"] == "grpc" || line["mode"] == "floor" {
             true => assert!(number(line, "daemon_cpu_us") >= 0.0, "{line}"),
             false => assert!(line["daemon_cpu_us"].is_null(), "{line}"),
         }
