@@ -10,6 +10,7 @@ pub(crate) mod engine;
 mod window;
 
 pub use engine::{build_engine, Engine};
+pub use window::connection_window;
 
 use crate::config::{Config, ValidConfig};
 use crate::conn::accept::{incoming, AcceptSettings};

@@ -31,8 +31,9 @@ const MAX_WINDOW: u32 = (1 << 31) - 1;
 const PER_STREAM: u64 = 2 * 256;
 
 /// The connection window for `max_calls` streams per connection (0: no
-/// limit, which gets the largest window).
-pub(crate) fn connection_window(max_calls: usize) -> u32 {
+/// limit, which gets the largest window). Public for the benchmark's gRPC
+/// floor, which serves with the daemon's HTTP/2 settings.
+pub fn connection_window(max_calls: usize) -> u32 {
     if max_calls == 0 {
         return MAX_WINDOW;
     }

@@ -10,7 +10,8 @@
 //! The server is set up like the daemon's (`crates/redlockd/src/server/`),
 //! from the daemon's default configuration where it has the value:
 //!
-//! - HTTP/2 connection window 4 MiB (the daemon's `CONNECTION_WINDOW`);
+//! - HTTP/2 connection window: the daemon's, from its stream limit
+//!   (`redlockd::server::connection_window`);
 //! - max concurrent streams per connection: `limits.max_calls_per_connection`;
 //! - HTTP/2 keepalive PINGs: `server.keepalive_interval`, `keepalive_timeout`;
 //! - accepted sockets: TCP_NODELAY, and TCP keepalive idle and interval
@@ -42,11 +43,6 @@ use redlockd_proto::pb::lock_service_server::LockServiceServer;
 use std::net::SocketAddr;
 use tokio::signal::unix::{signal, SignalKind};
 use tonic::transport::server::TcpIncoming;
-
-/// The daemon's HTTP/2 connection window (`CONNECTION_WINDOW` in
-/// `crates/redlockd/src/server/mod.rs`, private there; why it is 4 MiB is
-/// written beside it).
-const CONNECTION_WINDOW: u32 = 4 << 20;
 
 /// A bare tonic server of redlock.v1.LockService with canned answers: the
 /// gRPC floor under the daemon's CPU per call.
@@ -97,7 +93,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         }
     };
     tonic::transport::Server::builder()
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_connection_window_size(redlockd::server::connection_window(
+            defaults.limits.max_calls_per_connection,
+        ))
         .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(server.keepalive_interval))
         .http2_keepalive_timeout(Some(server.keepalive_timeout))
