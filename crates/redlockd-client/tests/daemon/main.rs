@@ -9,7 +9,6 @@
 mod example;
 mod kinds;
 mod lifecycle;
-mod reattach;
 mod security;
 mod sessions;
 mod slow;
