@@ -191,7 +191,9 @@ fn keepalive(interval: Duration, timeout: Duration) -> socket2::TcpKeepalive {
 }
 
 /// How many unanswered probes `interval` apart make `timeout`, rounded up.
-fn probes(interval: Duration, timeout: Duration) -> u32 {
+/// Public (as `server::keepalive_probes`) for the benchmark's gRPC floor,
+/// which sets its TCP keepalive as the daemon does.
+pub fn probes(interval: Duration, timeout: Duration) -> u32 {
     let interval = interval.as_millis().max(1);
     u32::try_from(timeout.as_millis().div_ceil(interval))
         .unwrap_or(u32::MAX)

@@ -9,6 +9,7 @@
 pub(crate) mod engine;
 mod window;
 
+pub use crate::conn::accept::probes as keepalive_probes;
 pub use engine::{build_engine, Engine};
 pub use window::connection_window;
 

@@ -71,12 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let streams = u32::try_from(defaults.limits.max_calls_per_connection)
         .ok()
         .filter(|&n| n > 0);
-    // As many unanswered probes as fit in the timeout, rounded up (the
-    // daemon's `conn::accept::probes`).
-    let interval = server.keepalive_interval.as_millis().max(1);
-    let probes = u32::try_from(server.keepalive_timeout.as_millis().div_ceil(interval))
-        .unwrap_or(u32::MAX)
-        .max(1);
+    let probes =
+        redlockd::server::keepalive_probes(server.keepalive_interval, server.keepalive_timeout);
     let incoming = TcpIncoming::bind(args.listen)?
         .with_nodelay(Some(true))
         .with_keepalive(Some(server.keepalive_interval))
