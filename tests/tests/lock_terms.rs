@@ -150,6 +150,35 @@ async fn orderly_release_frees_at_once() {
         .expect("free at once after the session's orderly end");
 }
 
+/// Hold sessions with a lock_delay whose connection breaks (cut at a
+/// proxy, as when the client's host dies): none is released by the
+/// daemon; each lock runs out and its delay follows on both replicas. The
+/// daemon hears of a broken connection twice (the client's stream errs,
+/// the stream of events it sends is dropped) in no fixed order; many
+/// sessions cut at once take both orders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_sessions_keep_the_delay() {
+    const SESSIONS: usize = 64;
+    let h = two_replicas(Flavor::Valkey).await;
+    let proxy = ctl::Proxy::start(h.daemons[0].addr).await.expect("proxy");
+    let mut sessions = Vec::new();
+    for i in 0..SESSIONS {
+        // A connection each, kept open with its session until the cut.
+        let mut c = redlockd_testkit::client::connect(proxy.addr())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let session = hold_with(&mut c, terms(&format!("cut/{i}"), 1_000, 60_000, 0)).await;
+        sessions.push((c, session));
+    }
+    proxy.close_existing();
+    for i in 0..SESSIONS {
+        let resource = format!("cut/{i}");
+        keys_gone(&h, &resource, Duration::from_secs(15)).await;
+        both_refuse(&h, &resource, "its connection broke: within the lock_delay").await;
+    }
+    drop(sessions);
+}
+
 /// `redlockctl run --lock-delay` killed (SIGKILL) mid-command: its session
 /// vanishes without a release, the lock runs out, and the delay follows on
 /// both replicas; a waiter gets it afterwards.

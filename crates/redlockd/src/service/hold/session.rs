@@ -91,7 +91,14 @@ impl Session {
                             *client_end = Some(end);
                             return;
                         }
-                        () = events.closed() => return,
+                        // The client dropped its end of the events, or
+                        // its connection broke: it vanished, whichever of
+                        // the two the daemon hears of first (the stream of
+                        // its messages errs at about the same time).
+                        () = events.closed() => {
+                            *client_end = Some(ClientEnd::Gone);
+                            return;
+                        }
                         () = drain.stopping() => return,
                         () = drain.started(), if !told => {
                             told = true;
