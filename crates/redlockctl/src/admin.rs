@@ -3,10 +3,11 @@
 //! daemon authenticates; lock tokens are never part of their answers.
 
 use crate::args::{ListArgs, ResourceArg};
-use crate::client::{call, std_duration, Target};
 use crate::error::CtlError;
 use crate::exit::Exit;
 use crate::print::{json_string, shell_word};
+use crate::services::{self, call};
+use crate::target::Target;
 use redlockd_proto::pb;
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +18,7 @@ pub(crate) async fn inspect(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.admin().await?;
+    let mut client = services::admin(&target.connect().await?);
     let what = format!("inspect {}", shell_word(&args.resource));
     let request = pb::InspectRequest {
         resource: args.resource,
@@ -42,7 +43,7 @@ pub(crate) async fn list(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.admin().await?;
+    let mut client = services::admin(&target.connect().await?);
     let what = format!("list {}", shell_word(&args.prefix));
     let mut page_token = String::new();
     if !json {
@@ -80,7 +81,7 @@ pub(crate) async fn force_release(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.admin().await?;
+    let mut client = services::admin(&target.connect().await?);
     let what = format!("force-release {}", shell_word(&args.resource));
     let request = pb::ForceReleaseRequest {
         resource: args.resource,
@@ -115,7 +116,10 @@ fn acquired_at(lock: &pb::LockInfo) -> String {
 }
 
 fn remaining_ms(lock: &pb::LockInfo) -> u128 {
-    std_duration(lock.remaining).as_millis()
+    lock.remaining
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+        .as_millis()
 }
 
 fn lock_assignments(lock: &pb::LockInfo) -> String {

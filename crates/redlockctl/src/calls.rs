@@ -1,16 +1,19 @@
 //! The single calls: `acquire`, `extend`, `release`, `validate`, `health`.
-//! Each connects, makes one call bounded by `--timeout` (plus the wait, for
-//! `acquire`), prints the answer, and says how to exit. `acquire` waits in
-//! rounds (`waiting.rs`) and stops cleanly on SIGINT or SIGTERM.
+//! Each connects through the client crate, makes one call bounded by
+//! `--timeout` (the client's call timeout; plus the wait, for `acquire`),
+//! prints the answer, and says how to exit. `acquire` waits in rounds
+//! (`waiting.rs`) and stops cleanly on SIGINT or SIGTERM.
 
 use crate::args::{AcquireArgs, ExtendArgs, HealthArgs, LockArgs};
-use crate::client::{call, proto_duration, Target};
 use crate::error::CtlError;
 use crate::exit::Exit;
 use crate::print;
+use crate::services::{self, call};
 use crate::signals::Signals;
+use crate::target::{interrupted, Target};
 use crate::waiting::until_granted;
-use redlockd_proto::pb;
+use redlockd_client::Lock;
+use std::cell::RefCell;
 use std::time::Duration;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::HealthCheckRequest;
@@ -19,39 +22,34 @@ use tonic_health::pb::HealthCheckRequest;
 pub(crate) async fn acquire(
     target: &Target,
     args: AcquireArgs,
-    timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
     // A signal while waiting cancels the call in flight: the daemon drops
-    // the waiter, and nothing is left locked.
+    // the waiter, and the client crate releases in the background what the
+    // call may have got an instant before (waited for below).
     let mut signals =
         Signals::install().map_err(|e| CtlError::Local(format!("cannot catch signals: {e}")))?;
     let what = format!("acquire {}", print::shell_word(&args.resource));
+    let last = RefCell::new(None);
     let rounds = until_granted(&what, args.wait, |wait| {
-        let request = pb::AcquireRequest {
-            resource: args.resource.clone(),
-            ttl: Some(proto_duration(args.ttl)),
-            wait: Some(proto_duration(wait)),
-            owner: args.owner.clone(),
-            request_id: String::new(),
-            ..Default::default()
-        };
-        let what = what.as_str();
+        let (what, last, args) = (what.as_str(), &last, &args);
         async move {
-            let mut client = target.connect().await?;
-            call(what, wait.saturating_add(timeout), request, |r| {
-                client.acquire(r)
-            })
-            .await
+            let client = target.connect_round(last).await?;
+            client
+                .acquire(&args.resource, args.ttl)
+                .wait(wait)
+                .owner(&args.owner)
+                .await
+                .map_err(|error| CtlError::call(what, error))
         }
     });
-    let answer = tokio::select! {
-        answer = rounds => answer?,
-        signal = signals.recv() => return Err(CtlError::Interrupted(signal)),
+    let lock = tokio::select! {
+        lock = rounds => lock?,
+        signal = signals.recv() => {
+            interrupted(&last).await;
+            return Err(CtlError::Interrupted(signal));
+        }
     };
-    let lock = answer
-        .lock
-        .ok_or_else(|| CtlError::Protocol(format!("{what}: granted without a lock")))?;
     println!("{}", print::lock(&lock, json));
     Ok(Exit::Success)
 }
@@ -60,43 +58,32 @@ pub(crate) async fn acquire(
 pub(crate) async fn extend(
     target: &Target,
     args: ExtendArgs,
-    timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.connect().await?;
+    let client = target.connect().await?;
     let what = format!("extend {}", print::shell_word(&args.lock.resource));
-    let request = pb::ExtendRequest {
-        resource: args.lock.resource,
-        token: args.lock.token,
-        ttl: Some(proto_duration(args.ttl)),
-    };
-    let answer = call(&what, timeout, request, |r| client.extend(r)).await?;
-    let lock = answer
-        .lock
-        .ok_or_else(|| CtlError::Protocol(format!("{what}: extended without a lock")))?;
+    let lock = Lock::from_parts(args.lock.resource, args.lock.token);
+    let lock = client
+        .extend(&lock, args.ttl)
+        .await
+        .map_err(|error| CtlError::call(&what, error))?;
     println!("{}", print::lock(&lock, json));
     Ok(Exit::Success)
 }
 
 /// `release`: silent when it was held; exits [`Exit::NotHeld`] with a
 /// warning when it was not.
-pub(crate) async fn release(
-    target: &Target,
-    args: LockArgs,
-    timeout: Duration,
-    json: bool,
-) -> Result<Exit, CtlError> {
-    let mut client = target.connect().await?;
+pub(crate) async fn release(target: &Target, args: LockArgs, json: bool) -> Result<Exit, CtlError> {
+    let client = target.connect().await?;
     let what = format!("release {}", print::shell_word(&args.resource));
-    let request = pb::ReleaseRequest {
-        resource: args.resource,
-        token: args.token,
-    };
-    let answer = call(&what, timeout, request, |r| client.release(r)).await?;
-    if let Some(line) = print::released(answer.was_held, json) {
+    let was_held = client
+        .release(&Lock::from_parts(args.resource, args.token))
+        .await
+        .map_err(|error| CtlError::call(&what, error))?;
+    if let Some(line) = print::released(was_held, json) {
         println!("{line}");
     }
-    if answer.was_held {
+    if was_held {
         return Ok(Exit::Success);
     }
     eprintln!(
@@ -111,16 +98,14 @@ pub(crate) async fn release(
 pub(crate) async fn validate(
     target: &Target,
     args: LockArgs,
-    timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.connect().await?;
+    let client = target.connect().await?;
     let what = format!("validate {}", print::shell_word(&args.resource));
-    let request = pb::ValidateRequest {
-        resource: args.resource,
-        token: args.token,
-    };
-    let answer = call(&what, timeout, request, |r| client.validate(r)).await?;
+    let answer = client
+        .validate(&Lock::from_parts(args.resource, args.token))
+        .await
+        .map_err(|error| CtlError::call(&what, error))?;
     println!("{}", print::validity(&answer, json));
     Ok(if answer.held {
         Exit::Success
@@ -136,12 +121,12 @@ pub(crate) async fn health(
     timeout: Duration,
     json: bool,
 ) -> Result<Exit, CtlError> {
-    let mut client = target.health().await?;
+    let mut health = services::health(&target.connect().await?);
     let what = format!("health {}", print::shell_word(&args.service));
     let request = HealthCheckRequest {
         service: args.service,
     };
-    let answer = call(&what, timeout, request, |r| client.check(r)).await?;
+    let answer = call(&what, timeout, request, |r| health.check(r)).await?;
     let status = ServingStatus::try_from(answer.status).unwrap_or(ServingStatus::Unknown);
     let name = status.as_str_name();
     match json {

@@ -73,15 +73,36 @@ pub enum CtlError {
     /// started).
     #[error("interrupted by {0} while waiting for the lock; nothing is left locked")]
     Interrupted(Signal),
-    /// The daemon answered something the contract does not allow.
-    #[error("unexpected answer from the daemon: {0}")]
-    Protocol(String),
     /// redlockctl itself failed (runtime, signal handlers).
     #[error("{0}")]
     Local(String),
 }
 
 impl CtlError {
+    /// A call through the client crate that failed. The crate reads a
+    /// status tonic made itself when the connection ended before any
+    /// answer as UNAVAILABLE, keeping that status (and the transport's
+    /// error beneath it) as the source: that is [`CtlError::Closed`], as
+    /// for a call of redlockctl's own ([`CtlError::status`]).
+    pub fn call(what: impl Into<String>, error: redlockd_client::Error) -> CtlError {
+        let what = what.into();
+        let ended = std::error::Error::source(error.status())
+            .and_then(|source| source.downcast_ref::<Status>())
+            .filter(|original| matches!(original.code(), Code::Unknown | Code::Cancelled))
+            .and_then(std::error::Error::source)
+            .and_then(|source| source.downcast_ref::<TransportError>());
+        match ended {
+            Some(transport) => CtlError::Closed {
+                what,
+                reason: chain(transport),
+            },
+            None => CtlError::Status {
+                what,
+                status: error.into_status(),
+            },
+        }
+    }
+
     /// A status answered to `what`.
     pub fn status(what: impl Into<String>, status: Status) -> CtlError {
         let what = what.into();

@@ -127,7 +127,7 @@ impl From<&CtlError> for Exit {
                 _ => Exit::CannotExecute,
             },
             CtlError::Interrupted(signal) => Exit::of_signal(*signal as i32),
-            CtlError::Protocol(_) | CtlError::Local(_) => Exit::Other,
+            CtlError::Local(_) => Exit::Other,
         }
     }
 }

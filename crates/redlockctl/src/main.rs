@@ -5,32 +5,40 @@
 //! single calls; `inspect`, `list` and `force-release` the operator's
 //! (`admin`). Every outcome has its own exit status (`exit.rs`).
 //!
+//! Every call to the daemon goes through the client crate,
+//! `redlockd-client`: its builder (TLS, bearer token, timeouts), its calls,
+//! its reattaching `Lease` for `run`, and its authenticated channel for the
+//! admin and health services.
+//!
 //! Modules: `args` (the command line), `exit` (the exit-code table),
-//! `error` (what goes wrong, in words), `client` (reaching the daemon)
-//! with `security` (TLS, bearer token), `waiting` (`--wait`, in rounds),
-//! `calls` (the single calls), `print` (their output), `run` with `lease`
-//! (keeping the lock), `child` (the command's process group) and `signals`.
+//! `error` (what goes wrong, in words), `target` (the flags as the client
+//! crate's builder, and as `run`'s command's environment), `waiting`
+//! (`--wait`, in rounds), `calls` (the single calls), `print` (their
+//! output), `admin` and `services` (the admin and health services), `run`
+//! with `held` (what it says about its lease, and how hard to stop),
+//! `run_multi` (several resources), `child` (the command's process group)
+//! and `signals`.
 
 mod admin;
 mod args;
 mod calls;
 mod child;
-mod client;
 mod error;
 mod exit;
-mod lease;
+mod held;
 mod print;
 mod run;
 mod run_multi;
-mod security;
+mod services;
 mod signals;
+mod target;
 mod waiting;
 
 use args::{Cli, Cmd};
-use client::Target;
 use error::CtlError;
 use exit::Exit;
 use std::process::ExitCode;
+use target::Target;
 
 fn main() -> ExitCode {
     let cli = match args::parse() {
@@ -60,11 +68,11 @@ async fn dispatch(cli: Cli) -> Result<Exit, CtlError> {
     let target = Target::parse(&cli.addr, cli.timeout, &cli.security)?;
     let (timeout, json) = (cli.timeout, cli.json);
     match cli.command {
-        Cmd::Run(args) => run::run(&target, args, timeout).await,
-        Cmd::Acquire(args) => calls::acquire(&target, args, timeout, json).await,
-        Cmd::Extend(args) => calls::extend(&target, args, timeout, json).await,
-        Cmd::Release(args) => calls::release(&target, args, timeout, json).await,
-        Cmd::Validate(args) => calls::validate(&target, args, timeout, json).await,
+        Cmd::Run(args) => run::run(&target, args).await,
+        Cmd::Acquire(args) => calls::acquire(&target, args, json).await,
+        Cmd::Extend(args) => calls::extend(&target, args, json).await,
+        Cmd::Release(args) => calls::release(&target, args, json).await,
+        Cmd::Validate(args) => calls::validate(&target, args, json).await,
         Cmd::Health(args) => calls::health(&target, args, timeout, json).await,
         Cmd::Inspect(args) => admin::inspect(&target, args, timeout, json).await,
         Cmd::List(args) => admin::list(&target, args, timeout, json).await,

@@ -2,32 +2,42 @@
 //! can read (`REDLOCK_TOKEN=...`, the names `run` gives its command), or
 //! with `--json` one JSON object on one line.
 
-use crate::client::std_duration;
-use redlockd_proto::pb;
+use redlockd_client::{Lock, Validation};
+use std::time::Duration;
 
 /// A granted or extended lock.
-pub(crate) fn lock(lock: &pb::Lock, json: bool) -> String {
-    let validity_ms = std_duration(lock.validity).as_millis();
+pub(crate) fn lock(lock: &Lock, json: bool) -> String {
+    lock_fields(
+        lock.resource(),
+        lock.token(),
+        lock.fence(),
+        lock.validity(),
+        json,
+    )
+}
+
+/// A lock from its fields: the token is printed on purpose (stdout, for
+/// `eval` or a script that releases it later).
+fn lock_fields(resource: &str, token: &str, fence: u64, validity: Duration, json: bool) -> String {
+    let validity_ms = validity.as_millis();
     if json {
         format!(
-            "{{\"resource\":{},\"token\":{},\"fence\":{},\"validity_ms\":{validity_ms}}}",
-            json_string(&lock.resource),
-            json_string(&lock.token),
-            lock.fence
+            "{{\"resource\":{},\"token\":{},\"fence\":{fence},\"validity_ms\":{validity_ms}}}",
+            json_string(resource),
+            json_string(token),
         )
     } else {
         format!(
-            "REDLOCK_RESOURCE={}\nREDLOCK_TOKEN={}\nREDLOCK_FENCE={}\nREDLOCK_VALIDITY_MS={validity_ms}",
-            shell_word(&lock.resource),
-            shell_word(&lock.token),
-            lock.fence
+            "REDLOCK_RESOURCE={}\nREDLOCK_TOKEN={}\nREDLOCK_FENCE={fence}\nREDLOCK_VALIDITY_MS={validity_ms}",
+            shell_word(resource),
+            shell_word(token),
         )
     }
 }
 
 /// A `Validate` answer.
-pub(crate) fn validity(answer: &pb::ValidateResponse, json: bool) -> String {
-    let validity_ms = std_duration(answer.validity).as_millis();
+pub(crate) fn validity(answer: &Validation, json: bool) -> String {
+    let validity_ms = answer.validity.as_millis();
     if json {
         format!("{{\"held\":{},\"validity_ms\":{validity_ms}}}", answer.held)
     } else {
@@ -101,23 +111,13 @@ mod tests {
     /// A lock prints as assignments or as one JSON line.
     #[test]
     fn lock_output() {
-        let l = pb::Lock {
-            resource: "jobs/nightly".into(),
-            token: "ab".into(),
-            fence: 7,
-            permit: 0,
-            validity: Some(prost_types::Duration {
-                seconds: 1,
-                nanos: 500_000_000,
-            }),
-            resources: Vec::new(),
-        };
+        let validity = Duration::from_millis(1_500);
         assert_eq!(
-            lock(&l, false),
+            lock_fields("jobs/nightly", "ab", 7, validity, false),
             "REDLOCK_RESOURCE=jobs/nightly\nREDLOCK_TOKEN=ab\nREDLOCK_FENCE=7\nREDLOCK_VALIDITY_MS=1500"
         );
         assert_eq!(
-            lock(&l, true),
+            lock_fields("jobs/nightly", "ab", 7, validity, true),
             r#"{"resource":"jobs/nightly","token":"ab","fence":7,"validity_ms":1500}"#
         );
     }

@@ -15,7 +15,7 @@
 use crate::args::RunArgs;
 use crate::error::CtlError;
 use crate::print::shell_word;
-use redlockd_proto::pb;
+use redlockd_client::Lock;
 
 /// The resources of `args` when it names several before a `--` (empty:
 /// the plain `args.resource` alone), and `args` with its command only.
@@ -68,12 +68,20 @@ pub(crate) fn words(resources: &[String]) -> String {
 /// `REDLOCK_RESOURCES` and `REDLOCK_FENCES`, one line per resource in the
 /// order given (`REDLOCK_RESOURCE` and `REDLOCK_FENCE` are the first's).
 /// Nothing for a lock on one resource.
-pub(crate) fn env(lock: &pb::Lock) -> Vec<(&'static str, String)> {
-    if lock.resources.is_empty() {
+pub(crate) fn env(lock: &Lock) -> Vec<(&'static str, String)> {
+    if lock.resources().is_empty() {
         return Vec::new();
     }
-    let names: Vec<&str> = lock.resources.iter().map(|r| r.resource.as_str()).collect();
-    let fences: Vec<String> = lock.resources.iter().map(|r| r.fence.to_string()).collect();
+    let names: Vec<&str> = lock
+        .resources()
+        .iter()
+        .map(|r| r.resource.as_str())
+        .collect();
+    let fences: Vec<String> = lock
+        .resources()
+        .iter()
+        .map(|r| r.fence.to_string())
+        .collect();
     vec![
         ("REDLOCK_RESOURCES", names.join("\n")),
         ("REDLOCK_FENCES", fences.join("\n")),

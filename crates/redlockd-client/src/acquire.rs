@@ -75,6 +75,8 @@ pub struct Acquire<T> {
     lock_delay: Duration,
     hold_at_least: Duration,
     timeout: Option<Duration>,
+    /// A Hold's lease keeps its lock through a broken session (`reattach.rs`).
+    reattach: bool,
     output: PhantomData<fn() -> T>,
 }
 
@@ -96,6 +98,7 @@ impl<T> fmt::Debug for Acquire<T> {
             .field("lock_delay", &self.lock_delay)
             .field("hold_at_least", &self.hold_at_least)
             .field("timeout", &self.timeout)
+            .field("reattach", &self.reattach)
             .finish()
     }
 }
@@ -135,8 +138,20 @@ impl<T> Acquire<T> {
             lock_delay: Duration::ZERO,
             hold_at_least: Duration::ZERO,
             timeout: None,
+            reattach: false,
             output: PhantomData,
         }
+    }
+
+    /// This acquisition, reattaching (set by `Acquire<Lease>::reattach`).
+    pub(crate) fn with_reattach(mut self) -> Acquire<T> {
+        self.reattach = true;
+        self
+    }
+
+    /// Whether the lease reattaches.
+    pub(crate) fn reattaches(&self) -> bool {
+        self.reattach
     }
 
     /// Keeps trying for up to `wait` while someone else holds the resource,

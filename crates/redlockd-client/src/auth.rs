@@ -1,6 +1,8 @@
 //! The bearer token, sent as `authorization: Bearer <token>` on every call
-//! and session, and the generated client that carries it. The token is kept
-//! as a sensitive header value: nothing here prints or formats it.
+//! and session, the connection that carries it ([`AuthChannel`], also what
+//! [`Client::channel`](crate::Client::channel) hands out for the daemon's
+//! other services), and the generated client on it. The token is kept as a
+//! sensitive header value: nothing here prints or formats it.
 
 use crate::error::Error;
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
@@ -12,12 +14,40 @@ use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 /// The generated client on a connection that adds the token to each call.
-pub(crate) type Stub = LockServiceClient<InterceptedService<Channel, BearerAuth>>;
+pub(crate) type Stub = LockServiceClient<AuthChannel>;
 
-/// Adds `authorization: Bearer <token>` to every call, when there is a
-/// token.
+/// A connection to the daemon that adds the client's bearer token (if any)
+/// to every call: what [`Client::channel`](crate::Client::channel) returns,
+/// for the generated client of any of the daemon's services.
+///
+/// ```no_run
+/// # async fn demo(client: redlockd_client::Client) -> Result<(), tonic::Status> {
+/// use redlockd_client::AuthChannel;
+/// use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
+///
+/// let channel: AuthChannel = client.channel();
+/// let mut admin = LockAdminServiceClient::new(channel);
+/// # Ok(()) }
+/// ```
+pub type AuthChannel = InterceptedService<Channel, BearerAuth>;
+
+/// The interceptor of an [`AuthChannel`]: adds `authorization: Bearer
+/// <token>` to every call, when the client was given a token
+/// ([`ClientBuilder::bearer_token`](crate::ClientBuilder::bearer_token)).
+/// Made by the builder only; `Debug` never shows the token.
+///
+/// ```no_run
+/// use redlockd_client::BearerAuth;
+/// use tonic::service::interceptor::InterceptedService;
+/// use tonic::transport::Channel;
+///
+/// // What an AuthChannel is, spelled out.
+/// fn spelled_out(client: &redlockd_client::Client) -> InterceptedService<Channel, BearerAuth> {
+///     client.channel()
+/// }
+/// ```
 #[derive(Clone, Default)]
-pub(crate) struct BearerAuth {
+pub struct BearerAuth {
     header: Option<MetadataValue<Ascii>>,
 }
 

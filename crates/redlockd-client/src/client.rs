@@ -1,7 +1,7 @@
 //! The client handle and its unary calls on a lock already held: Extend,
 //! Release, Validate.
 
-use crate::auth::Stub;
+use crate::auth::{AuthChannel, BearerAuth, Stub};
 use crate::error::Error;
 use crate::lock::{Lock, Validation};
 use crate::unanswered::Releases;
@@ -11,6 +11,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tonic::transport::Endpoint;
 use tonic::{Response, Status};
 
 /// How long a call may take beyond the wait it asks for, unless
@@ -49,6 +50,13 @@ pub struct Client {
 pub(crate) struct Inner {
     /// The generated client, carrying the bearer token if any.
     pub(crate) stub: Stub,
+    /// The connection it is on, for [`Client::channel`].
+    pub(crate) channel: AuthChannel,
+    /// Where the connection goes, with its TLS settings: for connections
+    /// of a lease's own (`Client::connect_anew`).
+    pub(crate) endpoint: Endpoint,
+    /// The bearer token's interceptor, for those connections.
+    pub(crate) auth: BearerAuth,
     /// How long a call may take beyond its wait.
     pub(crate) call_timeout: Duration,
     /// The background releases of unanswered acquires.
@@ -175,6 +183,29 @@ impl Client {
     /// ```
     pub async fn close(self) {
         self.inner.releases.settle_all().await;
+    }
+
+    /// The connection to the daemon, carrying the bearer token (if any) on
+    /// every call: for the daemon's other services through their generated
+    /// clients, such as its `LockAdminService` (inspect, list and
+    /// force-release; the admin role) or the standard `grpc.health.v1`
+    /// health service. Calls made on it get no deadline unless their
+    /// request sets one: set [`tonic::Request::set_timeout`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redlockd_client::Client) -> Result<(), tonic::Status> {
+    /// use redlockd_proto::pb;
+    /// use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
+    ///
+    /// let mut admin = LockAdminServiceClient::new(client.channel());
+    /// let mut request = tonic::Request::new(pb::InspectRequest { resource: "orders/42".into() });
+    /// request.set_timeout(std::time::Duration::from_secs(5));
+    /// let held = admin.inspect(request).await?.into_inner().held;
+    /// println!("orders/42 held: {held}");
+    /// # Ok(()) }
+    /// ```
+    pub fn channel(&self) -> AuthChannel {
+        self.inner.channel.clone()
     }
 
     /// How long a call may take beyond the wait it asks for.

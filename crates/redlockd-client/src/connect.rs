@@ -2,7 +2,8 @@
 //! the TLS settings (`tls.rs`), the bearer token (`auth.rs`), timeouts, and
 //! the connection itself.
 
-use crate::auth::BearerAuth;
+use crate::address::{chain, target};
+use crate::auth::{BearerAuth, Stub};
 use crate::client::{Client, Inner, DEFAULT_CALL_TIMEOUT};
 use crate::error::Error;
 use crate::tls;
@@ -12,6 +13,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Handle;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
@@ -225,16 +227,11 @@ impl ClientBuilder {
     /// ```
     pub async fn connect(self) -> Result<Client, Error> {
         let (endpoint, auth) = self.endpoint()?;
-        let channel = endpoint.connect().await.map_err(|error| {
-            let mut status = Status::unavailable(format!(
-                "cannot connect to {}: {}",
-                self.addr,
-                chain(&error)
-            ));
-            status.set_source(Arc::new(error));
-            Error::Unavailable(status)
-        })?;
-        self.client(channel, auth)
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|error| unreachable(&self.addr, error))?;
+        self.client(endpoint, channel, auth)
     }
 
     /// A client that connects at its first call (and then as
@@ -249,7 +246,7 @@ impl ClientBuilder {
     pub fn connect_lazy(self) -> Result<Client, Error> {
         let (endpoint, auth) = self.endpoint()?;
         let channel = endpoint.connect_lazy();
-        self.client(channel, auth)
+        self.client(endpoint, channel, auth)
     }
 
     /// The endpoint and the token's interceptor, settings checked.
@@ -283,15 +280,24 @@ impl ClientBuilder {
     }
 
     /// The client on `channel`; its background work runs on this runtime.
-    fn client(self, channel: Channel, auth: BearerAuth) -> Result<Client, Error> {
+    fn client(
+        self,
+        endpoint: Endpoint,
+        channel: Channel,
+        auth: BearerAuth,
+    ) -> Result<Client, Error> {
         let runtime = Handle::try_current().map_err(|_| {
             Error::Other(Status::failed_precondition(
                 "a redlockd client is made inside a Tokio runtime",
             ))
         })?;
+        let channel = InterceptedService::new(channel, auth.clone());
         Ok(Client {
             inner: Arc::new(Inner {
-                stub: LockServiceClient::with_interceptor(channel, auth),
+                stub: LockServiceClient::new(channel.clone()),
+                channel,
+                endpoint,
+                auth,
                 call_timeout: self.call_timeout,
                 releases: Arc::new(Releases::new(runtime)),
                 addr: self.addr,
@@ -300,68 +306,34 @@ impl ClientBuilder {
     }
 }
 
-/// The URI to connect to for `addr`, and whether it is TLS: `https://`, or
-/// a bare `HOST:PORT` with TLS settings.
-fn target(addr: &str, wants_tls: bool) -> Result<(String, bool), Error> {
-    let addr = addr.trim().trim_end_matches('/');
-    if addr.is_empty() {
-        return Err(Error::invalid("addr", "must not be empty"));
+impl Client {
+    /// A client of the lock service on a connection of its own, made now
+    /// (never the shared one, which may be the connection that hangs): how
+    /// a lease that [reattaches](crate::Acquire::reattach) reaches the
+    /// daemon once its session broke or went silent.
+    pub(crate) async fn connect_anew(&self) -> Result<Stub, Error> {
+        let inner = &self.inner;
+        let channel = inner
+            .endpoint
+            .connect()
+            .await
+            .map_err(|error| unreachable(&inner.addr, error))?;
+        let channel = InterceptedService::new(channel, inner.auth.clone());
+        Ok(LockServiceClient::new(channel))
     }
-    if let Some(rest) = addr.strip_prefix("https://") {
-        return Ok((format!("https://{rest}"), true));
-    }
-    if let Some(rest) = addr.strip_prefix("http://") {
-        if wants_tls {
-            return Err(Error::invalid(
-                "addr",
-                format!("{addr}: TLS settings need https://HOST:PORT (or a bare HOST:PORT)"),
-            ));
-        }
-        return Ok((format!("http://{rest}"), false));
-    }
-    if addr.contains("://") {
-        return Err(Error::invalid(
-            "addr",
-            format!("{addr}: give HOST:PORT, http://HOST:PORT or https://HOST:PORT"),
-        ));
-    }
-    let scheme = if wants_tls { "https" } else { "http" };
-    Ok((format!("{scheme}://{addr}"), wants_tls))
 }
 
-/// An error and its sources, joined: tonic's transport errors say little
-/// at the top ("transport error").
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+/// The daemon at `addr` cannot be reached: UNAVAILABLE, the transport's
+/// error (with its causes) in the message and as the source.
+fn unreachable(addr: &str, error: tonic::transport::Error) -> Error {
+    let mut status = Status::unavailable(format!("cannot connect to {addr}: {}", chain(&error)));
+    status.set_source(Arc::new(error));
+    Error::Unavailable(status)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The address forms redlockctl takes, and the TLS rule.
-    #[test]
-    fn targets() {
-        let ok = |addr: &str, tls: bool| target(addr, tls).expect(addr);
-        assert_eq!(
-            ok("127.0.0.1:50051", false),
-            ("http://127.0.0.1:50051".into(), false)
-        );
-        assert_eq!(ok("http://h:1/", false), ("http://h:1".into(), false));
-        assert_eq!(ok("https://h:1", false), ("https://h:1".into(), true));
-        assert_eq!(ok("h:1", true), ("https://h:1".into(), true));
-        for (addr, tls) in [("", false), ("http://h:1", true), ("unix:///x", false)] {
-            let error = target(addr, tls).expect_err(addr);
-            assert_eq!(error.field(), Some("addr"), "{addr}: {error}");
-        }
-    }
 
     /// Bad settings are refused naming the setting, before connecting.
     #[test]

@@ -2,9 +2,12 @@
 //! state it shares with the task reading the session's events is
 //! [`Shared`] (`validity.rs`).
 
+use crate::end::End;
 use crate::error::Error;
+use crate::events::{LeaseEnd, LeaseEvents};
 use crate::lock::Lock;
-use crate::validity::{End, Shared};
+use crate::reattach::Keeper;
+use crate::validity::Shared;
 use redlockd_proto::pb;
 use std::fmt;
 use std::future::Future;
@@ -58,6 +61,8 @@ pub struct Lease {
     _dropped: oneshot::Sender<()>,
     /// How long a release waits for the daemon's answer.
     call_timeout: Duration,
+    /// Set when the lease reattaches: its Release calls.
+    keeper: Option<Arc<Keeper>>,
 }
 
 impl Lease {
@@ -68,6 +73,7 @@ impl Lease {
         requests: mpsc::Sender<pb::HoldRequest>,
         dropped: oneshot::Sender<()>,
         call_timeout: Duration,
+        keeper: Option<Arc<Keeper>>,
     ) -> Lease {
         Lease {
             shared,
@@ -75,6 +81,7 @@ impl Lease {
             requests,
             _dropped: dropped,
             call_timeout,
+            keeper,
         }
     }
 
@@ -196,6 +203,45 @@ impl Lease {
         self.shared.lost()
     }
 
+    /// How the lease ended, once it did (`None` while the lock is held):
+    /// why, whether the daemon said the lock is gone, and the lock's last
+    /// known validity. A holder that must stop its work in time reads it
+    /// after [`Lease::lost`] resolved: when the lease ended without the
+    /// daemon's word the lock may still be held until
+    /// [`LeaseEnd::valid_until`], and nobody else gets it before then.
+    ///
+    /// ```no_run
+    /// # async fn demo(lease: redlockd_client::Lease) {
+    /// let lost = lease.lost().await;
+    /// match lease.ended() {
+    ///     Some(end) if end.gone => eprintln!("gone: {}", end.reason),
+    ///     Some(end) => eprintln!("stop before {:?}: {}", end.valid_until, end.reason),
+    ///     None => unreachable!("lost() resolved"),
+    /// }
+    /// # }
+    /// ```
+    pub fn ended(&self) -> Option<LeaseEnd> {
+        self.shared.lapse_if_due();
+        self.shared.lease_end()
+    }
+
+    /// The lease's [`LeaseEvent`](crate::LeaseEvent)s from now on:
+    /// extensions, draining, and how a lease that
+    /// [reattaches](crate::Acquire::reattach) keeps its lock. For logs:
+    /// [`Lease::lost`] is what says when to stop.
+    ///
+    /// ```no_run
+    /// # async fn demo(lease: redlockd_client::Lease) {
+    /// let mut events = lease.events();
+    /// while let Some(event) = events.next().await {
+    ///     eprintln!("{event:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> LeaseEvents {
+        self.shared.events()
+    }
+
     /// Releases the lock: sends `release` and waits (up to the client's
     /// call timeout) for the daemon's answer. Returns `was_held`: `false`
     /// means the lock had expired or was already gone, so the work may have
@@ -205,6 +251,12 @@ impl Lease {
     /// not answer in time ([`Error::DeadlineExceeded`]: the session is
     /// dropped, which releases it too).
     ///
+    /// A lease that [reattaches](crate::Acquire::reattach) and keeps its
+    /// lock with Extends of its own (or whose session broke during the
+    /// release) releases it with a Release call by its token on a new
+    /// connection; so does one that ended without the daemon's word
+    /// ([`LeaseEnd::gone`] false), as the lock may still be held.
+    ///
     /// ```no_run
     /// # async fn demo(lease: redlockd_client::Lease) -> Result<(), redlockd_client::Error> {
     /// if !lease.release().await? {
@@ -213,10 +265,24 @@ impl Lease {
     /// # Ok(()) }
     /// ```
     pub async fn release(self) -> Result<bool, Error> {
-        if self.shared.ended().is_some() {
-            return Ok(false);
+        if let Some(end) = self.shared.ended() {
+            return match &self.keeper {
+                Some(keeper) if !end.gone() => keeper.release(self.call_timeout).await,
+                _ => Ok(false),
+            };
         }
         self.shared.set_releasing();
+        if let Some(keeper) = self.keeper.as_ref().filter(|_| self.shared.extending()) {
+            let released = keeper.release(self.call_timeout).await;
+            self.shared.finish(match &released {
+                Ok(was_held) => End::Released {
+                    was_held: *was_held,
+                    requested: true,
+                },
+                Err(_) => End::unconfirmed("released at the client's request (no answer)"),
+            });
+            return released;
+        }
         let release = pb::HoldRequest {
             request: Some(pb::hold_request::Request::Release(
                 pb::hold_request::Release {},
@@ -228,18 +294,24 @@ impl Lease {
             self.shared.until_ended().await
         })
         .await;
-        match answered {
-            Ok(Some(End::Released { was_held, .. })) => Ok(was_held),
-            Ok(Some(End::Gone {
-                status: Some(status),
-                ..
-            })) => Err(Error::from_call("Release", self.call_timeout, status)),
-            Ok(Some(End::Gone { status: None, .. }) | None) => Ok(false),
-            Err(_) => {
-                self.shared.finish(End::Gone {
-                    reason: "released at the client's request (no answer)".into(),
-                    status: None,
-                });
+        match (answered, &self.keeper) {
+            (Ok(Some(End::Released { was_held, .. })), _) => Ok(was_held),
+            // The session broke under the release: the lock may be held.
+            (Ok(Some(End::Gone { gone: false, .. })), Some(keeper)) => {
+                keeper.release(self.call_timeout).await
+            }
+            (
+                Ok(Some(End::Gone {
+                    status: Some(status),
+                    ..
+                })),
+                None,
+            ) => Err(Error::from_call("Release", self.call_timeout, status)),
+            (Ok(Some(End::Gone { .. }) | None), _) => Ok(false),
+            (Err(_), _) => {
+                self.shared.finish(End::unconfirmed(
+                    "released at the client's request (no answer)",
+                ));
                 Err(Error::local_deadline("Release", self.call_timeout))
             }
         }

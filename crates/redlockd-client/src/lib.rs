@@ -8,12 +8,17 @@
 //!   [`Client::release`] and [`Client::validate`];
 //! - [`Client::hold`] for a [`Lease`]: a Hold session the daemon keeps
 //!   alive, with [`Lease::lost`] and [`Lease::check`] to stop the work when
-//!   the lock goes away;
+//!   the lock goes away, [`Lease::ended`] to say how, and
+//!   [`Lease::events`] for logs; a lease that
+//!   [`reattach`](Acquire::reattach)es keeps its lock through a broken
+//!   session with Extends of its own;
 //! - options on either ([`Acquire`]): a wait, an owner, a request id, a
 //!   semaphore's [`limit`](Acquire::limit), a [`shared`](Acquire::shared)
 //!   (read) lock, several [`resources`](Acquire::resources) at once,
 //!   lock-delay and hold-at-least;
-//! - one [`Error`] whose variants are the contract's outcomes.
+//! - one [`Error`] whose variants are the contract's outcomes;
+//! - [`Client::channel`] for the daemon's other services (its admin
+//!   service, the health service) through their generated clients.
 //!
 //! Every lock carries a **fence**: strictly greater than the fence of every
 //! earlier holder it excludes. Pass it with every write made under the lock
@@ -93,23 +98,30 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod acquire;
+mod address;
 mod auth;
 mod client;
 mod connect;
+mod end;
 mod error;
+mod events;
 mod lease;
 mod lock;
+mod reattach;
 mod session;
 mod tls;
 mod unanswered;
 mod unary;
 mod validity;
+mod watch;
 mod wire;
 
 pub use acquire::{Acquire, BoxFuture};
+pub use auth::{AuthChannel, BearerAuth};
 pub use client::{Client, DEFAULT_CALL_TIMEOUT};
 pub use connect::ClientBuilder;
 pub use error::Error;
+pub use events::{LeaseEnd, LeaseEvent, LeaseEvents};
 pub use lease::Lease;
 pub use lock::{Lock, LockedResource, Validation};
 pub use unanswered::new_request_id;
@@ -130,5 +142,7 @@ mod tests {
         shareable::<super::Error>();
         shareable::<super::Acquire<super::Lock>>();
         shareable::<super::Acquire<super::Lease>>();
+        shareable::<super::LeaseEvents>();
+        shareable::<super::AuthChannel>();
     }
 }

@@ -1,13 +1,15 @@
-//! Hold sessions: opening one when an `Acquire<Lease>` is awaited, and the
-//! task that reads its events into the lease's shared state until it ends.
+//! Hold sessions: opening one when an `Acquire<Lease>` is awaited, up to
+//! the grant; the task that then reads its events is `watch.rs`.
 
 use crate::acquire::{Acquire, BoxFuture};
 use crate::client::Client;
 use crate::error::Error;
 use crate::lease::Lease;
 use crate::lock::Lock;
+use crate::reattach::Keeper;
 use crate::unanswered::{answered_by_daemon, token_of, Unanswered};
-use crate::validity::{stop_margin, End, Shared};
+use crate::validity::{stop_margin, Shared};
+use crate::watch::Watch;
 use crate::wire::std_duration;
 use redlockd_proto::pb;
 use redlockd_proto::pb::hold_event::Event;
@@ -44,6 +46,45 @@ impl Client {
     /// ```
     pub fn hold(&self, resource: impl Into<String>, ttl: Duration) -> Acquire<Lease> {
         Acquire::new(self.clone(), resource.into(), ttl)
+    }
+}
+
+impl Acquire<Lease> {
+    /// Keeps the lock through a broken or silent session, as
+    /// `redlockctl run` does: when the session breaks (the connection
+    /// reset, the daemon restarted behind the same address) the lease
+    /// calls Extend with the lock's token on a new connection, after a
+    /// short pause that lets a live daemon's release of the broken
+    /// session's lock land first (so that a lock that is gone is not
+    /// believed in); when no extension came through the session for half
+    /// the ttl (a partition, a hung connection) it extends the lock itself
+    /// the same way while the session stays open. It goes on, an attempt
+    /// each third of the ttl and after each failure a new connection, until
+    /// the session extends the lock again, the daemon refuses (the lease
+    /// ends: [`LeaseEnd::gone`](crate::LeaseEnd::gone)), or no attempt
+    /// succeeded before the validity, less
+    /// [`stop_margin`], runs out: the lease then ends
+    /// on this process's clock as any other does, and
+    /// [`Lease::lost`] resolves. [`Lease::events`] reports each step.
+    ///
+    /// Without it (the default, as in the Go, Python, Node and Java
+    /// clients) a broken session ends the lease at once. A reattached lock
+    /// is no longer tied to a session: if this process dies it expires
+    /// with its ttl instead of being released at once, and
+    /// [`Lease::release`] (or dropping the lease) releases it with a
+    /// Release call on a new connection.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redlockd_client::Client) -> Result<(), redlockd_client::Error> {
+    /// use std::time::Duration;
+    /// let lease = client
+    ///     .hold("jobs/nightly", Duration::from_secs(10))
+    ///     .reattach()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn reattach(self) -> Acquire<Lease> {
+        self.with_reattach()
     }
 }
 
@@ -144,8 +185,25 @@ async fn open(call: Acquire<Lease>) -> Result<Lease, Error> {
     let shared = Arc::new(shared);
     let (dropped, on_drop) = oneshot::channel();
     let call_timeout = call.client.call_timeout();
-    tokio::spawn(watch(Arc::clone(&shared), events, on_drop, call_timeout));
-    Ok(Lease::new(shared, granted, requests, dropped, call_timeout))
+    let keeper = call
+        .reattaches()
+        .then(|| Arc::new(Keeper::new(call.client.clone(), granted.clone(), ttl)));
+    let watch = Watch::new(
+        Arc::clone(&shared),
+        events,
+        on_drop,
+        call_timeout,
+        keeper.clone(),
+    );
+    tokio::spawn(watch.run());
+    Ok(Lease::new(
+        shared,
+        granted,
+        requests,
+        dropped,
+        call_timeout,
+        keeper,
+    ))
 }
 
 /// A grant that waited longer than its validity arrives already lapsed by
@@ -186,94 +244,6 @@ async fn first_extension(
         return Err(lapsed("its first extension too", Code::FailedPrecondition));
     }
     Ok(Shared::new(resource, ttl, validity, valid_until, now))
-}
-
-/// Reads the session's events into `shared` until the lease ends; always
-/// ends it before returning. The lease's validity running out (less the
-/// stop margin) ends it too. Once the lease is dropped (`on_drop`), waits
-/// at most `linger` for the daemon's answer to the half-close, then drops
-/// the stream (which cancels it).
-async fn watch(
-    shared: Arc<Shared>,
-    mut events: Streaming<pb::HoldEvent>,
-    mut on_drop: oneshot::Receiver<()>,
-    linger: Duration,
-) {
-    let mut give_up_at: Option<tokio::time::Instant> = None;
-    while shared.ended().is_none() {
-        let wake_at =
-            give_up_at.unwrap_or_else(|| tokio::time::Instant::from_std(shared.stop_at()));
-        tokio::select! {
-            // A lapse is final: it goes before any event already waiting.
-            biased;
-            () = tokio::time::sleep_until(wake_at) => {
-                if give_up_at.is_some() {
-                    shared.finish(End::Gone {
-                        reason: "released at the client's request (no answer)".into(),
-                        status: None,
-                    });
-                } else if Instant::now() >= shared.stop_at() {
-                    shared.finish(End::Gone {
-                        reason: "no extension arrived before the validity ran out".into(),
-                        status: None,
-                    });
-                }
-            }
-            _ = &mut on_drop, if give_up_at.is_none() => {
-                give_up_at = Some(tokio::time::Instant::now() + linger);
-            }
-            event = events.message() => on_event(&shared, event),
-        }
-    }
-}
-
-/// One event (or the stream's end) into the lease's state.
-fn on_event(shared: &Shared, event: Result<Option<pb::HoldEvent>, Status>) {
-    let now = Instant::now();
-    match event {
-        Ok(Some(pb::HoldEvent { event: Some(event) })) => match event {
-            Event::Extended(lock) => shared.extended(std_duration(lock.validity), now),
-            // Not an end: the daemon keeps the lock until the drain ends.
-            Event::Draining(_) => shared.draining(),
-            Event::Lost(lost) => {
-                shared.finish(End::Gone {
-                    reason: format!("lost: {}", lost.reason),
-                    status: None,
-                });
-            }
-            Event::Released(released) => {
-                shared.finish(End::Released {
-                    was_held: released.was_held,
-                    requested: shared.releasing(),
-                });
-            }
-            Event::Acquired(_) => {
-                shared.finish(End::Gone {
-                    reason: "a second `acquired` mid-session (a protocol error)".into(),
-                    status: Some(Status::internal("a second `acquired` mid-session")),
-                });
-            }
-        },
-        // An event this client does not know (a newer daemon): not an end.
-        Ok(Some(pb::HoldEvent { event: None })) => {}
-        Ok(None) => {
-            shared.finish(End::Gone {
-                reason: "the session ended".into(),
-                status: None,
-            });
-        }
-        Err(status) => {
-            let reason = format!(
-                "the session broke: {}: {}",
-                redlockd_proto::code_name(status.code()),
-                status.message()
-            );
-            shared.finish(End::Gone {
-                reason,
-                status: Some(status),
-            });
-        }
-    }
 }
 
 /// An event's name, for messages (never its content: a lock carries its

@@ -4,16 +4,19 @@
 //!
 //! Every way the lock can go away ends the lease once, with the first
 //! reason ([`End`]): the daemon sends `lost`, or `released` (asked for or
-//! not), the stream ends or breaks, or the validity runs out on this
-//! process's clock, less [`stop_margin`], with no extension.
+//! not), the stream ends or breaks (unless the lease reattaches), an Extend
+//! of the lease's own is refused, or the validity runs out on this
+//! process's clock, less [`stop_margin`], with no extension. The events on
+//! the way ([`LeaseEvent`]) go to whoever reads them.
 
+use crate::end::{lost_error, reason_of, End};
 use crate::error::Error;
+use crate::events::{LeaseEnd, LeaseEvent, LeaseEvents, EVENTS_KEPT};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
-use tonic::{Code, Status};
+use tokio::sync::{broadcast, watch};
 
 /// How long before the last known validity ends a [`Lease`](crate::Lease)
 /// counts its lock as lost when no extension arrived: a tenth of the ttl,
@@ -31,25 +34,6 @@ pub fn stop_margin(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
 }
 
-/// How a session ended (set once, by whichever side saw it first).
-#[derive(Debug, Clone)]
-pub(crate) enum End {
-    /// The daemon answered `released`.
-    Released {
-        /// Whether the lock was still held on a majority.
-        was_held: bool,
-        /// Whether this side asked for it (release or drop).
-        requested: bool,
-    },
-    /// Gone without a release answered.
-    Gone {
-        /// Why, in words.
-        reason: String,
-        /// The broken stream's status, if it broke.
-        status: Option<Status>,
-    },
-}
-
 /// What a [`Lease`](crate::Lease) and its session's event reader share.
 pub(crate) struct Shared {
     resource: String,
@@ -58,17 +42,26 @@ pub(crate) struct Shared {
     end: watch::Sender<Option<End>>,
     /// Set when this side asked for the release (release or drop).
     releasing: AtomicBool,
+    /// The events' readers; dropped when the lease ends, which tells them.
+    events: Mutex<Option<broadcast::Sender<LeaseEvent>>>,
 }
 
-/// The lock's validity as the session's events moved it.
+/// The lock's validity as the session's events (and the lease's own
+/// Extends) moved it.
 struct State {
     validity: Duration,
     valid_until: Instant,
-    /// When the grant or the last extension arrived: the next extension is
-    /// counted from there.
+    /// When the grant or the last session event arrived: the next
+    /// extension through the session is counted from there.
     last_event_at: Instant,
+    /// When the last extension of any kind arrived: the next one is due a
+    /// third of the ttl later.
+    heard: Instant,
     extensions: u64,
     draining: bool,
+    /// The lease keeps the lock with Extends of its own (the session
+    /// broke or went silent).
+    extending: bool,
 }
 
 impl Shared {
@@ -88,12 +81,20 @@ impl Shared {
                 validity,
                 valid_until,
                 last_event_at: now,
+                heard: now,
                 extensions: 0,
                 draining: false,
+                extending: false,
             }),
             end: watch::Sender::new(None),
             releasing: AtomicBool::new(false),
+            events: Mutex::new(Some(broadcast::Sender::new(EVENTS_KEPT))),
         }
+    }
+
+    /// The time to live asked for.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     /// When the lease counts as lost unless an extension comes first.
@@ -111,17 +112,68 @@ impl Shared {
     /// guarantee lapsed while the process was paused, say): that ends it.
     pub(crate) fn extended(&self, validity: Duration, now: Instant) {
         if now >= self.stop_at() {
-            self.finish(End::Gone {
-                reason: "the validity ran out before the extension was read".into(),
-                status: None,
-            });
+            self.finish(End::unconfirmed(
+                "the validity ran out before the extension was read",
+            ));
             return;
         }
         let mut state = self.state();
         state.validity = validity;
         state.valid_until = state.valid_until.max(state.last_event_at + validity);
         state.last_event_at = now;
+        state.heard = now;
         state.extensions += 1;
+        state.extending = false;
+        drop(state);
+        self.emit(LeaseEvent::Extended { validity });
+    }
+
+    /// An Extend of the lease's own, sent at `sent`, answered `validity` at
+    /// `now`: counted from when it was sent, as any call's answer. Like an
+    /// event, one read after the stop time cannot revive the lease.
+    pub(crate) fn extended_by_call(&self, validity: Duration, sent: Instant, now: Instant) {
+        if now >= self.stop_at() {
+            self.finish(End::unconfirmed(
+                "the validity ran out before the Extend's answer was read",
+            ));
+            return;
+        }
+        let mut state = self.state();
+        state.validity = validity;
+        state.valid_until = state.valid_until.max(sent + validity);
+        state.heard = now;
+        state.extensions += 1;
+    }
+
+    /// When the last extension of any kind arrived.
+    pub(crate) fn heard(&self) -> Instant {
+        self.state().heard
+    }
+
+    /// Whether the lease keeps the lock with Extends of its own.
+    pub(crate) fn extending(&self) -> bool {
+        self.state().extending
+    }
+
+    /// The lease keeps the lock with Extends of its own from now.
+    pub(crate) fn set_extending(&self) {
+        self.state().extending = true;
+    }
+
+    /// Tells the events' readers, if any.
+    pub(crate) fn emit(&self, event: LeaseEvent) {
+        if let Some(sender) = self.events_sender().as_ref() {
+            // No reader is not an error: events are for whoever listens.
+            let _ = sender.send(event);
+        }
+    }
+
+    /// The events from now on (none once the lease has ended).
+    pub(crate) fn events(&self) -> LeaseEvents {
+        match self.events_sender().as_ref() {
+            Some(sender) => LeaseEvents::new(sender.subscribe()),
+            None => LeaseEvents::ended(),
+        }
     }
 
     /// The daemon said it is stopping (the lock stays held and extended
@@ -129,16 +181,32 @@ impl Shared {
     /// from: the daemon may have begun that extension before it sent this.
     pub(crate) fn draining(&self) {
         self.state().draining = true;
+        self.emit(LeaseEvent::Draining);
     }
 
     /// Ends the lease with `end`, unless it already ended; whether it did.
+    /// The events' readers then get `None`.
     pub(crate) fn finish(&self, end: End) -> bool {
-        self.end.send_if_modified(|current| {
+        let ended = self.end.send_if_modified(|current| {
             if current.is_some() {
                 return false;
             }
             *current = Some(end);
             true
+        });
+        if ended {
+            self.events_sender().take();
+        }
+        ended
+    }
+
+    /// How the lease ended, for its holder, if it did.
+    pub(crate) fn lease_end(&self) -> Option<LeaseEnd> {
+        let end = self.ended()?;
+        Some(LeaseEnd {
+            reason: reason_of(Some(&end)),
+            gone: end.gone(),
+            valid_until: self.state().valid_until,
         })
     }
 
@@ -155,10 +223,9 @@ impl Shared {
     /// Ends the lease now if its validity ran out on this process's clock.
     pub(crate) fn lapse_if_due(&self) {
         if Instant::now() >= self.stop_at() {
-            self.finish(End::Gone {
-                reason: "no extension arrived before the validity ran out".into(),
-                status: None,
-            });
+            self.finish(End::unconfirmed(
+                "no extension arrived before the validity ran out",
+            ));
         }
     }
 
@@ -212,6 +279,10 @@ impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn events_sender(&self) -> MutexGuard<'_, Option<broadcast::Sender<LeaseEvent>>> {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// What [`Shared::snapshot`] reads.
@@ -226,34 +297,10 @@ pub(crate) struct Snapshot {
     pub(crate) draining: bool,
 }
 
-/// The error that says how the lease on `resource` ended (`None`: the
-/// session is over and nobody said how).
-fn lost_error(resource: &str, end: Option<End>) -> Error {
-    let (reason, code) = match end {
-        Some(End::Released {
-            requested: true, ..
-        }) => (
-            "released at the client's request".to_owned(),
-            Code::FailedPrecondition,
-        ),
-        Some(End::Released {
-            requested: false, ..
-        }) => (
-            "released by the daemon, unrequested (it is stopping)".to_owned(),
-            Code::FailedPrecondition,
-        ),
-        Some(End::Gone { reason, status }) => (
-            reason,
-            status.map_or(Code::FailedPrecondition, |s| s.code()),
-        ),
-        None => ("the session ended".to_owned(), Code::FailedPrecondition),
-    };
-    Error::lost(resource, &reason, code)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::{Code, Status};
 
     fn shared(ttl_ms: u64, valid_ms: u64) -> (Shared, Instant) {
         let now = Instant::now();
@@ -291,10 +338,7 @@ mod tests {
     #[test]
     fn first_end_wins() {
         let (s, _) = shared(3_000, 2_900);
-        assert!(s.finish(End::Gone {
-            reason: "lost: x".into(),
-            status: Some(Status::unavailable("gone")),
-        }));
+        assert!(s.finish(End::broke("lost: x", Status::unavailable("gone"))));
         assert!(!s.finish(End::Released {
             was_held: true,
             requested: true

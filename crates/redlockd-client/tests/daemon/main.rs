@@ -9,6 +9,7 @@
 mod example;
 mod kinds;
 mod lifecycle;
+mod reattach;
 mod security;
 mod sessions;
 mod slow;

@@ -3,6 +3,8 @@
 
 use redlockd::config::ClientConfig;
 use redlockd_client::{Client, Error};
+use redlockd_proto::pb;
+use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
 use redlockd_testkit::daemon::Daemon;
 use redlockd_testkit::harness::Harness;
 use redlockd_testkit::masters::Flavor;
@@ -187,4 +189,22 @@ async fn bearer_tokens() {
         .expect_err("wrong token");
     assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
     assert!(!e.to_string().contains("not-the-token"), "{e}");
+    // The daemon's other services through `channel()` get the token too:
+    // the admin service knows the caller (not an admin), and refuses a
+    // caller without a token as unknown.
+    let inspect = |client: &Client| {
+        let mut admin = LockAdminServiceClient::new(client.channel());
+        async move {
+            admin
+                .inspect(pb::InspectRequest {
+                    resource: "orders/1".into(),
+                })
+                .await
+                .map(drop)
+                .expect_err("not an admin")
+                .code()
+        }
+    };
+    assert_eq!(inspect(&app).await, tonic::Code::PermissionDenied);
+    assert_eq!(inspect(&anonymous).await, tonic::Code::Unauthenticated);
 }
