@@ -116,19 +116,20 @@ impl Routes {
 
 impl Replicas {
     /// Starts `count` replicas and waits until each reports SERVING.
+    ///
+    /// Each one's ports are picked free here and kept for the run. Another
+    /// program on the machine may take a port between the pick and the
+    /// replica's bind: a replica that exits at once saying its address is
+    /// in use gets new ports, [`PORT_ATTEMPTS`] times at most.
     pub(crate) async fn start(config: ReplicaConfig, count: usize) -> Result<Replicas, BoxError> {
         let mut replicas = Vec::with_capacity(count);
         let mut channels = Vec::with_capacity(count);
-        for _ in 0..count {
-            let (grpc, metrics) = (free_port()?, free_port()?);
-            channels.push(endpoint(grpc)?.connect_lazy());
-            replicas.push(Replica {
-                grpc,
-                metrics,
-                child: Mutex::new(None),
-            });
+        for i in 0..count {
+            let (replica, channel) = first_start(&config, i).await?;
+            replicas.push(replica);
+            channels.push(channel);
         }
-        let up = (0..count).map(|_| AtomicBool::new(false)).collect();
+        let up = (0..count).map(|_| AtomicBool::new(true)).collect();
         let holding = (0..count)
             .map(|_| std::sync::atomic::AtomicUsize::new(0))
             .collect();
@@ -137,15 +138,11 @@ impl Replicas {
             up,
             holding,
         });
-        let this = Replicas {
+        Ok(Replicas {
             config,
             replicas,
             routes,
-        };
-        for i in 0..count {
-            this.start_one(i).await?;
-        }
-        Ok(this)
+        })
     }
 
     /// Replica `i`'s gRPC and metrics addresses (fixed for the run).
@@ -250,6 +247,49 @@ impl Replicas {
             }
         }
         crashed
+    }
+}
+
+/// How many times a replica's first start picks new ports when its address
+/// was taken.
+const PORT_ATTEMPTS: usize = 5;
+
+/// Replica `i` on free ports, SERVING, with its channel; new ports when the
+/// ones picked were taken before it could listen on them.
+async fn first_start(config: &ReplicaConfig, i: usize) -> Result<(Replica, Channel), BoxError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (grpc, metrics) = (free_port()?, free_port()?);
+        let channel = endpoint(grpc)?.connect_lazy();
+        let replica = Replica {
+            grpc,
+            metrics,
+            child: Mutex::new(None),
+        };
+        let mut child = spawn(config, &replica, i)?;
+        let serving = redlockd_testkit::client::wait_serving(channel.clone(), SERVING_TIMEOUT);
+        let failure = tokio::select! {
+            served = serving => match served {
+                Ok(()) => {
+                    *replica.child.lock().await = Some(child);
+                    return Ok((replica, channel));
+                }
+                Err(error) => error.to_string(),
+            },
+            exited = child.wait() => format!("exited at start ({exited:?})"),
+        };
+        let _ = child.kill().await;
+        let log = log_path(&config.log_dir, i);
+        let taken =
+            std::fs::read_to_string(&log).is_ok_and(|text| text.contains("Address already in use"));
+        if !taken || attempt == PORT_ATTEMPTS {
+            return Err(format!("replica {i} at {grpc}: {failure}; log: {}", log.display()).into());
+        }
+        tracing::warn!(replica = i, %grpc, %metrics, attempt, "a port picked for the replica was taken; picking new ones");
+        // The next attempt's log starts empty, so that this one's "in use"
+        // is not read again.
+        let _ = std::fs::remove_file(&log);
     }
 }
 
