@@ -55,8 +55,8 @@ type Lease struct {
 }
 
 // Draining reports whether the daemon said it is stopping: the lock is
-// still held and extended until the drain ends, and then released (Done
-// closes). Finish the work and Release, or be ready to lose the lock.
+// still held and extended until the drain ends; then it is no longer
+// extended and expires with its ttl (lost: Done closes). Finish the work and Release, or be ready to lose the lock.
 func (l *Lease) Draining() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

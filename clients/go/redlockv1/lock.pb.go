@@ -1160,8 +1160,9 @@ func (x *HoldEvent_Lost) GetReason() string {
 
 type HoldEvent_Draining struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Time left, from when the event was sent, before the daemon releases
-	// the lock (the rest of its `server.shutdown_grace`).
+	// Time left, from when the event was sent, before the daemon stops
+	// extending the lock and ends the session with `lost` (the rest of its
+	// `server.shutdown_grace`); the lock then expires with its ttl.
 	ReleaseIn     *durationpb.Duration `protobuf:"bytes,1,opt,name=release_in,json=releaseIn,proto3" json:"release_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

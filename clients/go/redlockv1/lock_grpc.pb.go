@@ -115,9 +115,11 @@ type LockServiceClient interface {
 	// When the daemon is stopping (SIGTERM) it drains: new Acquire and Hold
 	// calls, and acquisitions still waiting, get UNAVAILABLE (call another
 	// replica); each open session gets `draining` and its lock is still
-	// extended until the client releases or `draining.release_in` runs out,
-	// when the daemon releases it and sends `released`. Extend, Release and
-	// Validate keep working while the daemon drains.
+	// extended until the client releases or `draining.release_in` runs out.
+	// Then the daemon stops extending it and sends `lost`; it does not
+	// delete it: the lock expires with its ttl, so the validity the client
+	// was last told stands. Extend, Release and Validate keep working while
+	// the daemon drains.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME (HoldEvent keeps its name; see the file header)
 	Hold(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldRequest, HoldEvent], error)
 }
@@ -253,9 +255,11 @@ type LockServiceServer interface {
 	// When the daemon is stopping (SIGTERM) it drains: new Acquire and Hold
 	// calls, and acquisitions still waiting, get UNAVAILABLE (call another
 	// replica); each open session gets `draining` and its lock is still
-	// extended until the client releases or `draining.release_in` runs out,
-	// when the daemon releases it and sends `released`. Extend, Release and
-	// Validate keep working while the daemon drains.
+	// extended until the client releases or `draining.release_in` runs out.
+	// Then the daemon stops extending it and sends `lost`; it does not
+	// delete it: the lock expires with its ttl, so the validity the client
+	// was last told stands. Extend, Release and Validate keep working while
+	// the daemon drains.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME (HoldEvent keeps its name; see the file header)
 	Hold(grpc.BidiStreamingServer[HoldRequest, HoldEvent]) error
 	mustEmbedUnimplementedLockServiceServer()

@@ -137,7 +137,8 @@ export declare class Lease {
   readonly extensions: number;
   /**
    * True once the daemon said it is stopping: the lock is still held and
-   * extended until the drain ends, then released (the signal aborts).
+   * extended until the drain ends, then lost (no longer extended, it
+   * expires with its ttl; the signal aborts).
    */
   readonly draining: boolean;
   /**

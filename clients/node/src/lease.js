@@ -38,7 +38,8 @@ export class Lease {
     this.extensions = 0;
     /**
      * True once the daemon said it is stopping: the lock is still held and
-     * extended until the drain ends, then released (the signal aborts).
+     * extended until the drain ends, then lost (no longer extended, it
+     * expires with its ttl; the signal aborts).
      */
     this.draining = false;
     this._arm();

@@ -1,6 +1,6 @@
 """Hold sessions through `with client.hold(...)`: the grant, the daemon's
 extensions, the release on leaving, and every way the lock can end without
-the holder asking (lost, an unrequested release, a broken stream), each of
+the holder asking (lost, a stopping daemon's grace running out, a broken stream), each of
 which must set `lease.lost` and make `check()` raise."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_lost_when_three_masters_stop(own_cluster, resource: str) -> None:
 @pytest.mark.parametrize(
     "how, reason",
     [
-        (signal.SIGTERM, "released without a request"),  # the daemon stops: `released`
+        (signal.SIGTERM, "shutdown grace"),  # the daemon stops: `lost` at its grace's end
         (signal.SIGKILL, "stream"),  # the daemon dies: the stream breaks
     ],
     ids=["daemon-stops", "daemon-dies"],

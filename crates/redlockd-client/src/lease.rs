@@ -148,7 +148,8 @@ impl Lease {
     }
 
     /// Whether the daemon said it is stopping: the lock is still held and
-    /// extended until its drain ends, and then released (the lease ends).
+    /// extended until its drain ends; then the daemon stops extending it and
+    /// the lease ends (`lost`; the lock expires with its ttl).
     /// Finish the work and release, or be ready to lose the lock.
     ///
     /// ```no_run

@@ -33,7 +33,8 @@ class LeaseState:
         #: Extensions the daemon reported.
         self.extensions: int = 0
         #: True once the daemon said it is stopping: the lock is still held
-        #: and extended until the drain ends, then released (``lost`` is set).
+        #: and extended until the drain ends, then lost (no longer extended, it
+        #: expires with its ttl; ``lost`` is set).
         self.draining: bool = False
         #: Why the lock is gone, once it is.
         self.reason: Optional[str] = None

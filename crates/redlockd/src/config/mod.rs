@@ -104,8 +104,9 @@ pub struct ServerConfig {
     /// How long a stop (SIGTERM/SIGINT) drains: open `Hold` sessions keep
     /// their locks (extended) until their clients release them or this runs
     /// out, since an application stopped by the same SIGTERM may still be in
-    /// its critical section. Then what is left is released and the daemon
-    /// exits. The default, 20 s, fits Kubernetes' 30 s termination grace
+    /// its critical section. Then what is left is no longer extended (its
+    /// sessions are told `lost`; the locks expire with their ttl) and the
+    /// daemon exits. The default, 20 s, fits Kubernetes' 30 s termination grace
     /// with room for the release and the exit.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,

@@ -97,7 +97,9 @@ pub async fn run(
 /// Acquire and Hold calls and waiting acquisitions get UNAVAILABLE, and
 /// open `Hold` sessions are told `draining` and keep their locks until they
 /// end or `server.shutdown_grace` runs out (or `stop_now` completes). Then
-/// it releases what is left (telling each session), stops accepting, lets
+/// it stops extending what is left (telling each session `lost`: the locks
+/// expire with their ttl, so no validity a client was told is cut short),
+/// stops accepting, lets
 /// in-flight calls finish, and closes the master connections. Alongside:
 /// the standard gRPC health service (SERVING for `redlock.v1.LockService`
 /// only while a quorum of masters is up and the daemon is not draining),
@@ -255,7 +257,7 @@ async fn build_services(
 
 /// The draining stop, as the server's shutdown signal: once `shutdown`
 /// completes, drain for `grace`, until every session has ended or
-/// `stop_now` completes, then stop (what is left is released).
+/// `stop_now` completes, then stop (what is left is left to expire).
 async fn drain_on(
     shutdown: impl Future<Output = ()>,
     control: DrainControl,
@@ -272,9 +274,9 @@ async fn drain_on(
     tokio::select! {
         () = open_sessions.all_ended() => tracing::info!("every session has ended"),
         () = tokio::time::sleep_until(until) => {
-            tracing::warn!("shutdown grace over: releasing the open sessions' locks");
+            tracing::warn!("shutdown grace over: the open sessions' locks are left to expire");
         }
-        () = stop_now => tracing::warn!("stopping now: releasing the open sessions' locks"),
+        () = stop_now => tracing::warn!("stopping now: the open sessions' locks are left to expire"),
     }
     control.stop();
 }

@@ -7,8 +7,9 @@
 //! Phases, in order: serving; draining (new Acquire and Hold calls and
 //! waiting acquisitions get UNAVAILABLE, sessions are told and kept);
 //! stopping (the grace is over or every session has ended: what is left is
-//! released and the server ends). Unary Extend, Release and Validate are
-//! served in every phase, so that a client can still give its lock back.
+//! no longer extended, its sessions are told `lost`, and the server ends).
+//! Unary Extend, Release and Validate are served in every phase, so that a
+//! client can still give its lock back.
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub(crate) enum Phase {
     Serving,
     /// Stopping gracefully: sessions are kept until `until`.
     Draining {
-        /// When the grace runs out and the rest is released.
+        /// When the grace runs out and the rest is left to expire.
         until: Instant,
     },
     /// Releasing what is left and ending.
@@ -67,7 +68,7 @@ impl DrainControl {
         deadline
     }
 
-    /// The grace is over: whatever is left is released.
+    /// The grace is over: whatever is left is no longer extended.
     pub(crate) fn stop(&self) {
         self.phase.send_replace(Phase::Stopping);
     }

@@ -40,6 +40,11 @@ use tonic::{Request, Response, Status, Streaming};
 /// The `lost` reason of a session whose lock an operator force-released.
 pub(crate) const RELEASED_BY_OPERATOR: &str = "released by an operator";
 
+/// The `lost` reason of a session still open when the daemon's drain ended:
+/// its lock is left to expire with its ttl.
+pub(crate) const DRAIN_OVER: &str =
+    "the daemon stopped (its shutdown grace ran out): the lock is no longer extended and expires with its ttl";
+
 /// Events buffered per session when the client reads slowly.
 const EVENT_BUFFER: usize = 8;
 

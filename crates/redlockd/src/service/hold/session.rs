@@ -3,7 +3,7 @@
 //! release it (or leave it to expire) and say how it ended.
 
 use super::registry::{SessionRegistry, Slot};
-use super::{draining, event, next_end, ClientEnd, Outgoing, RELEASED_BY_OPERATOR};
+use super::{draining, event, next_end, ClientEnd, Outgoing, DRAIN_OVER, RELEASED_BY_OPERATOR};
 use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Event, Lost, Released};
@@ -141,6 +141,20 @@ impl Session {
                     && !self.args.lock_delay.is_zero() =>
             {
                 tracing::debug!(rpc = "Hold", resource = %lock.resource, "client vanished; lock left to expire (lock_delay)");
+            }
+            HoldEnd::Stopped if client_end.is_none() => {
+                // The drain's grace ran out (or a second signal came) with
+                // the session open. Its client was told a validity by the
+                // last `extended` (and by any Validate), and may not have
+                // read `draining` (a paused process): deleting the keys now
+                // would let the next holder in inside that validity. So the
+                // lock is no longer extended and expires with its ttl, as
+                // after a SIGKILL; the client is told it is gone.
+                tracing::info!(rpc = "Hold", resource = %lock.resource, "drain over: session's lock left to expire");
+                let _ = Box::pin(self.send(Event::Lost(Lost {
+                    reason: DRAIN_OVER.into(),
+                })))
+                .await;
             }
             HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {

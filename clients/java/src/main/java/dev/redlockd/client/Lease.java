@@ -91,7 +91,8 @@ public final class Lease implements AutoCloseable {
 
   /**
    * Whether the daemon said it is stopping: the lock is still held and extended until the drain
-   * ends, then released ({@link #lost()} completes). Finish the work and close the lease.
+   * ends, then lost ({@link #lost()} completes; no longer extended, it expires with its ttl).
+   * Finish the work and close the lease.
    */
   public boolean draining() {
     return draining;
