@@ -308,6 +308,19 @@ async fn serve_until_drained(
             config.limits.max_calls_per_connection,
         ))
         .max_concurrent_streams(streams)
+        // A client cancelling the calls it had in flight (a service's
+        // context ended) resets them all at once, often before the server
+        // has taken them up. hyper's default, 20 such resets pending, then
+        // GOAWAY (its guard against "rapid reset" floods), closed the
+        // connection under every other call and Hold session on it. As
+        // many as the calls a connection may have open (the default's when
+        // that is unlimited): still bounded.
+        .http2_max_pending_accept_reset_streams(Some(
+            match config.limits.max_calls_per_connection {
+                0 => crate::config::LimitsConfig::default().max_calls_per_connection,
+                calls => calls,
+            },
+        ))
         .http2_keepalive_interval(Some(config.server.keepalive_interval))
         .http2_keepalive_timeout(Some(config.server.keepalive_timeout));
     if tls.is_none() {
