@@ -179,6 +179,62 @@ async fn cut_sessions_keep_the_delay() {
     drop(sessions);
 }
 
+/// A half-close is an orderly end, lock_delay or not: the client, still
+/// reading, is told `released`, and the other replica grants the resource
+/// at once. (The daemon first makes sure the client is still there: a reset
+/// stream reads as a clean end too.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_close_frees_despite_a_delay() {
+    let h = two_replicas(Flavor::Valkey).await;
+    let (mut a, mut b) = (h.client_of(0).await, h.client_of(1).await);
+    let (requests, mut events) =
+        hold_with(&mut a, terms("delay/half-close", 10_000, 60_000, 0)).await;
+    drop(requests);
+    loop {
+        match events.message().await {
+            Ok(Some(pb::HoldEvent {
+                event: Some(Event::Extended(_)),
+            })) => continue,
+            Ok(Some(pb::HoldEvent {
+                event: Some(Event::Released(released)),
+            })) => {
+                assert!(released.was_held);
+                break;
+            }
+            other => panic!("expected `released`, got {other:?}"),
+        }
+    }
+    b.acquire(terms("delay/half-close", 10_000, 0, 0))
+        .await
+        .expect("free at once after the half-close");
+}
+
+/// A Hold session with a lock_delay whose client freezes (its connection
+/// goes silent, as a SIGSTOPped process's does): the daemon's keepalive
+/// drops the connection, and the lock is left to expire with the delay
+/// after it, on both replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_session_keeps_the_delay() {
+    const SESSIONS: usize = 8;
+    let h = two_replicas(Flavor::Valkey).await;
+    let proxy = ctl::Proxy::start(h.daemons[0].addr).await.expect("proxy");
+    let mut sessions = Vec::new();
+    for i in 0..SESSIONS {
+        let mut c = redlockd_testkit::client::connect(proxy.addr())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let session = hold_with(&mut c, terms(&format!("frozen/{i}"), 500, 60_000, 0)).await;
+        sessions.push((c, session));
+    }
+    proxy.freeze_existing();
+    for i in 0..SESSIONS {
+        let resource = format!("frozen/{i}");
+        keys_gone(&h, &resource, Duration::from_secs(15)).await;
+        both_refuse(&h, &resource, "its client froze: within the lock_delay").await;
+    }
+    drop(sessions);
+}
+
 /// `redlockctl run --lock-delay` killed (SIGKILL) mid-command: its session
 /// vanishes without a release, the lock runs out, and the delay follows on
 /// both replicas; a waiter gets it afterwards.

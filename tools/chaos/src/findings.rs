@@ -40,11 +40,14 @@ pub(crate) enum Check {
     /// masters, all healthy throughout, still held its lock key once the
     /// daemon had long enough to clean up (`crate::leftovers`).
     LeftLocked,
+    /// A frozen (vanished) holder's lock with a lock_delay was granted to
+    /// another client before the delay could have run (`crate::frozen`).
+    LockDelay,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 11] = [
+    pub(crate) const ALL: [Check; 12] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -56,6 +59,7 @@ impl Check {
         Check::BurstUnavailable,
         Check::SemaphoreLimit,
         Check::LeftLocked,
+        Check::LockDelay,
     ];
 
     /// Name in the report.
@@ -72,6 +76,7 @@ impl Check {
             Check::BurstUnavailable => "burst_unavailable_masters_healthy",
             Check::SemaphoreLimit => "semaphore_over_limit",
             Check::LeftLocked => "left_locked_after_deadline_exceeded",
+            Check::LockDelay => "lock_delay_cut_short",
         }
     }
 }

@@ -17,6 +17,11 @@
 //!   freeze longer than the keepalive bound: it must first be told `lost`
 //!   or find the lock gone.
 //!
+//! - a third of the children's sessions ask for a `lock_delay` ([`frozen_child::LOCK_DELAY`],
+//!   longer than the keepalive bound): a freeze holding one of those is a
+//!   vanished holder to the daemon, so no other grant of the resource comes
+//!   before the freeze's start plus the delay ([`check_delay`]).
+//!
 //! It also counts, as figures, the freezes during which the frozen lock passed
 //! on to another client, and the resumed children told their lock was gone.
 
@@ -24,7 +29,7 @@ use crate::clients::{ClientLog, Shared};
 use crate::cluster::BoxError;
 use crate::findings::{Check, Findings, Violation};
 use crate::frozen_child::{self, CHILD_FLAG};
-use crate::history::{Grant, History, ReleaseRecord, Time, Window, Workload};
+use crate::history::{FaultKind, Grant, History, ReleaseRecord, Time, Window, Workload};
 use crate::registers::Registers;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -90,6 +95,8 @@ pub(crate) struct Freeze {
 /// What the frozen-able clients recorded.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FrozenLog {
+    /// The grants that asked for a lock_delay, and its length.
+    pub delays: Vec<(u64, Duration)>,
     /// Their writes.
     pub writes: Vec<FrozenWrite>,
     /// Their locks found gone.
@@ -114,6 +121,9 @@ pub(crate) struct FrozenFigures {
     pub resumed_told_lost: usize,
     /// Writes made by the children.
     pub writes: usize,
+    /// Freezes of a child holding a lock with a lock_delay, no quorum or
+    /// master restart around: those the delay check judged.
+    pub delays_checked: usize,
 }
 
 /// What the freezer and the reader of one child share.
@@ -182,6 +192,7 @@ pub(crate) async fn client(
                 let fence: u64 = words.next().ok_or("short line")?.parse()?;
                 let (sent, received, valid_until) =
                     (at(words.next())?, at(words.next())?, at(words.next())?);
+                let delay = Duration::from_millis(words.next().unwrap_or("0").parse()?);
                 let resource = registers.resource();
                 let lock = Lock {
                     resource: resource.to_owned(),
@@ -189,6 +200,9 @@ pub(crate) async fn client(
                     ..Lock::default()
                 };
                 let mut grant = shared.grant(Workload::Contended, id, 0, &lock);
+                if !delay.is_zero() {
+                    frozen.delays.push((grant.id, delay));
+                }
                 (grant.sent, grant.received, grant.valid_until) = (sent, received, valid_until);
                 grant.cs_end = received;
                 grant.windows.push(Window {
@@ -332,6 +346,90 @@ async fn freezer(
     }
 }
 
+/// Slack for the delay check: the run clock reads the freeze's start a
+/// little after the SIGSTOP.
+const DELAY_SLACK: Duration = Duration::from_millis(200);
+
+/// A child frozen holding a lock with a lock_delay has vanished as far as
+/// the daemon can tell: its lock must expire rather than be released, and
+/// the delay follow. The lock was alive at the freeze (a fresh grant, not
+/// yet written under), so no other grant of the resource may be answered
+/// before the freeze's start plus the delay. As the delay is longer than
+/// the daemons' keepalive bound, a daemon releasing the lock when it drops
+/// the frozen client's connection is caught. Not judged when a master was
+/// emptied after the delay was written and voted again before its end (it
+/// forgot the delay: the quarantine covers the lock's ttl, not its delay;
+/// api.md calls the delay an availability feature), or a quorum was lost.
+fn check_delay(
+    history: &History,
+    frozen: &FrozenLog,
+    freeze: &Freeze,
+    figures: &mut FrozenFigures,
+    findings: &mut Findings,
+) {
+    let Some((grant, resource)) = &freeze.holding else {
+        return;
+    };
+    let Some(delay) = frozen
+        .delays
+        .iter()
+        .find(|(g, _)| g == grant)
+        .map(|(_, d)| *d)
+    else {
+        return;
+    };
+    let until = freeze.start + delay;
+    let ended_before = frozen
+        .writes
+        .iter()
+        .any(|w| w.grant == *grant && w.checked <= freeze.start)
+        || frozen
+            .ended
+            .iter()
+            .any(|e| e.grant == *grant && e.at <= freeze.start);
+    // When the grant was asked for: its masters wrote the delay after that.
+    let asked = history
+        .grants
+        .iter()
+        .find(|g| g.id == *grant)
+        .map_or(freeze.start, |g| g.sent);
+    let disturbed = history.faults.iter().any(|f| {
+        // A quorum lost: the session may have lost its lock (then released
+        // in part) before the client vanished.
+        let quorum_lost = f.three_phase && f.start <= until && f.counts_until >= asked;
+        // A master emptied after the delay was written, back to voting
+        // before its end: it has forgotten the delay (the quarantine covers
+        // the lock's ttl, not its delay).
+        let forgot = f.kind == FaultKind::MasterRestart
+            && f.start + frozen_child::TTL >= asked
+            && f.start <= until
+            && f.counts_until <= until;
+        quorum_lost || forgot
+    });
+    if ended_before || disturbed {
+        return;
+    }
+    figures.delays_checked += 1;
+    for other in history.grants.iter().filter(|g| {
+        g.resource == *resource
+            && g.id != *grant
+            && g.received >= freeze.start
+            && g.received + DELAY_SLACK < until
+    }) {
+        findings.violations.push(Violation {
+            check: Check::LockDelay,
+            detail: format!(
+                "client {} frozen at {:.3} s holding grant #{grant} on {resource} with a \
+                 {delay:?} lock_delay; grant #{} answered at {:.3} s, inside the delay",
+                freeze.client,
+                freeze.start.as_secs_f64(),
+                other.id,
+                other.received.as_secs_f64()
+            ),
+        });
+    }
+}
+
 /// The freeze checks over the whole history (see the module doc).
 pub(crate) fn check(
     history: &History,
@@ -378,6 +476,7 @@ pub(crate) fn check(
                 "lost" | "ended" | "stream_error" | "released" | "expired"
             )
         }));
+        check_delay(history, frozen, freeze, &mut figures, findings);
         if freeze.end - freeze.start < BOUND {
             continue;
         }

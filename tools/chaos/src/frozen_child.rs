@@ -18,11 +18,13 @@
 //! to the checker, which owns the registers.
 //!
 //! Lines to the checker (stdout), times in ns on the run's clock:
-//! - `G <hot> <fence> <sent> <received> <valid_until>`: granted; the
-//!   checker answers `R <grant id>` on stdin;
+//! - `G <hot> <fence> <sent> <received> <valid_until> <lock_delay_ms>`:
+//!   granted; the checker answers `R <grant id>` on stdin;
 //! - `W <id> <checked> <validate_received> <valid_until>`: the write,
 //!   decided at `checked`; the checker answers `A`;
-//! - `D <id> <at>`: the stream was dropped (the lock released) at `at`;
+//! - `D <id> <at>`: the session was ended (the lock released) from `at`:
+//!   its stream dropped, or, for a lock with a lock_delay ([`LOCK_DELAY`],
+//!   a third of the sessions), a `release` sent;
 //! - `L <id> <at> <reason>`: the lock was found gone (`lost`, `released`,
 //!   `ended`, `stream_error`, `expired` by its own deadline, or by
 //!   Validate: `not_held`, `expired_at_validate`, `validate_failed`); no
@@ -49,6 +51,12 @@ pub(crate) const TTL: Duration = Duration::from_millis(500);
 const WORK_MS: (u64, u64) = (200, 1200);
 /// How long an acquisition waits.
 const WAIT: Duration = Duration::from_secs(1);
+/// The `lock_delay` a third of the sessions ask for: longer than the daemons'
+/// keepalive bound (interval 1 s + timeout 2 s), so a daemon that released
+/// a vanished (frozen) holder's lock when it dropped the connection, instead
+/// of leaving it to expire and the delay to follow, would hand it over
+/// inside the delay (`crate::frozen::check`).
+pub(crate) const LOCK_DELAY: Duration = Duration::from_secs(4);
 /// Bound on any one call.
 const PATIENCE: Duration = Duration::from_secs(3);
 
@@ -142,6 +150,14 @@ async fn run(
     let mut replica = home % channels.len().max(1);
     while link.now() < deadline {
         let h = rng.random_range(0..hot.len());
+        // A third of the sessions: the rest keep handing the lock over
+        // while their holder is frozen (a delayed one cannot within a
+        // freeze), which the run's coverage asks for.
+        let delay = if rng.random_bool(1.0 / 3.0) {
+            LOCK_DELAY
+        } else {
+            Duration::ZERO
+        };
         let channel = channels[replica].clone();
         let (requests, outgoing) = tokio::sync::mpsc::channel(1);
         let first = HoldRequest {
@@ -151,6 +167,7 @@ async fn run(
                 wait: to_proto(WAIT),
                 owner: "chaos-frozen-client".to_owned(),
                 request_id: String::new(),
+                lock_delay: to_proto(delay),
                 ..Default::default()
             })),
         };
@@ -186,8 +203,9 @@ async fn run(
         let valid_until = sent + from_proto(lock.validity).as_nanos() as u64;
         let reply = link
             .ask(&format!(
-                "G {h} {} {sent} {received} {valid_until}",
-                lock.fence
+                "G {h} {} {sent} {received} {valid_until} {}",
+                lock.fence,
+                delay.as_millis()
             ))
             .await?;
         let id: u64 = reply.strip_prefix("R ").ok_or("expected R <id>")?.parse()?;
@@ -262,11 +280,34 @@ async fn run(
         };
         match reason {
             Some(reason) => link.say(&format!("L {id} {} {reason}", link.now()))?,
-            None => {
+            None if delay.is_zero() => {
                 // Dropping the stream releases the lock at once.
                 drop(events);
                 drop(requests);
                 link.say(&format!("D {id} {}", link.now()))?;
+            }
+            None => {
+                // With a lock_delay a dropped stream is a vanished holder
+                // (the lock is left to expire, the delay follows): end the
+                // session in order instead, and wait (bounded) for the
+                // daemon's answer. The lock may be free from the send on.
+                let at = link.now();
+                let release = HoldRequest {
+                    request: Some(Request::Release(Default::default())),
+                };
+                if requests.send(release).await.is_ok() {
+                    let _ = tokio::time::timeout(PATIENCE, async {
+                        while let Ok(Some(event)) = events.message().await {
+                            if matches!(event.event, Some(Event::Released(_) | Event::Lost(_))) {
+                                return;
+                            }
+                        }
+                    })
+                    .await;
+                }
+                drop(events);
+                drop(requests);
+                link.say(&format!("D {id} {at}"))?;
             }
         }
     }

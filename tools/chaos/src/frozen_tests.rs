@@ -48,6 +48,7 @@ fn frozen_history(writes: Vec<FrozenWrite>, ended: Vec<Ended>) -> (History, Froz
         ..History::default()
     };
     let log = FrozenLog {
+        delays: Vec::new(),
         writes,
         ended,
         freezes: vec![Freeze {
@@ -112,6 +113,41 @@ fn writes_under_a_stale_lock_are_flagged() {
     let mut findings = Findings::default();
     frozen::check(&history, &log, &mut findings);
     assert_eq!(findings.count(Check::FrozenClient), 1, "{findings:?}");
+}
+
+/// The frozen holder's grant asked for a 4 s lock_delay: client 7's grant
+/// at 4 s (2.9 s into the freeze, as when a daemon released the lock on
+/// dropping the frozen client's connection) is inside it; one at 5.2 s is
+/// not; a master emptied during the delay and voting again before its end
+/// leaves the freeze unjudged.
+#[test]
+fn a_grant_inside_the_delay_of_a_frozen_holder_is_flagged() {
+    let (history, mut log) = frozen_history(Vec::new(), Vec::new());
+    log.delays.push((1, ms(4_000)));
+    let mut findings = Findings::default();
+    let figures = frozen::check(&history, &log, &mut findings);
+    assert_eq!(findings.count(Check::LockDelay), 1, "{findings:?}");
+    assert_eq!(figures.delays_checked, 1);
+
+    let mut later = history.clone();
+    later.grants[1] = grant(2, 7, 5_200);
+    let mut findings = Findings::default();
+    frozen::check(&later, &log, &mut findings);
+    assert_eq!(findings.count(Check::LockDelay), 0, "{findings:?}");
+
+    let mut restarted = history;
+    restarted.faults.push(Fault {
+        kind: FaultKind::MasterRestart,
+        target: 3,
+        start: ms(2_000),
+        end: ms(2_500),
+        counts_until: ms(4_500),
+        three_phase: false,
+    });
+    let mut findings = Findings::default();
+    let figures = frozen::check(&restarted, &log, &mut findings);
+    assert_eq!(findings.count(Check::LockDelay), 0, "{findings:?}");
+    assert_eq!(figures.delays_checked, 0);
 }
 
 fn planned(kind: FaultKind, at: u64, len: u64) -> Planned {

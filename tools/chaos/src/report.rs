@@ -105,8 +105,14 @@ impl Figures {
         let _ = write!(
             out,
             ",\"frozen\":{{\"freezes_holding\":{},\"handoffs_during_freeze\":{},\
-             \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{}}}}}",
-            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+             \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{},\
+             \"lock_delays_checked\":{}}}}}",
+            fz.freezes_holding,
+            fz.handoffs,
+            fz.resumed_told_gone,
+            fz.resumed_told_lost,
+            fz.writes,
+            fz.delays_checked
         );
         let b = &self.bursts;
         let codes: Vec<String> = b
@@ -267,8 +273,14 @@ impl Figures {
         let _ = writeln!(
             s,
             "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
-             client found it gone {} (told lost {}); {} writes by those clients",
-            fz.freezes_holding, fz.handoffs, fz.resumed_told_gone, fz.resumed_told_lost, fz.writes
+             client found it gone {} (told lost {}); {} writes by those clients; {} \
+             lock_delays judged",
+            fz.freezes_holding,
+            fz.handoffs,
+            fz.resumed_told_gone,
+            fz.resumed_told_lost,
+            fz.writes,
+            fz.delays_checked
         );
         let kinds = &self.findings.kinds;
         let _ = writeln!(

@@ -256,6 +256,7 @@ pub(crate) async fn run(
         match tokio::time::timeout_at(drained, task).await {
             Ok(Ok(Ok((log, records)))) => {
                 logs_of_clients.push(log);
+                frozen_log.delays.extend(records.delays);
                 frozen_log.writes.extend(records.writes);
                 frozen_log.ended.extend(records.ended);
                 frozen_log.freezes.extend(records.freezes);

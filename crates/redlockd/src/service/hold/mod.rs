@@ -37,6 +37,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+/// How long a session whose client's stream ended waits to learn whether
+/// the client is still there (a half-close: it still reads its events) or
+/// went away (a reset stream or a lost connection: hyper drops the events
+/// stream at once). Only a lock with a lock_delay waits: for one without,
+/// both mean release.
+pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The `lost` reason of a session whose lock an operator force-released.
 pub(crate) const RELEASED_BY_OPERATOR: &str = "released by an operator";
 
@@ -96,6 +103,11 @@ pub(crate) enum SessionError {
 enum ClientEnd {
     /// A `release` message or a half-close: the orderly end, release.
     Done,
+    /// The client's stream ended: a half-close (orderly), or a reset or a
+    /// lost connection, which tonic and hyper report the same way (a
+    /// stream reset with CANCEL or NO_ERROR reads as a clean end). Told
+    /// apart by the session ([`SETTLE`]).
+    Ended,
     /// The stream broke (connection lost, cancelled): the client vanished.
     /// Released as at an orderly end, unless the lock has a lock-delay:
     /// then it is left to expire, so that the delay applies.
@@ -203,7 +215,7 @@ async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
             request: Some(HoldRequest::Release(_)),
         })) => ClientEnd::Done,
         Ok(Some(_)) => ClientEnd::Invalid(SessionError::OnlyRelease),
-        Ok(None) => ClientEnd::Done,
+        Ok(None) => ClientEnd::Ended,
         Err(_) => ClientEnd::Gone,
     }
 }

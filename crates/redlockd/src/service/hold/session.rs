@@ -3,7 +3,9 @@
 //! release it (or leave it to expire) and say how it ended.
 
 use super::registry::{SessionRegistry, Slot};
-use super::{draining, event, next_end, ClientEnd, Outgoing, DRAIN_OVER, RELEASED_BY_OPERATOR};
+use super::{
+    draining, event, next_end, ClientEnd, Outgoing, DRAIN_OVER, RELEASED_BY_OPERATOR, SETTLE,
+};
 use crate::metrics;
 use crate::pb;
 use crate::pb::hold_event::{Event, Lost, Released};
@@ -79,6 +81,7 @@ impl Session {
             let forced = &mut forced;
             let ending = &registered.ending;
             let events = &events;
+            let delayed = !self.args.lock_delay.is_zero();
             async move {
                 let mut told = false;
                 loop {
@@ -88,7 +91,18 @@ impl Session {
                             return;
                         }
                         end = next_end(incoming) => {
-                            *client_end = Some(end);
+                            *client_end = Some(match end {
+                                ClientEnd::Ended if delayed => {
+                                    // Half-closed, or gone? A client gone has
+                                    // its events stream dropped too.
+                                    match tokio::time::timeout(SETTLE, events.closed()).await {
+                                        Ok(()) => ClientEnd::Gone,
+                                        Err(_) => ClientEnd::Done,
+                                    }
+                                }
+                                ClientEnd::Ended => ClientEnd::Done,
+                                end => end,
+                            });
                             return;
                         }
                         // The client dropped its end of the events, or
