@@ -40,11 +40,13 @@ async fn daemon(h: &Harness, settings: &[(&str, String)]) -> DaemonProcess {
     daemon
 }
 
-/// How long until the daemon closes `stream` (reads EOF or an error),
-/// failing the test past `LIMIT`. Anything the daemon sends before is
-/// ignored (an HTTP/2 SETTINGS frame).
-async fn closed_after(mut stream: TcpStream) -> Duration {
-    let started = Instant::now();
+/// How long from `since` until the daemon closes `stream` (reads EOF or an
+/// error), failing the test past `LIMIT`. Anything the daemon sends before
+/// is ignored (an HTTP/2 SETTINGS frame). For a lower bound on the daemon's
+/// timeout, `since` is taken before the connect: the daemon cannot start
+/// its timer earlier (after it, the daemon may have accepted first).
+async fn closed_after(mut stream: TcpStream, since: Instant) -> Duration {
+    let started = since;
     let mut buf = [0u8; 1024];
     loop {
         match tokio::time::timeout(LIMIT, stream.read(&mut buf)).await {
@@ -125,12 +127,16 @@ async fn idle_connections_are_closed_but_not_silent_sessions() {
     let idle = Duration::from_millis(500);
     let d = daemon(&h, &[("server.idle_timeout", "500ms".into())]).await;
 
+    let connecting = Instant::now();
     let silent = TcpStream::connect(d.addr).await.expect("connect");
     let mut half = TcpStream::connect(d.addr).await.expect("connect");
     half.write_all(b"PRI * HTTP/2.0\r\n")
         .await
         .expect("half a preface");
-    let (silent, half) = tokio::join!(closed_after(silent), closed_after(half));
+    let (silent, half) = tokio::join!(
+        closed_after(silent, connecting),
+        closed_after(half, connecting)
+    );
     for (what, after) in [("idle TCP", silent), ("half-sent preface", half)] {
         assert!(
             after >= idle,
@@ -184,8 +190,9 @@ async fn idle_tls_handshake_is_closed() {
     let dir = tempdir();
     let files = Pki::new().write(&dir, "server");
     let d = daemon_tls(&h, &files).await;
+    let connecting = Instant::now();
     let stream = TcpStream::connect(d.addr).await.expect("connect");
-    let after = closed_after(stream).await;
+    let after = closed_after(stream, connecting).await;
     assert!(
         after >= Duration::from_millis(300),
         "closed after {after:?}, before the timeout"
@@ -235,7 +242,8 @@ async fn failed_tls_handshakes_are_counted() {
             .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
             .await
             .expect("a plaintext preface");
-        let after = closed_after(stream).await;
+        // An upper bound: timed from after the preface was sent.
+        let after = closed_after(stream, Instant::now()).await;
         assert!(
             after < Duration::from_millis(300),
             "a failed handshake is closed at once, not at the timeout ({after:?})"
