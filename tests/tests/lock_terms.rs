@@ -158,25 +158,36 @@ async fn orderly_release_frees_at_once() {
 /// sessions cut at once take both orders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_sessions_keep_the_delay() {
-    const SESSIONS: usize = 64;
+    vanished_sessions_keep_the_delay("cut", 64, 1_000, ctl::Proxy::close_existing).await;
+}
+
+/// `sessions` Hold sessions with a lock_delay, each on its own connection
+/// through a proxy, whose clients then vanish (`vanish` on the proxy):
+/// for each, once its keys are gone, both replicas refuse it (the delay).
+async fn vanished_sessions_keep_the_delay(
+    tag: &str,
+    sessions: usize,
+    ttl_ms: u64,
+    vanish: fn(&ctl::Proxy),
+) {
     let h = two_replicas(Flavor::Valkey).await;
     let proxy = ctl::Proxy::start(h.daemons[0].addr).await.expect("proxy");
-    let mut sessions = Vec::new();
-    for i in 0..SESSIONS {
-        // A connection each, kept open with its session until the cut.
+    let mut open = Vec::new();
+    for i in 0..sessions {
+        // A connection each, kept open with its session until it vanishes.
         let mut c = redlockd_testkit::client::connect(proxy.addr())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let session = hold_with(&mut c, terms(&format!("cut/{i}"), 1_000, 60_000, 0)).await;
-        sessions.push((c, session));
+        let session = hold_with(&mut c, terms(&format!("{tag}/{i}"), ttl_ms, 60_000, 0)).await;
+        open.push((c, session));
     }
-    proxy.close_existing();
-    for i in 0..SESSIONS {
-        let resource = format!("cut/{i}");
+    vanish(&proxy);
+    for i in 0..sessions {
+        let resource = format!("{tag}/{i}");
         keys_gone(&h, &resource, Duration::from_secs(15)).await;
-        both_refuse(&h, &resource, "its connection broke: within the lock_delay").await;
+        both_refuse(&h, &resource, &format!("{tag}: within the lock_delay")).await;
     }
-    drop(sessions);
+    drop(open);
 }
 
 /// A half-close is an orderly end, lock_delay or not: the client, still
@@ -209,30 +220,13 @@ async fn half_close_frees_despite_a_delay() {
         .expect("free at once after the half-close");
 }
 
-/// A Hold session with a lock_delay whose client freezes (its connection
+/// Hold sessions with a lock_delay whose clients freeze (the connection
 /// goes silent, as a SIGSTOPped process's does): the daemon's keepalive
-/// drops the connection, and the lock is left to expire with the delay
-/// after it, on both replicas.
+/// drops the connection, which reads as a clean end of the client's
+/// stream, and each lock is left to expire with the delay after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn frozen_session_keeps_the_delay() {
-    const SESSIONS: usize = 8;
-    let h = two_replicas(Flavor::Valkey).await;
-    let proxy = ctl::Proxy::start(h.daemons[0].addr).await.expect("proxy");
-    let mut sessions = Vec::new();
-    for i in 0..SESSIONS {
-        let mut c = redlockd_testkit::client::connect(proxy.addr())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let session = hold_with(&mut c, terms(&format!("frozen/{i}"), 500, 60_000, 0)).await;
-        sessions.push((c, session));
-    }
-    proxy.freeze_existing();
-    for i in 0..SESSIONS {
-        let resource = format!("frozen/{i}");
-        keys_gone(&h, &resource, Duration::from_secs(15)).await;
-        both_refuse(&h, &resource, "its client froze: within the lock_delay").await;
-    }
-    drop(sessions);
+async fn frozen_sessions_keep_the_delay() {
+    vanished_sessions_keep_the_delay("frozen", 8, 500, ctl::Proxy::freeze_existing).await;
 }
 
 /// `redlockctl run --lock-delay` killed (SIGKILL) mid-command: its session
