@@ -116,7 +116,7 @@ const CLOCK_SLACK: Duration = Duration::from_secs(1);
 
 /// How far ahead of a master's clock a proposal may be and still be taken
 /// ([`Proposal::window`]), for proposals `lead` ahead of the estimate.
-fn proposal_window(lead: Duration) -> Duration {
+pub(crate) fn proposal_window(lead: Duration) -> Duration {
     lead * 2 + CLOCK_SLACK
 }
 

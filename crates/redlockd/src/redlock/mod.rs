@@ -50,6 +50,7 @@ pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
 pub use admission::AdmissionLimits;
 pub use claim::{Claim, Epoch};
 pub use error::{LockError, NodeError};
+pub(crate) use fence::proposal_window;
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
 pub use kinds::multi::Member;

@@ -9,7 +9,7 @@ use crate::redlock::keys::release_channel;
 use crate::redlock::{AdmissionLimits, Master, Redlock, RetryPolicy, Settings};
 use crate::valkey::auth::MasterAccess;
 use crate::valkey::quarantine::Peers;
-use crate::valkey::scripts::BatchScript;
+use crate::valkey::scripts::{BatchScript, Constants};
 use crate::valkey::subscriber::Subscriptions;
 use crate::valkey::{NodeSettings, ValkeyMaster};
 use futures::future::join_all;
@@ -87,7 +87,10 @@ pub async fn build_engine(config: &Config) -> Result<Engine, ServeError> {
     // `redlock::fence`): a master that lost its counters sits out until
     // the clock alone orders fences again.
     let allowance = crate::redlock::clock_allowance(r.node_timeout, r.max_clock_offset);
-    let script = Arc::new(BatchScript::with(config.testing.counterfactuals, allowance));
+    let script = Arc::new(BatchScript::with(
+        config.testing.counterfactuals,
+        Constants::of(r),
+    ));
     let access = MasterAccess::load(&config.masters)?;
     let peers = Peers::new(
         r.nodes.len(),

@@ -35,7 +35,7 @@
 mod timer;
 
 use super::quarantine::Peers;
-use super::scripts::{BatchScript, Op, ERROR_MARKER};
+use super::scripts::{header, BatchScript, Op, ERROR_MARKER};
 use super::state::NodeState;
 use crate::metrics;
 use crate::redlock::NodeError;
@@ -63,6 +63,8 @@ pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
 /// One operation waiting for its batch.
 struct Queued {
+    /// See [`header`].
+    header: i64,
     keys: Vec<Value>,
     args: Vec<Value>,
     awaiting: Awaiting,
@@ -138,7 +140,12 @@ impl Batcher {
         args: Vec<Value>,
     ) -> impl std::future::Future<Output = Result<Value, NodeError>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
+        let Some(header) = header(op, keys.len(), args.len()) else {
+            let error = NodeError::Protocol(format!("{op:?} with {} keys", keys.len()));
+            return futures::future::Either::Left(std::future::ready(Err(error)));
+        };
         let queued = self.queue.send(Queued {
+            header,
             keys,
             args,
             awaiting: Awaiting {
@@ -147,14 +154,14 @@ impl Batcher {
                 reply,
             },
         });
-        async move {
+        futures::future::Either::Right(async move {
             if queued.is_err() {
                 return Err(NodeError::Unavailable("connection closed".into()));
             }
             answer
                 .await
                 .unwrap_or_else(|_| Err(NodeError::Unavailable("batch dropped".into())))
-        }
+        })
     }
 }
 
@@ -284,7 +291,7 @@ fn encode(
     batch: &mut Vec<Queued>,
 ) -> (Vec<Value>, Vec<Awaiting>) {
     let keys: usize = 1 + batch.iter().map(|q| q.keys.len()).sum::<usize>();
-    let args: usize = batch.iter().map(|q| 3 + q.args.len()).sum();
+    let args: usize = batch.iter().map(|q| 1 + q.args.len()).sum();
     let mut argv: Vec<Value> = Vec::with_capacity(3 + keys + args);
     argv.push(script);
     argv.push(Value::Integer(keys as i64));
@@ -294,9 +301,7 @@ fn encode(
     argv.push(Value::Integer(batch.len() as i64));
     let mut replies = Vec::with_capacity(batch.len());
     for mut queued in batch.drain(..) {
-        argv.push(Value::Integer(queued.awaiting.op as i64));
-        argv.push(Value::Integer(queued.keys.len() as i64));
-        argv.push(Value::Integer(queued.args.len() as i64));
+        argv.push(Value::Integer(queued.header));
         argv.append(&mut queued.args);
         replies.push(queued.awaiting);
     }

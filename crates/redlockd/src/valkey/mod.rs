@@ -33,7 +33,7 @@ use fred::prelude::{
     Builder, Client, ClientLike, Config as FredConfig, Options, ReconnectPolicy, TcpConfig, Value,
 };
 use quarantine::Peers;
-use scripts::{BatchScript, Op};
+use scripts::{BatchScript, Constants, Op};
 use state::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +74,10 @@ pub struct ValkeyMaster {
     /// How recently the master must have answered to count as up
     /// ([`watch::answer_window`]).
     answer_window: Duration,
+    /// The values the batch script has written in, which the operations
+    /// therefore do not send (`ops.rs` checks an acquire's proposal
+    /// against them).
+    constants: Constants,
 }
 
 /// How a master is watched, from the configuration.
@@ -163,7 +167,9 @@ impl ValkeyMaster {
             ..Options::default()
         });
         let index = peers.join(Arc::clone(&state), command.clone());
+        let constants = script.constants;
         let node = ValkeyMaster {
+            constants,
             batcher: Batcher::start(
                 name.as_str().into(),
                 batch_command,

@@ -75,31 +75,50 @@ impl Master for ValkeyMaster {
                 ],
             )
         } else {
+            let constants = self.constants;
+            if proposal.fence > 0
+                && (proposal.window, proposal.fence_ttl)
+                    != (constants.proposal_window, constants.fence_ttl)
+            {
+                // The script takes proposals with its own window and fence
+                // ttl: one built for other settings must not run this one.
+                let error = NodeError::Protocol(format!(
+                    "a proposal for window {:?} and fence ttl {:?} on a script built for {:?} and {:?}",
+                    proposal.window,
+                    proposal.fence_ttl,
+                    constants.proposal_window,
+                    constants.fence_ttl
+                ));
+                return futures::future::ready(Err(error)).boxed();
+            }
             if proposal.fence > 0 {
                 // The grant may stand without a commit (see `commit_fence`).
                 self.peers.local().record(ttl);
             }
             let wire = Wire::of(keys, token);
+            let mut args = vec![
+                shared(wire.map(|w| &w.token), token.expose()),
+                millis(ttl),
+                Value::String(proposal.fence.to_string().into()),
+                holder.owner.as_ref().into(),
+                holder.kind.as_ref().into(),
+            ];
+            // The optional arguments (`OPT[6]` on), up to the last one set.
+            let optional = [
+                (waiter_marker > Duration::ZERO).then(|| millis(waiter_marker)),
+                (holder.lock_delay > Duration::ZERO).then(|| millis(holder.lock_delay)),
+                (holder.hold_at_least > Duration::ZERO).then(|| millis(holder.hold_at_least)),
+                (keys.writer_mark > Duration::ZERO).then(|| millis(keys.writer_mark)),
+                holder.epoch.map(|epoch| epoch.encode().into()),
+            ];
+            push_optional(&mut args, optional);
             self.run(
                 Op::Acquire,
                 vec![
                     shared(wire.map(|w| &w.lock), &keys.lock),
                     shared(wire.map(|w| &w.fence), &keys.fence),
                 ],
-                vec![
-                    shared(wire.map(|w| &w.token), token.expose()),
-                    millis(ttl),
-                    Value::String(proposal.fence.to_string().into()),
-                    Value::String(proposal.window.as_micros().to_string().into()),
-                    millis(proposal.fence_ttl),
-                    millis(waiter_marker),
-                    holder.owner.as_ref().into(),
-                    holder.kind.as_ref().into(),
-                    millis(holder.lock_delay),
-                    millis(holder.hold_at_least),
-                    millis(keys.writer_mark),
-                    claim::encode(holder.epoch).into(),
-                ],
+                args,
             )
         };
         async move {
@@ -271,7 +290,6 @@ impl Master for ValkeyMaster {
         // Static flags: no copy per command.
         let flag = |on: bool| Value::Bytes(Bytes::from_static(if on { b"1" } else { b"0" }));
         let delifeq = flag(self.state.has_delifeq());
-        let minimum = flag(honour_minimum);
         let (op, mut script_keys) = match &keys.readers {
             Some(readers) => (Op::ReleaseShared, vec![key(readers)]),
             None => (Op::Release, Vec::new()),
@@ -285,18 +303,21 @@ impl Master for ValkeyMaster {
             ],
         );
         script_keys.push(shared(wire.map(|w| &w.base_fence), &keys.base_fence));
-        let reply = self.run(
-            op,
-            script_keys,
-            vec![
-                shared(wire.map(|w| &w.token), token.expose()),
-                shared(wire.map(|w| &w.channel), &keys.channel),
-                notice.into(),
-                delifeq,
-                minimum,
-                claim::encode(epoch).into(),
+        let mut args = vec![
+            shared(wire.map(|w| &w.token), token.expose()),
+            shared(wire.map(|w| &w.channel), &keys.channel),
+            notice.into(),
+            delifeq,
+        ];
+        // The optional arguments (`OPT[5]` on), up to the last one set.
+        push_optional(
+            &mut args,
+            [
+                honour_minimum.then(|| flag(true)),
+                epoch.map(|epoch| epoch.encode().into()),
             ],
         );
+        let reply = self.run(op, script_keys, args);
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
     }
 
@@ -426,4 +447,20 @@ impl ValkeyMaster {
         }
         .boxed()
     }
+}
+
+/// Appends a script's optional arguments (read as `OPT[n]`, see
+/// `super::scripts::batch_script`) up to the last one set: the ones before
+/// it that are not set go as `'0'`, the ones after it not at all.
+fn push_optional<const N: usize>(args: &mut Vec<Value>, optional: [Option<Value>; N]) {
+    let Some(last) = optional.iter().rposition(Option::is_some) else {
+        return;
+    };
+    let zero = || Value::Bytes(Bytes::from_static(b"0"));
+    args.extend(
+        optional
+            .into_iter()
+            .take(last + 1)
+            .map(|value| value.unwrap_or_else(zero)),
+    );
 }

@@ -4,11 +4,12 @@
 //! ([`batch_script`](super::batch_script)).
 
 /// KEYS: lock, fence. ARGV: token, ttl ms,
-/// proposed fence (0: none), proposal window µs, fence ttl ms, waiter
-/// marker ttl ms ('0': the caller will not wait in the queue), then the
-/// holder and the grant's terms as [`COMMIT_FENCE`] takes them: owner,
-/// kind, lock_delay ms, hold_at_least ms; then the writer mark ms; last,
-/// the acquisition's epoch ('0': none; `crate::redlock::claim`), recorded
+/// proposed fence (0: none), then the holder as [`COMMIT_FENCE`] takes
+/// it: owner, kind. Then the optional ones (`OPT[n]`, '0' where not sent,
+/// see [`batch_script`](super::batch_script)): 6, the waiter marker ttl ms
+/// ('0': the caller will not wait in the queue); 7 and 8, the grant's
+/// terms: lock_delay ms, hold_at_least ms; 9, the writer mark ms; 10, the
+/// acquisition's epoch ('0': none; `crate::redlock::claim`), recorded
 /// with the holder where the proposal is taken. Where the SET NX succeeds
 /// and the record still names the token (left by an earlier acquisition of
 /// the request id that ended: the key was free), the record takes this
@@ -41,7 +42,9 @@
 /// the writer-waiting marker: the fence hash's `ww` = now + writer mark ms
 /// (0: none), which refuses new shared grants until then.
 /// `took` is 1 where the
-/// proposal was taken: old max below it and `now <= F <= now + window`;
+/// proposal was taken: old max below it and `now <= F <= now + window`
+/// (the window and the fence hash's ttl are the daemon's constants,
+/// `PROPOSAL_WINDOW_US` and `FENCE_TTL_MS`);
 /// then the script writes what the commit would ([`COMMIT_FENCE`], with
 /// `F` as the fence and the acquire's instant as `at`): `max`, `holder`,
 /// `fence`, `owner`, `kind`, `at`, the lock-delay (`delay`, `nb`) and the
@@ -138,10 +141,11 @@ pub(crate) const EXTEND: &str = include_str!("lua/extend.lua");
 /// KEYS: lock, fence, the resource's own fence hash (a permit's: its
 /// resource's, which holds the waiters' marker; else the same as fence).
 /// ARGV: token, release channel, release
-/// notice, '1' if the master has DELIFEQ (Valkey 9), '1' if the grant's
-/// hold-at-least is honoured (a holder's release; not a failed attempt's
-/// clean-up nor an operator's force-release), the releasing acquisition's
-/// epoch ('0': a client's own Release, whatever the epoch). Deletes
+/// notice, '1' if the master has DELIFEQ (Valkey 9); optional (`OPT[n]`):
+/// 5, '1' if the grant's hold-at-least is honoured (a holder's release;
+/// not a failed attempt's clean-up nor an operator's force-release); 6,
+/// the releasing acquisition's epoch ('0': a client's own Release,
+/// whatever the epoch). Deletes
 /// nothing (0) where the token's record names another epoch: another
 /// acquisition of the request id took the lock over
 /// (`crate::redlock::claim`). Compare-and-delete; when it

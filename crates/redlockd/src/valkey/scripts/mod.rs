@@ -183,8 +183,18 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 ///
 /// Layout: `KEYS[1]` is the master's horizon key, then come every
 /// operation's keys in order; `ARGV[1]` the number of operations, then per
-/// operation its code ([`Op`]), its number of keys, its number of
-/// arguments, and the arguments.
+/// operation one header ([`header`]: its code, number of keys and number
+/// of arguments in one number) and the arguments.
+///
+/// What a master parses is most of what it spends per operation (each
+/// argument becomes a Lua string), so an operation sends only what varies:
+/// - per-daemon constants are part of the script's text, set when it is
+///   built ([`Constants`]): a body names them (`PROPOSAL_WINDOW_US`,
+///   `FENCE_TTL_MS`) where it would have read an argument;
+/// - trailing arguments that are usually zero are optional: a body reads
+///   argument `n` as `OPT[n]`, which is `'0'` where the operation sent
+///   fewer than `n` arguments (the sender drops trailing zeros, see
+///   `super::ops`).
 ///
 /// The horizon: operations that make a lock stand here with a ttl (a fence
 /// commit, an extension, a re-creation, each only where the token holds
@@ -207,34 +217,94 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// least the marker's ttl when it has less (the marker may have created
 /// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
 /// (`crate::valkey::server_info::MIN_VERSION`) lacks.
-pub(crate) fn batch_script(
-    counterfactuals: Counterfactuals,
-    horizon_allowance: Duration,
-) -> String {
+pub(crate) fn batch_script(counterfactuals: Counterfactuals, constants: Constants) -> String {
     let mut lua = String::from(include_str!("lua/batch_head.lua"));
     for op in Op::ALL {
-        lua.push_str("function(k, a)\n");
+        lua.push_str("function(k, a, na)\n");
         lua.push_str(&at_offsets(op.lua_with(counterfactuals).trim()));
         lua.push_str("\nend,\n");
     }
     lua.push_str(include_str!("lua/batch_tail.lua"));
-    let allowance = horizon_allowance.as_millis().to_string();
-    lua.replace("ALLOWANCE", &allowance)
+    constants.write_into(&lua)
 }
 
-/// The highest `KEYS`/`ARGV` index a script body may use ([`ACQUIRE`] takes
-/// ten arguments).
+/// The values every operation of one daemon would send alike, written into
+/// the batch script's text instead (see [`batch_script`]). They come from
+/// the one configuration (`crate::server::build_engine`), as do the
+/// engine's proposals; an acquire whose proposal names other values is
+/// refused by the sender (`super::ops`), never run with these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Constants {
+    /// How far beyond each lock's ttl horizons are raised (`ALLOWANCE`).
+    pub horizon_allowance: Duration,
+    /// How far ahead of the master's clock a proposed fence may be and
+    /// still be taken (`crate::redlock::Proposal::window`).
+    pub proposal_window: Duration,
+    /// The fence hash's expiry where a proposal is taken
+    /// (`crate::redlock::Proposal::fence_ttl`).
+    pub fence_ttl: Duration,
+}
+
+impl Constants {
+    /// The constants of the settings in `redlock`.
+    pub(crate) fn of(redlock: &crate::config::RedlockConfig) -> Constants {
+        Constants {
+            horizon_allowance: crate::redlock::clock_allowance(
+                redlock.node_timeout,
+                redlock.max_clock_offset,
+            ),
+            proposal_window: crate::redlock::proposal_window(redlock.node_timeout),
+            fence_ttl: redlock.fence_ttl,
+        }
+    }
+
+    /// `lua` with each constant's name replaced by its value.
+    fn write_into(self, lua: &str) -> String {
+        lua.replace("ALLOWANCE", &self.horizon_allowance.as_millis().to_string())
+            .replace(
+                "PROPOSAL_WINDOW_US",
+                &self.proposal_window.as_micros().to_string(),
+            )
+            .replace("FENCE_TTL_MS", &self.fence_ttl.as_millis().to_string())
+    }
+}
+
+/// An operation's header in the batch: its code, its number of keys and
+/// its number of arguments in one number, `code + 100 × keys + 1,000,000 ×
+/// arguments` (the batch script takes it apart). One number instead of
+/// three is two fewer values for the master to parse per operation.
+/// `None` where a count does not fit (the batch script could not take it
+/// apart): more than 9,999 keys.
+pub(crate) fn header(op: Op, keys: usize, args: usize) -> Option<i64> {
+    if keys > 9_999 {
+        return None;
+    }
+    let code = i64::try_from(op as usize).ok()?;
+    let keys = i64::try_from(keys).ok()?;
+    let args = i64::try_from(args).ok()?.checked_mul(1_000_000)?;
+    args.checked_add(keys * 100 + code)
+}
+
+/// The highest `KEYS`/`ARGV`/`OPT` index a script body may use ([`ACQUIRE`]
+/// reads up to ten arguments).
 const MAX_INDEX: usize = 12;
 
 /// A script body with `KEYS[n]` and `ARGV[n]` read at the operation's
 /// offsets `k` and `a` in the batch's arrays: no per-operation tables to
-/// build (allocation was a good part of the masters' time).
+/// build (allocation was a good part of the masters' time). `OPT[n]`, an
+/// optional argument, reads `ARGV[n]` where the operation sent at least
+/// `n` arguments (`na`), else `'0'`: past its own arguments are the next
+/// operation's.
 fn at_offsets(body: &str) -> String {
     let mut out = body.to_owned();
     for n in 1..=MAX_INDEX {
         out = out
             .replace(&format!("KEYS[{n}]"), &format!("KEYS[k + {}]", n - 1))
-            .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1));
+            .replace(&format!("ARGV[{n}]"), &format!("ARGV[a + {}]", n - 1))
+            .replace(
+                &format!("OPT[{n}]"),
+                &format!("(na >= {n} and ARGV[a + {}] or '0')", n - 1),
+            );
     }
     out
 }
@@ -248,30 +318,28 @@ pub(crate) struct BatchScript {
     pub lua: Value,
     /// Its SHA-1 in hex, for EVALSHA.
     pub sha: Value,
+    /// The constants written into it.
+    pub constants: Constants,
 }
 
 impl BatchScript {
     /// Builds and hashes [`batch_script`], with no counterfactual and the
-    /// clock allowance of the default settings.
+    /// constants of the default settings.
     pub(crate) fn new() -> BatchScript {
         let defaults = crate::config::Config::default().redlock;
-        let allowance =
-            crate::redlock::clock_allowance(defaults.node_timeout, defaults.max_clock_offset);
-        BatchScript::with(Counterfactuals::default(), allowance)
+        BatchScript::with(Counterfactuals::default(), Constants::of(&defaults))
     }
 
     /// Builds and hashes [`batch_script`] with `counterfactuals` (the
-    /// configuration's `[testing]`, for the safety checkers only), raising
-    /// horizons `horizon_allowance` beyond each lock's ttl.
-    pub(crate) fn with(
-        counterfactuals: Counterfactuals,
-        horizon_allowance: Duration,
-    ) -> BatchScript {
-        let lua = batch_script(counterfactuals, horizon_allowance);
+    /// configuration's `[testing]`, for the safety checkers only) and the
+    /// daemon's `constants`.
+    pub(crate) fn with(counterfactuals: Counterfactuals, constants: Constants) -> BatchScript {
+        let lua = batch_script(counterfactuals, constants);
         let sha = sha1_smol::Sha1::from(&lua).digest().to_string();
         BatchScript {
             lua: Value::from(lua),
             sha: Value::from(sha),
+            constants,
         }
     }
 }
@@ -294,12 +362,17 @@ mod tests {
             "GET KEYS[k + 0] KEYS[k + 1] ARGV[a + 0] ARGV[a + 3]"
         );
         assert_eq!(at_offsets("ARGV[10] ARGV[1]"), "ARGV[a + 9] ARGV[a + 0]");
+        assert_eq!(
+            at_offsets("OPT[6] ARGV[1]"),
+            "(na >= 6 and ARGV[a + 5] or '0') ARGV[a + 0]"
+        );
         for op in Op::ALL {
             let body = at_offsets(op.lua());
             // No index left unreplaced (one above MAX_INDEX would be).
             for n in 1..=MAX_INDEX * 2 {
                 assert!(!body.contains(&format!("KEYS[{n}]")), "{body}");
                 assert!(!body.contains(&format!("ARGV[{n}]")), "{body}");
+                assert!(!body.contains(&format!("OPT[{n}]")), "{body}");
             }
         }
     }
@@ -324,14 +397,50 @@ mod tests {
         }
     }
 
+    /// A header keeps its three counts apart as the batch script takes
+    /// them apart (`h % 100`, `floor(h / 100) % 10000`, `floor(h / 10^6)`),
+    /// and refuses counts it could not.
+    #[test]
+    fn headers_take_apart() {
+        for (op, keys, args) in [
+            (Op::Acquire, 2, 5),
+            (Op::AcquireAll, 128, 4),
+            (Op::Release, 0, 0),
+        ] {
+            let h = header(op, keys, args).expect("fits");
+            assert_eq!(h % 100, op as i64);
+            assert_eq!((h / 100) % 10_000, keys as i64);
+            assert_eq!(h / 1_000_000, args as i64);
+        }
+        assert_eq!(header(Op::AcquireAll, 10_000, 4), None);
+    }
+
+    /// The constants are written in, and no placeholder is left.
+    #[test]
+    fn constants_are_written_in() {
+        let constants = Constants {
+            horizon_allowance: Duration::from_millis(1234),
+            proposal_window: Duration::from_micros(5_678_901),
+            fence_ttl: Duration::from_millis(98_765),
+        };
+        let lua = batch_script(Counterfactuals::default(), constants);
+        for placeholder in ["ALLOWANCE", "PROPOSAL_WINDOW_US", "FENCE_TTL_MS", "OPT["] {
+            assert!(!lua.contains(placeholder), "{placeholder}");
+        }
+        for value in ["+ 1234", "t + 5678901", "'98765'"] {
+            assert!(lua.contains(value), "{value}");
+        }
+    }
+
     /// Every operation is in the batch script, at the index its code names.
     #[test]
     fn batch_script_holds_every_op_in_code_order() {
-        let lua = batch_script(Counterfactuals::default(), Duration::ZERO);
+        let constants = Constants::of(&crate::config::Config::default().redlock);
+        let lua = batch_script(Counterfactuals::default(), constants);
         let mut from = 0;
         for (i, op) in Op::ALL.iter().enumerate() {
             assert_eq!(*op as usize, i + 1);
-            let body = at_offsets(op.lua().trim());
+            let body = constants.write_into(&at_offsets(op.lua().trim()));
             let at = lua[from..].find(&body).expect("op body present") + from;
             from = at + 1;
         }

@@ -74,8 +74,8 @@ pub(crate) const RECREATE_SHARED: &str = with_helpers!(include_str!("lua/recreat
 /// KEYS: lock, fence, readers (then the resource's fence hash again,
 /// unused). ARGV: token, release
 /// channel, release notice (then two flags of the exclusive release,
-/// unused: a shared grant has no hold-at-least), the releasing
-/// acquisition's epoch ('0': a client's own). Removes nothing (0) where
+/// unused: a shared grant has no hold-at-least), and as `OPT[6]` the
+/// releasing acquisition's epoch ('0' or not sent: a client's own). Removes nothing (0) where
 /// another epoch of the token is recorded (`e:<token>`,
 /// `crate::redlock::claim`). Removes the token, its fence and its epoch;
 /// when it was the last member, deletes the sentinel and, where a
@@ -99,10 +99,10 @@ mod tests {
     #[test]
     fn scripts_use_the_sentinel() {
         let sentinel = format!("'{SHARED_SENTINEL}'");
-        let lua = super::super::batch_script(
-            crate::config::Counterfactuals::default(),
-            std::time::Duration::ZERO,
-        );
+        let lua = super::super::BatchScript::new()
+            .lua
+            .into_string()
+            .unwrap_or_default();
         for body in [
             ACQUIRE_SHARED,
             COMMIT_SHARED,

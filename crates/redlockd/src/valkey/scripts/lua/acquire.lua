@@ -12,35 +12,35 @@ if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[12] ~= '0' and redis.call('GET', KEYS[1]) == ARGV[1] then return {0, tostring(pttl), 'own'} end
-  if ARGV[11] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
-    redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(ARGV[11])))
-    if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[11]) end
+  if OPT[10] ~= '0' and redis.call('GET', KEYS[1]) == ARGV[1] then return {0, tostring(pttl), 'own'} end
+  if OPT[9] ~= '0' and redis.call('GET', KEYS[1]) == 'shared' then
+    redis.call('HSET', KEYS[2], 'ww', string.format('%d', now_ms() + tonumber(OPT[9])))
+    if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], OPT[9]) end
   end
-  if ARGV[6] ~= '0' then mark(KEYS[2], ARGV[6], f[6]) end
+  if OPT[6] ~= '0' then mark(KEYS[2], OPT[6], f[6]) end
   return {0, tostring(pttl)}
 end
 if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
-if ARGV[12] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', ARGV[12]) end
+if OPT[10] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', OPT[10]) end
 -- one-round fence: take the proposal ARGV[3] if it fits
 local p, now = tonumber(ARGV[3]), now_micros()
 local t = tonumber(now)
-if p > tonumber(max) and p >= t and p <= t + tonumber(ARGV[4]) then
+if p > tonumber(max) and p >= t and p <= t + PROPOSAL_WINDOW_US then
   raise(ARGV[2])
-  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[7], 'kind', ARGV[8], 'at', now, 'ep', ARGV[12])
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])
   local nowm = now_ms()
-  if tonumber(ARGV[9]) > 0 then
-    redis.call('HSET', KEYS[2], 'delay', ARGV[9], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(ARGV[9])))
+  if tonumber(OPT[7]) > 0 then
+    redis.call('HSET', KEYS[2], 'delay', OPT[7], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(OPT[7])))
   elseif f[2] or f[3] then
     redis.call('HDEL', KEYS[2], 'delay', 'nb')
   end
-  if tonumber(ARGV[10]) > 0 then
-    redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(ARGV[10])))
+  if tonumber(OPT[8]) > 0 then
+    redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(OPT[8])))
   elseif f[4] then
     redis.call('HDEL', KEYS[2], 'lu')
   end
   if f[7] then redis.call('HDEL', KEYS[2], 'ww') end
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS')
   return {1, max, now, 1}
 end
 return {1, max, now, 0}

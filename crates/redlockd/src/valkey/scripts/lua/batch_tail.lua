@@ -1,9 +1,10 @@
 }
 local out, k, a = {}, 2, 2
 for i = 1, tonumber(ARGV[1]) do
-  local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  a = a + 3
-  local ok, r = pcall(ops[op], k, a)
+  local h = tonumber(ARGV[a])
+  local op, nk, na = h % 100, math.floor(h / 100) % 10000, math.floor(h / 1000000)
+  a = a + 1
+  local ok, r = pcall(ops[op], k, a, na)
   if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
   k, a = k + nk, a + na
 end

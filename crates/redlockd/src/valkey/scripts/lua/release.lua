@@ -1,8 +1,8 @@
 
 local h = redis.call('HMGET', KEYS[2], 'holder', 'lu', 'nb', 'wm', 'ep')
 local mine = h[1] == ARGV[1]
-if ARGV[6] ~= '0' and mine and h[5] and h[5] ~= '0' and h[5] ~= ARGV[6] then return 0 end
-if mine and ARGV[5] == '1' and h[2] then
+if OPT[6] ~= '0' and mine and h[5] and h[5] ~= '0' and h[5] ~= OPT[6] then return 0 end
+if mine and OPT[5] == '1' and h[2] then
   local left = tonumber(h[2]) - now_ms()
   if left > 0 and redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], string.format('%d', left))

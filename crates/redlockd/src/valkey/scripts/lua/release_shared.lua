@@ -1,9 +1,9 @@
 
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if not s then return 0 end
-if ARGV[6] ~= '0' then
+if OPT[6] ~= '0' then
   local e = redis.call('HGET', KEYS[2], 'e:' .. ARGV[1])
-  if e and e ~= ARGV[6] then return 0 end
+  if e and e ~= OPT[6] then return 0 end
 end
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1], 'e:' .. ARGV[1])
