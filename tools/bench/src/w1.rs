@@ -292,6 +292,7 @@ pub(crate) async fn run_all(
                     Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
                     _ => None,
                 },
+                client: None,
             };
             let outcome = run(&target, mode, concurrency, args.duration, &meter).await;
             if outcome.is_err() {

@@ -60,6 +60,7 @@ pub(crate) async fn run_all(
             let meter = CpuMeter {
                 masters: crate::master_pids(Some(masters)),
                 daemon: Some(daemon.pid),
+                client: None,
             };
             let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params, &meter).await;
             crate::setup::stop_process(daemon).await;
