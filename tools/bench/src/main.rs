@@ -21,7 +21,8 @@
 //!   list, the peers ([`peers`]): `redsync` (go-redsync over the same
 //!   masters) and `etcd` (etcd 3.7's `concurrency.Mutex`; its server's CPU
 //!   in the masters' column), run by `redlockd-peers` (`tools/peers`, Go).
-//! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling.
+//! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling, and
+//!   the peers with `--w2-modes`.
 //! - **W3, sessions** ([`w3`]): K open `Hold` sessions (`--sessions`, 1,000
 //!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
 //!   *process* spawned next to this binary: its RSS, CPU seconds per
@@ -91,6 +92,8 @@ mod w1;
 mod w1_library;
 mod w1_peers;
 mod w2;
+mod w2_log;
+mod w2_peers;
 mod w3;
 
 use clap::Parser;
@@ -143,6 +146,11 @@ pub struct Args {
     /// many calls share a system call on both sides.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     grpc_connections: u16,
+    /// W2: what runs, in this order: the daemon with wake-ups and with
+    /// polling (`--dev`), and the peers `redsync` and `etcd`
+    /// (`redlockd-peers`).
+    #[arg(long, value_delimiter = ',', default_value = "wake,poll")]
+    w2_modes: Vec<w2::W2Mode>,
     /// The `redlockd-peers` binary (`tools/peers`, Go) for the `redsync`
     /// and `etcd` modes; default: next to this binary, where
     /// scripts/bench-peers.sh builds it.
