@@ -17,8 +17,12 @@
 //!   second, acquire and release latency p50/p99/p99.9, and CPU per cycle
 //!   split into the masters, the daemon (in `floor`: the floor process) and
 //!   the client ([`proc::CpuMeter`]; `--dev` runs the `grpc` mode's daemon
-//!   as a process of its own, so its CPU is its own).
-//! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling.
+//!   as a process of its own, so its CPU is its own). Not in the default
+//!   list, the peers ([`peers`]): `redsync` (go-redsync over the same
+//!   masters) and `etcd` (etcd 3.7's `concurrency.Mutex`; its server's CPU
+//!   in the masters' column), run by `redlockd-peers` (`tools/peers`, Go).
+//! - **W2, contended hand-off** ([`w2`]): wake-ups vs blind polling, and
+//!   the peers with `--w2-modes`.
 //! - **W3, sessions** ([`w3`]): K open `Hold` sessions (`--sessions`, 1,000
 //!   and 10,000, ttl 3 s) for `--w3-duration` (30 s) against a `redlockd`
 //!   *process* spawned next to this binary: its RSS, CPU seconds per
@@ -63,6 +67,9 @@
 //! target/release/redlockd-bench --dev --workloads w1 --modes grpc,floor --concurrency 1,64
 //! ```
 //!
+//! The peers beside them, in the same run (docs/benchmarks.md, "Peers in
+//! the same run"): `bash scripts/bench-peers.sh`.
+//!
 //! Bench, daemons and masters share the machine's cores.
 
 /// The daemon's allocator (see `src/main.rs`), so that the in-process modes
@@ -74,6 +81,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod burst;
 mod frozen;
 mod multi;
+mod peers;
 mod proc;
 mod report;
 mod rw;
@@ -82,13 +90,17 @@ mod setup;
 mod stats;
 mod w1;
 mod w1_library;
+mod w1_peers;
 mod w2;
+mod w2_log;
+mod w2_peers;
 mod w3;
 
 use clap::Parser;
 use redlockd_testkit::masters::LocalMasters;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -120,7 +132,8 @@ pub struct Args {
     multi_sizes: Vec<usize>,
     /// W1: modes, one run each per concurrency. `floor`: the `grpc` calls
     /// to a bare tonic server (`redlockd-echo-floor`), the gRPC floor under
-    /// the daemon's CPU per cycle.
+    /// the daemon's CPU per cycle. `redsync`, `etcd`: the peers, run by
+    /// `redlockd-peers` (`--peers-bin`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -133,6 +146,16 @@ pub struct Args {
     /// many calls share a system call on both sides.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     grpc_connections: u16,
+    /// W2: what runs, in this order: the daemon with wake-ups and with
+    /// polling (`--dev`), and the peers `redsync` and `etcd`
+    /// (`redlockd-peers`).
+    #[arg(long, value_delimiter = ',', default_value = "wake,poll")]
+    w2_modes: Vec<w2::W2Mode>,
+    /// The `redlockd-peers` binary (`tools/peers`, Go) for the `redsync`
+    /// and `etcd` modes; default: next to this binary, where
+    /// scripts/bench-peers.sh builds it.
+    #[arg(long, value_name = "PATH")]
+    peers_bin: Option<PathBuf>,
     /// W2: tasks contending for the one resource.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=1000))]
     contenders: u32,

@@ -51,17 +51,22 @@ fn cpu_s(pid: u32) -> Result<f64, BoxError> {
 
 /// The processes whose CPU a run splits its cost into: the masters, the
 /// daemon (a process of its own, when the mode has one) and the client (this
-/// bench process: the workers, and in `engine` mode the engine too).
+/// bench process: the workers, and in `engine` mode the engine too; in the
+/// peer modes the `redlockd-peers` process).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CpuMeter {
-    /// The masters' process ids (empty: not known, e.g. `--nodes`).
+    /// The masters' process ids (empty: not known, e.g. `--nodes`). The
+    /// `etcd` peer puts its etcd server here: the store behind the locks.
     pub masters: Vec<u32>,
     /// The daemon process's id, if the mode has one and it is known.
     pub daemon: Option<u32>,
+    /// The client process when it is not this bench (the peer modes run
+    /// their workers in a process of their own).
+    pub client: Option<u32>,
 }
 
-/// The CPU counters at the start of a measuring window.
-pub(crate) struct CpuStart {
+/// The CPU counters at one instant: a measuring window's start or end.
+pub(crate) struct CpuReading {
     masters: Option<f64>,
     daemon: Option<f64>,
     client: f64,
@@ -88,26 +93,31 @@ impl CpuMeter {
         self.masters.iter().map(|&pid| cpu_s(pid).ok()).sum()
     }
 
-    /// Reads every counter: the start of a window.
-    pub(crate) fn start(&self) -> CpuStart {
-        CpuStart {
+    /// Reads every counter: the start (or the end) of a window.
+    pub(crate) fn start(&self) -> CpuReading {
+        CpuReading {
             masters: self.masters_s(),
             daemon: self.daemon.and_then(|pid| cpu_s(pid).ok()),
-            client: cpu_s(std::process::id()).unwrap_or(f64::NAN),
+            client: cpu_s(self.client.unwrap_or_else(std::process::id)).unwrap_or(f64::NAN),
         }
     }
 
     /// The CPU used since `start`, per each of `units` units of work.
-    pub(crate) fn per_unit(&self, start: &CpuStart, units: usize) -> CpuSplit {
+    pub(crate) fn per_unit(&self, start: &CpuReading, units: usize) -> CpuSplit {
+        CpuMeter::between(start, &self.start(), units)
+    }
+
+    /// The CPU used from `start` to `end`, per each of `units` units of
+    /// work: for a window whose units are counted after it closed.
+    pub(crate) fn between(start: &CpuReading, end: &CpuReading, units: usize) -> CpuSplit {
         let per = |before: Option<f64>, now: Option<f64>| -> Option<f64> {
             let used = now? - before?;
             (units > 0 && used.is_finite()).then(|| used * 1e6 / units as f64)
         };
-        let client = cpu_s(std::process::id()).ok();
         CpuSplit {
-            masters_us: per(start.masters, self.masters_s()),
-            daemon_us: per(start.daemon, self.daemon.and_then(|pid| cpu_s(pid).ok())),
-            client_us: per(Some(start.client), client),
+            masters_us: per(start.masters, end.masters),
+            daemon_us: per(start.daemon, end.daemon),
+            client_us: per(Some(start.client), Some(end.client)),
         }
     }
 }

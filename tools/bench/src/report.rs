@@ -73,7 +73,7 @@ fn print_w1(reports: &[W1Report]) {
         ("CPU us/cycle m/d/c", column(&|r| r.cpu.cell())),
     ];
     print_columns("W1 uncontended acquire + release", &heads, &rows);
-    println!("CPU us/cycle m/d/c: core-microseconds per cycle of the masters (all five), the daemon process (floor: the floor process) and the bench process, from /proc/<pid>/stat over the window");
+    println!("CPU us/cycle m/d/c: core-microseconds per cycle of the masters (all five; etcd: the etcd server), the daemon process (floor: the floor process) and the bench process (redsync, etcd: the redlockd-peers process), from /proc/<pid>/stat over the window");
     let find = |mode: &str, c: usize| {
         reports
             .iter()

@@ -5,8 +5,11 @@
 //! vs `library` (rslock in-process). `floor` runs the `grpc` mode's clients
 //! and calls against `redlockd-echo-floor` (`src/floor/`), a bare tonic
 //! server with canned answers: its CPU per cycle is the gRPC floor under
-//! the daemon's.
+//! the daemon's. `redsync` and `etcd` run the workload in a
+//! `redlockd-peers` process ([`crate::w1_peers`]): go-redsync over the same
+//! masters, and etcd 3.7's `concurrency.Mutex`.
 
+use crate::peers::{Peer, PeerTarget};
 use crate::proc::{CpuMeter, CpuSplit};
 use crate::setup::{self, bench_config, Client};
 use crate::stats::{label, permille, sorted, us};
@@ -41,6 +44,11 @@ pub(crate) enum Mode {
     Raw,
     /// The `rslock` crate, in-process.
     Library,
+    /// go-redsync v4 over the same masters, in a `redlockd-peers` process.
+    Redsync,
+    /// etcd 3.7's `concurrency.Mutex`, in a `redlockd-peers` process, over
+    /// an etcd member of its own.
+    Etcd,
 }
 
 impl Mode {
@@ -52,6 +60,8 @@ impl Mode {
             Mode::Engine => "engine",
             Mode::Raw => "raw",
             Mode::Library => "library",
+            Mode::Redsync => Peer::Redsync.name(),
+            Mode::Etcd => Peer::Etcd.name(),
         }
     }
 }
@@ -69,6 +79,8 @@ enum Target {
     Engine(Engine),
     Raw(Arc<Raw>),
     Library(Arc<Library>),
+    /// A peer: its workers run in a process of their own.
+    Peer(Box<PeerTarget>),
 }
 
 /// One worker's handle on the target.
@@ -283,17 +295,26 @@ pub(crate) async fn run_all(
             );
             // The floor never calls the masters: their idle CPU is no part
             // of its cycles.
-            let meter = CpuMeter {
-                masters: match mode {
-                    Mode::Floor => Vec::new(),
-                    _ => master_pids.to_vec(),
-                },
-                daemon: match &target {
-                    Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
-                    _ => None,
+            let meter = match &target {
+                Target::Peer(peer) => peer.meter(master_pids),
+                _ => CpuMeter {
+                    masters: match mode {
+                        Mode::Floor => Vec::new(),
+                        _ => master_pids.to_vec(),
+                    },
+                    daemon: match &target {
+                        Target::Grpc { daemon, .. } => daemon.as_deref().map(|d| d.pid),
+                        _ => None,
+                    },
+                    client: None,
                 },
             };
-            let outcome = run(&target, mode, concurrency, args.duration, &meter).await;
+            let outcome = match &target {
+                Target::Peer(peer) => {
+                    run_peer(peer, mode, concurrency, args.duration, &meter).await
+                }
+                _ => run(&target, mode, concurrency, args.duration, &meter).await,
+            };
             if outcome.is_err() {
                 close(target).await;
                 return outcome.map(|_| reports);
@@ -353,6 +374,10 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
             nodes_needed()?;
             Target::Library(Arc::new(Library::new(nodes)?))
         }
+        Mode::Redsync => Target::Peer(Box::new(
+            PeerTarget::open(Peer::Redsync, args, nodes).await?,
+        )),
+        Mode::Etcd => Target::Peer(Box::new(PeerTarget::open(Peer::Etcd, args, nodes).await?)),
     })
 }
 
@@ -366,7 +391,28 @@ async fn close(target: Target) {
         Target::Engine(engine) => engine.close().await,
         Target::Raw(raw) => raw.close().await,
         Target::Library(_) => {}
+        Target::Peer(peer) => peer.close().await,
     }
+}
+
+/// One run of a peer, in a `redlockd-peers` process.
+async fn run_peer(
+    target: &PeerTarget,
+    mode: Mode,
+    concurrency: usize,
+    duration: Duration,
+    meter: &CpuMeter,
+) -> Result<W1Report, BoxError> {
+    let cycles = crate::w1_peers::run(target, mode.name(), concurrency, duration, meter).await?;
+    Ok(W1Report {
+        mode: mode.name(),
+        concurrency,
+        duration: cycles.window,
+        acquire: sorted(cycles.acquire),
+        release: sorted(cycles.release),
+        errors: cycles.errors,
+        cpu: cycles.cpu,
+    })
 }
 
 /// One run: `concurrency` workers for `duration`, after one warm-up cycle each.
@@ -392,6 +438,7 @@ async fn run(
             Target::Engine(engine) => Worker::Engine(Arc::clone(&engine.redlock)),
             Target::Raw(raw) => Worker::Raw(Arc::clone(raw)),
             Target::Library(library) => Worker::Library(Arc::clone(library)),
+            Target::Peer(_) => return Err("a peer's workers run in redlockd-peers".into()),
         });
     }
     let run_id = format!(

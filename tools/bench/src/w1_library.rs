@@ -15,7 +15,7 @@ pub(crate) struct Library {
 impl Library {
     /// A manager over `nodes`, one attempt per acquisition (W1 never
     /// contends, and the other modes do not retry either).
-    pub fn new(nodes: &[String]) -> Result<Library, BoxError> {
+    pub(crate) fn new(nodes: &[String]) -> Result<Library, BoxError> {
         let urls = nodes.to_vec();
         // rslock unwraps its URL parsing; keep a bad URL an error, not a crash.
         let mut manager = std::panic::catch_unwind(|| rslock::LockManager::new(urls))
@@ -25,7 +25,7 @@ impl Library {
     }
 
     /// One lock + unlock of `resource`: their latencies.
-    pub async fn cycle(
+    pub(crate) async fn cycle(
         &self,
         resource: &str,
         ttl: Duration,

@@ -17,11 +17,15 @@
 //! after the other (wake-ups, then polling), and splits the CPU per grant
 //! into masters, daemon and client (`crate::proc::CpuMeter`); `--addr` (repeatable) runs
 //! against running daemons instead. Holds below 1 ms are rounded up by the
-//! tokio timer.
+//! tokio timer. `--w2-modes` adds the peers, `redsync` and `etcd`
+//! ([`crate::w2_peers`]): the same contenders in a `redlockd-peers`
+//! process, each waiting as that peer does by default.
 
+use crate::peers::{Peer, PeerTarget};
 use crate::proc::{CpuMeter, CpuSplit};
 use crate::setup::{connect, proto_duration, Client};
 use crate::stats::{label, ms, pct, sorted, us};
+use crate::w2_log::{ContenderLog, Grant};
 use crate::{emit, Args, BoxError};
 use redlockd_proto::pb::{AcquireRequest, Lock, ReleaseRequest};
 use redlockd_testkit::masters::LocalMasters;
@@ -34,7 +38,32 @@ const W2_TTL: Duration = Duration::from_secs(10);
 /// Longest each W2 Acquire waits for the lock.
 const W2_WAIT: Duration = Duration::from_secs(30);
 
-/// Every W2 run, in order; prints each JSON line as it ends.
+/// What W2 runs (`--w2-modes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum W2Mode {
+    /// A daemon with wake-ups (`redlock.wake_on_release = true`), `--dev`.
+    Wake,
+    /// A daemon with blind polling (`wake_on_release = false`), `--dev`.
+    Poll,
+    /// go-redsync over the masters, at its own retry settings.
+    Redsync,
+    /// etcd 3.7's `concurrency.Mutex`, its blocking `Lock`.
+    Etcd,
+}
+
+impl W2Mode {
+    /// The peer this mode runs, if it is one.
+    fn peer(self) -> Option<Peer> {
+        match self {
+            W2Mode::Wake | W2Mode::Poll => None,
+            W2Mode::Redsync => Some(Peer::Redsync),
+            W2Mode::Etcd => Some(Peer::Etcd),
+        }
+    }
+}
+
+/// Every W2 run, in the order of `--w2-modes` (the daemon's with `--dev`
+/// only), then against each `--addr`; prints each JSON line as it ends.
 pub(crate) async fn run_all(
     args: &Args,
     masters: Option<&LocalMasters>,
@@ -50,21 +79,32 @@ pub(crate) async fn run_all(
         emit(&r.json_line());
         reports.push(r);
     };
-    if let Some(masters) = masters {
-        for (mode, wake) in [("wake", true), ("poll", false)] {
-            let mut settings = args.daemon_settings.clone();
-            settings.push(("redlock.wake_on_release".to_owned(), wake.to_string()));
-            let daemon = crate::setup::spawn_daemon(&masters.urls(), &settings)?;
-            tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
-            let resource = format!("bench/w2/{mode}/{pid}");
-            let meter = CpuMeter {
-                masters: crate::master_pids(Some(masters)),
-                daemon: Some(daemon.pid),
-            };
-            let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params, &meter).await;
-            crate::setup::stop_process(daemon).await;
-            report(outcome?);
+    for &w2_mode in &args.w2_modes {
+        if let Some(peer) = w2_mode.peer() {
+            if let Some(outcome) = run_peer(args, masters, peer, params).await {
+                report(outcome?);
+            }
+            continue;
         }
+        // The daemon's runs are `--dev`'s; `--addr` runs come after.
+        let Some(masters) = masters else { continue };
+        let (mode, wake) = match w2_mode {
+            W2Mode::Poll => ("poll", false),
+            _ => ("wake", true),
+        };
+        let mut settings = args.daemon_settings.clone();
+        settings.push(("redlock.wake_on_release".to_owned(), wake.to_string()));
+        let daemon = crate::setup::spawn_daemon(&masters.urls(), &settings)?;
+        tracing::info!(mode, addr = %daemon.addr, "W2 for {:?}", params.duration);
+        let resource = format!("bench/w2/{mode}/{pid}");
+        let meter = CpuMeter {
+            masters: crate::master_pids(Some(masters)),
+            daemon: Some(daemon.pid),
+            client: None,
+        };
+        let outcome = w2_contended_handoff(daemon.addr, mode, &resource, params, &meter).await;
+        crate::setup::stop_process(daemon).await;
+        report(outcome?);
     }
     for (i, addr) in args.addr.iter().enumerate() {
         tracing::info!(%addr, "W2 for {:?}", params.duration);
@@ -75,34 +115,46 @@ pub(crate) async fn run_all(
     Ok(reports)
 }
 
+/// W2 against a peer, unless there is nothing to run it against (a
+/// warning says why): the figures, or the error that ended the run.
+async fn run_peer(
+    args: &Args,
+    masters: Option<&LocalMasters>,
+    peer: Peer,
+    params: W2Params,
+) -> Option<Result<W2Report, BoxError>> {
+    let nodes = masters.map_or_else(|| args.nodes.clone(), LocalMasters::urls);
+    let target = match PeerTarget::open(peer, args, &nodes).await {
+        Ok(target) => target,
+        Err(reason) => {
+            tracing::warn!(mode = peer.name(), "W2 mode skipped: {reason}");
+            return None;
+        }
+    };
+    if !params.hold.is_zero() {
+        tracing::warn!(
+            mode = peer.name(),
+            "the peers release at once: --hold-us is the daemon's only"
+        );
+    }
+    tracing::info!(mode = peer.name(), "W2 for {:?}", params.duration);
+    let params = W2Params {
+        hold: Duration::ZERO,
+        ..params
+    };
+    let meter = target.meter(&crate::master_pids(masters));
+    let (contenders, duration) = (params.contenders, params.duration);
+    let outcome = crate::w2_peers::run(&target, peer.name(), contenders, duration, &meter).await;
+    target.close().await;
+    Some(outcome.map(|run| W2Report::new(peer.name(), params, &run.logs, run.free, run.cpu)))
+}
+
 /// The knobs of W2.
 #[derive(Clone, Copy)]
 struct W2Params {
     contenders: usize,
     hold: Duration,
     duration: Duration,
-}
-
-/// One grant, its times on the run's clock.
-struct Grant {
-    contender: usize,
-    acquire_sent: Duration,
-    granted: Duration,
-    release_sent: Duration,
-    /// When the Release answered (None: it failed).
-    release_done: Option<Duration>,
-}
-
-/// What one contender saw.
-#[derive(Default)]
-struct ContenderLog {
-    grants: Vec<Grant>,
-    /// Failed calls.
-    errors: u64,
-    /// Releases that found the lock no longer held on a majority.
-    not_held: u64,
-    /// How long the Acquire dropped at the deadline had waited.
-    cut_wait: Option<Duration>,
 }
 
 /// W2: `contenders` tasks pass one lock around through the daemon at `addr`.
@@ -257,6 +309,8 @@ pub(crate) struct W2Report {
 }
 
 impl W2Report {
+    /// The figures of `logs`, one per contender; `base`: one uncontended
+    /// acquisition per contender, timed before the run.
     fn new(
         mode: &str,
         params: W2Params,
@@ -371,4 +425,5 @@ pub(crate) fn print_table(reports: &[W2Report]) {
         }
     }
     println!("{out}");
+    println!("CPU us/grant m/d/c: the masters (etcd: the etcd server), the daemon, the client (the bench; redsync, etcd: the redlockd-peers process)");
 }
