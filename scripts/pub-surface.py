@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much of the daemon library's `pub` surface is really its API.
 
-Usage: pub-surface.py [--list] [--min PERCENT]
+Usage: pub-surface.py [--list] [--min PERCENT] [--named-min PERCENT]
 
 Counts the `pub` items of crates/redlockd/src (fn, struct, enum, trait, type,
 const, static, mod; not fields, not `pub(crate)`, not re-exports) and, for
@@ -20,7 +20,9 @@ named outside or itself required, transitively. What is left is neither:
 
 `--list` prints the items never named outside, each with why it is `pub`;
 `--min` exits 1 when the share of items named outside or required by an
-interface is below PERCENT.
+interface is below PERCENT; `--named-min` exits 1 when the share named
+outside is (an interface that drags many types in makes the library wider
+than what its users write).
 """
 
 import os
@@ -43,6 +45,7 @@ def tracked(*patterns):
 def main(argv):
     listing = "--list" in argv
     minimum = float(argv[argv.index("--min") + 1]) if "--min" in argv else None
+    named_minimum = float(argv[argv.index("--named-min") + 1]) if "--named-min" in argv else None
     items = []
     for path in tracked(f"{LIB}/*.rs", f"{LIB}/**/*.rs"):
         if os.path.relpath(path, LIB) in BINARY_FILES:
@@ -77,6 +80,13 @@ def main(argv):
             print(f"  {path}:{number}: {kind} {name}: {why}")
     if minimum is not None and api_share < minimum:
         print(f"pub-surface: {api_share:.0f}% is below {minimum:.0f}%", file=sys.stderr)
+        return 1
+    if named_minimum is not None and share < named_minimum:
+        print(
+            f"pub-surface: {share:.1f}% named outside is below {named_minimum:.0f}%; "
+            "--list shows the types an interface drags in",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// A PEM file could not be read.
     #[error("{key}: cannot read {path}: {source}")]
     Read {

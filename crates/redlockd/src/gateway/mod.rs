@@ -42,7 +42,7 @@ use tonic::transport::server::TcpConnectInfo;
 
 /// The gateway could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum GatewayStartError {
+pub(crate) enum GatewayStartError {
     /// `http.listen` could not be bound.
     #[error("http.listen {addr}: {source}")]
     Bind {

@@ -18,7 +18,7 @@ static HANDLE: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 
 /// The metrics recorder could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
+pub(crate) enum MetricsError {
     /// The Prometheus recorder rejected its configuration.
     #[error("metrics: {0}")]
     Build(#[from] BuildError),

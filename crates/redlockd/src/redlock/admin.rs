@@ -65,7 +65,7 @@ impl SessionKind {
 
 /// A lock held on a quorum, as an operator sees it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct HeldLock {
+pub(crate) struct HeldLock {
     /// The resource.
     pub resource: String,
     /// The holder's `owner` label (empty when none was given or recorded).
@@ -98,7 +98,7 @@ impl std::fmt::Debug for HeldLock {
 
 /// One page of [`Redlock::list`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListPage {
+pub(crate) struct ListPage {
     /// The held locks found in this page's SCAN steps.
     pub locks: Vec<HeldLock>,
     /// Where the next page starts; `None` when every master was scanned.
@@ -108,7 +108,7 @@ pub struct ListPage {
 /// Where a listing stands: the master being scanned and its SCAN cursor.
 /// Travels to clients as an opaque page token (`Display`/[`ListCursor::parse`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ListCursor {
+pub(crate) struct ListCursor {
     /// The master (its index in the configuration) being scanned.
     pub master: usize,
     /// Its SCAN cursor.
@@ -117,7 +117,7 @@ pub struct ListCursor {
 
 impl ListCursor {
     /// A page token as [`std::fmt::Display`] writes it, `master.cursor`.
-    pub fn parse(text: &str) -> Option<ListCursor> {
+    pub(crate) fn parse(text: &str) -> Option<ListCursor> {
         let (master, cursor) = text.split_once('.')?;
         Some(ListCursor {
             master: master.parse().ok()?,
@@ -136,7 +136,7 @@ impl Redlock {
     /// Who holds `resource` now, as a quorum sees it; `None` when no token
     /// holds it on a majority. UNAVAILABLE-style [`LockError::NoQuorum`] when
     /// too few masters answered to tell.
-    pub async fn inspect(&self, resource: &str) -> Result<Option<HeldLock>, LockError> {
+    pub(crate) async fn inspect(&self, resource: &str) -> Result<Option<HeldLock>, LockError> {
         Ok(self.holding(resource).await?.map(|holding| holding.lock))
     }
 
@@ -145,7 +145,10 @@ impl Redlock {
     /// lock it released, or `None` when nothing was held (or it was
     /// released by its holder meanwhile). The session holding it, if any,
     /// learns it at its next extension; the caller ends a local one at once.
-    pub async fn force_release(&self, resource: &str) -> Result<Option<HeldLock>, LockError> {
+    pub(crate) async fn force_release(
+        &self,
+        resource: &str,
+    ) -> Result<Option<HeldLock>, LockError> {
         let Some(held) = self.inspect(resource).await? else {
             return Ok(None);
         };
@@ -167,7 +170,7 @@ impl Redlock {
     /// hold a few more than `page_size` locks (SCAN's COUNT is a hint), or
     /// fewer (keys of locks held by a minority, or already reported), and
     /// may be empty with a `next` to follow.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         prefix: &str,
         page_size: usize,

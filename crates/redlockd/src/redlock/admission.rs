@@ -124,7 +124,7 @@ impl Aimd {
 
 /// The bounds of admission, from `[limits]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AdmissionLimits {
+pub(crate) struct AdmissionLimits {
     /// Acquisition attempts out at the masters at once (and, separately,
     /// extensions).
     pub max_in_flight: usize,

@@ -39,12 +39,12 @@ pub struct Epoch(u64);
 impl Epoch {
     /// A fresh epoch from the thread's RNG (uniqueness, not secrecy: the
     /// token is the secret).
-    pub fn generate() -> Epoch {
+    pub(crate) fn generate() -> Epoch {
         Epoch(rand::random::<u64>().max(1))
     }
 
     /// As the scripts receive it: lowercase hex.
-    pub fn encode(self) -> String {
+    pub(crate) fn encode(self) -> String {
         format!("{:x}", self.0)
     }
 }
@@ -70,12 +70,12 @@ pub enum Claim {
 
 impl Claim {
     /// An acquisition's own claim, if it has an epoch; else [`Claim::Any`].
-    pub fn own(epoch: Option<Epoch>) -> Claim {
+    pub(crate) fn own(epoch: Option<Epoch>) -> Claim {
         epoch.map_or(Claim::Any, Claim::Own)
     }
 
     /// As the extend scripts receive it: `0`, `o<hex>` or `t<hex>`.
-    pub fn encode(self) -> String {
+    pub(crate) fn encode(self) -> String {
         match self {
             Claim::Any => "0".to_owned(),
             Claim::Own(epoch) => format!("o{}", epoch.encode()),

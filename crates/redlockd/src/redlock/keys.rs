@@ -82,7 +82,7 @@ pub struct LockKeys {
     /// The keys as a master connection sends them, made by the first
     /// master's command of a round and reused by the others (see
     /// [`Encoded`]).
-    pub encoded: Encoded,
+    pub(crate) encoded: Encoded,
 }
 
 /// A node's own encoding of a subject's keys (and token), made once by the
@@ -94,7 +94,7 @@ pub struct LockKeys {
 /// against the field it stands for before using it, so a field changed
 /// after the cache was made can never be sent stale.
 #[derive(Default)]
-pub struct Encoded(OnceLock<Box<dyn Any + Send + Sync>>);
+pub(crate) struct Encoded(OnceLock<Box<dyn Any + Send + Sync>>);
 
 impl Encoded {
     /// The cached encoding, made by `make` on first use; `None` if it was

@@ -46,22 +46,25 @@ pub(crate) mod wait;
 pub(crate) mod waiters;
 
 pub use acquire::DetachedAcquire;
-pub use admin::{HeldLock, ListCursor, ListPage, SessionKind};
-pub use admission::AdmissionLimits;
+pub use admin::SessionKind;
+pub(crate) use admin::{HeldLock, ListCursor};
+pub(crate) use admission::AdmissionLimits;
 pub use claim::{Claim, Epoch};
 pub use error::{LockError, NodeError};
 pub(crate) use fence::proposal_window;
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
-pub use kinds::multi::Member;
+pub(crate) use kinds::multi::Member;
 pub use master::{AcquireAllVote, AcquireVote, ExtendVote, Master};
 pub(crate) use quorum::Decision;
-pub use quorum::{Quorum, Tally, Vote};
-pub use retry::RetryPolicy;
+pub(crate) use quorum::Vote;
+pub use quorum::{Quorum, Tally};
+pub(crate) use retry::RetryPolicy;
 pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
-pub use token::{RequestId, RequestIdError, Token, TokenError, TokenKind};
-pub use validity::Deadline;
+pub(crate) use token::TokenKind;
+pub use token::{RequestId, RequestIdError, Token, TokenError};
+pub(crate) use validity::Deadline;
 
 use notices::SeenNotices;
 use round::Subject;
@@ -71,7 +74,7 @@ use waiters::Waiters;
 
 /// The engine's tunables, taken from the configuration.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Prefix of every key the engine writes (see [`keys`]).
     pub key_prefix: String,
     /// The longest one master may take to answer one command.
@@ -110,14 +113,14 @@ pub struct Lock {
     /// When it stops being guaranteed: start + ttl - drift of the operation
     /// that granted or extended it. What is reported later is counted down
     /// from this ([`Deadline::left`]), never re-anchored.
-    pub deadline: Deadline,
+    pub(crate) deadline: Deadline,
     /// A lock on several resources at once: each with its fence, in the
     /// order asked (the first is `resource`, `fence`). Empty for a lock on
     /// one resource. See [`multi`](kinds::multi).
-    pub members: Vec<Member>,
+    pub(crate) members: Vec<Member>,
     /// The epoch of the acquisition that holds it, when it had a request
     /// id ([`claim`]): the lock's own extensions and releases carry it.
-    pub epoch: Option<Epoch>,
+    pub(crate) epoch: Option<Epoch>,
 }
 
 /// Who a grant is for: written beside its token by the fence commit
@@ -149,7 +152,7 @@ pub struct Holder {
     /// The acquisition's epoch, when it has a request id ([`claim`]):
     /// recorded with the grant, so that another acquisition of the same
     /// request id can take the lock over.
-    pub epoch: Option<Epoch>,
+    pub(crate) epoch: Option<Epoch>,
 }
 
 impl Holder {
@@ -238,7 +241,7 @@ enum WakeWaiters {
 /// The engine refuses to exist without masters.
 #[derive(Debug, thiserror::Error)]
 #[error("at least one master is required")]
-pub struct NoMasters;
+pub(crate) struct NoMasters;
 
 /// The Redlock engine: cheap to share behind an `Arc`, safe to call
 /// concurrently.
@@ -267,7 +270,10 @@ pub struct Redlock {
 
 impl Redlock {
     /// An engine over `nodes`; the quorum is a majority of them.
-    pub fn new(nodes: Vec<Arc<dyn Master>>, settings: Settings) -> Result<Redlock, NoMasters> {
+    pub(crate) fn new(
+        nodes: Vec<Arc<dyn Master>>,
+        settings: Settings,
+    ) -> Result<Redlock, NoMasters> {
         let quorum = Quorum::majority(nodes.len()).ok_or(NoMasters)?;
         let waiters = Arc::new(Waiters::new(
             settings.max_waiters_per_resource,

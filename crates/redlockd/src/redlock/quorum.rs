@@ -70,7 +70,7 @@ pub struct Tally {
 
 /// One master's answer in a round, as a [`Tally`] counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vote {
+pub(crate) enum Vote {
     /// Granted, extended, deleted, holds.
     Yes,
     /// Held by someone else, token not there.
@@ -90,7 +90,7 @@ pub enum Vote {
 
 impl Tally {
     /// An empty tally for one round.
-    pub fn new(quorum: Quorum) -> Tally {
+    pub(crate) fn new(quorum: Quorum) -> Tally {
         Tally {
             quorum,
             yes: 0,
@@ -102,7 +102,7 @@ impl Tally {
 
     /// Counts one master's answer: the only way a tally changes, so that
     /// no caller can count a master twice in one field and not another.
-    pub fn count(&mut self, vote: Vote) {
+    pub(crate) fn count(&mut self, vote: Vote) {
         match vote {
             Vote::Yes => self.yes += 1,
             Vote::No => self.no += 1,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// Bounds of the jittered delay between attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Shortest pause between attempts.
     pub min: Duration,
     /// Longest pause between attempts.
@@ -22,7 +22,7 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// A uniformly random delay in `[min, max]`, never past `remaining`.
-    pub fn delay(&self, rng: &mut impl Rng, remaining: Duration) -> Duration {
+    pub(crate) fn delay(&self, rng: &mut impl Rng, remaining: Duration) -> Duration {
         let (lo, hi) = if self.min <= self.max {
             (self.min, self.max)
         } else {

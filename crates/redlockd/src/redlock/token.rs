@@ -32,7 +32,7 @@ pub struct Token {
 
 /// The kind of grant a token names, as its text says (see [`Token`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TokenKind {
+pub(crate) enum TokenKind {
     /// A plain (exclusive) lock of one resource.
     Plain,
     /// A shared (read) grant: the text starts with [`SHARED_PREFIX`].
@@ -99,7 +99,7 @@ impl Token {
     }
 
     /// What kind of grant the token names.
-    pub fn kind(&self) -> TokenKind {
+    pub(crate) fn kind(&self) -> TokenKind {
         self.kind
     }
 
@@ -122,7 +122,7 @@ impl Token {
     }
 
     /// Accepts a token a client sent back, if it has the shape of one we issue.
-    pub fn parse(text: &str) -> Result<Token, TokenError> {
+    pub(crate) fn parse(text: &str) -> Result<Token, TokenError> {
         if text.is_empty() {
             return Err(TokenError::Empty);
         }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 /// operation that granted or extended it, on the monotonic clock and on the
 /// boot clock (which counts a host suspend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deadline {
+pub(crate) struct Deadline {
     /// On the monotonic clock (tokio's, so paused time in tests).
     pub mono: Instant,
     /// On the boot clock.

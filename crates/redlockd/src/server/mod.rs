@@ -34,9 +34,17 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 
-/// Why the daemon could not serve.
+/// Why the daemon could not serve. Opaque, like `std::io::Error`: callers
+/// print it (its `source` chain names the cause) and ask
+/// [`ServeError::is_config`]; which stage failed is the daemon's business, so
+/// a new stage is not a breaking change.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+#[error(transparent)]
+pub struct ServeError(#[from] Failure);
+
+/// The stage that failed, behind [`ServeError`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
     /// A master's URL could not be used.
     #[error(transparent)]
     Node(#[from] NodeSetupError),
@@ -63,6 +71,28 @@ pub enum ServeError {
     Secret(#[from] crate::valkey::auth::SecretError),
 }
 
+/// `?` on any stage's error gives a [`ServeError`].
+macro_rules! serve_error_from {
+    ($($source:ty),* $(,)?) => {
+        $(impl From<$source> for ServeError {
+            fn from(error: $source) -> ServeError {
+                ServeError(Failure::from(error))
+            }
+        })*
+    };
+}
+
+serve_error_from!(
+    NodeSetupError,
+    NoMasters,
+    tonic::transport::Error,
+    MetricsError,
+    tonic_reflection::server::Error,
+    crate::tls::TlsError,
+    crate::gateway::GatewayStartError,
+    crate::valkey::auth::SecretError,
+);
+
 impl ServeError {
     /// Whether the configuration itself cannot be used (a file it names is
     /// unreadable or malformed, a master URL is unusable): the binary then
@@ -70,11 +100,8 @@ impl ServeError {
     /// the key.
     pub fn is_config(&self) -> bool {
         matches!(
-            self,
-            ServeError::Node(_)
-                | ServeError::NoMasters(_)
-                | ServeError::Tls(_)
-                | ServeError::Secret(_)
+            self.0,
+            Failure::Node(_) | Failure::NoMasters(_) | Failure::Tls(_) | Failure::Secret(_)
         )
     }
 }

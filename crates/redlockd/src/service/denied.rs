@@ -7,7 +7,7 @@
 
 /// Why a caller is turned away before its request is looked at.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Denied {
+pub(crate) enum Denied {
     /// No `authorization` metadata, or not `Bearer <token>`, and no client
     /// certificate that identifies a client.
     #[error(

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// Why a master password could not be read; names the source, never the
 /// value.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretError {
+pub(crate) enum SecretError {
     /// `masters.password_file` could not be read.
     #[error("masters.password_file: cannot read {path}: {source}")]
     File {

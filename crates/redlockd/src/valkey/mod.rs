@@ -51,7 +51,7 @@ const RECONNECT_MAX_DELAY_MS: u32 = 500;
 /// A master could not even be configured (bad URL).
 #[derive(Debug, thiserror::Error)]
 #[error("redlock.nodes: master {name}: {reason}")]
-pub struct NodeSetupError {
+pub(crate) struct NodeSetupError {
     name: String,
     reason: String,
 }

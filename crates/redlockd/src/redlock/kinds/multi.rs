@@ -99,7 +99,7 @@ mod wait;
 
 /// One resource of a lock on several resources, with its own fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
+pub(crate) struct Member {
     /// The resource.
     pub resource: String,
     /// Its fence: greater than that of every earlier grant of it.

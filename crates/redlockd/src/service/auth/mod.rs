@@ -87,7 +87,7 @@ impl Identity {
     }
 
     /// Whether this identity may act on `resource`.
-    pub fn permit(&self, resource: &str) -> Result<(), Denied> {
+    pub(crate) fn permit(&self, resource: &str) -> Result<(), Denied> {
         match &self.namespaces {
             None => Ok(()),
             Some(prefixes) if prefixes.iter().any(|p| resource.starts_with(p.as_str())) => Ok(()),

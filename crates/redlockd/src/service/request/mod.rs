@@ -15,7 +15,7 @@ const MAX_OWNER_LEN: usize = 128;
 /// A request field that breaks a rule; becomes INVALID_ARGUMENT.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
-pub struct InvalidRequest {
+pub(crate) struct InvalidRequest {
     /// The offending field, as named in the proto.
     pub field: &'static str,
     /// What is wrong with it.
@@ -67,7 +67,7 @@ impl From<&RedlockConfig> for RequestBounds {
 
 /// A valid Acquire.
 #[derive(Debug, Clone)]
-pub struct AcquireArgs {
+pub(crate) struct AcquireArgs {
     /// Non-empty, bounded, no control characters. For a lock on several
     /// resources, the first of them.
     pub resource: String,
@@ -96,7 +96,7 @@ pub struct AcquireArgs {
 
 /// A valid Extend.
 #[derive(Debug, Clone)]
-pub struct ExtendArgs {
+pub(crate) struct ExtendArgs {
     /// As for Acquire.
     pub resource: String,
     /// Has the shape of a token this daemon issues.
@@ -135,7 +135,10 @@ impl NamesLock for LockRef {
 
 impl RequestBounds {
     /// Checks an Acquire.
-    pub fn acquire(&self, request: pb::AcquireRequest) -> Result<AcquireArgs, InvalidRequest> {
+    pub(crate) fn acquire(
+        &self,
+        request: pb::AcquireRequest,
+    ) -> Result<AcquireArgs, InvalidRequest> {
         if request.owner.len() > MAX_OWNER_LEN {
             return Err(invalid(
                 "owner",
@@ -206,7 +209,7 @@ impl RequestBounds {
     }
 
     /// Checks an Extend.
-    pub fn extend(&self, request: pb::ExtendRequest) -> Result<ExtendArgs, InvalidRequest> {
+    pub(crate) fn extend(&self, request: pb::ExtendRequest) -> Result<ExtendArgs, InvalidRequest> {
         Ok(ExtendArgs {
             ttl: self.ttl("ttl", request.ttl)?,
             token: self.lock_token(&request.token)?,
