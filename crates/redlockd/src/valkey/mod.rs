@@ -7,6 +7,7 @@
 //! reconnection is a separate, backed-off policy. Each master is one
 //! multiplexed connection shared by all requests.
 
+mod acquire_all;
 pub(crate) mod auth;
 pub(crate) mod batch;
 pub(crate) mod boot;

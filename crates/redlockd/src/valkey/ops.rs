@@ -3,15 +3,14 @@
 
 use super::scripts::Op;
 use super::wire::{
-    array, integer, key, millis, node_error, permit_limit, seen, shared, unsigned, Wire,
+    array, integer, key, millis, node_error, permit_limit, push_optional, seen, shared, unsigned,
+    Wire,
 };
 use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::master::Seen;
-use crate::redlock::{
-    AcquireAllVote, AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token,
-};
+use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token};
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
@@ -388,79 +387,4 @@ impl Master for ValkeyMaster {
         }
         .boxed()
     }
-}
-
-impl ValkeyMaster {
-    /// [`crate::redlock::Master::acquire_all`] on this master: one
-    /// [`ACQUIRE_ALL`](super::scripts::multi::ACQUIRE_ALL) operation in the next batch.
-    pub(super) fn run_acquire_all(
-        &self,
-        keys: &[LockKeys],
-        token: &Token,
-        ttl: Duration,
-        waiter_marker: Duration,
-    ) -> BoxFuture<'static, Result<AcquireAllVote, NodeError>> {
-        let names = keys
-            .iter()
-            .flat_map(|k| [key(&k.lock), key(&k.fence)])
-            .collect();
-        let count = keys.len();
-        let reply = self.run(
-            Op::AcquireAll,
-            names,
-            vec![
-                token.expose().into(),
-                millis(ttl),
-                count.to_string().into(),
-                millis(waiter_marker),
-            ],
-        );
-        async move {
-            let fields = array(reply.await?)?;
-            match fields.as_slice() {
-                [flag, now, maxes @ ..] if integer(flag)? == 1 && maxes.len() == count => {
-                    let now_micros = unsigned(now)?;
-                    let reads = maxes
-                        .iter()
-                        .map(|max| {
-                            Ok(FenceRead {
-                                max: unsigned(max)?,
-                                now_micros,
-                                took: false,
-                            })
-                        })
-                        .collect::<Result<Vec<_>, NodeError>>()?;
-                    Ok(AcquireAllVote::Granted(reads))
-                }
-                [_, wait] => Ok(AcquireAllVote::Refused {
-                    holder_ttl: u64::try_from(integer(wait)?)
-                        .ok()
-                        .map(Duration::from_millis),
-                    delayed: false,
-                }),
-                [_, left, _delay] => Ok(AcquireAllVote::Refused {
-                    holder_ttl: Some(Duration::from_millis(unsigned(left)?)),
-                    delayed: true,
-                }),
-                other => Err(NodeError::Protocol(format!("acquire_all: {other:?}"))),
-            }
-        }
-        .boxed()
-    }
-}
-
-/// Appends a script's optional arguments (read as `OPT[n]`, see
-/// `super::scripts::batch_script`) up to the last one set: the ones before
-/// it that are not set go as `'0'`, the ones after it not at all.
-fn push_optional<const N: usize>(args: &mut Vec<Value>, optional: [Option<Value>; N]) {
-    let Some(last) = optional.iter().rposition(Option::is_some) else {
-        return;
-    };
-    let zero = || Value::Bytes(Bytes::from_static(b"0"));
-    args.extend(
-        optional
-            .into_iter()
-            .take(last + 1)
-            .map(|value| value.unwrap_or_else(zero)),
-    );
 }

@@ -115,6 +115,22 @@ pub(super) fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
     }
 }
 
+/// Appends a script's optional arguments (read as `OPT[n]`, see
+/// `super::scripts::batch_script`) up to the last one set: the ones before
+/// it that are not set go as `'0'`, the ones after it not at all.
+pub(super) fn push_optional<const N: usize>(args: &mut Vec<Value>, optional: [Option<Value>; N]) {
+    let Some(last) = optional.iter().rposition(Option::is_some) else {
+        return;
+    };
+    let zero = || Value::Bytes(Bytes::from_static(b"0"));
+    args.extend(
+        optional
+            .into_iter()
+            .take(last + 1)
+            .map(|value| value.unwrap_or_else(zero)),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
