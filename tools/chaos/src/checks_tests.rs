@@ -18,7 +18,14 @@ fn ms(n: u64) -> Duration {
 /// A contended grant: Acquire sent at `sent`, answered at `received` with
 /// `validity`, critical section until `released` where the Release (was_held
 /// = `held`) is sent; answered 1 ms later.
-fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released: u64) -> Grant {
+pub(crate) fn grant(
+    id: u64,
+    fence: u64,
+    sent: u64,
+    received: u64,
+    validity: u64,
+    released: u64,
+) -> Grant {
     let window = Window::of_call(ms(sent), ms(received), ms(validity));
     Grant {
         id,
@@ -39,6 +46,7 @@ fn grant(id: u64, fence: u64, sent: u64, received: u64, validity: u64, released:
         windows: vec![window],
         valid_until: window.end,
         paused: false,
+        hold_at_least: Duration::ZERO,
         cs_end: ms(released),
         release: Some(ReleaseRecord {
             sent: ms(released),

@@ -296,6 +296,7 @@ impl Shared {
             paused: false,
             cs_end: Time::ZERO,
             release: None,
+            hold_at_least: Duration::ZERO,
         }
     }
 }

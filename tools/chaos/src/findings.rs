@@ -43,11 +43,14 @@ pub(crate) enum Check {
     /// A frozen (vanished) holder's lock with a lock_delay was granted to
     /// another client before the delay could have run (`crate::frozen`).
     LockDelay,
+    /// A conflicting grant answered inside the `hold_at_least` of a grant
+    /// released before it ran (`crate::hold_at_least`).
+    HoldAtLeast,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 12] = [
+    pub(crate) const ALL: [Check; 13] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -60,6 +63,7 @@ impl Check {
         Check::SemaphoreLimit,
         Check::LeftLocked,
         Check::LockDelay,
+        Check::HoldAtLeast,
     ];
 
     /// Name in the report.
@@ -77,6 +81,7 @@ impl Check {
             Check::SemaphoreLimit => "semaphore_over_limit",
             Check::LeftLocked => "left_locked_after_deadline_exceeded",
             Check::LockDelay => "lock_delay_cut_short",
+            Check::HoldAtLeast => "hold_at_least_cut_short",
         }
     }
 }
@@ -135,6 +140,9 @@ pub(crate) struct KindFigures {
     /// Pairs of grants of distinct kinds whose windows overlapped without
     /// conflicting (permits of one limit, readers): the mix really mixed.
     pub pairs_held_together: usize,
+    /// Grants with a `hold_at_least` released before it ran: the holds
+    /// `crate::hold_at_least` judged.
+    pub holds_released_early: usize,
 }
 
 /// A grant in a violation's evidence.

@@ -35,6 +35,7 @@ fn grant(id: u64, client: u32, received: u64) -> Grant {
         }],
         valid_until: ms(received + 500),
         paused: false,
+        hold_at_least: Duration::ZERO,
         cs_end: ms(received),
         release: None,
     }

@@ -266,6 +266,9 @@ pub(crate) struct Grant {
     pub cs_end: Time,
     /// The Release, if one was sent.
     pub release: Option<ReleaseRecord>,
+    /// The `hold_at_least` it asked for (zero: none): a Release before
+    /// `sent` + this shortens the lock to end then instead of deleting it.
+    pub hold_at_least: Duration,
 }
 
 impl Grant {

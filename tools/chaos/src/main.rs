@@ -51,6 +51,9 @@ mod frozen_child;
 mod frozen_tests;
 mod history;
 mod history_file;
+mod hold_at_least;
+#[cfg(test)]
+mod hold_at_least_tests;
 mod hold_retry;
 mod hold_stream;
 mod interleavings;
@@ -138,7 +141,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
     /// Run the daemons with `REDLOCKD__TESTING__COUNTERFACTUALS` set to these defects
-    /// (`recreate-without-limit`, `per-kind-fences`; repeat the flag or
+    /// (`recreate-without-limit`, `per-kind-fences`,
+    /// `release-ignores-hold-at-least`; repeat the flag or
     /// separate by commas): the checker must then report them.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     pub counterfactual: Vec<String>,

@@ -12,7 +12,10 @@
 //!   the other one only after [`OTHER_REPLICA_GAP`];
 //! - gRPC deadlines of 1-20 ms on some Acquires: of a hot resource (only
 //!   recorded), or of a resource nobody else uses, whose masters are then
-//!   read directly (`crate::leftovers`).
+//!   read directly (`crate::leftovers`);
+//! - a `hold_at_least` of 50-400 ms on some exclusive Acquires, asked
+//!   without waiting as a scheduled job asks, so that most are released
+//!   before it ran (`crate::hold_at_least` judges them).
 //!
 //! A permit asked under another limit than the resource's holders' is
 //! FAILED_PRECONDITION: recorded, not a violation. Every grant goes into
@@ -89,7 +92,14 @@ pub(crate) struct Menu {
     /// Share of iterations that instead send such an Acquire of a fresh
     /// resource and read the masters afterwards (`crate::leftovers`).
     pub fresh_deadline_share: f64,
+    /// Share of exclusive Acquires with a `hold_at_least` in
+    /// [`HOLD_AT_LEAST_MS`].
+    pub hold_at_least_share: f64,
 }
+
+/// The `hold_at_least` of the mix's exclusive Acquires that ask for one,
+/// in ms: within the mix's lease, mostly longer than its work.
+const HOLD_AT_LEAST_MS: (u64, u64) = (50, 400);
 
 impl Menu {
     /// The semaphore clients' menu of the `full` schedule: one semaphore
@@ -105,6 +115,7 @@ impl Menu {
             request_id_share: 0.0,
             short_deadline_share: 0.0,
             fresh_deadline_share: 0.0,
+            hold_at_least_share: 0.0,
         }
     }
 
@@ -120,6 +131,7 @@ impl Menu {
             request_id_share: 0.0,
             short_deadline_share: 0.0,
             fresh_deadline_share: 0.0,
+            hold_at_least_share: 0.0,
         }
     }
 
@@ -141,6 +153,7 @@ impl Menu {
             request_id_share: 0.4,
             short_deadline_share: 0.05,
             fresh_deadline_share: 0.06,
+            hold_at_least_share: 0.5,
         }
     }
 
@@ -180,6 +193,7 @@ struct Call<'a> {
     wait: Duration,
     deadline: Option<Duration>,
     request_id: Option<&'a str>,
+    hold_at_least: Duration,
 }
 
 /// Sends `call` through the replica `home` prefers: (replica, sent,
@@ -203,6 +217,9 @@ async fn acquire(
         request_id: call.request_id.unwrap_or_default().to_owned(),
         mode: mode as i32,
         limit,
+        hold_at_least: (!call.hold_at_least.is_zero())
+            .then(|| proto(call.hold_at_least))
+            .flatten(),
         ..Default::default()
     });
     if let Some(deadline) = call.deadline {
@@ -257,6 +274,17 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         // Not with a limit: INVALID_ARGUMENT by the contract.
         let with_id = !matches!(ask, Ask::Permit(_)) && rng.random_bool(menu.request_id_share);
         let request_id = with_id.then(|| request_id(&mut rng));
+        let with_hold = ask == Ask::Exclusive && rng.random_bool(menu.hold_at_least_share);
+        let hold_at_least = match with_hold {
+            true => {
+                Duration::from_millis(rng.random_range(HOLD_AT_LEAST_MS.0..=HOLD_AT_LEAST_MS.1))
+            }
+            false => Duration::ZERO,
+        };
+        // As a scheduled job asks (ShedLock): once, without waiting, so
+        // that the acquisition, from which the masters count the hold, is
+        // close to the send, from which the check counts it.
+        let wait = if with_hold { Duration::ZERO } else { wait };
         let mut deadline = match rng.random_bool(menu.short_deadline_share) {
             true => Some(Duration::from_millis(rng.random_range(1..=20))),
             // A retried acquisition: first sent with a deadline shorter
@@ -276,6 +304,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
                 wait,
                 deadline,
                 request_id: request_id.as_deref(),
+                hold_at_least,
             };
             let (replica, sent, received, outcome) = acquire(&shared, replica_home, &call).await;
             match outcome {
@@ -314,6 +343,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
         grant.kind = ask.kind();
         grant.request_id = request_id;
+        grant.hold_at_least = hold_at_least;
         let first = Window::of_call(sent, received, validity(&lock));
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
@@ -357,6 +387,7 @@ async fn short_deadline_on_fresh(
         wait: Duration::ZERO,
         deadline: Some(Duration::from_millis(rng.random_range(1..=20))),
         request_id: Some(&id_text),
+        hold_at_least: Duration::ZERO,
     };
     let (replica, sent, received, outcome) = acquire(shared, home, &call).await;
     let failure = match outcome {

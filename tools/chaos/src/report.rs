@@ -161,7 +161,8 @@ impl Figures {
              \"left_locked_majority_healthy\":{},\"left_locked_other\":{},\
              \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{},\
              \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
-             \"release_unavailable\":{},\"release_unavailable_masters_answering\":{}}}}}",
+             \"release_unavailable\":{},\"release_unavailable_masters_answering\":{},\
+             \"holds_released_early\":{}}}}}",
             self.mixed,
             permits(3),
             kinds.pairs_held_together,
@@ -180,7 +181,8 @@ impl Figures {
             self.refusals.shared_aborted.1,
             self.refusals.longest_refused_free_ms,
             self.refusals.release_unavailable.0,
-            self.refusals.release_unavailable.1
+            self.refusals.release_unavailable.1,
+            kinds.holds_released_early
         );
         out.pop();
         map(
@@ -295,7 +297,8 @@ impl Figures {
             "  mix               {}: {} Acquires retried with their request id ({} \
              acquisitions granted on a retry); {} Holds retried on a new connection ({} \
              granted); short deadlines probed {} (+{} CANCELLED), left locked on a majority \
-             with all healthy {}, other leftovers {}",
+             with all healthy {}, other leftovers {}; {} grants released inside their \
+             hold_at_least",
             if self.mixed { "on" } else { "off" },
             m.retries,
             m.retried_grants,
@@ -304,7 +307,8 @@ impl Figures {
             m.leftovers.probed.0,
             m.leftovers.probed.1,
             m.leftovers.majority_healthy,
-            m.leftovers.other_leftovers
+            m.leftovers.other_leftovers,
+            kinds.holds_released_early
         );
         let _ = writeln!(
             s,

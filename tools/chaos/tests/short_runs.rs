@@ -52,7 +52,8 @@ fn number(json: &Value, path: &[&str]) -> u64 {
 /// SIGSTOP, semaphore clients beside the plain ones), with `--mix`: every
 /// kind on the same hot resources (plain, Hold sessions of every kind,
 /// permits of limits 2 and 3, shared and exclusive, multi), request-id
-/// retries of Acquires and of Holds, 1-20 ms deadlines, and a rolling
+/// retries of Acquires and of Holds, 1-20 ms deadlines, holds released
+/// inside their `hold_at_least`, and a rolling
 /// restart of three masters while long holders hold: no violation of any
 /// check, and at least 1,000 grants in the healthy phases. The history
 /// goes to `<target>/tmp/chaos-history-full-seed1.jsonl` (printed), for
@@ -147,6 +148,12 @@ fn full_schedule_finds_no_violation() {
     assert!(number(&json, &["mix", "request_id_retries"]) > 0, "{json}");
     assert!(
         number(&json, &["mix", "hold_retries_granted"]) > 0,
+        "{json}"
+    );
+    // Exclusive Acquires with a hold_at_least, released before it ran,
+    // were judged (`hold_at_least_cut_short`, counted in `violations`).
+    assert!(
+        number(&json, &["mix", "holds_released_early"]) > 0,
         "{json}"
     );
     assert!(
@@ -370,7 +377,9 @@ fn read_write_locks_under_faults() {
 /// Acquires with 1-20 ms deadlines, the masters read a second later; a
 /// reader right after a writer's hand-off, and a Release with three
 /// masters in restart quarantine; a permit held across a rolling restart
-/// of three masters. No violation, and each interleaving happened.
+/// of three masters; a plain lock with a `hold_at_least` released at once,
+/// then a plain lock or a permit asked. No violation, and each
+/// interleaving happened.
 #[test]
 fn cross_kind_interleavings_find_no_violation() {
     let (code, json) = chaos(&["--interleaving", "kinds", "--duration", "2", "--seed", "1"]);
@@ -382,6 +391,10 @@ fn cross_kind_interleavings_find_no_violation() {
     );
     assert!(
         number(scenarios, &["kind_fences", "ordered_pairs"]) > 0,
+        "{json}"
+    );
+    assert!(
+        number(scenarios, &["hold_at_least", "holds_judged"]) > 0,
         "{json}"
     );
     assert!(
@@ -429,6 +442,26 @@ fn counterfactual_per_kind_fences_is_caught() {
     ]);
     assert!(
         number(&json, &["scenarios", "kind_fences", "violations"]) > 0,
+        "{json}"
+    );
+    assert_eq!(code, Some(1), "{json}");
+}
+
+/// A holder's Release deleting the lock before its `hold_at_least` ran
+/// (`REDLOCKD__TESTING__COUNTERFACTUALS=release-ignores-hold-at-least`) is
+/// caught: the next holder is granted inside the hold.
+#[test]
+fn counterfactual_release_ignores_hold_at_least_is_caught() {
+    let (code, json) = chaos(&[
+        "--interleaving",
+        "hold-at-least",
+        "--duration",
+        "2",
+        "--counterfactual",
+        "release-ignores-hold-at-least",
+    ]);
+    assert!(
+        number(&json, &["scenarios", "hold_at_least", "violations"]) > 0,
         "{json}"
     );
     assert_eq!(code, Some(1), "{json}");

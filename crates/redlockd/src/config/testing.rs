@@ -12,7 +12,8 @@ use std::fmt;
 pub struct TestingConfig {
     /// Fixed defects to re-introduce, by name (a list, or one
     /// comma-separated string, as `REDLOCKD__TESTING__COUNTERFACTUALS`):
-    /// `recreate-without-limit`, `per-kind-fences`.
+    /// `recreate-without-limit`, `per-kind-fences`,
+    /// `release-ignores-hold-at-least`.
     #[serde(deserialize_with = "deserialize_counterfactuals")]
     pub counterfactuals: Counterfactuals,
 }
@@ -29,12 +30,15 @@ pub struct Counterfactuals {
     /// resource's one fence sequence, so it can be below the fence of the
     /// plain holder before it.
     pub per_kind_fences: bool,
+    /// A holder's Release deletes the lock before its `hold_at_least` ran,
+    /// so the next holder is granted inside it.
+    pub release_ignores_hold_at_least: bool,
 }
 
 impl Counterfactuals {
     /// Whether any is on.
     pub fn any(&self) -> bool {
-        self.recreate_without_limit || self.per_kind_fences
+        self.recreate_without_limit || self.per_kind_fences || self.release_ignores_hold_at_least
     }
 
     /// The names of those that are on.
@@ -46,6 +50,9 @@ impl Counterfactuals {
         if self.per_kind_fences {
             names.push(PER_KIND_FENCES);
         }
+        if self.release_ignores_hold_at_least {
+            names.push(RELEASE_IGNORES_HOLD_AT_LEAST);
+        }
         names
     }
 
@@ -53,9 +60,11 @@ impl Counterfactuals {
         match name {
             RECREATE_WITHOUT_LIMIT => self.recreate_without_limit = true,
             PER_KIND_FENCES => self.per_kind_fences = true,
+            RELEASE_IGNORES_HOLD_AT_LEAST => self.release_ignores_hold_at_least = true,
             other => {
                 return Err(format!(
-                    "unknown counterfactual {other:?} (known: {RECREATE_WITHOUT_LIMIT}, {PER_KIND_FENCES})"
+                    "unknown counterfactual {other:?} (known: {RECREATE_WITHOUT_LIMIT}, \
+                     {PER_KIND_FENCES}, {RELEASE_IGNORES_HOLD_AT_LEAST})"
                 ))
             }
         }
@@ -65,6 +74,7 @@ impl Counterfactuals {
 
 const RECREATE_WITHOUT_LIMIT: &str = "recreate-without-limit";
 const PER_KIND_FENCES: &str = "per-kind-fences";
+const RELEASE_IGNORES_HOLD_AT_LEAST: &str = "release-ignores-hold-at-least";
 
 fn deserialize_counterfactuals<'de, D>(deserializer: D) -> Result<Counterfactuals, D::Error>
 where

@@ -14,6 +14,7 @@ mod clock_offset;
 mod deadline_leftovers;
 mod flapping;
 mod hold;
+mod hold_at_least;
 mod hold_retry;
 mod idempotent;
 mod kind_fences;
@@ -56,9 +57,13 @@ pub enum Which {
     /// Cross-kind defects 4 and 6: a reader after a writer's hand-off; a
     /// Release with two masters in restart quarantine.
     Refusals,
+    /// A plain lock with a `hold_at_least` released at once: the next
+    /// holder (plain or a permit) must wait for the hold to run.
+    HoldAtLeast,
     /// The review's four (not the cross-kind ones), one after the other.
     All,
-    /// The five cross-kind ones, one after the other.
+    /// The cross-kind ones and the `hold_at_least` one, one after the
+    /// other.
     Kinds,
 }
 
@@ -128,6 +133,7 @@ pub(crate) async fn run(
             Which::DeadlineLeftovers,
             Which::Refusals,
             Which::RollingPermit,
+            Which::HoldAtLeast,
         ],
         one => vec![one],
     };
@@ -157,6 +163,7 @@ pub(crate) async fn run(
             Which::Flapping => flapping::run(&rig, seed, duration, max_ttl).await,
             Which::HoldRetry => hold_retry::run(&rig, seed, duration).await,
             Which::KindFences => kind_fences::run(&rig, seed, duration).await,
+            Which::HoldAtLeast => hold_at_least::run(&rig, seed, duration).await,
             Which::DeadlineLeftovers => deadline_leftovers::run(&rig, seed, duration).await,
             Which::Refusals => refusals::run(&rig, seed, duration, max_ttl).await,
             Which::RollingPermit => rolling_permit::run(&rig, seed, duration, max_ttl).await,

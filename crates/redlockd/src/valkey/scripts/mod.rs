@@ -169,6 +169,13 @@ const COUNTERFACTUALS: &[Counterfactual] = &[
         "if KEYS[3] ~= KEYS[2] then\n  if above",
         "if false then\n  if above",
     ),
+    // A holder's release deleting the lock before its hold_at_least ran.
+    (
+        Op::Release,
+        |c| c.release_ignores_hold_at_least,
+        "if mine and OPT[5] == '1' and h[2] then",
+        "if false then",
+    ),
 ];
 
 /// The marker a batched operation's reply starts with when the operation

@@ -33,6 +33,7 @@ fn counterfactuals_apply() {
     let all = Counterfactuals {
         recreate_without_limit: true,
         per_kind_fences: true,
+        release_ignores_hold_at_least: true,
     };
     for (op, on, fixed, defect) in COUNTERFACTUALS {
         assert!(op.lua().contains(fixed), "{op:?}: {fixed}");
