@@ -47,6 +47,7 @@ pub(crate) fn grant(
         valid_until: window.end,
         paused: false,
         hold_at_least: Duration::ZERO,
+        hold_from: ms(sent),
         cs_end: ms(released),
         release: Some(ReleaseRecord {
             sent: ms(released),

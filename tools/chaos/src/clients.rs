@@ -297,6 +297,7 @@ impl Shared {
             cs_end: Time::ZERO,
             release: None,
             hold_at_least: Duration::ZERO,
+            hold_from: Time::ZERO,
         }
     }
 }

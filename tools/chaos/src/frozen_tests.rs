@@ -36,6 +36,7 @@ fn grant(id: u64, client: u32, received: u64) -> Grant {
         valid_until: ms(received + 500),
         paused: false,
         hold_at_least: Duration::ZERO,
+        hold_from: ms(received),
         cs_end: ms(received),
         release: None,
     }

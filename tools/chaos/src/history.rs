@@ -267,8 +267,14 @@ pub(crate) struct Grant {
     /// The Release, if one was sent.
     pub release: Option<ReleaseRecord>,
     /// The `hold_at_least` it asked for (zero: none): a Release before
-    /// `sent` + this shortens the lock to end then instead of deleting it.
+    /// the acquisition + this shortens the lock to end then instead of
+    /// deleting it.
     pub hold_at_least: Duration,
+    /// The earliest the lock can have been acquired: the send of the first
+    /// call of its request id (a retry may take over what an earlier call
+    /// acquired, and the masters count the hold from that acquisition),
+    /// else `sent`.
+    pub hold_from: Time,
 }
 
 impl Grant {

@@ -107,6 +107,7 @@ fn grant_lines(members: &[&Grant], next_id: &mut u64) -> Vec<Value> {
     acquire.insert("fence".into(), json!(g.fence));
     if !g.hold_at_least.is_zero() {
         acquire.insert("hold_at_least_us".into(), json!(us(g.hold_at_least)));
+        acquire.insert("hold_from_us".into(), json!(us(g.hold_from)));
     }
     if g.kind == Kind::Multi {
         let fences: Vec<u64> = members.iter().map(|m| m.fence).collect();

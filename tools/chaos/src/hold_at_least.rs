@@ -5,7 +5,9 @@
 //! ([`Check::HoldAtLeast`]).
 //!
 //! The hold's end is taken on the safe side: the masters count it from the
-//! acquisition, which is after the Acquire's send, by their own clocks,
+//! acquisition, which is after the Acquire's send (with a request id, the
+//! first call's: a retry takes over what an earlier call acquired, and the
+//! hold with it, `Grant::hold_from`), by their own clocks,
 //! which the daemon allows to run fast by its drift (1% and 2 ms); and it
 //! is never taken past the grant's first window (the mix asks holds
 //! shorter than the lease). A grant released after its hold ended, or
@@ -28,7 +30,7 @@ pub(crate) fn certain_end(g: &Grant) -> Option<Time> {
         return None;
     }
     let allowance = g.hold_at_least.mul_f64(DRIFT) + DRIFT_FIXED;
-    let end = (g.sent + g.hold_at_least).saturating_sub(allowance);
+    let end = (g.hold_from + g.hold_at_least).saturating_sub(allowance);
     Some(g.windows.first().map_or(end, |w| end.min(w.end)))
 }
 

@@ -19,6 +19,7 @@ fn grant(id: u64, sent: u64, received: u64, released: Option<u64>, hold: u64) ->
         g.release = None;
     }
     g.hold_at_least = ms(hold);
+    g.hold_from = ms(sent);
     g
 }
 
@@ -87,4 +88,17 @@ fn only_conflicting_grants_count() {
         judge(&[reader, other_reader]).0.count(Check::HoldAtLeast),
         0
     );
+}
+
+/// A grant won on a request-id retry: the hold counts from the first
+/// call's send, since the retry took over what that call acquired.
+#[test]
+fn a_retried_grant_holds_from_its_first_call() {
+    let mut retried = grant(1, 300, 310, Some(320), 300);
+    retried.hold_from = ms(0);
+    // 0 + 300 - 5: a grant answered at 400 is after the hold.
+    assert_eq!(certain_end(&retried), Some(ms(295)));
+    let (findings, figures) = judge(&[retried, grant(2, 330, 400, None, 0)]);
+    assert_eq!(findings.count(Check::HoldAtLeast), 0);
+    assert_eq!(figures.holds_released_early, 0);
 }

@@ -296,6 +296,10 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         };
         let mut replica_home = home;
         let mut attempt = 0;
+        // The first attempt's send: with a request id, a retry may take
+        // over what that attempt acquired, whose hold the masters count
+        // from that acquisition.
+        let mut first_sent = None;
         let granted = loop {
             let call = Call {
                 resource: &resource,
@@ -307,6 +311,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
                 hold_at_least,
             };
             let (replica, sent, received, outcome) = acquire(&shared, replica_home, &call).await;
+            first_sent.get_or_insert(sent);
             match outcome {
                 Ok(lock) => break Some((replica, sent, received, lock)),
                 Err((failure, message)) => {
@@ -344,6 +349,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         grant.kind = ask.kind();
         grant.request_id = request_id;
         grant.hold_at_least = hold_at_least;
+        grant.hold_from = first_sent.unwrap_or(sent);
         let first = Window::of_call(sent, received, validity(&lock));
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
