@@ -24,13 +24,18 @@ use std::time::Duration;
 const DRIFT: f64 = 0.01;
 const DRIFT_FIXED: Duration = Duration::from_millis(2);
 
+/// What the masters' clocks may take off a hold of `hold` (the daemon's
+/// drift allowance).
+pub(crate) fn allowance(hold: Duration) -> Duration {
+    hold.mul_f64(DRIFT) + DRIFT_FIXED
+}
+
 /// The end of `g`'s hold that is certain, if it asked for one.
 pub(crate) fn certain_end(g: &Grant) -> Option<Time> {
     if g.hold_at_least.is_zero() {
         return None;
     }
-    let allowance = g.hold_at_least.mul_f64(DRIFT) + DRIFT_FIXED;
-    let end = (g.hold_from + g.hold_at_least).saturating_sub(allowance);
+    let end = (g.hold_from + g.hold_at_least).saturating_sub(allowance(g.hold_at_least));
     Some(g.windows.first().map_or(end, |w| end.min(w.end)))
 }
 

@@ -11,16 +11,13 @@
 use super::rig::{release, validity, Rig};
 use super::Outcome;
 use crate::cluster::BoxError;
+use crate::hold_at_least::allowance;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redlockd_proto::pb::lock_service_client::LockServiceClient;
 use redlockd_proto::pb::{AcquireRequest, Lock};
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// The daemon's default drift allowance: 1% of the span and 2 ms.
-const DRIFT: f64 = 0.01;
-const DRIFT_FIXED: Duration = Duration::from_millis(2);
 
 async fn acquire(
     rig: &Rig,
@@ -72,7 +69,7 @@ pub(crate) async fn run(rig: &Rig, seed: u64, duration: Duration) -> Result<Outc
             continue;
         };
         let released = release(rig.channel.clone(), &first).await;
-        let certain_end = sent + hold - (hold.mul_f64(DRIFT) + DRIFT_FIXED);
+        let certain_end = sent + hold - allowance(hold);
         if Instant::now() >= certain_end || !matches!(released, Ok(true)) {
             // Released too late, or not known to have been held: nothing
             // to judge.
