@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         root.join("redlock/v1/lock.proto"),
         root.join("redlock/v1/admin.proto"),
+        root.join("redlock/v1/election.proto"),
     ];
     println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(protos, [&root])?;

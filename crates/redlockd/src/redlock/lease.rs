@@ -315,6 +315,7 @@ impl Redlock {
             .unwrap_or(true);
         if first {
             self.waiters.released(&notice.resource, at_once, notice.id);
+            self.changes.announce(&notice.resource);
         }
     }
 

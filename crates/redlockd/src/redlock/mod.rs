@@ -21,6 +21,7 @@ pub(crate) mod admin;
 pub(crate) mod admission;
 pub(crate) mod attempt;
 pub(crate) mod boottime;
+pub(crate) mod changes;
 pub(crate) mod claim;
 pub(crate) mod error;
 #[cfg(test)]
@@ -266,6 +267,8 @@ pub struct Redlock {
     proposer: fence::Proposer,
     /// Grants that needed the fence commit round (see [`fence`]).
     commit_rounds: std::sync::atomic::AtomicU64,
+    /// Holder changes heard of, for observers (see [`changes`]).
+    changes: changes::Changes,
 }
 
 impl Redlock {
@@ -295,6 +298,7 @@ impl Redlock {
             held: held::HeldLocks::default(),
             proposer,
             commit_rounds: std::sync::atomic::AtomicU64::new(0),
+            changes: changes::Changes::default(),
         })
     }
 
@@ -314,6 +318,11 @@ impl Redlock {
     /// This replica's name, as session records carry it.
     pub(crate) fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// Holder changes this replica hears of (see [`changes`]).
+    pub(crate) fn changes(&self) -> &changes::Changes {
+        &self.changes
     }
 
     /// The engine's tunables.

@@ -20,6 +20,7 @@ use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
 use crate::conn::streams::StreamsLayer;
 use crate::metrics::MetricsError;
+use crate::pb::election_service_server::ElectionServiceServer;
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
 use crate::pb::lock_service_server::LockServiceServer;
 use crate::service::auth::Gatekeeper;
@@ -197,6 +198,14 @@ async fn build_services(
     crate::gateway::start(config, api.clone(), gate.clone(), http_stopped).await?;
     // Bigger messages are refused before they are decoded; callers are
     // authenticated and rate-limited from their headers alone.
+    let election_service = ElectionServiceServer::from_arc(api.clone())
+        .max_decoding_message_size(config.server.max_request_bytes);
+    let election_service = {
+        let gate = gate.clone();
+        tonic::service::interceptor::InterceptedService::new(election_service, move |request| {
+            gate.check(request)
+        })
+    };
     let lock_service =
         LockServiceServer::from_arc(api).max_decoding_message_size(config.server.max_request_bytes);
     let lock_service =
@@ -206,6 +215,7 @@ async fn build_services(
     let services = Routes::new(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(lock_service)
+        .add_service(election_service)
         .add_service(admin_service);
     Ok((services, open_sessions))
 }

@@ -7,6 +7,7 @@ pub(crate) mod auth;
 pub(crate) mod deadline;
 pub(crate) mod denied;
 pub(crate) mod drain;
+pub(crate) mod election;
 pub(crate) mod hold;
 pub mod inbound;
 
@@ -30,11 +31,9 @@ use futures::FutureExt;
 use rate::{CallSlot, ConnectionCalls};
 use request::{InvalidRequest, NamesLock};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -138,7 +137,7 @@ pub(crate) fn proto_duration(duration: Duration) -> prost_types::Duration {
 }
 
 /// The stream of events of one `Hold` session.
-pub(crate) type HoldStream = Pin<Box<dyn Stream<Item = Result<pb::HoldEvent, Status>> + Send>>;
+pub(crate) type HoldStream = hold::SessionStream<hold::Hold>;
 
 #[tonic::async_trait]
 impl LockService for LockApi {
@@ -228,7 +227,7 @@ impl LockService for LockApi {
         &self,
         request: Request<Streaming<pb::HoldRequest>>,
     ) -> Result<Response<Self::HoldStream>, Status> {
-        observed("Hold", self.open_session(request)).await
+        observed("Hold", self.open_session::<hold::Hold>(request)).await
     }
 }
 

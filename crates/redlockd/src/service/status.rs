@@ -77,7 +77,9 @@ pub(crate) fn session_code(error: &SessionError) -> Code {
     match error {
         SessionError::TooMany { .. } => Code::ResourceExhausted,
         SessionError::FirstNotAcquire
+        | SessionError::FirstNotCampaign
         | SessionError::OnlyRelease
+        | SessionError::OnlyResign
         | SessionError::NoFirstMessage { .. }
         | SessionError::TtlTooShort { .. } => Code::InvalidArgument,
     }

@@ -17,16 +17,15 @@
 
 mod registry;
 mod session;
+mod wire;
 
 pub(crate) use registry::SessionRegistry;
 pub(crate) use registry::{OpenSessions, Sessions};
+pub(crate) use wire::{Campaign, Hold, Wire};
 
 use super::auth::Gatekeeper;
 use super::denied::Denied;
-use super::{HoldStream, LockApi};
-use crate::pb;
-use crate::pb::hold_event::{Draining, Event};
-use crate::pb::hold_request::Request as HoldRequest;
+use super::LockApi;
 use registry::Slot;
 use session::Session;
 use std::sync::Arc;
@@ -34,7 +33,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::StreamExt;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 /// How long a session whose client's stream ended waits to learn whether
@@ -58,7 +57,11 @@ const EVENT_BUFFER: usize = 8;
 /// What a session sends its client, boxed: a channel allocates room for 32
 /// items when it is created, and unboxed (a `Status` is large) that was
 /// kilobytes per session, for a stream that carries one event a second.
-type Outgoing = Box<Result<pb::HoldEvent, Status>>;
+type Outgoing<W> = Box<Result<<W as Wire>::Event, Status>>;
+
+/// The stream of events of one session of kind `W`.
+pub(crate) type SessionStream<W> =
+    std::pin::Pin<Box<dyn Stream<Item = Result<<W as Wire>::Event, Status>> + Send>>;
 
 /// Why a `Hold` session is refused, or ends with an error instead of an
 /// event (the status code of each: `status.rs`).
@@ -73,6 +76,9 @@ pub(crate) enum SessionError {
     /// The stream's first message is not `acquire`, or there is none.
     #[error("request: the first message of a Hold must be `acquire`")]
     FirstNotAcquire,
+    /// A Campaign's first message is not `campaign`, or there is none.
+    #[error("request: the first message of a Campaign must be `campaign`")]
+    FirstNotCampaign,
     /// The session's ttl is below `session.min_ttl`.
     #[error(
         "ttl: {} is below session.min_ttl = {} for a Hold session",
@@ -88,6 +94,9 @@ pub(crate) enum SessionError {
     /// A message other than `release` after `acquire`.
     #[error("request: only `release` may follow `acquire` in a Hold")]
     OnlyRelease,
+    /// A message other than `resign` after `campaign`.
+    #[error("request: only `resign` may follow `campaign` in a Campaign")]
+    OnlyResign,
     /// No first message within `session.first_message_timeout`.
     #[error(
         "request: no `acquire` within session.first_message_timeout = {}",
@@ -117,12 +126,13 @@ enum ClientEnd {
 }
 
 impl LockApi {
-    /// Opens a session: checks the first message, then runs the session on
-    /// a task of its own that feeds the returned stream.
-    pub(super) async fn open_session(
+    /// Opens a session of kind `W` (a Hold, a Campaign): checks the first
+    /// message, then runs the session on a task of its own that feeds the
+    /// returned stream.
+    pub(crate) async fn open_session<W: Wire>(
         &self,
-        request: Request<Streaming<pb::HoldRequest>>,
-    ) -> Result<Response<HoldStream>, Status> {
+        request: Request<Streaming<W::Request>>,
+    ) -> Result<Response<SessionStream<W>>, Status> {
         let (identity, call_slot) = self.admit(&request)?;
         let key = Gatekeeper::quota_key_of(&request, &identity);
         let drain = &self.sessions.drain;
@@ -136,12 +146,7 @@ impl LockApi {
             Ok(first) => first?,
             Err(_elapsed) => return Err(SessionError::NoFirstMessage { after: bound }.into()),
         };
-        let args = match first {
-            Some(pb::HoldRequest {
-                request: Some(HoldRequest::Acquire(acquire)),
-            }) => self.limits.acquire(acquire)?,
-            _ => return Err(SessionError::FirstNotAcquire.into()),
-        };
+        let args = W::opening(&self.limits, first.unwrap_or_default())?;
         identity
             .permit(&args.resource)
             .map_err(Denied::into_status)?;
@@ -172,7 +177,7 @@ impl LockApi {
             .map_err(Denied::into_status)?;
         let slot = Slot::take(&self.sessions)?;
         let (events, stream) = mpsc::channel(EVENT_BUFFER);
-        let session = Session {
+        let session = Session::<W> {
             engine: Arc::clone(&self.engine),
             registry: self.sessions.registry(),
             args,
@@ -195,26 +200,21 @@ impl LockApi {
     }
 }
 
-fn event(event: Event) -> pb::HoldEvent {
-    pb::HoldEvent { event: Some(event) }
-}
-
 /// The `draining` event: the lock is kept until `until` at the latest.
-fn draining(until: Instant) -> Outgoing {
+fn draining<W: Wire>(until: Instant) -> Outgoing<W> {
     let left = until.saturating_duration_since(Instant::now());
-    Box::new(Ok(event(Event::Draining(Draining {
-        release_in: Some(super::proto_duration(left)),
-    }))))
+    Box::new(Ok(W::draining(left)))
 }
 
-/// Waits for the client to end the session: `release`, half-close, an error
-/// (cancelled, connection lost), or a message that is not allowed now.
-async fn next_end(incoming: &mut Streaming<pb::HoldRequest>) -> ClientEnd {
+/// Waits for the client to end the session: `release` (`resign`),
+/// half-close, an error (cancelled, connection lost), or a message that is
+/// not allowed now.
+async fn next_end<W: Wire>(incoming: &mut Streaming<W::Request>) -> ClientEnd {
     match incoming.message().await {
-        Ok(Some(pb::HoldRequest {
-            request: Some(HoldRequest::Release(_)),
-        })) => ClientEnd::Done,
-        Ok(Some(_)) => ClientEnd::Invalid(SessionError::OnlyRelease),
+        Ok(Some(request)) => match W::ending(request) {
+            Ok(()) => ClientEnd::Done,
+            Err(invalid) => ClientEnd::Invalid(invalid),
+        },
         Ok(None) => ClientEnd::Ended,
         Err(_) => ClientEnd::Gone,
     }

@@ -4,12 +4,10 @@
 
 use super::registry::{SessionRegistry, Slot};
 use super::{
-    draining, event, next_end, ClientEnd, Outgoing, DRAIN_OVER, RELEASED_BY_OPERATOR, SETTLE,
+    draining, next_end, ClientEnd, Outgoing, Wire, DRAIN_OVER, RELEASED_BY_OPERATOR, SETTLE,
 };
 use crate::metrics;
-use crate::pb;
-use crate::pb::hold_event::{Event, Lost, Released};
-use crate::redlock::{validity, HoldEnd, Holder, Lock, Redlock};
+use crate::redlock::{validity, HoldEnd, Holder, Lock, LockError, Redlock};
 use crate::service::drain::{Drain, Phase};
 use crate::service::quota::QuotaSlot;
 use crate::service::rate::CallSlot;
@@ -18,12 +16,12 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-pub(super) struct Session {
+pub(super) struct Session<W: Wire> {
     pub(super) engine: Arc<Redlock>,
     pub(super) registry: SessionRegistry,
     pub(super) args: AcquireArgs,
-    pub(super) incoming: Streaming<pb::HoldRequest>,
-    pub(super) events: mpsc::Sender<Outgoing>,
+    pub(super) incoming: Streaming<W::Request>,
+    pub(super) events: mpsc::Sender<Outgoing<W>>,
     pub(super) drain: Drain,
     pub(super) extend_at: f64,
     pub(super) _slot: Slot,
@@ -51,7 +49,7 @@ impl Drop for ActiveSession {
     }
 }
 
-impl Session {
+impl<W: Wire> Session<W> {
     pub(super) async fn run(mut self: Box<Self>) {
         let _active = ActiveSession::start();
         // Boxed, as are the engine calls and sends below: a session's task
@@ -62,8 +60,10 @@ impl Session {
         };
         // No longer waiting.
         self.waiting = None;
-        tracing::debug!(rpc = "Hold", resource = %lock.resource, "session acquired");
-        if Box::pin(self.send(Event::Acquired(lock.clone().into())))
+        // Observers of the resource on this replica re-read its holder.
+        self.engine.changes().announce(&lock.resource);
+        tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");
+        if Box::pin(self.send(W::acquired(lock.clone(), &self.args)))
             .await
             .is_err()
         {
@@ -74,6 +74,7 @@ impl Session {
         let mut forced = false;
         let registered = self.registry.register(&lock.token);
         let events = self.events.clone();
+        let args = &self.args;
         let until = {
             let incoming = &mut self.incoming;
             let drain = &self.drain;
@@ -90,7 +91,7 @@ impl Session {
                             *forced = true;
                             return;
                         }
-                        end = next_end(incoming) => {
+                        end = next_end::<W>(incoming) => {
                             *client_end = Some(match end {
                                 ClientEnd::Ended if delayed => {
                                     // Half-closed, or gone? A client gone has
@@ -117,7 +118,7 @@ impl Session {
                         () = drain.started(), if !told => {
                             told = true;
                             if let Phase::Draining { until } = drain.phase() {
-                                let _ = events.try_send(draining(until));
+                                let _ = events.try_send(draining::<W>(until));
                             }
                         }
                     }
@@ -135,7 +136,7 @@ impl Session {
             self.extend_at,
             Box::pin(until),
             |lock| {
-                let _ = events.try_send(Box::new(Ok(event(Event::Extended(lock.clone().into())))));
+                let _ = events.try_send(Box::new(Ok(W::extended(lock.clone(), args))));
             },
         ))
         .await;
@@ -144,17 +145,14 @@ impl Session {
             HoldEnd::Stopped if forced => {
                 // Released already, by the operator's ForceRelease.
                 metrics::lock_lost();
-                tracing::warn!(rpc = "Hold", resource = %lock.resource, "session ended: released by an operator");
-                let _ = Box::pin(self.send(Event::Lost(Lost {
-                    reason: RELEASED_BY_OPERATOR.into(),
-                })))
-                .await;
+                tracing::warn!(rpc = W::RPC, resource = %lock.resource, "session ended: released by an operator");
+                let _ = Box::pin(self.send(W::lost(RELEASED_BY_OPERATOR.into()))).await;
             }
             HoldEnd::Stopped
                 if matches!(client_end, Some(ClientEnd::Gone))
                     && !self.args.lock_delay.is_zero() =>
             {
-                tracing::debug!(rpc = "Hold", resource = %lock.resource, "client vanished; lock left to expire (lock_delay)");
+                tracing::debug!(rpc = W::RPC, resource = %lock.resource, "client vanished; lock left to expire (lock_delay)");
             }
             HoldEnd::Stopped if client_end.is_none() => {
                 // The drain's grace ran out (or a second signal came) with
@@ -164,17 +162,14 @@ impl Session {
                 // would let the next holder in inside that validity. So the
                 // lock is no longer extended and expires with its ttl, as
                 // after a SIGKILL; the client is told it is gone.
-                tracing::info!(rpc = "Hold", resource = %lock.resource, "drain over: session's lock left to expire");
-                let _ = Box::pin(self.send(Event::Lost(Lost {
-                    reason: DRAIN_OVER.into(),
-                })))
-                .await;
+                tracing::info!(rpc = W::RPC, resource = %lock.resource, "drain over: session's lock left to expire");
+                let _ = Box::pin(self.send(W::lost(DRAIN_OVER.into()))).await;
             }
             HoldEnd::Stopped => Box::pin(self.release(&lock, client_end)).await,
             HoldEnd::Lost(reason) => {
                 metrics::lock_lost();
-                tracing::warn!(rpc = "Hold", resource = %lock.resource, %reason, "session lost its lock");
-                let _ = Box::pin(self.send(Event::Lost(Lost { reason }))).await;
+                tracing::warn!(rpc = W::RPC, resource = %lock.resource, %reason, "session lost its lock");
+                let _ = Box::pin(self.send(W::lost(reason))).await;
                 // Whatever is left of it on the masters goes too, but not
                 // before the keys of the last grant or extension expire on
                 // their own (its deadline plus the drift allowance): `lost`
@@ -198,25 +193,37 @@ impl Session {
             .with_terms(args.lock_delay, args.hold_at_least)
             .with_limit(args.limit)
             .with_shared(args.shared);
-        let acquisition = match args.resources.is_empty() {
-            true => self.engine.acquire_detached_as(
-                args.resource.clone(),
-                args.request_id.as_ref(),
-                args.ttl,
-                args.wait,
-                holder,
-            ),
-            false => self.engine.acquire_detached_multi(
-                args.resources.clone(),
-                args.ttl,
-                args.wait,
-                holder,
-            ),
+        let engine = &self.engine;
+        let acquisition = async move {
+            loop {
+                let attempt = match args.resources.is_empty() {
+                    true => engine.acquire_detached_as(
+                        args.resource.clone(),
+                        args.request_id.as_ref(),
+                        args.ttl,
+                        args.wait,
+                        holder.clone(),
+                    ),
+                    false => engine.acquire_detached_multi(
+                        args.resources.clone(),
+                        args.ttl,
+                        args.wait,
+                        holder.clone(),
+                    ),
+                };
+                match attempt.await {
+                    // A candidate stands until elected: its wait ran out
+                    // with the leadership still held, it waits again.
+                    Err(LockError::Contended(_) | LockError::StillHeld)
+                        if W::WAITS_UNTIL_GRANTED => {}
+                    outcome => return outcome,
+                }
+            }
         };
         let outcome = tokio::select! {
             result = acquisition => result.map_err(Status::from),
             () = self.events.closed() => return None,
-            _ = next_end(&mut self.incoming) => return None,
+            _ = next_end::<W>(&mut self.incoming) => return None,
             () = self.drain.started() => Err(Status::from(crate::service::drain::Draining)),
         };
         match outcome {
@@ -231,7 +238,7 @@ impl Session {
     /// Releases at once, then tells the client if its stream still exists.
     async fn release(&self, lock: &Lock, client_end: Option<ClientEnd>) {
         let was_held = self.engine.release_held(lock).await;
-        tracing::debug!(rpc = "Hold", resource = %lock.resource, ?was_held, "session released");
+        tracing::debug!(rpc = W::RPC, resource = %lock.resource, ?was_held, "session released");
         match client_end {
             Some(ClientEnd::Invalid(why)) => {
                 let _ = self.events.send(Box::new(Err(Status::from(why)))).await;
@@ -241,7 +248,7 @@ impl Session {
             // the lock had been lost.
             _ => match was_held {
                 Ok(was_held) => {
-                    let _ = self.send(Event::Released(Released { was_held })).await;
+                    let _ = self.send(W::released(was_held)).await;
                 }
                 Err(error) => {
                     let _ = self.events.send(Box::new(Err(Status::from(error)))).await;
@@ -250,17 +257,15 @@ impl Session {
         }
     }
 
-    async fn send(&self, e: Event) -> Result<(), ()> {
-        self.events
-            .send(Box::new(Ok(event(e))))
-            .await
-            .map_err(|_| ())
+    async fn send(&self, event: W::Event) -> Result<(), ()> {
+        self.events.send(Box::new(Ok(event))).await.map_err(|_| ())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::Session;
+    use crate::service::hold::{Campaign, Hold};
     use std::future::Future;
 
     /// The size of the future `call` returns, without calling it.
@@ -275,8 +280,15 @@ mod tests {
     /// alone is over 500 bytes.
     #[test]
     fn a_sessions_task_stays_small() {
-        let size = future_size(Session::run);
-        println!("a session's task future: {size} bytes");
-        assert!(size <= 512, "a session's task future is {size} bytes");
+        for (kind, size) in [
+            ("Hold", future_size(Session::<Hold>::run)),
+            ("Campaign", future_size(Session::<Campaign>::run)),
+        ] {
+            println!("a {kind} session's task future: {size} bytes");
+            assert!(
+                size <= 512,
+                "a {kind} session's task future is {size} bytes"
+            );
+        }
     }
 }

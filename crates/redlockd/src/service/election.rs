@@ -1,0 +1,316 @@
+//! `redlock.v1.ElectionService`: leader election over the lock engine.
+//!
+//! An election `NAME` is the lock on the resource [`resource_of`]`(NAME)`:
+//! a name that starts with [`MARK`], a control character no resource a
+//! client names may hold (`RequestBounds::resource` refuses them), so an
+//! election and a lock never share keys whatever their names. Its leader is
+//! that lock's holder, held by a `Campaign` session (a `Hold` that waits
+//! until granted, `super::hold::Campaign`); the leader's value is the
+//! grant's recorded owner and its term the grant's fence, so terms come
+//! from the election's one fence sequence and strictly increase.
+//!
+//! `Leader` reads the holder from a majority (the operator's `Inspect`).
+//! `Observe` re-reads it when this replica hears the holder may have changed
+//! (a session of this replica elected or ended, any replica's release
+//! notice: `crate::redlock::changes`), when the leader's last known validity
+//! runs out, and otherwise every `redlock.wait_fallback`: a leader elected
+//! on another replica after a silent change (an expiry) is seen by that
+//! re-read. It sends a change only when it moves forward: a term above the
+//! last it sent, or no leader after one.
+
+use super::hold::Campaign;
+use super::request::{invalid, AcquireArgs, InvalidRequest, RequestBounds};
+use super::{observed, proto_duration, record_resource, LockApi};
+use crate::pb;
+use crate::pb::election_service_server::ElectionService;
+use crate::redlock::{HeldLock, Lock, Redlock};
+use crate::service::drain::Drain;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The first character of every election's resource (see the module doc).
+pub(crate) const MARK: char = '\u{1e}';
+
+/// The resource an election's leadership is the lock of.
+pub(crate) fn resource_of(name: &str) -> String {
+    format!("{MARK}election/{name}")
+}
+
+/// The election a resource is the leadership of, if it is one.
+pub(crate) fn name_of(resource: &str) -> Option<&str> {
+    resource
+        .strip_prefix(MARK)
+        .and_then(|rest| rest.strip_prefix("election/"))
+}
+
+/// A Campaign's opening as the acquisition it is: its name checked as a
+/// resource, its value as an owner label, its ttl as a Hold's; it waits
+/// (`max_wait` at a time, again until elected).
+pub(crate) fn campaign_args(
+    bounds: &RequestBounds,
+    start: pb::campaign_request::Start,
+) -> Result<AcquireArgs, InvalidRequest> {
+    let request = pb::AcquireRequest {
+        resource: start.name,
+        ttl: start.ttl,
+        wait: Some(proto_duration(bounds.max_wait)),
+        owner: start.value,
+        ..pb::AcquireRequest::default()
+    };
+    let mut args = bounds.acquire(request).map_err(election_field)?;
+    args.resource = resource_of(&args.resource);
+    Ok(args)
+}
+
+/// An election's name, checked as a resource name is.
+fn checked_name(bounds: &RequestBounds, name: String) -> Result<String, InvalidRequest> {
+    bounds.resource(name).map_err(election_field)
+}
+
+/// A field error in an election's words (`name`, `value`).
+fn election_field(error: InvalidRequest) -> InvalidRequest {
+    let field = match error.field {
+        "resource" => "name",
+        "owner" => "value",
+        field => field,
+    };
+    invalid(field, error.reason)
+}
+
+/// A leadership as its leader is told it.
+pub(crate) fn leadership(lock: Lock, value: &str) -> pb::Leadership {
+    let validity = proto_duration(lock.deadline.left());
+    pb::Leadership {
+        name: name_of(&lock.resource).unwrap_or_default().to_owned(),
+        term: lock.fence,
+        token: lock.token.expose().to_owned(),
+        validity: Some(validity),
+        value: value.to_owned(),
+    }
+}
+
+/// The current leader as anyone sees it.
+fn leader(name: &str, held: HeldLock) -> pb::Leader {
+    pb::Leader {
+        name: name.to_owned(),
+        value: held.owner,
+        term: held.fence,
+        since: held.acquired_at.map(prost_types::Timestamp::from),
+        remaining: Some(proto_duration(held.remaining)),
+    }
+}
+
+/// The stream of an `Observe`.
+pub(crate) type ObserveStream =
+    Pin<Box<dyn Stream<Item = Result<pb::ObserveResponse, Status>> + Send>>;
+
+/// Changes an observer may have unread before the daemon waits for it.
+const OBSERVE_BUFFER: usize = 8;
+
+#[tonic::async_trait]
+impl ElectionService for LockApi {
+    type CampaignStream = super::hold::SessionStream<Campaign>;
+
+    async fn campaign(
+        &self,
+        request: Request<Streaming<pb::CampaignRequest>>,
+    ) -> Result<Response<Self::CampaignStream>, Status> {
+        observed("Campaign", self.open_session::<Campaign>(request)).await
+    }
+
+    async fn leader(
+        &self,
+        request: Request<pb::LeaderRequest>,
+    ) -> Result<Response<pb::LeaderResponse>, Status> {
+        observed("Leader", async {
+            let (identity, _slot) = self.admit(&request)?;
+            let name = checked_name(&self.limits, request.into_inner().name)?;
+            identity.permit(&name)?;
+            record_resource(&name);
+            let held = self.engine.inspect(&resource_of(&name)).await?;
+            Ok(Response::new(pb::LeaderResponse {
+                has_leader: held.is_some(),
+                leader: held.map(|held| leader(&name, held)),
+            }))
+        })
+        .await
+    }
+
+    type ObserveStream = ObserveStream;
+
+    async fn observe(
+        &self,
+        request: Request<pb::ObserveRequest>,
+    ) -> Result<Response<ObserveStream>, Status> {
+        observed("Observe", async {
+            let (identity, call) = self.admit(&request)?;
+            self.sessions.drain().refuse_new()?;
+            let name = checked_name(&self.limits, request.into_inner().name)?;
+            identity.permit(&name)?;
+            record_resource(&name);
+            let (events, stream) = mpsc::channel(OBSERVE_BUFFER);
+            let observer = Observer {
+                engine: Arc::clone(&self.engine),
+                resource: resource_of(&name),
+                name,
+                events,
+                drain: self.sessions.drain().clone(),
+            };
+            tokio::spawn(async move {
+                let _call = call;
+                Box::pin(observer.run()).await;
+            });
+            Ok(Response::new(
+                Box::pin(ReceiverStream::new(stream)) as ObserveStream
+            ))
+        })
+        .await
+    }
+
+    async fn resign(
+        &self,
+        request: Request<pb::ResignRequest>,
+    ) -> Result<Response<pb::ResignResponse>, Status> {
+        observed("Resign", async {
+            let (identity, _slot) = self.admit(&request)?;
+            let request = request.into_inner();
+            let mut lock = self
+                .limits
+                .lock_ref(request.name, &request.token)
+                .map_err(election_field)?;
+            identity.permit(&lock.resource)?;
+            record_resource(&lock.resource);
+            lock.resource = resource_of(&lock.resource);
+            let was_leader = self.engine.release(&lock.resource, &lock.token).await?;
+            Ok(Response::new(pb::ResignResponse { was_leader }))
+        })
+        .await
+    }
+}
+
+/// One `Observe` stream's task.
+struct Observer {
+    engine: Arc<Redlock>,
+    name: String,
+    resource: String,
+    events: mpsc::Sender<Result<pb::ObserveResponse, Status>>,
+    drain: Drain,
+}
+
+/// What an observer last told its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// Nothing yet.
+    Nothing,
+    /// The leader of this term.
+    Leader(u64),
+    /// No leader, after the given term (0: none seen).
+    NoLeader(u64),
+}
+
+impl Told {
+    /// The highest term told.
+    fn term(self) -> u64 {
+        match self {
+            Told::Nothing => 0,
+            Told::Leader(term) | Told::NoLeader(term) => term,
+        }
+    }
+
+    /// What to tell after reading the election as `now` (a term, or no
+    /// leader), if anything: only a step forward.
+    fn next(self, now: Option<u64>) -> Option<Told> {
+        match (self, now) {
+            (Told::Nothing, Some(term)) => Some(Told::Leader(term)),
+            (Told::Nothing, None) => Some(Told::NoLeader(0)),
+            (told, Some(term)) if term > told.term() => Some(Told::Leader(term)),
+            (Told::Leader(term), None) => Some(Told::NoLeader(term)),
+            _ => None,
+        }
+    }
+}
+
+impl Observer {
+    async fn run(self) {
+        let mut changes = self.engine.changes().listen();
+        let fallback = self.engine.settings().wait_fallback;
+        let mut told = Told::Nothing;
+        loop {
+            // Listening before reading: a change during the read wakes the
+            // next wait at once.
+            let read = self.engine.inspect(&self.resource).await;
+            let mut next_read = fallback;
+            match read {
+                Ok(held) => {
+                    if let Some(held) = &held {
+                        // Its validity running out unextended is a change
+                        // nobody announces.
+                        next_read = next_read.min(held.remaining + Duration::from_millis(1));
+                    }
+                    if let Some(next) = told.next(held.as_ref().map(|h| h.fence)) {
+                        told = next;
+                        let answer = pb::ObserveResponse {
+                            has_leader: held.is_some(),
+                            leader: held.map(|held| leader(&self.name, held)),
+                        };
+                        if self.events.send(Ok(answer)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(error) => {
+                    // Too few masters answered: the stream ends with the
+                    // error; the client observes again (it has the last
+                    // term it saw, and is never sent a lower one here).
+                    let _ = self.events.send(Err(Status::from(error))).await;
+                    return;
+                }
+            }
+            tokio::select! {
+                () = changes.changed(&self.resource) => {}
+                () = tokio::time::sleep(next_read) => {}
+                () = self.events.closed() => return,
+                () = self.drain.started() => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names map to a key family no resource can reach, and back.
+    #[test]
+    fn election_resources_are_apart_from_locks() {
+        let resource = resource_of("jobs");
+        assert_eq!(name_of(&resource), Some("jobs"));
+        assert_eq!(name_of("jobs"), None);
+        assert_eq!(name_of("election/jobs"), None);
+        let bounds = RequestBounds::from(&crate::config::RedlockConfig::default());
+        assert!(
+            bounds.resource(resource).is_err(),
+            "a client could name an election's resource"
+        );
+    }
+
+    /// An observer only ever steps forward: a higher term, or no leader
+    /// after a leader; never a lower or repeated term.
+    #[test]
+    fn an_observer_never_goes_back() {
+        assert_eq!(Told::Nothing.next(None), Some(Told::NoLeader(0)));
+        assert_eq!(Told::Nothing.next(Some(4)), Some(Told::Leader(4)));
+        assert_eq!(Told::Leader(4).next(Some(4)), None);
+        assert_eq!(Told::Leader(4).next(Some(3)), None);
+        assert_eq!(Told::Leader(4).next(Some(6)), Some(Told::Leader(6)));
+        assert_eq!(Told::Leader(4).next(None), Some(Told::NoLeader(4)));
+        assert_eq!(Told::NoLeader(4).next(None), None);
+        assert_eq!(Told::NoLeader(4).next(Some(4)), None);
+        assert_eq!(Told::NoLeader(4).next(Some(5)), Some(Told::Leader(5)));
+    }
+}

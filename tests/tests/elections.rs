@@ -1,0 +1,310 @@
+//! `ElectionService` against five real masters and two daemon replicas:
+//! one leader per election, a standby elected when the leader resigns or
+//! vanishes, terms strictly increasing, observers on either replica told
+//! every change in term order, and elections apart from locks of the same
+//! name.
+
+mod common;
+
+use common::*;
+use redlockd::pb;
+use redlockd::pb::campaign_response::Event;
+use redlockd::pb::election_service_client::ElectionServiceClient;
+use redlockd_testkit::masters::Flavor;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::Code;
+
+against_both_servers!(
+    a_standby_on_another_replica_takes_over,
+    an_election_and_a_lock_of_one_name_are_apart,
+    resign_by_token_and_requests_checked,
+);
+
+/// An election client of daemon `i`.
+async fn elections(h: &Harness, i: usize) -> ElectionServiceClient<Channel> {
+    let channel = client::endpoint(h.daemons[i].addr)
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    ElectionServiceClient::new(channel)
+}
+
+/// A candidate: its requests, and its events.
+struct Candidate {
+    requests: mpsc::Sender<pb::CampaignRequest>,
+    events: tonic::Streaming<pb::CampaignResponse>,
+}
+
+/// Stands as a candidate in `name` with `value` (ttl 2 s).
+async fn campaign(c: &mut ElectionServiceClient<Channel>, name: &str, value: &str) -> Candidate {
+    let (requests, outgoing) = mpsc::channel(4);
+    requests
+        .send(pb::CampaignRequest {
+            request: Some(pb::campaign_request::Request::Campaign(
+                pb::campaign_request::Start {
+                    name: name.into(),
+                    value: value.into(),
+                    ttl: ms(2_000),
+                },
+            )),
+        })
+        .await
+        .expect("queue the first message");
+    let events = c
+        .campaign(ReceiverStream::new(outgoing))
+        .await
+        .expect("Campaign opens")
+        .into_inner();
+    Candidate { requests, events }
+}
+
+impl Candidate {
+    /// The next event, within 10 s.
+    async fn next(&mut self) -> Option<Event> {
+        tokio::time::timeout(Duration::from_secs(10), self.events.message())
+            .await
+            .expect("an event within 10 s")
+            .expect("stream ok")
+            .and_then(|e| e.event)
+    }
+
+    /// Waits to be elected (skipping nothing: `elected` must come first).
+    async fn elected(&mut self) -> pb::Leadership {
+        match self.next().await {
+            Some(Event::Elected(leadership)) => leadership,
+            other => panic!("expected `elected`, got {other:?}"),
+        }
+    }
+
+    /// The next event that is not `kept`.
+    async fn next_but_kept(&mut self) -> Option<Event> {
+        loop {
+            match self.next().await {
+                Some(Event::Kept(_)) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Whether an event arrives within `within` (a standby must not hear
+    /// `elected` while another leads).
+    async fn quiet_for(&mut self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.events.message())
+            .await
+            .is_err()
+    }
+
+    async fn resign(&self) {
+        self.requests
+            .send(pb::CampaignRequest {
+                request: Some(pb::campaign_request::Request::Resign(
+                    pb::campaign_request::Resign {},
+                )),
+            })
+            .await
+            .expect("send resign");
+    }
+}
+
+/// The next change an observer is told, within 10 s.
+async fn next_change(observed: &mut tonic::Streaming<pb::ObserveResponse>) -> pb::ObserveResponse {
+    tokio::time::timeout(Duration::from_secs(10), observed.message())
+        .await
+        .expect("a change within 10 s")
+        .expect("stream ok")
+        .expect("the stream goes on")
+}
+
+/// Reads changes until one names `term` as leader; every change before it
+/// goes forward (a higher term, or no leader).
+async fn observe_until(
+    observed: &mut tonic::Streaming<pb::ObserveResponse>,
+    last: &mut u64,
+    term: u64,
+) -> pb::Leader {
+    loop {
+        let change = next_change(observed).await;
+        match change.leader {
+            Some(leader) => {
+                assert!(change.has_leader);
+                assert!(
+                    leader.term > *last,
+                    "an observer went back: term {} after {last}",
+                    leader.term
+                );
+                *last = leader.term;
+                if leader.term == term {
+                    return leader;
+                }
+                assert!(leader.term < term, "skipped past term {term}");
+            }
+            None => assert!(!change.has_leader),
+        }
+    }
+}
+
+/// Two replicas, two candidates, an observer on each replica: the first
+/// leads and the standby waits; Leader reads it from either replica; the
+/// leader resigns and the standby is elected with a higher term, seen by
+/// both observers; the new leader's client vanishes and the election has
+/// no leader.
+async fn a_standby_on_another_replica_takes_over(flavor: Flavor) {
+    let mut h = Harness::start(flavor).await;
+    h.start_daemon().await;
+    let (mut e0, mut e1) = (elections(&h, 0).await, elections(&h, 1).await);
+    let mut watch0 = e0
+        .observe(pb::ObserveRequest {
+            name: "jobs".into(),
+        })
+        .await
+        .expect("observe")
+        .into_inner();
+    let mut watch1 = e1
+        .observe(pb::ObserveRequest {
+            name: "jobs".into(),
+        })
+        .await
+        .expect("observe")
+        .into_inner();
+    let first = next_change(&mut watch1).await;
+    assert!(!first.has_leader, "no leader yet: {first:?}");
+
+    let mut a = campaign(&mut e0, "jobs", "10.0.0.1:8080").await;
+    let lead_a = a.elected().await;
+    assert_eq!(lead_a.name, "jobs");
+    assert_eq!(lead_a.value, "10.0.0.1:8080");
+    assert!(lead_a.term > 0);
+    let mut b = campaign(&mut e1, "jobs", "10.0.0.2:8080").await;
+    assert!(
+        b.quiet_for(Duration::from_millis(300)).await,
+        "a standby was told something while another leads"
+    );
+    for c in [&mut e0, &mut e1] {
+        let leader = c
+            .leader(pb::LeaderRequest {
+                name: "jobs".into(),
+            })
+            .await
+            .expect("leader")
+            .into_inner();
+        assert!(leader.has_leader);
+        let leader = leader.leader.expect("a leader");
+        assert_eq!(
+            (leader.value.as_str(), leader.term),
+            ("10.0.0.1:8080", lead_a.term)
+        );
+        assert!(leader.since.is_some());
+    }
+    let (mut last0, mut last1) = (0, 0);
+    observe_until(&mut watch0, &mut last0, lead_a.term).await;
+    observe_until(&mut watch1, &mut last1, lead_a.term).await;
+
+    a.resign().await;
+    assert_eq!(
+        a.next_but_kept().await,
+        Some(Event::Resigned(pb::campaign_response::Resigned {
+            was_leader: true
+        }))
+    );
+    let lead_b = b.elected().await;
+    assert_eq!(lead_b.value, "10.0.0.2:8080");
+    assert!(
+        lead_b.term > lead_a.term,
+        "terms go up: {} then {}",
+        lead_a.term,
+        lead_b.term
+    );
+    let seen = observe_until(&mut watch0, &mut last0, lead_b.term).await;
+    assert_eq!(seen.value, "10.0.0.2:8080");
+    observe_until(&mut watch1, &mut last1, lead_b.term).await;
+
+    // The leader's client vanishes: its leadership is released.
+    drop(b);
+    loop {
+        let change = next_change(&mut watch0).await;
+        if !change.has_leader {
+            break;
+        }
+        assert!(change.leader.expect("leader").term > last0);
+    }
+}
+
+/// An election named `jobs` and a lock on the resource `jobs` are held at
+/// once: their keys differ.
+async fn an_election_and_a_lock_of_one_name_are_apart(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut locks = h.client().await;
+    let lock = acquire(&mut locks, "jobs", 10_000, 0)
+        .await
+        .expect("the lock");
+    let mut e = elections(&h, 0).await;
+    let mut candidate = campaign(&mut e, "jobs", "me").await;
+    let leadership = candidate.elected().await;
+    assert!(release(&mut locks, &lock).await.expect("release"));
+    candidate.resign().await;
+    assert!(matches!(
+        candidate.next_but_kept().await,
+        Some(Event::Resigned(pb::campaign_response::Resigned {
+            was_leader: true
+        }))
+    ));
+    assert_ne!(leadership.token, lock.token);
+}
+
+/// Resign by token from another call ends the leadership (the campaign
+/// learns `lost` at its next extension); a second Resign finds none; bad
+/// requests are INVALID_ARGUMENT naming the election's fields.
+async fn resign_by_token_and_requests_checked(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut e = elections(&h, 0).await;
+    let mut candidate = campaign(&mut e, "resigning", "me").await;
+    let leadership = candidate.elected().await;
+    let resign = pb::ResignRequest {
+        name: "resigning".into(),
+        token: leadership.token.clone(),
+    };
+    let resigned = e.resign(resign.clone()).await.expect("resign").into_inner();
+    assert!(resigned.was_leader);
+    let again = e.resign(resign).await.expect("resign").into_inner();
+    assert!(!again.was_leader);
+    let end = candidate.next_but_kept().await;
+    assert!(
+        matches!(end, Some(Event::Lost(_))),
+        "expected `lost`, got {end:?}"
+    );
+    let leader = e
+        .leader(pb::LeaderRequest {
+            name: "resigning".into(),
+        })
+        .await
+        .expect("leader")
+        .into_inner();
+    assert!(!leader.has_leader);
+
+    let bad = e
+        .leader(pb::LeaderRequest {
+            name: "a\u{1e}b".into(),
+        })
+        .await
+        .expect_err("a control character");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("name"), "{}", bad.message());
+    let (requests, outgoing) = mpsc::channel(1);
+    requests
+        .send(pb::CampaignRequest {
+            request: Some(pb::campaign_request::Request::Resign(
+                pb::campaign_request::Resign {},
+            )),
+        })
+        .await
+        .expect("queue");
+    let refused = e
+        .campaign(ReceiverStream::new(outgoing))
+        .await
+        .expect_err("a campaign must start with `campaign`");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+}
