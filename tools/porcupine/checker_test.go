@@ -120,6 +120,21 @@ func TestAcceptsSequentialPlainHolders(t *testing.T) {
 	)
 }
 
+// An election's leaders exclude each other on the election's resource as
+// plain holders do, and a lock of the same name is another resource.
+func TestLeadersOneAtATime(t *testing.T) {
+	accepted(t,
+		granted(1, "leader", "election:jobs", 0, 1_000, "t1", 1, 1_000_000),
+		granted(2, "plain", "jobs", 2_000, 3_000, "t2", 2, 1_000_000),
+		released(101, 1, 400_000),
+		granted(3, "leader", "election:jobs", 300_000, 401_000, "t3", 3, 1_000_000),
+	)
+	rejected(t, []string{"OVERLAP", "acquire 1", "acquire 2"},
+		granted(1, "leader", "election:jobs", 0, 1_000, "t1", 1, 1_000_000),
+		granted(2, "leader", "election:jobs", 2_000, 3_000, "t2", 2, 1_000_000),
+	)
+}
+
 // Shared holders of one resource may hold at once; a writer after them is fine.
 func TestAcceptsSharedHoldersTogether(t *testing.T) {
 	accepted(t,

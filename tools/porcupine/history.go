@@ -25,10 +25,13 @@ const (
 	kindShared
 	kindPermit
 	kindMulti
+	// kindLeader is an election's leadership: exclusive on its election's
+	// resource, as a plain lock is on its own.
+	kindLeader
 )
 
 func (k kind) String() string {
-	return [...]string{"plain", "shared", "permit", "multi"}[k]
+	return [...]string{"plain", "shared", "permit", "multi", "leader"}[k]
 }
 
 // acquireOutcome is how an acquire ended.
@@ -295,8 +298,10 @@ func acquireFrom(raw *rawRecord, line int, id string) (*acquireRecord, error) {
 		a.kind = kindPermit
 	case "multi":
 		a.kind = kindMulti
+	case "leader":
+		a.kind = kindLeader
 	default:
-		return nil, bad("unknown kind %q (plain, shared, permit or multi)", *raw.Kind)
+		return nil, bad("unknown kind %q (plain, shared, permit, multi or leader)", *raw.Kind)
 	}
 	if raw.Resource == nil || *raw.Resource == "" {
 		return nil, bad("no \"resource\"")

@@ -178,10 +178,11 @@ fn expiry_margin(grants: &[&Grant], findings: &mut Findings) {
     }
 }
 
-/// Whether `g` is an exclusive lock (plain, or a member of a lock on
-/// several resources): every other grant of its resource conflicts with it.
+/// Whether `g` is an exclusive lock (plain, a member of a lock on several
+/// resources, a leadership): every other grant of its resource conflicts
+/// with it.
 pub(crate) fn exclusive(g: &Grant) -> bool {
-    matches!(g.kind, Kind::Plain | Kind::Multi)
+    matches!(g.kind, Kind::Plain | Kind::Multi | Kind::Leader)
 }
 
 /// Whether any fault was in effect during `[from, to]`.

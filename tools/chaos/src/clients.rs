@@ -71,6 +71,9 @@ pub(crate) struct Shared {
     pub hot: Vec<String>,
     /// The registers of each hot resource.
     pub registers: Vec<Arc<Registers>>,
+    /// The registers of each election (`crate::elections`), apart from
+    /// the lock of the same name's.
+    pub election_registers: Vec<Arc<Registers>>,
     /// Grant ids.
     pub next_grant: AtomicU64,
     /// Prefix of resource names (unique per run).

@@ -112,6 +112,13 @@ pub(crate) struct MixFigures {
     pub hold_retries_granted: usize,
     /// The masters read after short-deadline Acquires.
     pub leftovers: LeftoverFigures,
+    /// Elections (`crate::elections`): campaigns opened, and withdrawn
+    /// unelected; Resigns sent again after their leadership ended, and
+    /// those that still found it; changes observers were told.
+    pub campaigns: usize,
+    pub campaigns_withdrawn: usize,
+    pub stale_resigns: (usize, usize),
+    pub observed_changes: usize,
 }
 
 /// Whether an UNKNOWN status's message is the transport's (the

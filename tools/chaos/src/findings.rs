@@ -46,11 +46,14 @@ pub(crate) enum Check {
     /// A conflicting grant answered inside the `hold_at_least` of a grant
     /// released before it ran (`crate::hold_at_least`).
     HoldAtLeast,
+    /// An observer of an election was told a term below one it had been
+    /// told, or one term twice in a stream (`crate::elections`).
+    ObserverWentBack,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 13] = [
+    pub(crate) const ALL: [Check; 14] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -64,6 +67,7 @@ impl Check {
         Check::LeftLocked,
         Check::LockDelay,
         Check::HoldAtLeast,
+        Check::ObserverWentBack,
     ];
 
     /// Name in the report.
@@ -82,6 +86,7 @@ impl Check {
             Check::LeftLocked => "left_locked_after_deadline_exceeded",
             Check::LockDelay => "lock_delay_cut_short",
             Check::HoldAtLeast => "hold_at_least_cut_short",
+            Check::ObserverWentBack => "observer_went_back",
         }
     }
 }

@@ -117,6 +117,9 @@ pub(crate) enum Kind {
     Permit(u32),
     /// One resource of a lock on several (`resources`).
     Multi,
+    /// An election's leadership (`crate::elections`): exclusive on its
+    /// election's resource, as a plain lock is on its own.
+    Leader,
 }
 
 impl Kind {
@@ -127,6 +130,7 @@ impl Kind {
             Kind::Shared => "shared",
             Kind::Permit(_) => "permit",
             Kind::Multi => "multi",
+            Kind::Leader => "leader",
         }
     }
 
@@ -134,7 +138,8 @@ impl Kind {
     /// kinds (and permit indexes), exclude each other.
     pub(crate) fn conflicts(self, permit: u32, other: Kind, other_permit: u32) -> bool {
         match (self, other) {
-            (Kind::Plain | Kind::Multi, _) | (_, Kind::Plain | Kind::Multi) => true,
+            (Kind::Plain | Kind::Multi | Kind::Leader, _)
+            | (_, Kind::Plain | Kind::Multi | Kind::Leader) => true,
             (Kind::Shared, Kind::Shared) => false,
             (Kind::Shared, Kind::Permit(_)) | (Kind::Permit(_), Kind::Shared) => true,
             (Kind::Permit(a), Kind::Permit(b)) => a != b || permit == other_permit,
@@ -149,6 +154,8 @@ pub(crate) enum Via {
     Unary,
     /// A Hold session's `acquire`.
     Hold,
+    /// An election's `Campaign` session.
+    Campaign,
 }
 
 /// How an Extend (or a session's extension event) ended.

@@ -44,6 +44,7 @@ fn via(v: Via) -> &'static str {
     match v {
         Via::Unary => "unary",
         Via::Hold => "hold",
+        Via::Campaign => "campaign",
     }
 }
 

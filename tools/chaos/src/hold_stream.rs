@@ -29,7 +29,7 @@ pub(crate) const TTL: Duration = Duration::from_millis(300);
 /// daemon then releases at once): a `release` that reaches the masters
 /// after the lease ran out rightly answers `was_held = false`, which the
 /// checker would count against a release sent within validity.
-const RELEASE_MARGIN: Duration = Duration::from_millis(150);
+pub(crate) const RELEASE_MARGIN: Duration = Duration::from_millis(150);
 
 /// Bound on any one wait for the daemon.
 pub(crate) const PATIENCE: Duration = Duration::from_millis(3000);
@@ -186,17 +186,7 @@ pub(crate) async fn follow(
                 *last_heard = now;
             }
             Ok(Some(Event::Draining(draining))) => {
-                // The daemon keeps the lock until `release_in` at most:
-                // no window reaches past that.
-                let release_in = draining
-                    .release_in
-                    .and_then(|d| Duration::try_from(d).ok())
-                    .unwrap_or_default();
-                let cut = clock.now() + release_in;
-                grant.valid_until = grant.valid_until.min(cut);
-                for window in &mut grant.windows {
-                    window.end = window.end.min(cut);
-                }
+                self::drained(grant, draining.release_in, clock.now());
                 *drained += 1;
                 return Stop::Done;
             }
@@ -208,6 +198,19 @@ pub(crate) async fn follow(
             }
             Ok(_) | Err(_) => return Stop::Gone,
         }
+    }
+}
+
+/// A `draining` event arrived at `now`: the daemon keeps the lock until
+/// `release_in` at most, so no window reaches past that.
+pub(crate) fn drained(grant: &mut Grant, release_in: Option<prost_types::Duration>, now: Time) {
+    let release_in = release_in
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default();
+    let cut = now + release_in;
+    grant.valid_until = grant.valid_until.min(cut);
+    for window in &mut grant.windows {
+        window.end = window.end.min(cut);
     }
 }
 

@@ -162,7 +162,8 @@ impl Figures {
              \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{},\
              \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
              \"release_unavailable\":{},\"release_unavailable_masters_answering\":{},\
-             \"holds_released_early\":{}}}}}",
+             \"holds_released_early\":{},\"campaigns\":{},\"campaigns_withdrawn\":{},\
+             \"stale_resigns\":{},\"stale_resigns_found_leader\":{},\"observed_changes\":{}}}}}",
             self.mixed,
             permits(3),
             kinds.pairs_held_together,
@@ -182,7 +183,12 @@ impl Figures {
             self.refusals.longest_refused_free_ms,
             self.refusals.release_unavailable.0,
             self.refusals.release_unavailable.1,
-            kinds.holds_released_early
+            kinds.holds_released_early,
+            m.campaigns,
+            m.campaigns_withdrawn,
+            m.stale_resigns.0,
+            m.stale_resigns.1,
+            m.observed_changes
         );
         out.pop();
         map(
@@ -298,7 +304,9 @@ impl Figures {
              acquisitions granted on a retry); {} Holds retried on a new connection ({} \
              granted); short deadlines probed {} (+{} CANCELLED), left locked on a majority \
              with all healthy {}, other leftovers {}; {} grants released inside their \
-             hold_at_least",
+             hold_at_least; elections: {} campaigns ({} withdrawn unelected), {} Resigns \
+             sent again after their leadership ended ({} found it still held), {} changes \
+             observed",
             if self.mixed { "on" } else { "off" },
             m.retries,
             m.retried_grants,
@@ -308,7 +316,12 @@ impl Figures {
             m.leftovers.probed.1,
             m.leftovers.majority_healthy,
             m.leftovers.other_leftovers,
-            kinds.holds_released_early
+            kinds.holds_released_early,
+            m.campaigns,
+            m.campaigns_withdrawn,
+            m.stale_resigns.0,
+            m.stale_resigns.1,
+            m.observed_changes
         );
         let _ = writeln!(
             s,

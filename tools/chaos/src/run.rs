@@ -138,6 +138,11 @@ pub(crate) async fn run(
             .iter()
             .map(|h| Arc::new(Registers::new(h.clone())))
             .collect(),
+        election_registers: hot
+            .iter()
+            .take(crate::elections::ELECTIONS)
+            .map(|h| Arc::new(Registers::new(crate::elections::resource(h))))
+            .collect(),
         hot,
         next_grant: AtomicU64::new(0),
         tag,
@@ -200,6 +205,10 @@ pub(crate) async fn run(
         let run = mix::client(id, Arc::clone(&shared), menu, args.seed);
         tasks.push(tokio::spawn(run));
     }
+    // Candidates and observers of elections, under --mix.
+    let elections = args
+        .mix
+        .then(|| tokio::spawn(crate::elections::run(Arc::clone(&shared), args.seed)));
     // Session clients in processes of their own, frozen now and then.
     let frozen_clients = match args.schedule {
         Schedule::Full => FROZEN_CLIENTS,
@@ -269,6 +278,21 @@ pub(crate) async fn run(
             }
         }
     }
+    let mut elected = crate::elections::ElectionLog::default();
+    if let Some(task) = elections {
+        let abort = task.abort_handle();
+        match tokio::time::timeout_at(drained, task).await {
+            Ok(Ok((logs, log))) => {
+                logs_of_clients.extend(logs);
+                elected = log;
+            }
+            Ok(Err(error)) => return Err(format!("the elections task failed: {error}").into()),
+            Err(_) => {
+                abort.abort();
+                return Err("the elections did not finish within the drain".into());
+            }
+        }
+    }
     let fired = match bursts {
         Some(task) => {
             let abort = task.abort_handle();
@@ -309,6 +333,7 @@ pub(crate) async fn run(
     let history = History {
         faults,
         registers: (shared.registers.iter())
+            .chain(&shared.election_registers)
             .chain(std::iter::once(&frozen_registers))
             .map(|r| r.log())
             .collect(),
@@ -322,6 +347,9 @@ pub(crate) async fn run(
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     let burst_figures = burst::check(&fired, &history.faults, &mut findings);
+    mixed.observed_changes = crate::elections::check(&elected.observed, &mut findings);
+    (mixed.campaigns, mixed.campaigns_withdrawn) = (elected.campaigns, elected.withdrawn);
+    mixed.stale_resigns = elected.stale_resigns;
     mixed.leftovers = crate::leftovers::check(&probes, &history.faults, &mut findings);
     show_violations(&findings);
     let mut figures = Figures::new(&history, findings, args.min_grants_per_s);

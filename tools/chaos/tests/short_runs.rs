@@ -138,7 +138,7 @@ fn full_schedule_finds_no_violation() {
     // The mix mixed: every kind granted on the hot resources, grants of
     // kinds that may coexist held together, retries made, the rolling
     // restart's three extra restarts injected, short deadlines probed.
-    for kind in ["plain", "shared", "permit2", "permit3", "multi"] {
+    for kind in ["plain", "shared", "permit2", "permit3", "multi", "leader"] {
         assert!(
             number(&json, &["grants_by_kind", kind]) > 0,
             "no {kind}: {json}"
@@ -156,6 +156,11 @@ fn full_schedule_finds_no_violation() {
         number(&json, &["mix", "holds_released_early"]) > 0,
         "{json}"
     );
+    // Elections ran beside the locks of the same names: leaders elected
+    // (`leader` above), Resigns retried after their leadership ended, and
+    // observers told the changes (`observer_went_back` in `violations`).
+    assert!(number(&json, &["mix", "stale_resigns"]) > 0, "{json}");
+    assert!(number(&json, &["mix", "observed_changes"]) > 0, "{json}");
     assert!(
         number(&json, &["faults", "master_restart_empty"]) >= 3,
         "{json}"
@@ -462,6 +467,27 @@ fn counterfactual_release_ignores_hold_at_least_is_caught() {
     ]);
     assert!(
         number(&json, &["scenarios", "hold_at_least", "violations"]) > 0,
+        "{json}"
+    );
+    assert_eq!(code, Some(1), "{json}");
+}
+
+/// A Resign that ends whoever leads (not only its own leadership): a
+/// candidate's Resign retried after its leadership ended ends the next
+/// leader's, and a standby is elected inside that leader's validity.
+#[test]
+fn counterfactual_resign_ignores_token_is_caught() {
+    let (code, json) = chaos(&[
+        "--mix",
+        "--duration",
+        "8",
+        "--seed",
+        "3",
+        "--counterfactual",
+        "resign-ignores-token",
+    ]);
+    assert!(
+        number(&json, &["violations_by_check", "overlapping_validity"]) > 0,
         "{json}"
     );
     assert_eq!(code, Some(1), "{json}");

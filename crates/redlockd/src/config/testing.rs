@@ -13,7 +13,7 @@ pub struct TestingConfig {
     /// Fixed defects to re-introduce, by name (a list, or one
     /// comma-separated string, as `REDLOCKD__TESTING__COUNTERFACTUALS`):
     /// `recreate-without-limit`, `per-kind-fences`,
-    /// `release-ignores-hold-at-least`.
+    /// `release-ignores-hold-at-least`, `resign-ignores-token`.
     #[serde(deserialize_with = "deserialize_counterfactuals")]
     pub counterfactuals: Counterfactuals,
 }
@@ -33,12 +33,20 @@ pub struct Counterfactuals {
     /// A holder's Release deletes the lock before its `hold_at_least` ran,
     /// so the next holder is granted inside it.
     pub release_ignores_hold_at_least: bool,
+    /// An election's `Resign` ends whoever leads, not only the leadership
+    /// whose token it names, so a Resign retried after its leadership
+    /// ended ends the next leader's while that leader still holds a
+    /// validity.
+    pub resign_ignores_token: bool,
 }
 
 impl Counterfactuals {
     /// Whether any is on.
     pub fn any(&self) -> bool {
-        self.recreate_without_limit || self.per_kind_fences || self.release_ignores_hold_at_least
+        self.recreate_without_limit
+            || self.per_kind_fences
+            || self.release_ignores_hold_at_least
+            || self.resign_ignores_token
     }
 
     /// The names of those that are on.
@@ -53,6 +61,9 @@ impl Counterfactuals {
         if self.release_ignores_hold_at_least {
             names.push(RELEASE_IGNORES_HOLD_AT_LEAST);
         }
+        if self.resign_ignores_token {
+            names.push(RESIGN_IGNORES_TOKEN);
+        }
         names
     }
 
@@ -61,10 +72,11 @@ impl Counterfactuals {
             RECREATE_WITHOUT_LIMIT => self.recreate_without_limit = true,
             PER_KIND_FENCES => self.per_kind_fences = true,
             RELEASE_IGNORES_HOLD_AT_LEAST => self.release_ignores_hold_at_least = true,
+            RESIGN_IGNORES_TOKEN => self.resign_ignores_token = true,
             other => {
                 return Err(format!(
                     "unknown counterfactual {other:?} (known: {RECREATE_WITHOUT_LIMIT}, \
-                     {PER_KIND_FENCES}, {RELEASE_IGNORES_HOLD_AT_LEAST})"
+                     {PER_KIND_FENCES}, {RELEASE_IGNORES_HOLD_AT_LEAST}, {RESIGN_IGNORES_TOKEN})"
                 ))
             }
         }
@@ -75,6 +87,7 @@ impl Counterfactuals {
 const RECREATE_WITHOUT_LIMIT: &str = "recreate-without-limit";
 const PER_KIND_FENCES: &str = "per-kind-fences";
 const RELEASE_IGNORES_HOLD_AT_LEAST: &str = "release-ignores-hold-at-least";
+const RESIGN_IGNORES_TOKEN: &str = "resign-ignores-token";
 
 fn deserialize_counterfactuals<'de, D>(deserializer: D) -> Result<Counterfactuals, D::Error>
 where

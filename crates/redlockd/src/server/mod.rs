@@ -186,14 +186,17 @@ async fn build_services(
             gate.check(request)
         })
     };
-    let api = Arc::new(LockApi::new(
-        engine.redlock.clone(),
-        RequestBounds::from(&config.redlock),
-        sessions,
-        gate.clone(),
-        ConnectionCalls::new(config.limits.max_calls_per_connection),
-        config.server.deadline_reserve,
-    ));
+    let api = Arc::new(
+        LockApi::new(
+            engine.redlock.clone(),
+            RequestBounds::from(&config.redlock),
+            sessions,
+            gate.clone(),
+            ConnectionCalls::new(config.limits.max_calls_per_connection),
+            config.server.deadline_reserve,
+        )
+        .with_counterfactuals(config.testing.counterfactuals),
+    );
     // The HTTP/JSON gateway, when configured: the same handlers and gate.
     crate::gateway::start(config, api.clone(), gate.clone(), http_stopped).await?;
     // Bigger messages are refused before they are decoded; callers are

@@ -94,6 +94,15 @@ pub(crate) fn leadership(lock: Lock, value: &str) -> pb::Leadership {
     }
 }
 
+/// The holder read from the masters as a leader: only once its term is
+/// recorded. A lock without a fence on the majority that holds it is a
+/// leadership still being granted (between the acquisition and the fence's
+/// commit, `crate::redlock::fence`), whose candidate has not been told it
+/// leads: no leader yet.
+fn elected(held: Option<HeldLock>) -> Option<HeldLock> {
+    held.filter(|held| held.fence > 0)
+}
+
 /// The current leader as anyone sees it.
 fn leader(name: &str, held: HeldLock) -> pb::Leader {
     pb::Leader {
@@ -132,7 +141,7 @@ impl ElectionService for LockApi {
             let name = checked_name(&self.limits, request.into_inner().name)?;
             identity.permit(&name)?;
             record_resource(&name);
-            let held = self.engine.inspect(&resource_of(&name)).await?;
+            let held = elected(self.engine.inspect(&resource_of(&name)).await?);
             Ok(Response::new(pb::LeaderResponse {
                 has_leader: held.is_some(),
                 leader: held.map(|held| leader(&name, held)),
@@ -186,7 +195,11 @@ impl ElectionService for LockApi {
             identity.permit(&lock.resource)?;
             record_resource(&lock.resource);
             lock.resource = resource_of(&lock.resource);
-            let was_leader = self.engine.release(&lock.resource, &lock.token).await?;
+            let was_leader = match self.counterfactuals.resign_ignores_token {
+                // The fixed defect, for the chaos checker: whoever leads.
+                true => self.engine.force_release(&lock.resource).await?.is_some(),
+                false => self.engine.release(&lock.resource, &lock.token).await?,
+            };
             Ok(Response::new(pb::ResignResponse { was_leader }))
         })
         .await
@@ -243,7 +256,7 @@ impl Observer {
         loop {
             // Listening before reading: a change during the read wakes the
             // next wait at once.
-            let read = self.engine.inspect(&self.resource).await;
+            let read = self.engine.inspect(&self.resource).await.map(elected);
             let mut next_read = fallback;
             match read {
                 Ok(held) => {

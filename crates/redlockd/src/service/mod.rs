@@ -53,6 +53,9 @@ pub(crate) struct LockApi {
     /// `server.deadline_reserve`: no grant is handed to a caller later than
     /// this before its deadline.
     deadline_reserve: Duration,
+    /// `[testing]`: the fixed defects put back (for the chaos checker
+    /// only; see `election` for the one it reads).
+    counterfactuals: crate::config::Counterfactuals,
 }
 
 impl LockApi {
@@ -74,7 +77,17 @@ impl LockApi {
             gate,
             calls,
             deadline_reserve,
+            counterfactuals: crate::config::Counterfactuals::default(),
         }
+    }
+
+    /// The same, with `[testing]`'s fixed defects put back.
+    pub(crate) fn with_counterfactuals(
+        mut self,
+        counterfactuals: crate::config::Counterfactuals,
+    ) -> LockApi {
+        self.counterfactuals = counterfactuals;
+        self
     }
 
     /// Who calls, holding a call slot of its connection while the call

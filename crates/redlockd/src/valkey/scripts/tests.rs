@@ -34,6 +34,7 @@ fn counterfactuals_apply() {
         recreate_without_limit: true,
         per_kind_fences: true,
         release_ignores_hold_at_least: true,
+        resign_ignores_token: true,
     };
     for (op, on, fixed, defect) in COUNTERFACTUALS {
         assert!(op.lua().contains(fixed), "{op:?}: {fixed}");

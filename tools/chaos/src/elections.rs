@@ -1,0 +1,454 @@
+//! Elections in the mix (`--mix`): candidates campaign in two elections
+//! named like the first two hot resources (an election and a lock of one
+//! name must never meet), lead for a while, writing the election's
+//! registers (fenced by the term) in their critical section, then resign
+//! or vanish; half of them send their Resign again a moment after the
+//! leadership ended, as a client retrying it would. Observers on every
+//! replica follow each election.
+//!
+//! A leadership is a grant of kind `leader` on the resource
+//! `election:NAME` ([`resource`]): the ordinary checks hold it to one
+//! leader at a time (overlapping validity, critical sections, registers)
+//! and its terms to strictly increase (fence order), and the Porcupine
+//! check reads it as an exclusive lock. [`check`] holds every observer to
+//! never going back: within one Observe stream each leader's term above
+//! the last, across its streams never below a term it was told
+//! (`observer_went_back`). The counterfactual `resign-ignores-token` (a
+//! Resign ends whoever leads) is caught by the first: a retried Resign
+//! ends the next leader's leadership while it still holds a validity, and
+//! a standby is elected inside it.
+//!
+//! A candidate waits at most [`ELECTED_WAIT`] (then withdraws by dropping
+//! its stream, and campaigns again) and campaigns with a ttl of
+//! [`CAMPAIGN_TTL`]: its first window is counted from its send, as every
+//! grant's is, and a longer wait would leave it empty.
+
+use crate::clients::{ClientLog, Shared};
+use crate::findings::{Check, Findings, Violation};
+use crate::history::{
+    ExtendOutcome, Failure, Grant, Kind, ReleaseRecord, Time, Via, Window, Workload,
+};
+use crate::hold_stream::{between, drained, validity, Stop, PATIENCE, RELEASE_MARGIN};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redlockd_proto::pb::campaign_request::{Request, Resign, Start};
+use redlockd_proto::pb::campaign_response::Event;
+use redlockd_proto::pb::election_service_client::ElectionServiceClient;
+use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ObserveRequest, ResignRequest};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::Streaming;
+
+/// Candidates' client ids start here.
+pub(crate) const FIRST_ID: u32 = 4_000;
+/// Candidates, all elections together.
+pub(crate) const CANDIDATES: u32 = 4;
+/// Observers' ids start here (one per replica and election).
+const OBSERVER_FIRST_ID: u32 = 4_500;
+/// Elections (the first hot resources' names).
+pub(crate) const ELECTIONS: usize = 2;
+/// A candidate's leadership ttl (the daemon extends it).
+const CAMPAIGN_TTL: Duration = Duration::from_secs(2);
+/// How long a candidate waits to be elected before it withdraws.
+const ELECTED_WAIT: Duration = Duration::from_secs(1);
+/// A leader's work, in ms.
+const WORK_MS: (u64, u64) = (50, 500);
+/// Share of leaderships whose Resign is sent again after they ended, and
+/// how long after (ms): time for a standby to be elected meanwhile.
+const STALE_RESIGN: (f64, (u64, u64)) = (0.5, (5, 150));
+
+/// The history's resource of election `name`.
+pub(crate) fn resource(name: &str) -> String {
+    format!("election:{name}")
+}
+
+/// What one observer was told, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    /// Which observer (replica and election).
+    pub observer: u32,
+    /// Which of its Observe streams (it opens another when one ends).
+    pub stream: u32,
+    /// When it arrived.
+    pub at: Time,
+    /// The leader's term, or none.
+    pub term: Option<u64>,
+}
+
+/// The elections' figures and observations.
+#[derive(Debug, Default)]
+pub(crate) struct ElectionLog {
+    /// Campaigns opened.
+    pub campaigns: usize,
+    /// Campaigns withdrawn after [`ELECTED_WAIT`] (or refused).
+    pub withdrawn: usize,
+    /// Resigns sent again after their leadership ended, and those answered
+    /// `was_leader = true` (the leadership was still being released).
+    pub stale_resigns: (usize, usize),
+    /// Every change observers were told.
+    pub observed: Vec<Observed>,
+}
+
+/// Runs the candidates and observers until the deadline; their grants
+/// and what they saw.
+pub(crate) async fn run(shared: Arc<Shared>, seed: u64) -> (Vec<ClientLog>, ElectionLog) {
+    let elections = ELECTIONS.min(shared.hot.len());
+    let candidates: Vec<_> = (0..CANDIDATES)
+        .map(|id| tokio::spawn(candidate(FIRST_ID + id, Arc::clone(&shared), seed)))
+        .collect();
+    let mut observers = Vec::new();
+    for replica in 0..shared.addrs.len() {
+        for election in 0..elections {
+            let id = OBSERVER_FIRST_ID + (replica * elections + election) as u32;
+            observers.push(tokio::spawn(observer(
+                id,
+                Arc::clone(&shared),
+                replica,
+                election,
+            )));
+        }
+    }
+    let (mut logs, mut figures) = (Vec::new(), ElectionLog::default());
+    for task in candidates {
+        if let Ok((log, of_candidate)) = task.await {
+            logs.push(log);
+            figures.campaigns += of_candidate.campaigns;
+            figures.withdrawn += of_candidate.withdrawn;
+            figures.stale_resigns.0 += of_candidate.stale_resigns.0;
+            figures.stale_resigns.1 += of_candidate.stale_resigns.1;
+        }
+    }
+    for task in observers {
+        if let Ok(observed) = task.await {
+            figures.observed.extend(observed);
+        }
+    }
+    (logs, figures)
+}
+
+/// One candidate until the deadline.
+async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, ElectionLog) {
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(id) << 32) ^ 0xE1EC);
+    let (clock, mut log, mut figures) =
+        (shared.clock, ClientLog::default(), ElectionLog::default());
+    let elections = ELECTIONS.min(shared.hot.len());
+    while clock.now() < shared.deadline {
+        let election = rng.random_range(0..elections);
+        let name = shared.hot[election].clone();
+        let (replica, channel) = shared.routes.pick(id as usize);
+        figures.campaigns += 1;
+        let sent = clock.now();
+        let Some((requests, mut events, leadership)) = elect(channel.clone(), &name, id).await
+        else {
+            figures.withdrawn += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let received = clock.now();
+        // Counted until the leadership ends, so a drain finds it.
+        let _holding = shared.routes.holding(replica);
+        let lock = Lock {
+            resource: resource(&name),
+            token: leadership.token.clone(),
+            fence: leadership.term,
+            validity: leadership.validity,
+            ..Default::default()
+        };
+        let mut grant = shared.grant(Workload::Contended, id, replica, &lock);
+        (grant.kind, grant.via) = (Kind::Leader, Via::Campaign);
+        let first = Window::of_call(sent, received, validity(&lock));
+        (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
+        grant.hold_from = sent;
+        grant.windows.push(first);
+        let registers = &shared.election_registers[election];
+        let fenced = registers.check_in(&clock, grant.id, leadership.term, grant.valid_until);
+        let read = registers.read_plain();
+        let until = clock.now() + between(&mut rng, WORK_MS);
+        let stop = follow(&shared, &mut events, &mut grant, until).await;
+        if stop == Stop::Done {
+            registers.write_plain(&clock, grant.id, read, grant.valid_until);
+            if let Some(read) = fenced {
+                registers.write_fenced(&clock, grant.id, leadership.term, read, grant.valid_until);
+            }
+        }
+        grant.cs_end = clock.now();
+        if stop == Stop::Done {
+            let resign_in_stream =
+                grant.cs_end + RELEASE_MARGIN < grant.valid_until && rng.random_bool(0.5);
+            grant.release = Some(match resign_in_stream {
+                true => resign(&shared, &requests, &mut events).await,
+                // Vanishes: the daemon releases at once.
+                false => {
+                    let now = clock.now();
+                    ReleaseRecord {
+                        sent: now,
+                        received: now,
+                        outcome: Err(Failure::Status(tonic::Code::Cancelled)),
+                        calls: 1,
+                        first_failure: None,
+                    }
+                }
+            });
+        }
+        drop((requests, events));
+        log.grants.push(grant);
+        let (share, after) = STALE_RESIGN;
+        if rng.random_bool(share) {
+            tokio::time::sleep(between(&mut rng, after)).await;
+            let request = ResignRequest {
+                name,
+                token: leadership.token,
+            };
+            let mut client = ElectionServiceClient::new(channel);
+            if let Ok(Ok(answer)) = tokio::time::timeout(PATIENCE, client.resign(request)).await {
+                figures.stale_resigns.0 += 1;
+                figures.stale_resigns.1 += usize::from(answer.into_inner().was_leader);
+            }
+        }
+    }
+    (log, figures)
+}
+
+/// A candidate's open stream and its leadership.
+type Elected = (
+    mpsc::Sender<CampaignRequest>,
+    Streaming<CampaignResponse>,
+    redlockd_proto::pb::Leadership,
+);
+
+/// Campaigns in `name` on `channel` and waits for `elected`, at most
+/// [`ELECTED_WAIT`]; `None` when not elected in that time (the stream is
+/// dropped: the candidate withdraws) or refused.
+async fn elect(channel: Channel, name: &str, id: u32) -> Option<Elected> {
+    let (requests, outgoing) = mpsc::channel(2);
+    let start = CampaignRequest {
+        request: Some(Request::Campaign(Start {
+            name: name.to_owned(),
+            value: format!("candidate-{id}"),
+            ttl: prost_types::Duration::try_from(CAMPAIGN_TTL).ok(),
+        })),
+    };
+    requests.send(start).await.ok()?;
+    let elected = async {
+        let mut client = ElectionServiceClient::new(channel);
+        let mut events = client
+            .campaign(ReceiverStream::new(outgoing))
+            .await
+            .ok()?
+            .into_inner();
+        match events.message().await {
+            Ok(Some(CampaignResponse {
+                event: Some(Event::Elected(leadership)),
+            })) => Some((events, leadership)),
+            _ => None,
+        }
+    };
+    let (events, leadership) = tokio::time::timeout(ELECTED_WAIT, elected).await.ok()??;
+    Some((requests, events, leadership))
+}
+
+/// Follows a leadership's events until `until`, as
+/// `crate::hold_stream::follow` does a Hold's: each `kept` a window
+/// counted from when the previous event arrived.
+async fn follow(
+    shared: &Shared,
+    events: &mut Streaming<CampaignResponse>,
+    grant: &mut Grant,
+    until: Time,
+) -> Stop {
+    let clock = shared.clock;
+    let mut last_heard = grant.received;
+    loop {
+        let left = until.saturating_sub(clock.now());
+        if left.is_zero() {
+            return Stop::Done;
+        }
+        let event = match tokio::time::timeout(left, events.message()).await {
+            Err(_) => return Stop::Done,
+            Ok(Ok(Some(CampaignResponse { event }))) => event,
+            Ok(_) => return Stop::Gone,
+        };
+        match event {
+            Some(Event::Kept(kept)) => {
+                let now = clock.now();
+                let validity = kept
+                    .validity
+                    .and_then(|d| Duration::try_from(d).ok())
+                    .unwrap_or_default();
+                grant.extended(last_heard, now, ExtendOutcome::Ok(validity));
+                last_heard = now;
+            }
+            Some(Event::Draining(draining)) => {
+                drained(grant, draining.release_in, clock.now());
+                return Stop::Done;
+            }
+            Some(Event::Lost(_)) => {
+                grant.extended(last_heard, clock.now(), ExtendOutcome::Lost);
+                return Stop::Gone;
+            }
+            _ => return Stop::Gone,
+        }
+    }
+}
+
+/// Sends `resign` and waits for `resigned`, skipping late `kept`s.
+async fn resign(
+    shared: &Shared,
+    requests: &mpsc::Sender<CampaignRequest>,
+    events: &mut Streaming<CampaignResponse>,
+) -> ReleaseRecord {
+    let clock = shared.clock;
+    let sent = clock.now();
+    let message = CampaignRequest {
+        request: Some(Request::Resign(Resign {})),
+    };
+    let mut outcome = Err(Failure::TimedOut);
+    if requests.send(message).await.is_ok() {
+        outcome = resigned(events).await;
+    }
+    ReleaseRecord {
+        sent,
+        received: clock.now(),
+        outcome,
+        calls: 1,
+        first_failure: None,
+    }
+}
+
+/// Waits for `resigned` after a `resign`.
+async fn resigned(events: &mut Streaming<CampaignResponse>) -> Result<bool, Failure> {
+    let give_up = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match tokio::time::timeout_at(give_up, events.message()).await {
+            Ok(Ok(Some(CampaignResponse {
+                event: Some(Event::Resigned(resigned)),
+            }))) => return Ok(resigned.was_leader),
+            Ok(Ok(Some(CampaignResponse {
+                event: Some(Event::Lost(_)),
+            }))) => return Err(Failure::Status(tonic::Code::Aborted)),
+            Ok(Ok(Some(_))) => continue,
+            Ok(Ok(None)) => return Err(Failure::Status(tonic::Code::Unavailable)),
+            Ok(Err(status)) => return Err(Failure::Status(status.code())),
+            Err(_) => return Err(Failure::TimedOut),
+        }
+    }
+}
+
+/// One observer of `election` on `replica` until the deadline: every
+/// change it is told, across the streams it opens (one after another
+/// when one ends: the replica was killed or drained).
+async fn observer(id: u32, shared: Arc<Shared>, replica: usize, election: usize) -> Vec<Observed> {
+    let clock = shared.clock;
+    let name = shared.hot[election].clone();
+    let (mut seen, mut stream) = (Vec::new(), 0);
+    while clock.now() < shared.deadline {
+        stream += 1;
+        let (_, channel) = shared.routes.pick(replica);
+        let mut client = ElectionServiceClient::new(channel);
+        let request = ObserveRequest { name: name.clone() };
+        let Ok(Ok(answer)) = tokio::time::timeout(PATIENCE, client.observe(request)).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let mut changes = answer.into_inner();
+        loop {
+            let left = shared.deadline.saturating_sub(clock.now());
+            match tokio::time::timeout(left, changes.message()).await {
+                Ok(Ok(Some(change))) => seen.push(Observed {
+                    observer: id,
+                    stream,
+                    at: clock.now(),
+                    term: change.leader.filter(|_| change.has_leader).map(|l| l.term),
+                }),
+                Err(_) => break,
+                Ok(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    break;
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// Holds every observer to never going back (see the module doc); the
+/// number of changes observed.
+pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
+    let mut by_observer: BTreeMap<u32, Vec<&Observed>> = BTreeMap::new();
+    for o in observed {
+        by_observer.entry(o.observer).or_default().push(o);
+    }
+    for changes in by_observer.values() {
+        // The highest term told in all streams, and in the current one.
+        let (mut highest, mut in_stream, mut stream) = (0, None, 0);
+        for change in changes {
+            if change.stream != stream {
+                (stream, in_stream) = (change.stream, None);
+            }
+            let Some(term) = change.term else { continue };
+            if term < highest || in_stream.is_some_and(|last| term <= last) {
+                findings.violations.push(Violation {
+                    check: Check::ObserverWentBack,
+                    detail: format!(
+                        "observer {} (stream {}) was told term {term} at {:.3}s after term {} \
+                         ({:?} in this stream)",
+                        change.observer,
+                        change.stream,
+                        change.at.as_secs_f64(),
+                        highest,
+                        in_stream
+                    ),
+                });
+            }
+            highest = highest.max(term);
+            in_stream = Some(term);
+        }
+    }
+    observed.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn told(observer: u32, stream: u32, term: Option<u64>) -> Observed {
+        Observed {
+            observer,
+            stream,
+            at: Time::ZERO,
+            term,
+        }
+    }
+
+    /// Forward is fine, a new stream may repeat the current term; a lower
+    /// term, or the same twice in one stream, is a violation.
+    #[test]
+    fn observers_never_go_back() {
+        let mut findings = Findings::default();
+        let fine = [
+            told(1, 1, None),
+            told(1, 1, Some(3)),
+            told(1, 1, None),
+            told(1, 1, Some(5)),
+            told(1, 2, Some(5)),
+            told(1, 2, Some(9)),
+            told(2, 1, Some(4)),
+        ];
+        assert_eq!(check(&fine, &mut findings), 7);
+        assert!(findings.violations.is_empty(), "{:?}", findings.violations);
+        for bad in [
+            vec![told(1, 1, Some(5)), told(1, 1, Some(4))],
+            vec![told(1, 1, Some(5)), told(1, 1, Some(5))],
+            vec![told(1, 1, Some(5)), told(1, 2, Some(4))],
+        ] {
+            let mut findings = Findings::default();
+            check(&bad, &mut findings);
+            assert_eq!(findings.violations.len(), 1, "{bad:?}");
+            assert_eq!(findings.violations[0].check, Check::ObserverWentBack);
+        }
+    }
+}
