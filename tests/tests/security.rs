@@ -510,3 +510,78 @@ async fn tiny_ttl_sessions_stay_within_the_master_budget() {
     );
     drop(open);
 }
+
+/// Elections are permitted by their name, as locks by their resource: a
+/// client campaigns, reads and observes elections in its namespaces, and
+/// is refused every call on another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_in_namespaces() {
+    use redlockd::pb::election_service_client::ElectionServiceClient;
+    let h = Harness::start_with(Flavor::Valkey, two_clients).await;
+    let channel = Channel::from_shared(format!("http://{}", h.daemons[0].addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let header: MetadataValue<_> = format!("Bearer {JOBS_TOKEN}").parse().expect("ascii");
+    let add: AddAuth = Box::new(move |mut request: Request<()>| {
+        request
+            .metadata_mut()
+            .insert("authorization", header.clone());
+        Ok(request)
+    });
+    let mut jobs = ElectionServiceClient::with_interceptor(channel, add);
+    let start = |name: &str| pb::CampaignRequest {
+        request: Some(pb::campaign_request::Request::Campaign(
+            pb::campaign_request::Start {
+                name: name.into(),
+                value: "me".into(),
+                ttl: ms(5_000),
+            },
+        )),
+    };
+    // The stream stays open (a half-close before `elected` withdraws).
+    let (requests, outgoing) = tokio::sync::mpsc::channel(1);
+    requests.send(start("jobs/leader")).await.expect("queue");
+    let mut events = jobs
+        .campaign(tokio_stream::wrappers::ReceiverStream::new(outgoing))
+        .await
+        .expect("own namespace")
+        .into_inner();
+    let elected = events.message().await.expect("an event").expect("open");
+    assert!(
+        matches!(
+            elected.event,
+            Some(pb::campaign_response::Event::Elected(_))
+        ),
+        "{elected:?}"
+    );
+    let leader = jobs
+        .leader(pb::LeaderRequest {
+            name: "jobs/leader".into(),
+        })
+        .await
+        .expect("own namespace")
+        .into_inner();
+    assert!(leader.has_leader);
+
+    let refused = jobs
+        .campaign(tokio_stream::iter([start("orders/leader")]))
+        .await
+        .expect_err("another's namespace");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let refused = jobs
+        .leader(pb::LeaderRequest {
+            name: "orders/leader".into(),
+        })
+        .await
+        .expect_err("another's namespace");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let refused = jobs
+        .observe(pb::ObserveRequest {
+            name: "orders/leader".into(),
+        })
+        .await
+        .expect_err("another's namespace");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+}

@@ -132,6 +132,62 @@ pub(crate) enum Cmd {
     /// `lost`. Exits 0 if something was held, 82 if not. Needs the admin
     /// role; the daemon logs who did it.
     ForceRelease(ResourceArg),
+    /// Run COMMAND only while this candidate leads election NAME: campaign
+    /// (waiting as long as it takes, campaigning again while the daemon is
+    /// unreachable), run COMMAND once elected, and resign when it exits.
+    ///
+    /// COMMAND runs in its own process group with REDLOCK_ELECTION,
+    /// REDLOCK_TERM (the leadership's fence, also as REDLOCK_FENCE),
+    /// REDLOCK_VALUE and REDLOCK_ADDR in its environment; signals are
+    /// forwarded as by `run`. If the leadership is lost (the daemon says so,
+    /// the stream breaks, or its validity runs out with no extension), the
+    /// group gets SIGTERM at once and SIGKILL after --kill-after or when the
+    /// last known validity ends, and redlockctl exits 80. A standby on
+    /// another machine takes over within about --ttl of a leader's death.
+    Elect(ElectArgs),
+    /// The current leader of election NAME (value, term, since, time
+    /// left), read from a quorum of masters. Exits 0 if there is one, 82
+    /// if not.
+    Leader(ElectionArg),
+    /// Print the leader of election NAME, then one line per change (TERM,
+    /// VALUE and SINCE tab-separated; `-` when there is no leader; --json:
+    /// one object per line), in term order, until interrupted.
+    Observe(ElectionArg),
+}
+
+/// The election of `leader` and `observe`.
+#[derive(Debug, Args)]
+pub(crate) struct ElectionArg {
+    /// The election's name.
+    pub name: String,
+}
+
+/// `elect`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ElectArgs {
+    /// The election's name.
+    pub name: String,
+    /// What this candidate publishes while it leads (an address, a host
+    /// name): what `leader` and `observe` print.
+    #[arg(long, default_value = "")]
+    pub value: String,
+    /// The leadership's time to live: a frozen or killed leader keeps it
+    /// this long at most; the daemon extends it while COMMAND runs (at
+    /// least 1s).
+    #[arg(long, default_value = "10s", value_parser = run_ttl, value_name = "DURATION")]
+    pub ttl: Duration,
+    /// After the leadership is lost and the group was sent SIGTERM, how
+    /// long before SIGKILL (never past the last known validity).
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub kill_after: Duration,
+    /// The command and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
 }
 
 /// The resource of an operator's call.

@@ -1,7 +1,8 @@
 //! `redlockctl`: quorum locks from redlockd, from the shell.
 //!
 //! `redlockctl run RESOURCE -- COMMAND...` holds a lock exactly as long as a
-//! command runs; `acquire`, `extend`, `release` and `validate` are the
+//! command runs; `elect NAME -- COMMAND...` runs one only while leading an
+//! election, `leader` and `observe` show who leads (`elect.rs`); `acquire`, `extend`, `release` and `validate` are the
 //! single calls; `inspect`, `list` and `force-release` the operator's
 //! (`admin`). Every outcome has its own exit status (`exit.rs`).
 //!
@@ -23,6 +24,7 @@ mod admin;
 mod args;
 mod calls;
 mod child;
+mod elect;
 mod error;
 mod exit;
 mod held;
@@ -77,5 +79,8 @@ async fn dispatch(cli: Cli) -> Result<Exit, CtlError> {
         Cmd::Inspect(args) => admin::inspect(&target, args, timeout, json).await,
         Cmd::List(args) => admin::list(&target, args, timeout, json).await,
         Cmd::ForceRelease(args) => admin::force_release(&target, args, timeout, json).await,
+        Cmd::Elect(args) => elect::elect(&target, args).await,
+        Cmd::Leader(args) => elect::leader(&target, args, timeout, json).await,
+        Cmd::Observe(args) => elect::observe(&target, args, timeout, json).await,
     }
 }

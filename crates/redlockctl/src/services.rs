@@ -1,11 +1,13 @@
 //! The daemon's services besides locking: its `LockAdminService`
-//! (`admin.rs`) and the standard `grpc.health.v1` (`health`), through
+//! (`admin.rs`), its `ElectionService` (`elect.rs`) and the standard
+//! `grpc.health.v1` (`health`), through
 //! their generated clients on the client crate's connection
 //! (`Client::channel`, which carries the bearer token), each call bounded
 //! by `--timeout`.
 
 use crate::error::CtlError;
 use redlockd_client::{AuthChannel, Client};
+use redlockd_proto::pb::election_service_client::ElectionServiceClient;
 use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
 use std::future::Future;
 use std::time::Duration;
@@ -15,6 +17,11 @@ use tonic_health::pb::health_client::HealthClient;
 /// The admin service on `client`'s connection.
 pub(crate) fn admin(client: &Client) -> LockAdminServiceClient<AuthChannel> {
     LockAdminServiceClient::new(client.channel())
+}
+
+/// The election service on `client`'s connection.
+pub(crate) fn elections(client: &Client) -> ElectionServiceClient<AuthChannel> {
+    ElectionServiceClient::new(client.channel())
 }
 
 /// The health service on `client`'s connection.

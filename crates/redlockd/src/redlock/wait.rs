@@ -77,7 +77,7 @@ impl Redlock {
                             _ => None,
                         });
                         let now = Instant::now();
-                        if now >= give_up_at || matches!(failure.error, LockError::LimitConflict) {
+                        if now >= give_up_at || ends_the_wait(&failure.error) {
                             return Err(failure.error);
                         }
                         let pause = self.pause_after(&failure, now - started);
@@ -140,7 +140,7 @@ impl Redlock {
                 Err(failure) => failure,
             };
             let remaining = give_up_at.saturating_duration_since(Instant::now());
-            if remaining.is_zero() || matches!(failure.error, LockError::LimitConflict) {
+            if remaining.is_zero() || ends_the_wait(&failure.error) {
                 return Err(failure.error);
             }
             let mut pause = self.settings.retry.delay(&mut rand::rng(), remaining);
@@ -204,4 +204,11 @@ async fn sleep_until_some(deadline: Option<Instant>) {
 pub(super) fn jitter(max: Duration) -> Duration {
     let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
     Duration::from_micros(rand::rng().random_range(0..=micros))
+}
+
+/// A refused attempt no wait outlasts: the resource is held under another
+/// limit, or the caller left (`stop` completed: a completed future is
+/// never polled again, so the wait must not go round once more).
+pub(super) fn ends_the_wait(error: &LockError) -> bool {
+    matches!(error, LockError::LimitConflict | LockError::Cancelled)
 }

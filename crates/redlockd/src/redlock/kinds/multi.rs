@@ -135,7 +135,7 @@ impl Redlock {
     }
 
     /// Attempts until a grant, until `wait` elapses, or until `stop`.
-    async fn acquire_multi_until_stopped(
+    pub(in crate::redlock) async fn acquire_multi_until_stopped(
         &self,
         resources: &[String],
         ttl: Duration,

@@ -965,6 +965,51 @@ async fn a_waiting_acquisition_stays_small() {
     assert!(size <= 800, "an acquisition's future is {size} bytes");
 }
 
+/// A caller that has left (`stop` completed) ends a waiting acquisition,
+/// whichever way it waits: `stop` is a future that must not be polled
+/// again once complete. Before the fix, an attempt refused for it (the
+/// caller left while the attempt waited for admission) looped back into the
+/// wait, which polled `stop` again: a panic in the acquisition's task (a
+/// Campaign half-closed at once found it).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_acquisition_whose_caller_left_ends_cancelled() {
+    for wake_on_release in [true, false] {
+        let fakes = fake::five();
+        let mut settings = settings(MS(50));
+        settings.wake_on_release = wake_on_release;
+        let engine = Redlock::new(fake::as_nodes(&fakes), settings).expect("five masters");
+        let holder = Arc::new(Holder::session("owner", "replica"));
+        let outcome = engine
+            .acquire_until_stopped(
+                RESOURCE,
+                None,
+                TTL,
+                Duration::from_secs(1),
+                &holder,
+                std::future::ready(()),
+            )
+            .await;
+        assert!(
+            matches!(outcome, Err(LockError::Cancelled)),
+            "{wake_on_release}: {outcome:?}"
+        );
+        let resources = [RESOURCE.to_owned(), format!("{RESOURCE}/2")];
+        let outcome = engine
+            .acquire_multi_until_stopped(
+                &resources,
+                TTL,
+                Duration::from_secs(1),
+                &holder,
+                std::future::ready(()),
+            )
+            .await;
+        assert!(
+            matches!(outcome, Err(LockError::Cancelled)),
+            "several resources, {wake_on_release}: {outcome:?}"
+        );
+    }
+}
+
 /// An acquisition with a request id goes straight to its attempt (no
 /// Extend round first: the masters answer "own token" only when an earlier
 /// acquisition of the request id holds the key); a retry of it finds its

@@ -147,9 +147,10 @@ impl LockApi {
             Err(_elapsed) => return Err(SessionError::NoFirstMessage { after: bound }.into()),
         };
         let args = W::opening(&self.limits, first.unwrap_or_default())?;
-        identity
-            .permit(&args.resource)
-            .map_err(Denied::into_status)?;
+        // An election is permitted by its name: the resource it is the
+        // lock of is the daemon's own (`super::election`).
+        let named = super::election::name_of(&args.resource).unwrap_or(&args.resource);
+        identity.permit(named).map_err(Denied::into_status)?;
         for resource in &args.resources {
             identity.permit(resource).map_err(Denied::into_status)?;
         }

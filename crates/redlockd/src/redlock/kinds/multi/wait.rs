@@ -59,7 +59,9 @@ impl Redlock {
                     }
                     Err(failure) => {
                         let now = Instant::now();
-                        if now >= give_up_at {
+                        // The caller left: `stop` completed, and is never
+                        // polled again (see `crate::redlock::wait`).
+                        if now >= give_up_at || matches!(failure.error, LockError::Cancelled) {
                             return Err(failure.error);
                         }
                         // The attempt's own clean-up woke the front waiters
