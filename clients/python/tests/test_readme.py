@@ -1,5 +1,6 @@
-"""The Python snippets the READMEs show run as written against a real
-daemon (only the address is swapped), so that they cannot drift from the
+"""The Python snippets the READMEs show (the repository's, and the
+client README's leader election) run as written against a real daemon
+(only the address is swapped), so that they cannot drift from the
 package."""
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from cluster import REPO
 
 SNIPPETS = [
     (REPO / "README.md", "### Python: the client package"),
+    (REPO / "clients" / "python" / "README.md", "## Leader election"),
 ]
 
 
-@pytest.mark.parametrize("path, heading", SNIPPETS, ids=["README"])
+@pytest.mark.parametrize("path, heading", SNIPPETS, ids=["README", "client-README-elections"])
 def test_snippet_runs(daemon, path, heading) -> None:
     section = re.split(r"\n##+ ", path.read_text().split(heading, 1)[1])[0]
     code = re.search(r"```python\n(.*?)```", section, re.S)

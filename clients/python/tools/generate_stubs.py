@@ -1,6 +1,6 @@
 """Regenerates the gRPC stubs checked into redlockd_client/_generated from
-the repository's proto/redlock/v1/lock.proto and admin.proto, so that users of the package
-need no protoc.
+the repository's proto/redlock/v1/lock.proto, admin.proto and election.proto,
+so that users of the package need no protoc.
 
     python tools/generate_stubs.py          # rewrite the checked-in stubs
     python tools/generate_stubs.py --check  # exit 1 if they differ from a
@@ -23,8 +23,8 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE = HERE.parent / "src" / "redlockd_client" / "_generated"
 PROTO_ROOT = HERE.parent.parent.parent / "proto"
-PROTOS = ("redlock/v1/lock.proto", "redlock/v1/admin.proto")
-MODULES = ("lock", "admin")
+PROTOS = ("redlock/v1/lock.proto", "redlock/v1/admin.proto", "redlock/v1/election.proto")
+MODULES = ("lock", "admin", "election")
 FILES = tuple(f"{m}_pb2{ext}" for m in MODULES for ext in (".py", ".pyi", "_grpc.py"))
 
 

@@ -1,5 +1,6 @@
 """The asyncio twin of :class:`Client`, over ``grpc.aio``: the same calls
-as coroutines, and Hold sessions as ``async with`` blocks."""
+as coroutines, Hold sessions and campaigns as ``async with`` blocks, and
+``async for`` over an election's leader changes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import grpc.aio
 
 from ._client import RELEASE_WAIT
 from ._errors import DeadlineExceeded, RedlockdError, from_rpc_error
-from ._generated import lock_pb2, lock_pb2_grpc
+from ._aio_election import AsyncCampaign, AsyncObservation
+from ._election import Leader, LeadershipState, campaign_request, leader_of, split_leadership
+from ._generated import election_pb2, election_pb2_grpc, lock_pb2, lock_pb2_grpc
 from ._lease import LeaseState
 from ._types import (
     RELEASE_TIMEOUT,
@@ -75,6 +78,9 @@ class AsyncClient:
             else grpc.aio.insecure_channel(target)
         )
         self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._elections = election_pb2_grpc.ElectionServiceStub(  # type: ignore[no-untyped-call]
+            self._channel
+        )
         self._metadata = auth_metadata(token)
         self._timeout = timeout
         # Background releases of unanswered acquires, by token.
@@ -243,6 +249,62 @@ class AsyncClient:
             acquire_request(resource, ttl, wait, owner, limit=limit, shared=shared),
             self._deadline(timeout),
         )
+
+    def campaign(
+        self,
+        name: str,
+        value: str = "",
+        *,
+        ttl: Seconds,
+        timeout: Optional[float] = None,
+    ) -> AsyncCampaign:
+        """As :meth:`Client.campaign`, for ``async with``."""
+        return AsyncCampaign(
+            self._elections,
+            self._metadata,
+            campaign_request(name, value, ttl),
+            timeout,
+            self._timeout,
+        )
+
+    async def leader(self, name: str, *, timeout: Optional[float] = None) -> Optional[Leader]:
+        """As :meth:`Client.leader`."""
+        try:
+            response = await self._elections.Leader(
+                election_pb2.LeaderRequest(name=name),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return leader_of(response.has_leader, response.leader)
+
+    def observe(self, name: str) -> AsyncObservation:
+        """As :meth:`Client.observe`, for ``async for leader in
+        client.observe(name)``."""
+        call = self._elections.Observe(
+            election_pb2.ObserveRequest(name=name), metadata=self._metadata
+        )
+        return AsyncObservation(call)
+
+    async def resign(
+        self,
+        leadership: Union[LeadershipState, str],
+        token: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> bool:
+        """As :meth:`Client.resign`."""
+        name, token = split_leadership(leadership, token)
+        try:
+            response = await self._elections.Resign(
+                election_pb2.ResignRequest(name=name, token=token),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return bool(response.was_leader)
 
 
 class AsyncHold:

@@ -1,5 +1,6 @@
-"""The blocking client: one gRPC channel, the four unary calls, and Hold
-sessions as ``with`` blocks."""
+"""The blocking client: one gRPC channel, the four unary calls, Hold
+sessions as ``with`` blocks, and leader election (campaigns as ``with``
+blocks, Leader, Observe, Resign)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ from typing import Dict, Iterator, Optional, Sequence, Type, Union
 import grpc
 
 from ._errors import DeadlineExceeded, RedlockdError, from_rpc_error
-from ._generated import lock_pb2, lock_pb2_grpc
+from ._election import (
+    Campaign,
+    Leader,
+    LeadershipState,
+    Observation,
+    campaign_request,
+    leader_of,
+    split_leadership,
+)
+from ._generated import election_pb2, election_pb2_grpc, lock_pb2, lock_pb2_grpc
 from ._lease import Lease
 from ._types import (
     RELEASE_TIMEOUT,
@@ -70,6 +80,9 @@ class Client:
             else grpc.insecure_channel(target)
         )
         self._stub = lock_pb2_grpc.LockServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._elections = election_pb2_grpc.ElectionServiceStub(  # type: ignore[no-untyped-call]
+            self._channel
+        )
         self._metadata = auth_metadata(token)
         self._timeout = timeout
         # Background releases of unanswered acquires, by token.
@@ -274,6 +287,80 @@ class Client:
             acquire_request(resource, ttl, wait, owner, limit=limit, shared=shared),
             self._deadline(timeout),
         )
+
+    def campaign(
+        self,
+        name: str,
+        value: str = "",
+        *,
+        ttl: Seconds,
+        timeout: Optional[float] = None,
+    ) -> Campaign:
+        """Stands as a candidate in the election ``name``, for ``with
+        client.campaign(name, value=..., ttl=...) as leadership:``. Entering
+        waits until elected (candidates are served first come, first
+        served), as long as it takes: the client's default ``timeout`` does
+        not apply, ``timeout`` here bounds the wait (then
+        :class:`DeadlineExceeded`, and the candidacy is withdrawn). The
+        daemon keeps the leadership while the block runs (``ttl``: how long
+        a frozen or killed leader keeps it); leaving resigns. ``value`` is
+        what the leader publishes to :meth:`leader` and :meth:`observe`
+        (an address, a pod name)."""
+        return Campaign(
+            self._elections,
+            self._metadata,
+            campaign_request(name, value, ttl),
+            timeout,
+            self._timeout,
+        )
+
+    def leader(self, name: str, *, timeout: Optional[float] = None) -> Optional[Leader]:
+        """The election's current leader, read from a majority of masters,
+        or None when it has none."""
+        try:
+            response = self._elections.Leader(
+                election_pb2.LeaderRequest(name=name),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return leader_of(response.has_leader, response.leader)
+
+    def observe(self, name: str) -> Observation:
+        """The election's leader changes, as an iterator of
+        ``Optional[Leader]``: the current state first, then each change (a
+        higher term, or None: no leader), never going back. It runs until
+        closed (``close()``, or ``with client.observe(name) as changes:``);
+        the client's default ``timeout`` does not apply. A stream the
+        daemon ends raises (:class:`Unavailable` when it stops): observe
+        again, ignoring terms not above the last one seen."""
+        call = self._elections.Observe(
+            election_pb2.ObserveRequest(name=name), metadata=self._metadata
+        )
+        return Observation(call)
+
+    def resign(
+        self,
+        leadership: Union[LeadershipState, str],
+        token: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> bool:
+        """Ends a leadership from outside its campaign: ``resign(leadership)``
+        or ``resign(name, token)``. The next candidate may be elected at
+        once; the campaign learns it at its next extension (its ``lost`` is
+        set). False: the leadership was over already."""
+        name, token = split_leadership(leadership, token)
+        try:
+            response = self._elections.Resign(
+                election_pb2.ResignRequest(name=name, token=token),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        return bool(response.was_leader)
 
 
 class Hold:

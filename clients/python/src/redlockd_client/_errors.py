@@ -81,6 +81,14 @@ class LockLost(RedlockdError):
     done under the lock must stop."""
 
 
+class LeadershipLost(LockLost):
+    """A leadership is gone while its leader still expected it: the daemon
+    said ``lost`` (it could not be kept, or was resigned by token from
+    elsewhere), the campaign's stream ended or broke, or the leadership's
+    validity ran out. Work done as leader must stop. A :class:`LockLost`,
+    since a leadership is a lock the daemon keeps."""
+
+
 _BY_CODE: dict[grpc.StatusCode, type[RedlockdError]] = {
     grpc.StatusCode.ABORTED: LockHeld,
     grpc.StatusCode.FAILED_PRECONDITION: LockNotHeld,

@@ -1,12 +1,13 @@
-"""What a Hold session knows about its lock, for both clients: the events
-the daemon sends become the lease's state, and every way a session can end
-without the holder asking counts as the lock being lost."""
+"""What a session (a Hold, an election's Campaign) knows about its lock,
+for both clients: the events the daemon sends become the lease's state,
+and every way a session can end without the holder asking counts as the
+lock being lost."""
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from typing import Optional, Type
 
 from ._errors import LockLost
 from ._generated import lock_pb2
@@ -17,18 +18,30 @@ from ._types import from_duration
 EXPIRED = "the lock's validity ran out before the daemon extended it"
 
 
-class LeaseState:
-    """The state shared by :class:`Lease` and the asyncio ``AsyncLease``;
-    subclasses provide the ``lost`` event of their concurrency model."""
+class SessionState:
+    """What a session (a Hold's lease, a Campaign's leadership) knows of the
+    lock the daemon keeps for it, shared by the blocking and asyncio
+    clients: subclasses provide the ``lost`` event of their concurrency
+    model, the words of their messages and the exception ``check`` raises,
+    and read their rpc's events into the ``_granted``, ``_extended``,
+    ``_on_draining``, ``_on_lost`` and ``_on_released`` steps below."""
 
-    def __init__(self, resource: str) -> None:
-        self.resource: str = resource
-        #: The fencing token: pass it with every write to the resource.
-        self.fence: int = 0
+    #: What ``check`` raises once the lock is gone.
+    _LOST: Type[LockLost] = LockLost
+    #: Why the lock is gone when its validity ran out unextended.
+    _EXPIRED = EXPIRED
+    #: ``check``'s reason once the holder itself ended the session.
+    _ENDED_HERE = "the lease was released"
+    #: Why the lock is gone when the daemon ended the session unasked.
+    _ENDED_UNASKED = "the daemon ended the session (released without a request)"
+    #: The prefix of the daemon's ``lost`` reason.
+    _NOT_KEPT = "the daemon could not extend the lock"
+
+    def __init__(self) -> None:
         #: The daemon's last stated validity, in seconds.
         self.validity: float = 0.0
         #: :func:`time.monotonic` instant past which the lock is no longer
-        #: guaranteed unless an extension arrives first (see ``_on_event``).
+        #: guaranteed unless an extension arrives first (see ``_extended``).
         self.valid_until: float = 0.0
         #: Extensions the daemon reported.
         self.extensions: int = 0
@@ -53,12 +66,6 @@ class LeaseState:
         """The lock token (never log it)."""
         return self._token
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(resource={self.resource!r}, fence={self.fence}, "
-            f"lost={self.is_lost()}, reason={self.reason!r})"
-        )
-
     def is_lost(self) -> bool:
         """Whether the lock is gone without a release from this side: the
         ``lost`` signal fired, or the lock's established validity ran out on
@@ -67,7 +74,7 @@ class LeaseState:
         suspended VM, learns it here before it acts, whatever the daemon
         says later)."""
         if not self._lost_signalled() and self._expired(time.monotonic()):
-            self._lose(EXPIRED)
+            self._lose(self._EXPIRED)
         return self._lost_signalled()
 
     def _lost_signalled(self) -> bool:
@@ -91,11 +98,11 @@ class LeaseState:
         the lease was released, or its validity ran out with no extension.
         Call it before every step of the work done under the lock."""
         if self.is_lost():
-            raise LockLost(self.reason or "the lock was lost")
+            raise self._LOST(self.reason or "the lock was lost")
         if self._release_requested:
-            raise LockLost("the lease was released")
+            raise self._LOST(self._ENDED_HERE)
         if time.monotonic() >= self.valid_until:
-            raise LockLost(EXPIRED)
+            raise self._LOST(self._EXPIRED)
 
     def _lose(self, reason: str) -> None:
         """The lock is gone without the holder asking."""
@@ -103,17 +110,16 @@ class LeaseState:
             self.reason = reason
         self._signal_lost()
 
-    def _on_acquired(self, lock: lock_pb2.Lock, sent_at: float) -> None:
-        """The first event: counted from when the acquire was sent."""
-        self._token = lock.token
-        self.fence = lock.fence
-        self.validity = from_duration(lock.validity)
+    def _granted(self, token: str, validity: float, sent_at: float) -> None:
+        """The first event: counted from when the request was sent."""
+        self._token = token
+        self.validity = validity
         self.valid_until = sent_at + self.validity
         self._last_event_at = time.monotonic()
         self._guaranteed = self._last_event_at < self.valid_until
 
-    def _on_event(self, event: lock_pb2.HoldEvent) -> None:
-        """Any event after ``acquired``.
+    def _extended(self, validity: float, now: float) -> None:
+        """An extension, read at ``now``.
 
         An extension is pushed, not asked for: there is no request of ours
         to count its validity from. The daemon sent it after the event
@@ -121,32 +127,30 @@ class LeaseState:
         (this trusts one event not to be delayed by more than the time
         between two extensions, a third of the ttl by default).
         """
-        now = time.monotonic()
-        kind = event.WhichOneof("event")
-        if kind == "extended" and self._expired(now):
+        if self._expired(now):
             # The guarantee lapsed before this extension was read: events
             # that waited in the socket while the process was paused would
             # otherwise each count as fresh (from the previous one's late
             # reading) and revive a lock that may have passed on. A lapse
             # is final.
-            self._lose(EXPIRED)
-        elif kind == "extended":
-            self.extensions += 1
-            self.validity = from_duration(event.extended.validity)
-            self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
-            self._guaranteed = self._guaranteed or now < self.valid_until
-        elif kind == "draining":
-            # Not an end: the daemon keeps the lock until the drain ends.
-            self.draining = True
-        elif kind == "lost":
-            self._lose(f"the daemon could not extend the lock: {event.lost.reason}")
-        elif kind == "released":
-            self.was_held = event.released.was_held
-            if not self._release_requested:
-                self._lose("the daemon ended the session (released without a request)")
-        elif kind == "acquired":
-            self._lose("protocol error: a second `acquired` event")
-        self._last_event_at = now
+            self._lose(self._EXPIRED)
+            return
+        self.extensions += 1
+        self.validity = validity
+        self.valid_until = max(self.valid_until, self._last_event_at + self.validity)
+        self._guaranteed = self._guaranteed or now < self.valid_until
+
+    def _on_draining(self) -> None:
+        # Not an end: the daemon keeps the lock until the drain ends.
+        self.draining = True
+
+    def _on_lost(self, reason: str) -> None:
+        self._lose(f"{self._NOT_KEPT}: {reason}")
+
+    def _on_released(self, was_held: bool) -> None:
+        self.was_held = was_held
+        if not self._release_requested:
+            self._lose(self._ENDED_UNASKED)
 
     def _on_end(self, error: Optional[Exception]) -> None:
         """The stream is over; without a requested release that answered,
@@ -155,6 +159,44 @@ class LeaseState:
             self._lose(f"the session's stream broke: {error}")
         elif self.was_held is None or not self._release_requested:
             self._lose("the session's stream ended")
+
+
+class LeaseState(SessionState):
+    """The state shared by :class:`Lease` and the asyncio ``AsyncLease``:
+    a Hold session's events read into :class:`SessionState`."""
+
+    def __init__(self, resource: str) -> None:
+        super().__init__()
+        self.resource: str = resource
+        #: The fencing token: pass it with every write to the resource.
+        self.fence: int = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(resource={self.resource!r}, fence={self.fence}, "
+            f"lost={self.is_lost()}, reason={self.reason!r})"
+        )
+
+    def _on_acquired(self, lock: lock_pb2.Lock, sent_at: float) -> None:
+        """The first event: counted from when the acquire was sent."""
+        self.fence = lock.fence
+        self._granted(lock.token, from_duration(lock.validity), sent_at)
+
+    def _on_event(self, event: lock_pb2.HoldEvent) -> None:
+        """Any event after ``acquired``."""
+        now = time.monotonic()
+        kind = event.WhichOneof("event")
+        if kind == "extended":
+            self._extended(from_duration(event.extended.validity), now)
+        elif kind == "draining":
+            self._on_draining()
+        elif kind == "lost":
+            self._on_lost(event.lost.reason)
+        elif kind == "released":
+            self._on_released(event.released.was_held)
+        elif kind == "acquired":
+            self._lose("protocol error: a second `acquired` event")
+        self._last_event_at = now
 
 
 class Lease(LeaseState):
