@@ -414,13 +414,6 @@ def test_errors_are_mapped_with_authentication(auth_daemon) -> None:
         assert client.leader("orders/leader") is None  # inside: allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=PermissionDenied,
-    reason="daemon bug: Campaign checks the token's namespaces against the election's "
-    "internal resource (\\x1eelection/NAME), not its name as Leader, Observe and "
-    "Resign do, so every campaign of a namespaced token is PERMISSION_DENIED",
-)
 def test_a_campaign_inside_the_tokens_namespaces(auth_daemon) -> None:
     with Client(auth_daemon.address, token=auth_daemon.token, timeout=30) as client:
         with client.campaign("orders/leader", value="me", ttl=5, timeout=LIMIT) as leadership:
