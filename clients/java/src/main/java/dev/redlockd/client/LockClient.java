@@ -282,6 +282,10 @@ public final class LockClient implements AutoCloseable {
    * @param value what the leader publishes to others: an address, a pod name
    * @param ttl how long a frozen or killed leader keeps the leadership; a standby takes over
    *     within about this
+   * @throws UnavailableException when the stream broke or the daemon began stopping before the
+   *     election (retryable: campaign again, on another replica if this one is stopping)
+   * @throws RedlockdException with status CANCELLED when the thread was interrupted or the client
+   *     closed while waiting; the candidacy is withdrawn
    */
   public Leadership campaign(String name, String value, Duration ttl) {
     return campaign(name, value, ttl, totalDeadline);

@@ -2,6 +2,7 @@ package dev.redlockd.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,6 +13,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -214,7 +216,7 @@ class ElectionTest {
   }
 
   @Test
-  void aStoppingDaemonEndsTheObservationAndThenTheLeadership() throws Exception {
+  void aStoppingDaemonEndsTheObservationTheCandidacyAndThenTheLeadership() throws Exception {
     try (Daemon stopping = Daemon.start();
         LockClient via = LockClient.builder(stopping.address).build()) {
       String name = "election/stopping";
@@ -223,10 +225,15 @@ class ElectionTest {
         assertEquals(Optional.empty(), next(told), "no leader yet, told first");
         Leadership leadership = via.campaign(name, "leader", Duration.ofSeconds(5));
         assertEquals(leadership.term(), next(told).orElseThrow().term());
+        Future<Leadership> standby = standBy(via, name, "standby");
         stopping.signal("TERM");
-        // The observation ends cleanly (observe again elsewhere); the leadership is kept through
-        // the drain, then lost when its grace runs out.
+        // The observation ends cleanly (observe again elsewhere); a waiting candidate is told
+        // UNAVAILABLE (campaign again elsewhere); the leadership is kept through the drain, then
+        // lost when its grace runs out.
         observation.ended().get(Poll.LIMIT.toMillis(), TimeUnit.MILLISECONDS);
+        ExecutionException refused = assertThrows(ExecutionException.class, () -> within(standby));
+        assertInstanceOf(UnavailableException.class, refused.getCause());
+        assertTrue(((UnavailableException) refused.getCause()).isRetryable());
         LockLostException reason =
             leadership.lost().get(Poll.LIMIT.toMillis(), TimeUnit.MILLISECONDS);
         assertTrue(leadership.draining(), "told `draining` first");
