@@ -32,6 +32,13 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
+import java.util.Optional;
+import redlock.v1.Election.CampaignRequest;
+import redlock.v1.Election.LeaderRequest;
+import redlock.v1.Election.LeaderResponse;
+import redlock.v1.Election.ObserveRequest;
+import redlock.v1.Election.ResignRequest;
+import redlock.v1.ElectionServiceGrpc;
 import redlock.v1.LockOuterClass.AcquireRequest;
 import redlock.v1.LockOuterClass.AcquireResponse;
 import redlock.v1.LockOuterClass.ExtendRequest;
@@ -43,8 +50,9 @@ import redlock.v1.LockOuterClass.ValidateResponse;
 import redlock.v1.LockServiceGrpc;
 
 /**
- * A connection to one redlockd daemon (any replica of a deployment): the four unary calls, and
- * Hold sessions as {@link Lease}s. Thread-safe; make one per process and {@link #close()} it at
+ * A connection to one redlockd daemon (any replica of a deployment): the four unary calls, Hold
+ * sessions as {@link Lease}s, and leader election ({@link #campaign}, {@link #leader}, {@link
+ * #observe}, {@link #resign}). Thread-safe; make one per process and {@link #close()} it at
  * the end (open sessions are then cancelled, so the daemon releases their locks).
  *
  * <pre>{@code
@@ -263,8 +271,124 @@ public final class LockClient implements AutoCloseable {
   }
 
   /**
+   * Stands as a candidate in the election {@code name} and waits, however long it takes (first
+   * come, first served among the candidates), until elected. The daemon keeps the leadership alive
+   * while the returned {@link Leadership} is open; close it (try-with-resources) to resign, and
+   * watch {@link Leadership#lost()} or call {@link Leadership#check()} to stop acting as leader
+   * once it is gone. Interrupting the waiting thread withdraws the candidacy. On a {@link
+   * #withDeadline} view, the wait is bounded by the view's deadline.
+   *
+   * @param name the election's name (as a resource name)
+   * @param value what the leader publishes to others: an address, a pod name
+   * @param ttl how long a frozen or killed leader keeps the leadership; a standby takes over
+   *     within about this
+   * @throws UnavailableException when the stream broke or the daemon began stopping before the
+   *     election (retryable: campaign again, on another replica if this one is stopping)
+   * @throws RedlockdException with status CANCELLED when the thread was interrupted or the client
+   *     closed while waiting; the candidacy is withdrawn
+   */
+  public Leadership campaign(String name, String value, Duration ttl) {
+    return campaign(name, value, ttl, totalDeadline);
+  }
+
+  /**
+   * {@link #campaign(String, String, Duration)}, waiting at most {@code timeout} for the election.
+   *
+   * @throws DeadlineExceededException when not elected within {@code timeout}; the candidacy is
+   *     withdrawn (a leadership won at that instant is given up at once)
+   */
+  public Leadership campaign(String name, String value, Duration ttl, Duration timeout) {
+    CampaignRequest.Start start =
+        CampaignRequest.Start.newBuilder()
+            .setName(Wire.requireString(name, "name"))
+            .setValue(Wire.requireNonNull(value, "value"))
+            .setTtl(Wire.toProto(ttl, "ttl"))
+            .build();
+    if (timeout != null) {
+      Wire.toProto(timeout, "timeout");
+    }
+    Leadership[] self = new Leadership[1];
+    Leadership leadership =
+        new Leadership(ttl, deadline, shared.scheduler, () -> shared.campaigns.remove(self[0]));
+    self[0] = leadership;
+    shared.campaigns.add(leadership);
+    try {
+      ElectionServiceGrpc.newStub(shared.channel).campaign(leadership.observer());
+    } catch (StatusRuntimeException refused) {
+      shared.campaigns.remove(leadership);
+      throw Errors.fromThrowable(refused, "Campaign");
+    }
+    leadership.start(start);
+    return leadership.awaitElected(timeout);
+  }
+
+  /**
+   * The current leader of the election {@code name}, read from a majority of masters, or empty
+   * when it has none.
+   */
+  public Optional<Leader> leader(String name) {
+    LeaderRequest request =
+        LeaderRequest.newBuilder().setName(Wire.requireString(name, "name")).build();
+    LeaderResponse answer = electionCall("Leader", stub -> stub.leader(request));
+    return answer.getHasLeader() ? Optional.of(Leader.fromWire(answer.getLeader())) : Optional.empty();
+  }
+
+  /**
+   * Observes the election {@code name}: {@code listener} gets its current state first, then each
+   * change (a leader of a higher term, or no leader after one), in term order. The returned
+   * {@link Observation} runs until closed, until the daemon stops, or until the stream breaks
+   * ({@link Observation#ended()}); observe again then.
+   */
+  public Observation observe(String name, Observation.Listener listener) {
+    ObserveRequest request =
+        ObserveRequest.newBuilder().setName(Wire.requireString(name, "name")).build();
+    Wire.requireNonNull(listener, "listener");
+    Observation[] self = new Observation[1];
+    Observation observation =
+        new Observation(request.getName(), listener, () -> shared.observations.remove(self[0]));
+    self[0] = observation;
+    shared.observations.add(observation);
+    try {
+      ElectionServiceGrpc.newStub(shared.channel).observe(request, observation.observer());
+    } catch (StatusRuntimeException refused) {
+      shared.observations.remove(observation);
+      throw Errors.fromThrowable(refused, "Observe");
+    }
+    return observation;
+  }
+
+  /**
+   * Ends the leadership proven by {@code token} ({@link Leadership#token()}) from outside its
+   * Campaign session: the next candidate may be elected at once, and the session learns it is
+   * {@code lost} at its next extension. Returns {@code was_leader}: false when that leadership was
+   * already over.
+   */
+  public boolean resign(String name, String token) {
+    ResignRequest request =
+        ResignRequest.newBuilder()
+            .setName(Wire.requireString(name, "name"))
+            .setToken(Wire.requireString(token, "token"))
+            .build();
+    return electionCall("Resign", stub -> stub.resign(request)).getWasLeader();
+  }
+
+  private <T> T electionCall(
+      String method, Function<ElectionServiceGrpc.ElectionServiceBlockingStub, T> body) {
+    Duration limit = deadlineFor(Duration.ZERO);
+    ElectionServiceGrpc.ElectionServiceBlockingStub stub =
+        ElectionServiceGrpc.newBlockingStub(shared.channel)
+            .withDeadline(Deadline.after(limit.toNanos(), TimeUnit.NANOSECONDS));
+    try {
+      return body.apply(stub);
+    } catch (StatusRuntimeException failed) {
+      throw Errors.fromThrowable(failed, method);
+    }
+  }
+
+  /**
    * Closes the connection. Open sessions are cancelled first: the daemon releases their locks and
-   * their {@link Lease#lost()} completes. The background releases of unanswered acquires finish
+   * their {@link Lease#lost()} completes; so are campaigns (leaderships end, candidacies are
+   * withdrawn) and observations. The background releases of unanswered acquires finish
    * first (a second at most).
    */
   @Override
@@ -272,6 +396,12 @@ public final class LockClient implements AutoCloseable {
     shared.finishReleases();
     for (Lease lease : shared.sessions) {
       lease.cancel("client closed");
+    }
+    for (Leadership leadership : shared.campaigns) {
+      leadership.cancel("client closed");
+    }
+    for (Observation observation : shared.observations) {
+      observation.cancel("client closed");
     }
     shared.channel.shutdown();
     try {
@@ -334,6 +464,8 @@ public final class LockClient implements AutoCloseable {
     final ManagedChannel channel;
     final String owner;
     final Set<Lease> sessions = ConcurrentHashMap.newKeySet();
+    final Set<Leadership> campaigns = ConcurrentHashMap.newKeySet();
+    final Set<Observation> observations = ConcurrentHashMap.newKeySet();
     final ScheduledThreadPoolExecutor scheduler;
     /** Background releases of unanswered acquires, by token. */
     private final Map<String, CompletableFuture<Void>> releases = new ConcurrentHashMap<>();

@@ -9,9 +9,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Status;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
+import redlock.v1.Election.ObserveResponse;
 
-/** Pure logic: status mapping, the stop margin, durations, the token kept out of strings. */
+/**
+ * Pure logic: status mapping, the stop margin, durations, the token kept out of strings, an
+ * observation's term order.
+ */
 class UnitTest {
   private static RedlockdException map(Status.Code code, String details) {
     return Errors.fromStatus(Status.fromCode(code).withDescription(details), "Acquire", null);
@@ -84,5 +91,39 @@ class UnitTest {
                 InvalidArgumentException.class,
                 () -> LockClient.builder("h:1").deadline(Duration.ZERO))
             .field());
+  }
+
+  private static ObserveResponse leaderOf(long term) {
+    return ObserveResponse.newBuilder()
+        .setHasLeader(true)
+        .setLeader(redlock.v1.Election.Leader.newBuilder().setName("e").setValue("v").setTerm(term))
+        .build();
+  }
+
+  @Test
+  void anObservationOnlyEverStepsForward() {
+    List<Optional<Long>> told = new ArrayList<>();
+    Observation observation =
+        new Observation("e", leader -> told.add(leader.map(Leader::term)), () -> {});
+    var events = observation.observer();
+    ObserveResponse none = ObserveResponse.getDefaultInstance();
+    for (ObserveResponse event :
+        List.of(none, leaderOf(5), leaderOf(5), leaderOf(3), none, none, leaderOf(5), leaderOf(7))) {
+      events.onNext(event);
+    }
+    assertEquals(
+        List.of(Optional.empty(), Optional.of(5L), Optional.empty(), Optional.of(7L)), told);
+    events.onCompleted();
+    assertTrue(observation.isEnded());
+  }
+
+  @Test
+  void aLeaderFromTheWireKeepsItsFieldsAndAnAbsentSinceIsNull() {
+    Leader leader =
+        Leader.fromWire(
+            redlock.v1.Election.Leader.newBuilder().setName("jobs").setValue("pod-1").setTerm(9).build());
+    assertTrue(leader.toString().contains("pod-1"), leader.toString());
+    assertNull(leader.since(), "no since: null");
+    assertEquals(Duration.ZERO, leader.remaining());
   }
 }

@@ -1,0 +1,487 @@
+package dev.redlockd.client;
+
+import io.grpc.Status;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import redlock.v1.Election.CampaignRequest;
+import redlock.v1.Election.CampaignResponse;
+
+/**
+ * The leadership of an election, won by a Campaign session from {@link LockClient#campaign}. The
+ * daemon keeps it alive while the session is open, exactly as a {@link Lease}'s lock (a leadership
+ * is a lock, in a key family of its own); this side turns every way it can go away into one
+ * signal, {@link #lost()}, so that the leader's work can stop at once:
+ *
+ * <ul>
+ *   <li>the daemon sends {@code lost} (an extension failed, or {@link LockClient#resign} ended the
+ *       leadership from outside);
+ *   <li>the daemon sends a {@code resigned} nobody asked for (it is stopping);
+ *   <li>the stream ends or breaks (daemon gone, connection cut, client closed);
+ *   <li>no extension arrived before the last known validity ran out, less {@link
+ *       Lease#stopMargin(Duration)} (the daemon or the network went quiet);
+ *   <li>{@link #resign()} or {@link #close()} gave the leadership up on purpose.
+ * </ul>
+ *
+ * <p>Act as leader only while {@link #check()} passes, and pass {@link #term()} (the leadership's
+ * fence) with every write made as leader. Use it in try-with-resources: {@link #close()} resigns.
+ * Its {@link #toString()} leaves the token out.
+ */
+public final class Leadership implements AutoCloseable {
+  private final Duration ttl;
+  private final Duration resignTimeout;
+  private final ScheduledExecutorService scheduler;
+  private final Runnable onFinish;
+  private final CompletableFuture<Void> elected = new CompletableFuture<>();
+  private final CompletableFuture<LockLostException> lost = new CompletableFuture<>();
+  private final Object guard = new Object();
+
+  // All below guarded by `guard`.
+  private ClientCallStreamObserver<CampaignRequest> requests;
+  private boolean cancelled;
+  private boolean halfClosed;
+  private boolean abandoned;
+  private ScheduledFuture<?> watchdog;
+  private CompletableFuture<Boolean> resigning;
+  private CompletableFuture<Boolean> resigned;
+  private long extensions;
+  private volatile boolean draining;
+  private volatile State state;
+  private volatile LockLostException gone;
+
+  /** What the daemon last told of the leadership, its validity placed on the monotonic clock. */
+  private record State(
+      String name, String value, long term, String token, Duration validity, long validUntilNanos) {}
+
+  Leadership(
+      Duration ttl, Duration resignTimeout, ScheduledExecutorService scheduler, Runnable onFinish) {
+    this.ttl = ttl;
+    this.resignTimeout = resignTimeout;
+    this.scheduler = scheduler;
+    this.onFinish = onFinish;
+  }
+
+  /** The election's name. */
+  public String name() {
+    return state.name();
+  }
+
+  /** The value this leader campaigned with (what {@link LockClient#leader} shows others). */
+  public String value() {
+    return state.value();
+  }
+
+  /**
+   * The leadership's term, its fencing token: strictly greater than every earlier leader's of this
+   * election. Pass it with every write made as leader. The contract's uint64: compare with {@link
+   * Long#compareUnsigned}.
+   */
+  public long term() {
+    return state.term();
+  }
+
+  /**
+   * The secret proving this leadership, for {@link LockClient#resign(String, String)} from
+   * elsewhere. Never log it.
+   */
+  public String token() {
+    return state.token();
+  }
+
+  /** The guaranteed validity the daemon last reported (at the election or the last extension). */
+  public Duration validity() {
+    return state.validity();
+  }
+
+  /** End of the validity on {@link System#nanoTime()}'s clock, counted from the event's arrival. */
+  public long validUntilNanos() {
+    return state.validUntilNanos();
+  }
+
+  /** Guaranteed validity left now (zero once it ran out). */
+  public Duration remaining() {
+    return Duration.ofNanos(Math.max(0L, state.validUntilNanos() - Wire.now()));
+  }
+
+  /**
+   * Whether the daemon said it is stopping: the leadership is kept until the drain ends, then lost.
+   * Resign, and campaign again on another replica.
+   */
+  public boolean draining() {
+    return draining;
+  }
+
+  /** How many extensions ({@code kept}) the daemon has made so far. */
+  public long extensions() {
+    synchronized (guard) {
+      return extensions;
+    }
+  }
+
+  /**
+   * Completes (with the reason) as soon as this process is no longer the leader, or no longer
+   * guaranteed to be; never completes exceptionally. Each call returns a new view, so completing or
+   * cancelling it does not change the leadership.
+   */
+  public CompletableFuture<LockLostException> lost() {
+    return lost.copy();
+  }
+
+  /** Whether the leadership is gone (the same moment {@link #lost()} completes). */
+  public boolean isLost() {
+    return gone != null;
+  }
+
+  /** Throws the {@link LockLostException} once the leadership is gone; call it between steps. */
+  public void check() {
+    LockLostException reason = gone;
+    if (reason != null) {
+      throw reason;
+    }
+  }
+
+  /**
+   * Resigns: sends {@code resign} and waits for the daemon's {@code resigned}. Returns {@code
+   * was_leader}: false when the leadership had already ended (expired, or resigned from outside).
+   * Calling it again returns the same answer. Past the client's deadline the session is cancelled,
+   * which makes the daemon end the leadership too, and it throws {@link
+   * DeadlineExceededException}.
+   */
+  public boolean resign() {
+    CompletableFuture<Boolean> answer;
+    synchronized (guard) {
+      answer = resigned != null ? resigned : startResign();
+    }
+    return awaitResign(answer);
+  }
+
+  /**
+   * Resigns (see {@link #resign()}) unless a resignation was already attempted; the answer is
+   * dropped. Idempotent, and never rethrows a failure {@link #resign()} already threw (as {@link
+   * Lease#close()}).
+   */
+  @Override
+  public void close() {
+    CompletableFuture<Boolean> answer;
+    synchronized (guard) {
+      if (resigned != null) {
+        return;
+      }
+      answer = startResign();
+    }
+    awaitResign(answer);
+  }
+
+  /** Records the attempt and sends {@code resign} if still leading (holds guard). */
+  private CompletableFuture<Boolean> startResign() {
+    if (gone != null) {
+      resigned = CompletableFuture.completedFuture(false);
+    } else {
+      resigning = new CompletableFuture<>();
+      resigned = resigning;
+      send(CampaignRequest.newBuilder().setResign(CampaignRequest.Resign.getDefaultInstance()).build());
+    }
+    return resigned;
+  }
+
+  private boolean awaitResign(CompletableFuture<Boolean> answer) {
+    try {
+      return answer.get(resignTimeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (TimeoutException late) {
+      markGone("resigned at the client's request (no answer)", Status.Code.FAILED_PRECONDITION, null);
+      cancel("no resigned in time");
+      String details =
+          "no `resigned` within " + resignTimeout.toMillis() + " ms; the session was cancelled";
+      DeadlineExceededException error =
+          new DeadlineExceededException(
+              "resign: " + details, Status.Code.DEADLINE_EXCEEDED, details, late);
+      answer.completeExceptionally(error);
+      throw error;
+    } catch (ExecutionException failed) {
+      throw Errors.fromThrowable(failed.getCause(), "resign");
+    } catch (InterruptedException interrupted) {
+      Thread.currentThread().interrupt();
+      cancel("interrupted while resigning");
+      throw new RedlockdException(
+          "resign: interrupted; the session was cancelled",
+          Status.Code.CANCELLED,
+          "interrupted",
+          interrupted);
+    }
+  }
+
+  @Override
+  public String toString() {
+    State now = state;
+    String told =
+        now == null
+            ? "not elected"
+            : "name=\""
+                + now.name()
+                + "\", value=\""
+                + now.value()
+                + "\", term="
+                + Long.toUnsignedString(now.term())
+                + ", validity="
+                + now.validity();
+    LockLostException reason = gone;
+    return "Leadership{" + told + (reason != null ? ", lost: " + reason.reason() : "") + "}";
+  }
+
+  // ---- the session's plumbing, used by LockClient ----
+
+  ClientResponseObserver<CampaignRequest, CampaignResponse> observer() {
+    return new Events();
+  }
+
+  /** Sends the first message, {@code campaign}. */
+  void start(CampaignRequest.Start campaign) {
+    synchronized (guard) {
+      send(CampaignRequest.newBuilder().setCampaign(campaign).build());
+    }
+  }
+
+  /**
+   * Waits for the election, up to {@code limit} (null: however long it takes); on failure,
+   * timeout or interrupt the session is cancelled, which withdraws the candidacy.
+   */
+  Leadership awaitElected(Duration limit) {
+    try {
+      if (limit == null) {
+        elected.get();
+      } else {
+        elected.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+      }
+      return this;
+    } catch (TimeoutException late) {
+      abandon("not elected in time");
+      String details = "not elected within " + limit.toMillis() + " ms";
+      throw new DeadlineExceededException(
+          "Campaign: " + details, Status.Code.DEADLINE_EXCEEDED, details, late);
+    } catch (ExecutionException failed) {
+      abandon("failed");
+      throw Errors.fromThrowable(failed.getCause(), "Campaign");
+    } catch (InterruptedException interrupted) {
+      abandon("interrupted");
+      Thread.currentThread().interrupt();
+      throw new RedlockdException(
+          "Campaign: interrupted; the candidacy was withdrawn",
+          Status.Code.CANCELLED,
+          "interrupted",
+          interrupted);
+    }
+  }
+
+  /** Cancels the session (the daemon then ends the leadership); it counts as lost. */
+  void cancel(String why) {
+    synchronized (guard) {
+      if (cancelled || requests == null) {
+        return;
+      }
+      cancelled = true;
+      requests.cancel(why, null);
+    }
+  }
+
+  private void abandon(String why) {
+    synchronized (guard) {
+      abandoned = true;
+    }
+    cancel(why);
+  }
+
+  /** Writes one message unless the stream is already closed (caller holds `guard`). */
+  private void send(CampaignRequest request) {
+    if (cancelled || halfClosed) {
+      return;
+    }
+    requests.onNext(request);
+  }
+
+  /** Records the first reason the leadership is gone and completes {@link #lost()} with it. */
+  private void markGone(String reason, Status.Code code, Throwable cause) {
+    LockLostException reasonError;
+    synchronized (guard) {
+      if (watchdog != null) {
+        watchdog.cancel(false);
+      }
+      if (gone != null) {
+        return;
+      }
+      String name = state == null ? "?" : state.name();
+      String details = "the leadership of " + name + " is no longer held: " + reason;
+      reasonError = new LockLostException(details, code, details, reason, cause);
+      gone = reasonError;
+    }
+    lost.complete(reasonError);
+  }
+
+  /** Takes in an {@code elected} or {@code kept} (holds guard). */
+  private void record(redlock.v1.Election.Leadership wire, long arrived) {
+    Duration validity = Wire.fromProto(wire.getValidity());
+    state =
+        new State(
+            wire.getName(),
+            wire.getValue(),
+            wire.getTerm(),
+            wire.getToken(),
+            validity,
+            Wire.plus(arrived, validity));
+    arm();
+  }
+
+  /** (Re)starts the timer that counts the leadership as lost when its validity runs out. */
+  private void arm() {
+    if (watchdog != null) {
+      watchdog.cancel(false);
+    }
+    long delay = state.validUntilNanos() - Lease.stopMargin(ttl).toNanos() - Wire.now();
+    try {
+      watchdog =
+          scheduler.schedule(
+              () -> {
+                markGone(
+                    "no extension arrived before the validity ran out",
+                    Status.Code.FAILED_PRECONDITION,
+                    null);
+                cancel("no extension in time");
+              },
+              Math.max(0L, delay),
+              TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException closed) {
+      watchdog = null; // the client is closing; this session is cancelled with it
+    }
+  }
+
+  /** The call's events, in order, on gRPC's threads. */
+  private final class Events implements ClientResponseObserver<CampaignRequest, CampaignResponse> {
+    @Override
+    public void beforeStart(ClientCallStreamObserver<CampaignRequest> stream) {
+      synchronized (guard) {
+        requests = stream;
+      }
+    }
+
+    @Override
+    public void onNext(CampaignResponse event) {
+      long arrived = Wire.now();
+      if (!elected.isDone()) {
+        if (event.getEventCase() == CampaignResponse.EventCase.ELECTED) {
+          synchronized (guard) {
+            if (abandoned) {
+              return;
+            }
+            record(event.getElected(), arrived);
+          }
+          elected.complete(null);
+        } else if (event.getEventCase() == CampaignResponse.EventCase.DRAINING) {
+          // A stopping daemon elects nobody new; the stream ends (onCompleted) or errs next.
+          draining = true;
+        } else {
+          String details = "`" + event.getEventCase() + "` before `elected`";
+          cancel("protocol");
+          elected.completeExceptionally(
+              new LockLostException(
+                  "Campaign: " + details, Status.Code.INTERNAL, details, details, null));
+        }
+        return;
+      }
+      switch (event.getEventCase()) {
+        case KEPT:
+          synchronized (guard) {
+            if (gone != null) {
+              return;
+            }
+            record(event.getKept(), arrived);
+            extensions += 1;
+          }
+          break;
+        case DRAINING:
+          draining = true;
+          break;
+        case LOST:
+          markGone("lost: " + event.getLost().getReason(), Status.Code.FAILED_PRECONDITION, null);
+          break;
+        case RESIGNED:
+          CompletableFuture<Boolean> waiting;
+          synchronized (guard) {
+            waiting = resigning;
+            resigning = null;
+          }
+          if (waiting != null) {
+            markGone("resigned at the client's request", Status.Code.FAILED_PRECONDITION, null);
+            synchronized (guard) {
+              if (!cancelled && !halfClosed) {
+                halfClosed = true;
+                requests.onCompleted();
+              }
+            }
+            waiting.complete(event.getResigned().getWasLeader());
+          } else {
+            markGone("resigned by the daemon, unrequested", Status.Code.FAILED_PRECONDITION, null);
+          }
+          break;
+        default:
+          markGone(
+              "unexpected event " + event.getEventCase() + " mid-session",
+              Status.Code.INTERNAL,
+              null);
+          cancel("protocol");
+      }
+    }
+
+    @Override
+    public void onError(Throwable error) {
+      Status status = Status.fromThrowable(error);
+      CompletableFuture<Boolean> waiting;
+      synchronized (guard) {
+        cancelled = true;
+        waiting = resigning;
+        resigning = null;
+      }
+      if (!elected.isDone()) {
+        elected.completeExceptionally(Errors.fromThrowable(error, "Campaign"));
+      } else {
+        if (waiting != null) {
+          waiting.completeExceptionally(Errors.fromThrowable(error, "resign"));
+        }
+        String description = status.getDescription() == null ? "" : status.getDescription();
+        markGone(
+            "the session broke: " + status.getCode() + ": " + description, status.getCode(), error);
+      }
+      onFinish.run();
+    }
+
+    @Override
+    public void onCompleted() {
+      CompletableFuture<Boolean> waiting;
+      synchronized (guard) {
+        halfClosed = true;
+        waiting = resigning;
+        resigning = null;
+      }
+      if (!elected.isDone()) {
+        String details = "the session ended before this candidate was elected";
+        elected.completeExceptionally(
+            new UnavailableException(
+                "Campaign: " + details, Status.Code.UNAVAILABLE, details, null));
+      } else {
+        if (waiting != null) {
+          String details = "the session ended unanswered";
+          waiting.completeExceptionally(
+              new LockLostException(
+                  "resign: " + details, Status.Code.UNAVAILABLE, details, details, null));
+        }
+        markGone("the session ended", Status.Code.FAILED_PRECONDITION, null);
+      }
+      onFinish.run();
+    }
+  }
+}

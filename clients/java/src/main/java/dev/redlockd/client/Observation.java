@@ -1,0 +1,170 @@
+package dev.redlockd.client;
+
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import redlock.v1.Election.ObserveRequest;
+import redlock.v1.Election.ObserveResponse;
+
+/**
+ * A subscription to an election's leader changes, from {@link LockClient#observe}: an Observe
+ * stream whose events go to a {@link Listener}, the current state first, then each change (a
+ * leader of a higher term, or no leader after one), never going back to a term already told. Close
+ * it to stop; {@link #ended()} says when and why the stream ended.
+ */
+public final class Observation implements AutoCloseable {
+  /** Receives an election's leader changes, in term order, one at a time. */
+  @FunctionalInterface
+  public interface Listener {
+    /**
+     * The election's state: its leader, or empty when it has none. Called on a gRPC thread, one
+     * call at a time; return quickly (hand long work to an executor). An exception thrown here ends
+     * the observation ({@link #ended()} completes with it).
+     *
+     * @param leader the leader now, or empty
+     */
+    void onChange(Optional<Leader> leader);
+  }
+
+  private final String name;
+  private final Listener listener;
+  private final Runnable onFinish;
+  private final CompletableFuture<Void> ended = new CompletableFuture<>();
+  private final Object guard = new Object();
+
+  // Guarded by `guard`.
+  private ClientCallStreamObserver<ObserveRequest> requests;
+  private boolean closed;
+  // Touched on gRPC's thread only (events are serialized).
+  private boolean told;
+  private boolean toldLeader;
+  private long lastTerm;
+
+  Observation(String name, Listener listener, Runnable onFinish) {
+    this.name = name;
+    this.listener = listener;
+    this.onFinish = onFinish;
+  }
+
+  /** The election observed. */
+  public String name() {
+    return name;
+  }
+
+  /**
+   * Completes when the stream ends: normally after {@link #close()} or when the daemon stopped
+   * (observe again, on another replica), exceptionally with a {@link RedlockdException} when it
+   * broke (too few masters answered: {@link UnavailableException}; the daemon gone) or with what
+   * the listener threw. Each call returns a new view.
+   */
+  public CompletableFuture<Void> ended() {
+    return ended.copy();
+  }
+
+  /** Whether the stream has ended (see {@link #ended()}). */
+  public boolean isEnded() {
+    return ended.isDone();
+  }
+
+  /** Stops observing: cancels the stream. Idempotent. */
+  @Override
+  public void close() {
+    cancel("observation closed");
+  }
+
+  @Override
+  public String toString() {
+    return "Observation{name=\"" + name + "\"" + (ended.isDone() ? ", ended" : "") + "}";
+  }
+
+  // ---- plumbing, used by LockClient ----
+
+  ClientResponseObserver<ObserveRequest, ObserveResponse> observer() {
+    return new Events();
+  }
+
+  void cancel(String why) {
+    synchronized (guard) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      if (requests != null) {
+        requests.cancel(why, null);
+      }
+    }
+    ended.complete(null);
+  }
+
+  /**
+   * Whether an event moves the state forward, as the daemon only ever sends: the first state, a
+   * term above every term told, or no leader after a leader. A later stream (the caller's next
+   * observation) starts afresh.
+   */
+  private boolean forward(ObserveResponse event) {
+    if (!told) {
+      return true;
+    }
+    if (event.getHasLeader()) {
+      return Long.compareUnsigned(event.getLeader().getTerm(), lastTerm) > 0;
+    }
+    return toldLeader;
+  }
+
+  private final class Events implements ClientResponseObserver<ObserveRequest, ObserveResponse> {
+    @Override
+    public void beforeStart(ClientCallStreamObserver<ObserveRequest> stream) {
+      synchronized (guard) {
+        requests = stream;
+      }
+    }
+
+    @Override
+    public void onNext(ObserveResponse event) {
+      if (ended.isDone() || !forward(event)) {
+        return;
+      }
+      told = true;
+      toldLeader = event.getHasLeader();
+      if (toldLeader) {
+        lastTerm = event.getLeader().getTerm();
+      }
+      Optional<Leader> leader =
+          event.getHasLeader() ? Optional.of(Leader.fromWire(event.getLeader())) : Optional.empty();
+      try {
+        listener.onChange(leader);
+      } catch (RuntimeException | Error thrown) {
+        synchronized (guard) {
+          closed = true;
+          requests.cancel("the listener threw", thrown);
+        }
+        ended.completeExceptionally(thrown);
+      }
+    }
+
+    @Override
+    public void onError(Throwable error) {
+      boolean asked;
+      synchronized (guard) {
+        asked = closed;
+        closed = true;
+      }
+      if (asked) {
+        ended.complete(null);
+      } else {
+        ended.completeExceptionally(Errors.fromThrowable(error, "Observe"));
+      }
+      onFinish.run();
+    }
+
+    @Override
+    public void onCompleted() {
+      synchronized (guard) {
+        closed = true;
+      }
+      ended.complete(null);
+      onFinish.run();
+    }
+  }
+}
