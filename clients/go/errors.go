@@ -41,9 +41,10 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermissionDenied (PERMISSION_DENIED): the resource is outside the caller's namespaces.
 	ErrPermissionDenied = errors.New("permission denied")
-	// ErrLost: a Hold session's lock is gone or no longer guaranteed (the
-	// daemon sent `lost` or an unrequested `released`, the stream ended or
-	// broke, no extension came in time, or it was released on purpose).
+	// ErrLost: a Hold session's lock, or a Campaign session's leadership,
+	// is gone or no longer guaranteed (the daemon sent `lost` or an
+	// unrequested `released`/`resigned`, the stream ended or broke, no
+	// extension came in time, or it was released or resigned on purpose).
 	// Error.Reason says which.
 	ErrLost = errors.New("lock lost")
 	// ErrOther: any other status (INTERNAL, UNKNOWN, ...); see Error.Code.
@@ -68,7 +69,8 @@ var kinds = map[codes.Code]error{
 // message. It never contains a lock token.
 type Error struct {
 	// Op is the call that failed: "Acquire", "Extend", "Release",
-	// "Validate", "Hold", "Dial" or "Lease".
+	// "Validate", "Hold", "Dial" or "Lease"; for elections "Campaign",
+	// "Leader", "Observe", "Resign" or "Leadership".
 	Op string
 	// Kind is one of the Err* values above.
 	Kind error
@@ -80,7 +82,8 @@ type Error struct {
 	// Field names the offending field of an ErrInvalidArgument, when the
 	// message says it ("<field>: <reason>", as the daemon and this client write).
 	Field string
-	// Reason says how a Hold session's lock went away (ErrLost only).
+	// Reason says how a Hold session's lock, or a Campaign session's
+	// leadership, went away (ErrLost only).
 	Reason string
 	// cause is the underlying error (a gRPC status error), if any.
 	cause error
