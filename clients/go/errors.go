@@ -25,7 +25,9 @@ var (
 	// ErrDeadlineExceeded (DEADLINE_EXCEEDED): the call's deadline ran out
 	// first; nothing is left locked by it (whether the daemon answered so, or
 	// the context expired first: Acquire then releases what its request id
-	// may have got). Also errors.Is context.DeadlineExceeded.
+	// may have got). Also errors.Is context.DeadlineExceeded. The daemon's
+	// CANCELLED "Timeout expired" (its server enforcing this client's
+	// deadline first) is this kind too.
 	ErrDeadlineExceeded = errors.New("deadline exceeded")
 	// ErrCanceled (CANCELLED): the caller cancelled the call's context; an
 	// Acquire leaves nothing locked, as for ErrDeadlineExceeded. Also
@@ -148,7 +150,20 @@ func fromRPC(op string, err error) error {
 		return err
 	}
 	s, _ := status.FromError(err)
+	if serverTimedOut(s) {
+		return newError(op, codes.DeadlineExceeded, s.Message(), err)
+	}
 	return newError(op, s.Code(), s.Message(), err)
+}
+
+// serverTimedOut says whether s is the daemon's gRPC server (tonic)
+// enforcing the deadline this client sent (grpc-timeout): it answers
+// CANCELLED "Timeout expired" when that deadline runs out there before the
+// client's own timer fires. It is the caller's deadline all the same (as
+// the Rust client reads it), and the daemon dropped the call rather than
+// answering it.
+func serverTimedOut(s *status.Status) bool {
+	return s.Code() == codes.Canceled && s.Message() == "Timeout expired"
 }
 
 // invalidArgument is a request this client refuses before sending it.
