@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Go client module (clients/go, github.com/redlockd/redlockd/clients/go):
 #   1. the checked-in stubs (clients/go/redlockv1) equal a fresh generation
-#      from proto/redlock/v1/lock.proto (clients/go/generate.sh --check);
+#      from proto/redlock/v1 (clients/go/generate.sh --check);
 #   2. clients/go/LICENSE equals the root LICENSE (a Go module zip holds only
 #      its own directory, so pkg.go.dev needs the copy); go.mod and go.sum
 #      are tidy (`go mod tidy -diff`), the code is gofmt'ed;

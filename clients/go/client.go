@@ -22,6 +22,7 @@ import (
 type Client struct {
 	conn        *grpc.ClientConn
 	stub        pb.LockServiceClient
+	election    pb.ElectionServiceClient
 	callTimeout time.Duration
 	// releases are the background releases of unanswered Acquires.
 	releases releases
@@ -61,7 +62,12 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fromRPC("Dial", err)
 	}
-	return &Client{conn: conn, stub: pb.NewLockServiceClient(conn), callTimeout: cfg.callTimeout}, nil
+	return &Client{
+		conn:        conn,
+		stub:        pb.NewLockServiceClient(conn),
+		election:    pb.NewElectionServiceClient(conn),
+		callTimeout: cfg.callTimeout,
+	}, nil
 }
 
 // transportCredentials builds plaintext or TLS credentials from the options.
@@ -102,8 +108,9 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // can be used (see WithToken).
 func (bearer) RequireTransportSecurity() bool { return false }
 
-// Close closes the connection. Open Hold sessions end with it: the daemon
-// releases their locks and their leases' Done channels close. It first
+// Close closes the connection. Open Hold and Campaign sessions end with it:
+// the daemon releases their locks and leaderships, and their Leases' and
+// Leaderships' Done channels close. It first
 // lets the background releases of unanswered Acquires finish (each takes a
 // second at most).
 func (c *Client) Close() error {
@@ -114,6 +121,10 @@ func (c *Client) Close() error {
 // Stub is the generated gRPC client on the same connection, for what this
 // package does not wrap.
 func (c *Client) Stub() pb.LockServiceClient { return c.stub }
+
+// ElectionStub is the generated ElectionService client on the same
+// connection.
+func (c *Client) ElectionStub() pb.ElectionServiceClient { return c.election }
 
 // withDefaultDeadline bounds ctx by wait + the call timeout when it has no deadline.
 func (c *Client) withDefaultDeadline(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {

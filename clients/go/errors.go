@@ -25,7 +25,9 @@ var (
 	// ErrDeadlineExceeded (DEADLINE_EXCEEDED): the call's deadline ran out
 	// first; nothing is left locked by it (whether the daemon answered so, or
 	// the context expired first: Acquire then releases what its request id
-	// may have got). Also errors.Is context.DeadlineExceeded.
+	// may have got). Also errors.Is context.DeadlineExceeded. The daemon's
+	// CANCELLED "Timeout expired" (its server enforcing this client's
+	// deadline first) is this kind too.
 	ErrDeadlineExceeded = errors.New("deadline exceeded")
 	// ErrCanceled (CANCELLED): the caller cancelled the call's context; an
 	// Acquire leaves nothing locked, as for ErrDeadlineExceeded. Also
@@ -41,9 +43,10 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermissionDenied (PERMISSION_DENIED): the resource is outside the caller's namespaces.
 	ErrPermissionDenied = errors.New("permission denied")
-	// ErrLost: a Hold session's lock is gone or no longer guaranteed (the
-	// daemon sent `lost` or an unrequested `released`, the stream ended or
-	// broke, no extension came in time, or it was released on purpose).
+	// ErrLost: a Hold session's lock, or a Campaign session's leadership,
+	// is gone or no longer guaranteed (the daemon sent `lost` or an
+	// unrequested `released`/`resigned`, the stream ended or broke, no
+	// extension came in time, or it was released or resigned on purpose).
 	// Error.Reason says which.
 	ErrLost = errors.New("lock lost")
 	// ErrOther: any other status (INTERNAL, UNKNOWN, ...); see Error.Code.
@@ -68,7 +71,8 @@ var kinds = map[codes.Code]error{
 // message. It never contains a lock token.
 type Error struct {
 	// Op is the call that failed: "Acquire", "Extend", "Release",
-	// "Validate", "Hold", "Dial" or "Lease".
+	// "Validate", "Hold", "Dial" or "Lease"; for elections "Campaign",
+	// "Leader", "Observe", "Resign" or "Leadership".
 	Op string
 	// Kind is one of the Err* values above.
 	Kind error
@@ -80,7 +84,8 @@ type Error struct {
 	// Field names the offending field of an ErrInvalidArgument, when the
 	// message says it ("<field>: <reason>", as the daemon and this client write).
 	Field string
-	// Reason says how a Hold session's lock went away (ErrLost only).
+	// Reason says how a Hold session's lock, or a Campaign session's
+	// leadership, went away (ErrLost only).
 	Reason string
 	// cause is the underlying error (a gRPC status error), if any.
 	cause error
@@ -145,7 +150,20 @@ func fromRPC(op string, err error) error {
 		return err
 	}
 	s, _ := status.FromError(err)
+	if serverTimedOut(s) {
+		return newError(op, codes.DeadlineExceeded, s.Message(), err)
+	}
 	return newError(op, s.Code(), s.Message(), err)
+}
+
+// serverTimedOut says whether s is the daemon's gRPC server (tonic)
+// enforcing the deadline this client sent (grpc-timeout): it answers
+// CANCELLED "Timeout expired" when that deadline runs out there before the
+// client's own timer fires. It is the caller's deadline all the same (as
+// the Rust client reads it), and the daemon dropped the call rather than
+// answering it.
+func serverTimedOut(s *status.Status) bool {
+	return s.Code() == codes.Canceled && s.Message() == "Timeout expired"
 }
 
 // invalidArgument is a request this client refuses before sending it.

@@ -54,6 +54,11 @@ func TestContextKinds(t *testing.T) {
 	if errors.Is(fromRPC("Acquire", status.Error(codes.Aborted, "")), context.Canceled) {
 		t.Error("ABORTED is context.Canceled")
 	}
+	// The daemon's server enforcing this client's grpc-timeout first.
+	timedOut := fromRPC("Acquire", status.Error(codes.Canceled, "Timeout expired"))
+	if !errors.Is(timedOut, ErrDeadlineExceeded) || !errors.Is(timedOut, context.DeadlineExceeded) || status.Code(timedOut) != codes.DeadlineExceeded {
+		t.Errorf("CANCELLED \"Timeout expired\" is %v, not the deadline", timedOut)
+	}
 }
 
 func TestInvalidArgumentNamesTheField(t *testing.T) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Go stubs checked in under clients/go/redlockv1 from the
-# contract (proto/redlock/v1/lock.proto), with buf (scripts/buf.sh) and the
+# contract (every file of proto/redlock/v1: lock.proto, election.proto,
+# admin.proto), with buf (scripts/buf.sh) and the
 # plugins protoc-gen-go and protoc-gen-go-grpc at the versions pinned in
 # clients/go/tools/go.mod (built from the Go module proxy into target/go/bin).
 #   clients/go/generate.sh          rewrite the checked-in stubs

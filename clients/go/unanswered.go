@@ -51,6 +51,11 @@ func answeredByDaemon(ctx context.Context, err error, trailer metadata.MD) bool 
 	if len(trailer) == 0 {
 		return false
 	}
+	if s, _ := status.FromError(err); serverTimedOut(s) {
+		// The daemon's server dropped the call at the deadline: whether
+		// it was granted just before is unknown, as for the client's own.
+		return false
+	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded, codes.Canceled:
 		return ctx.Err() == nil
