@@ -596,3 +596,80 @@ async fn client_certificates() {
     );
     drop(masters);
 }
+
+/// `GET /v1/elections/{name}` with `curl`: the leader a Campaign made over
+/// gRPC (value, term as a string), then none once it resigned; another
+/// namespace's election is PERMISSION_DENIED 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elections_leader_over_http() {
+    use redlockd::pb::election_service_client::ElectionServiceClient;
+    let masters = start_masters();
+    let g = start(&masters.urls(), &token_config(), &[]).await;
+    let curl = |name: &str, token: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", "-H"])
+            .arg(format!("Authorization: Bearer {token}"))
+            .arg(format!("http://{}/v1/elections/{name}", g.http))
+            .output()
+            .expect("curl (apt-get install curl)");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').expect("a status line");
+        let body: Value = serde_json::from_str(body).expect("JSON");
+        (code.parse::<u16>().expect("an HTTP status"), body)
+    };
+    let (code, none) = curl("orders/leader", ORDERS_TOKEN);
+    assert_eq!(code, 200, "{none}");
+    assert_ne!(none["hasLeader"], true, "{none}");
+
+    let channel = client::endpoint(g.grpc).expect("endpoint");
+    let mut elections = ElectionServiceClient::new(channel.connect().await.expect("connect"));
+    let (requests, outgoing) = tokio::sync::mpsc::channel(2);
+    requests
+        .send(pb::CampaignRequest {
+            request: Some(pb::campaign_request::Request::Campaign(
+                pb::campaign_request::Start {
+                    name: "orders/leader".into(),
+                    value: "10.0.0.7:8080".into(),
+                    ttl: ms(10_000),
+                },
+            )),
+        })
+        .await
+        .expect("queue");
+    let mut campaign = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(outgoing));
+    campaign.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {ORDERS_TOKEN}").parse().expect("ascii"),
+    );
+    let mut events = elections
+        .campaign(campaign)
+        .await
+        .expect("campaign")
+        .into_inner();
+    let term = match events
+        .message()
+        .await
+        .expect("an event")
+        .and_then(|e| e.event)
+    {
+        Some(pb::campaign_response::Event::Elected(leadership)) => leadership.term,
+        other => panic!("expected `elected`, got {other:?}"),
+    };
+
+    let (code, led) = curl("orders/leader", ORDERS_TOKEN);
+    assert_eq!(code, 200, "{led}");
+    assert_eq!(led["hasLeader"], true, "{led}");
+    assert_eq!(led["leader"]["value"], "10.0.0.7:8080", "{led}");
+    assert_eq!(led["leader"]["name"], "orders/leader", "{led}");
+    assert_eq!(led["leader"]["term"], term.to_string(), "{led}");
+    let (code, denied) = curl("orders/leader", JOBS_TOKEN);
+    assert_eq!((code, &denied["code"]), (403, &json!(7)), "{denied}");
+
+    drop(requests); // half-close: resign
+    while let Ok(Some(_)) = events.message().await {}
+    let (code, after) = curl("orders/leader", ORDERS_TOKEN);
+    assert_eq!(code, 200, "{after}");
+    assert_ne!(after["hasLeader"], true, "{after}");
+    drop(masters);
+}

@@ -28,18 +28,18 @@ impl GatewayError {
             code: Code::NotFound,
             message: format!(
                 "no such path {path:?}: POST /v1/locks:acquire, /v1/locks:extend, \
-                 /v1/locks:release or /v1/locks:validate"
+                 /v1/locks:release or /v1/locks:validate, or GET /v1/elections/NAME"
             ),
         }
     }
 
-    /// A known path with another method than POST: 405 (UNIMPLEMENTED, as
-    /// grpc-gateway answers it).
-    pub(crate) fn method_not_allowed() -> GatewayError {
+    /// A known path with another method than its own (`allowed`): 405
+    /// (UNIMPLEMENTED, as grpc-gateway answers it).
+    pub(crate) fn method_not_allowed(allowed: &str) -> GatewayError {
         GatewayError {
             http: StatusCode::METHOD_NOT_ALLOWED,
             code: Code::Unimplemented,
-            message: "method not allowed: use POST".into(),
+            message: format!("method not allowed: use {allowed}"),
         }
     }
 
@@ -145,7 +145,7 @@ mod tests {
         }
         let error = GatewayError::from(Status::aborted("held"));
         assert_eq!((error.http.as_u16(), error.code), (409, Code::Aborted));
-        assert_eq!(GatewayError::method_not_allowed().http.as_u16(), 405);
+        assert_eq!(GatewayError::method_not_allowed("POST").http.as_u16(), 405);
         assert_eq!(GatewayError::too_large(10).http.as_u16(), 413);
         assert_eq!(GatewayError::not_found("/x").http.as_u16(), 404);
     }

@@ -11,7 +11,9 @@
 //! certificate under mTLS) before the body is read, and the same
 //! [`LockApi`] handler validates, checks namespaces, calls the engine and
 //! counts the metrics. `Hold` is gRPC only: an HTTP caller keeps its lock
-//! with `:extend` calls well inside the lock's validity.
+//! with `:extend` calls well inside the lock's validity. `GET
+//! /v1/elections/{name}` answers an election's current leader
+//! (`LeaderResponse`), for a sidecar's neighbours without a gRPC client.
 
 mod errors;
 mod json;
@@ -20,6 +22,7 @@ use crate::config::Config;
 use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::{Activity, Gate};
 use crate::pb;
+use crate::pb::election_service_server::ElectionService;
 use crate::pb::lock_service_server::LockService;
 use crate::service::auth::Gatekeeper;
 use crate::service::LockApi;
@@ -76,17 +79,31 @@ struct Connection {
     certs: Option<Vec<CertificateDer<'static>>>,
 }
 
-/// The four calls, by path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The calls, by path.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Rpc {
     Acquire,
     Extend,
     Release,
     Validate,
+    /// `GET /v1/elections/{name}`: the election's leader (the name as the
+    /// rest of the path, percent-decoded).
+    Leader(String),
 }
 
-/// The call at `path`, or 404; a method other than POST: 405.
+/// Where an election's leader is read.
+const ELECTIONS: &str = "/v1/elections/";
+
+/// The call at `path`, or 404; a method other than the call's (POST, GET
+/// for an election's leader): 405.
 fn route(method: &Method, path: &str) -> Result<Rpc, GatewayError> {
+    if let Some(name) = path.strip_prefix(ELECTIONS) {
+        let name = percent_decoded(name).ok_or_else(|| GatewayError::not_found(path))?;
+        return match *method == Method::GET {
+            true => Ok(Rpc::Leader(name)),
+            false => Err(GatewayError::method_not_allowed("GET")),
+        };
+    }
     let rpc = match path {
         "/v1/locks:acquire" => Rpc::Acquire,
         "/v1/locks:extend" => Rpc::Extend,
@@ -96,8 +113,30 @@ fn route(method: &Method, path: &str) -> Result<Rpc, GatewayError> {
     };
     match *method == Method::POST {
         true => Ok(rpc),
-        false => Err(GatewayError::method_not_allowed()),
+        false => Err(GatewayError::method_not_allowed("POST")),
     }
+}
+
+/// `text` with its `%XX` escapes decoded; `None` when an escape is
+/// malformed or the result is not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            byte => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// A `200 OK` (or, changed by the caller, any) answer with a JSON body.
@@ -194,6 +233,12 @@ impl Gateway {
                     .validate(tonic::Request::from_parts(metadata, extensions, message))
                     .await?;
                 codec.encode("redlock.v1.ValidateResponse", response.get_ref())?
+            }
+            Rpc::Leader(name) => {
+                let message = pb::LeaderRequest { name };
+                let request = tonic::Request::from_parts(metadata, extensions, message);
+                let response = ElectionService::leader(api, request).await?;
+                codec.encode("redlock.v1.LeaderResponse", response.get_ref())?
             }
         })
     }
@@ -375,5 +420,15 @@ mod tests {
         assert_eq!(wrong.http, StatusCode::METHOD_NOT_ALLOWED);
         let unknown = route(&Method::POST, "/v1/locks:hold").unwrap_err();
         assert_eq!(unknown.http, StatusCode::NOT_FOUND);
+        assert_eq!(
+            route(&Method::GET, "/v1/elections/jobs/leader%20a"),
+            Ok(Rpc::Leader("jobs/leader a".into()))
+        );
+        let wrong = route(&Method::POST, "/v1/elections/jobs").unwrap_err();
+        assert_eq!(wrong.http, StatusCode::METHOD_NOT_ALLOWED);
+        let malformed = route(&Method::GET, "/v1/elections/a%2").unwrap_err();
+        assert_eq!(malformed.http, StatusCode::NOT_FOUND);
+        assert_eq!(percent_decoded("%e2%9c%93"), Some("\u{2713}".into()));
+        assert_eq!(percent_decoded("%ff"), None);
     }
 }

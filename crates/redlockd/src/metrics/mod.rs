@@ -58,6 +58,8 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     counter!(LOCKS_LOST_TOTAL).increment(0);
     counter!(FORCE_RELEASES_TOTAL).increment(0);
     counter!(LOCK_DELAY_REFUSALS_TOTAL).increment(0);
+    counter!(ELECTION_LEADERSHIPS_TOTAL).increment(0);
+    gauge!(ELECTIONS_LED).set(0.0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     process_collector().describe();
     *slot = Some(handle.clone());
@@ -252,6 +254,14 @@ pub(crate) fn availability(quorum: bool, waiters: usize, queued: usize, limit: u
 /// A session opened (+1) or ended (-1).
 pub(crate) fn session_delta(delta: f64) {
     gauge!(SESSIONS_ACTIVE).increment(delta);
+}
+
+/// A Campaign was elected (+1), or its leadership ended (-1).
+pub(crate) fn leadership_delta(delta: f64) {
+    if delta > 0.0 {
+        counter!(ELECTION_LEADERSHIPS_TOTAL).increment(1);
+    }
+    gauge!(ELECTIONS_LED).increment(delta);
 }
 
 /// A session's lock was lost.

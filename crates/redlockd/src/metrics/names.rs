@@ -53,6 +53,11 @@ pub(crate) const ADMISSION_LIMIT: &str = "redlock_admission_limit";
 pub(crate) const NODE_CLOCK_SKEW: &str = "redlock_node_clock_skew_ratio";
 /// A master's wall clock minus ours, in seconds (see `crate::valkey::offset`).
 pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
+/// Leaderships begun through this replica's `Campaign` sessions (never
+/// labelled with the election).
+pub(crate) const ELECTION_LEADERSHIPS_TOTAL: &str = "redlock_election_leaderships_total";
+/// Leaderships held through this replica's `Campaign` sessions now.
+pub(crate) const ELECTIONS_LED: &str = "redlock_elections_led";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Locks released by an operator (`LockAdmin.ForceRelease`).
@@ -85,7 +90,7 @@ pub(super) enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 28] = [
+pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 30] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -172,6 +177,16 @@ pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 28] = [
         "1 while a quorum of trusted masters is reachable.",
     ),
     (SESSIONS_ACTIVE, Kind::Gauge, "Open Hold sessions."),
+    (
+        ELECTION_LEADERSHIPS_TOTAL,
+        Kind::Counter,
+        "Leaderships begun through this replica's Campaign sessions (every election together).",
+    ),
+    (
+        ELECTIONS_LED,
+        Kind::Gauge,
+        "Leaderships held through this replica's Campaign sessions now; sum over replicas for the fleet.",
+    ),
     (
         LOCKS_HELD,
         Kind::Gauge,

@@ -49,6 +49,22 @@ impl Drop for ActiveSession {
     }
 }
 
+/// Counts a Campaign's leadership in the election metrics while it lasts.
+struct Leading;
+
+impl Leading {
+    fn start() -> Leading {
+        metrics::leadership_delta(1.0);
+        Leading
+    }
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        metrics::leadership_delta(-1.0);
+    }
+}
+
 impl<W: Wire> Session<W> {
     pub(super) async fn run(mut self: Box<Self>) {
         let _active = ActiveSession::start();
@@ -62,6 +78,7 @@ impl<W: Wire> Session<W> {
         self.waiting = None;
         // Observers of the resource on this replica re-read its holder.
         self.engine.changes().announce(&lock.resource);
+        let _leading = W::WAITS_UNTIL_GRANTED.then(Leading::start);
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");
         if Box::pin(self.send(W::acquired(lock.clone(), &self.args)))
             .await

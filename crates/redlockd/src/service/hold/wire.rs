@@ -20,7 +20,8 @@ pub(crate) trait Wire: Send + Sync + 'static {
     /// The rpc's name, in logs and metrics.
     const RPC: &'static str;
     /// Whether the session waits until it is granted, however long (a
-    /// candidate), rather than for the `wait` its first message asked.
+    /// candidate), rather than for the `wait` its first message asked;
+    /// its grant is then a leadership (counted in the election metrics).
     const WAITS_UNTIL_GRANTED: bool;
     /// The first message's acquisition, checked; the session's error when
     /// it is not the opening message.
