@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Node client package (clients/node, npm `redlockd-client`):
 #   1. npm ci (download cache under target/node-client-cache);
-#   2. the package's copy of the contract equals proto/redlock/v1/lock.proto;
+#   2. the package's copy of the contract equals proto/redlock/v1/ (lock,
+#      election and admin .proto);
 #   3. `npm pack --dry-run` ships the sources, the types and the contract;
 #   4. the hand-written types: `tsc` on types/usage.ts;
 #   5. `node --test` against real daemons (the workspace's target/debug/
@@ -35,23 +36,19 @@ echo "--- npm ci"
 export npm_config_cache="$repo/target/node-client-cache"
 (cd "$pkg" && timeout 300 npm ci --no-audit --no-fund --loglevel=error)
 
-echo "--- the package's contract is proto/redlock/v1/lock.proto"
-if ! cmp -s proto/redlock/v1/lock.proto "$pkg/proto/redlock/v1/lock.proto"; then
-  diff -u proto/redlock/v1/lock.proto "$pkg/proto/redlock/v1/lock.proto" >&2 || true
-  echo "check-node-client: clients/node/proto/redlock/v1/lock.proto differs from the contract; copy it:" >&2
-  echo "  cp proto/redlock/v1/lock.proto clients/node/proto/redlock/v1/lock.proto" >&2
-  exit 1
-fi
-
-if ! cmp -s proto/redlock/v1/admin.proto "$pkg/proto/redlock/v1/admin.proto"; then
-  echo "check-node-client: clients/node/proto/redlock/v1/admin.proto differs from the contract; copy it:" >&2
-  echo "  cp proto/redlock/v1/admin.proto clients/node/proto/redlock/v1/admin.proto" >&2
-  exit 1
-fi
+echo "--- the package's contract is proto/redlock/v1/{lock,election,admin}.proto"
+for proto in lock election admin; do
+  if ! cmp -s "proto/redlock/v1/$proto.proto" "$pkg/proto/redlock/v1/$proto.proto"; then
+    diff -u "proto/redlock/v1/$proto.proto" "$pkg/proto/redlock/v1/$proto.proto" >&2 || true
+    echo "check-node-client: clients/node/proto/redlock/v1/$proto.proto differs from the contract; copy it:" >&2
+    echo "  cp proto/redlock/v1/$proto.proto clients/node/proto/redlock/v1/$proto.proto" >&2
+    exit 1
+  fi
+done
 
 echo "--- npm pack ships the sources, types and contract"
 packed="$(cd "$pkg" && timeout 120 npm pack --dry-run --json --loglevel=error)"
-for file in src/index.js src/index.d.ts proto/redlock/v1/lock.proto README.md package.json; do
+for file in src/index.js src/election.js src/index.d.ts proto/redlock/v1/lock.proto proto/redlock/v1/election.proto README.md package.json; do
   if ! grep -q "\"path\": \"$file\"" <<<"$packed"; then
     echo "check-node-client: npm pack would not ship $file" >&2
     exit 1

@@ -1,12 +1,14 @@
-// The client: one gRPC channel to a daemon, the four unary calls, and Hold
-// sessions (`hold` for a lease, `using` for a callback).
+// The client: one gRPC channel to a daemon, the four unary calls, Hold
+// sessions (`hold` for a lease, `using` for a callback), and leader election
+// (`campaign`, `leader`, `observe`, `resign`).
 
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
-import { DeadlineExceededError, LockLostError, fromStatus, invalidArgument } from './errors.js';
+import { DeadlineExceededError, LockLostError, UnavailableError, fromStatus, invalidArgument } from './errors.js';
+import { Leader, Leadership, stepsForward } from './election.js';
 import { Lease } from './lease.js';
 import { Lock, fromDuration, now, optionalString, requireString, toDuration } from './wire.js';
 
@@ -71,17 +73,24 @@ function answeredByDaemon(error) {
   return metadata instanceof grpc.Metadata && Object.keys(metadata.getMap()).length > 0;
 }
 
-/** The contract, shipped inside the package (a copy of proto/redlock/v1/lock.proto). */
+/** The contract, shipped inside the package (a copy of proto/redlock/v1/). */
 const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'proto');
 
-const definition = protoLoader.loadSync('redlock/v1/lock.proto', {
+const definition = protoLoader.loadSync(['redlock/v1/lock.proto', 'redlock/v1/election.proto'], {
   includeDirs: [PROTO_DIR],
   keepCase: true, // field names as in the contract: was_held
   longs: String, // uint64 fences as decimal strings, turned into BigInt
   defaults: true,
   oneofs: true, // event.event names the field that is set
 });
-const { LockService } = grpc.loadPackageDefinition(definition).redlock.v1;
+const { LockService, ElectionService } = grpc.loadPackageDefinition(definition).redlock.v1;
+
+/** Checks an optional AbortSignal option. */
+function optionalSignal(signal) {
+  if (signal === undefined || signal === null) return null;
+  if (!(signal instanceof AbortSignal)) throw invalidArgument('signal', 'must be an AbortSignal');
+  return signal;
+}
 
 /** `AcquireRequest.mode` for the `shared` option (absent: exclusive). */
 function lockMode(shared) {
@@ -131,7 +140,9 @@ export class Client {
     this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
     toDuration(this.deadlineMs, 'deadlineMs');
     this._stub = new LockService(host, credentials, options.channelOptions ?? {});
-    /** Open Hold calls, cancelled by close() so that their locks are released. */
+    // The same channel (one connection) for the elections.
+    this._elections = new ElectionService(host, credentials, { channelOverride: this._stub.getChannel() });
+    /** Open Hold, Campaign and Observe calls, cancelled by close() so that their locks are released. */
     this._sessions = new Set();
     /** Background releases of unanswered acquires: token -> a promise that never rejects. */
     this._releases = new Map();
@@ -292,6 +303,143 @@ export class Client {
   }
 
   /**
+   * Stands as a candidate in the election `name` through a Campaign
+   * session and waits until elected (candidates are served first come,
+   * first served, for as long as it takes): resolves to a Leadership the
+   * daemon keeps while the session is open, whose `signal` aborts once it
+   * is gone. `options.value` is what the leader publishes (an address, a
+   * pod name); `options.ttlMs` (required) how long a frozen or killed
+   * leader keeps the leadership, so about how long a standby waits to take
+   * over. `options.signal` withdraws the candidacy when it aborts before
+   * the election (the promise rejects with its reason); it does not end a
+   * leadership won: `resign()` does.
+   */
+  async campaign(name, options = {}) {
+    const start = {
+      name: requireString(name, 'name'),
+      value: optionalString(options.value, 'value'),
+      ttl: toDuration(options.ttlMs, 'ttlMs'),
+    };
+    const ttlMs = options.ttlMs;
+    const signal = optionalSignal(options.signal);
+    signal?.throwIfAborted();
+    const call = this._elections.Campaign(this._metadata());
+    this._sessions.add(call);
+    call.once('status', () => this._sessions.delete(call));
+    return new Promise((resolve, reject) => {
+      let leadership = null;
+      let failed = false;
+      const withdraw = () => {
+        if (leadership || failed) return;
+        // Cancelled before `elected`: the daemon withdraws the candidate
+        // (and resigns a leadership granted an instant before).
+        call.cancel();
+        fail(signal.reason);
+      };
+      const fail = (error) => {
+        failed = true;
+        signal?.removeEventListener('abort', withdraw);
+        reject(error);
+      };
+      signal?.addEventListener('abort', withdraw, { once: true });
+      call.on('data', (event) => {
+        if (leadership) return leadership._event(event);
+        if (failed) return undefined;
+        if (event.event === 'elected') {
+          signal?.removeEventListener('abort', withdraw);
+          leadership = new Leadership(call, event.elected, ttlMs, this.deadlineMs);
+          return resolve(leadership);
+        }
+        call.cancel();
+        const details = `\`${event.event}\` before \`elected\``;
+        return fail(new LockLostError(`Campaign: ${details}`, grpc.status.INTERNAL, details, details));
+      });
+      call.on('error', (error) => {
+        if (leadership) leadership._error(error);
+        // Before the election, the call's final status (below) says why.
+      });
+      call.on('end', () => {
+        if (leadership) leadership._end();
+      });
+      call.on('status', (status) => {
+        if (leadership || failed) return;
+        if (status.code !== grpc.status.OK) return fail(fromStatus(status, 'Campaign'));
+        const details = 'the session ended before the election';
+        return fail(new UnavailableError(`Campaign: ${details}`, grpc.status.UNAVAILABLE, details));
+      });
+      call.write({ campaign: start });
+    });
+  }
+
+  /**
+   * The election's current leader, read from a majority of masters: a
+   * Leader (its `validUntil` counted from when it was asked), or null when
+   * it has none.
+   */
+  async leader(name, options = {}) {
+    const request = { name: requireString(name, 'name') };
+    const sent = now();
+    const answer = await this._unary('Leader', request, this._deadline(options, 0), this._elections);
+    return answer.has_leader ? new Leader(answer.leader, sent) : null;
+  }
+
+  /**
+   * The election's leader changes, for `for await`: the current leader
+   * first (null: none), then each change, a new leader (a term above every
+   * one given before) or null (no leader now). It ends quietly when the
+   * loop breaks, `options.signal` aborts or the client is closed; otherwise
+   * it throws: UnavailableError when too few masters answered or the
+   * daemon ended the stream (it is stopping): observe again, perhaps on
+   * another replica, and ignore terms not above the last seen.
+   */
+  async *observe(name, options = {}) {
+    const request = { name: requireString(name, 'name') };
+    const signal = optionalSignal(options.signal);
+    if (signal?.aborted || this._closed) return;
+    const call = this._elections.Observe(request, this._metadata());
+    this._sessions.add(call);
+    let stopped = false;
+    const stop = () => {
+      stopped = true;
+      call.cancel();
+    };
+    signal?.addEventListener('abort', stop, { once: true });
+    let told = null;
+    try {
+      for await (const response of call) {
+        if (stopped) return;
+        const leader = response.has_leader ? new Leader(response.leader, now()) : null;
+        if (!stepsForward(told, leader)) continue;
+        told = leader ? { term: leader.term, leader: true } : { term: told?.term ?? 0n, leader: false };
+        yield leader;
+      }
+    } catch (error) {
+      if (stopped || this._closed) return;
+      throw fromStatus(error, 'Observe');
+    } finally {
+      signal?.removeEventListener('abort', stop);
+      this._sessions.delete(call);
+      call.cancel();
+    }
+    if (stopped || this._closed) return;
+    const details = 'the daemon ended the stream (it is stopping)';
+    throw new UnavailableError(`Observe: ${details}`, grpc.status.UNAVAILABLE, details);
+  }
+
+  /**
+   * Ends the leadership of the election `name` that `token` proves (a
+   * Leadership's token), from outside its Campaign session: the next
+   * candidate may be elected at once, and that session learns it at its
+   * next extension (its signal aborts, `lost`). Resolves to `was_leader`:
+   * false when the leadership was already over.
+   */
+  async resign(name, token, options = {}) {
+    const request = { name: requireString(name, 'name'), token: requireString(token, 'token') };
+    const answer = await this._unary('Resign', request, this._deadline(options, 0), this._elections);
+    return answer.was_leader;
+  }
+
+  /**
    * Closes the channel. Open sessions are cancelled: the daemon releases
    * their locks and their signals abort. The background releases of
    * unanswered acquires finish first (a second at most): the returned
@@ -359,9 +507,9 @@ export class Client {
     return metadata;
   }
 
-  _unary(method, request, deadlineMs) {
+  _unary(method, request, deadlineMs, stub = this._stub) {
     return new Promise((resolve, reject) => {
-      this._stub[method](request, this._metadata(), { deadline: Date.now() + deadlineMs }, (error, answer) =>
+      stub[method](request, this._metadata(), { deadline: Date.now() + deadlineMs }, (error, answer) =>
         error ? reject(fromStatus(error, method)) : resolve(answer),
       );
     });

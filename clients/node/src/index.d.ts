@@ -153,6 +153,85 @@ export declare class Lease {
   release(): Promise<boolean>;
 }
 
+/** Options of `campaign`. */
+export interface CampaignOptions {
+  /** What the leader publishes (an address, a pod name): what `leader()` and `observe()` show. Default ''. */
+  value?: string;
+  /**
+   * The leadership's time to live, in milliseconds (required): how long a
+   * frozen or killed leader keeps it, so about how long a standby waits to
+   * take over. The daemon extends it while the session is open.
+   */
+  ttlMs: number;
+  /**
+   * Withdraws the candidacy when it aborts before the election: `campaign`
+   * rejects with its reason. It does not end a leadership won (`resign()` does).
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of `observe`. */
+export interface ObserveOptions {
+  /** Ends the iteration (quietly) when it aborts. */
+  signal?: AbortSignal;
+}
+
+/** An election's current leader as anyone may see it (no token). */
+export declare class Leader {
+  private constructor();
+  /** The election's name. */
+  readonly name: string;
+  /** What the leader campaigned with. */
+  readonly value: string;
+  /** The leadership's fence: strictly greater than every earlier leader's term. */
+  readonly term: bigint;
+  /** When the leadership began, by the masters' clocks (null if the daemon did not say). */
+  readonly since: Date | null;
+  /** How long the leadership stays held at least, as a majority saw it when read (ms). */
+  readonly validityMs: number;
+  /** End of that on `performance.now()`'s clock (from the send for `leader()`, the arrival for `observe()`). */
+  readonly validUntil: number;
+  /** Milliseconds left of it now (0 once run out). */
+  remainingMs(): number;
+  /** JSON with the term as a decimal string. */
+  toJSON(): { name: string; value: string; term: string; since: string | null; validityMs: number };
+}
+
+/** An election won by a Campaign session, kept by the daemon while it is open. */
+export declare class Leadership {
+  private constructor();
+  /** The election's name. */
+  readonly name: string;
+  /** What this leader campaigned with. */
+  readonly value: string;
+  /** The leadership's fencing token: strictly greater than every earlier leader's. Pass it with every write. */
+  readonly term: bigint;
+  /** The secret proving this leadership (for `Client.resign`); never log it. */
+  readonly token: string;
+  /** Guaranteed validity the daemon last reported (`elected` or `kept`), in ms. */
+  readonly validityMs: number;
+  /** End of it on `performance.now()`'s clock, counted from the event's arrival. */
+  readonly validUntil: number;
+  /** How many extensions (`kept`) the daemon has made. */
+  readonly extensions: number;
+  /** True once the daemon said it is stopping: kept until the drain ends, then lost. */
+  readonly draining: boolean;
+  /**
+   * Aborted as soon as this is no longer the leader (`lost`, an unrequested
+   * `resigned`, the stream ending or breaking, no extension before the
+   * validity ran out, or `resign()`); its reason is a LockLostError.
+   */
+  readonly signal: AbortSignal;
+  /** Throws the LockLostError once the leadership is gone. */
+  check(): void;
+  /** Milliseconds of guaranteed leadership left now (0 once it ran out). */
+  remainingMs(): number;
+  /** Sends `resign`, waits for `resigned`; resolves to `was_leader` (false if already gone). */
+  resign(): Promise<boolean>;
+  /** JSON without the token, the term as a decimal string. */
+  toJSON(): { name: string; value: string; term: string; validityMs: number };
+}
+
 /** A connection to one redlockd daemon. */
 export declare class Client {
   /** `host:port`, `http://host:port`, or `https://host:port` (TLS with the system's roots unless `rootCert`). */
@@ -178,6 +257,21 @@ export declare class Client {
    * Releases after `fn` settles; returns its value or rethrows its error.
    */
   using<T>(resource: string | readonly string[], options: AcquireOptions, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  /**
+   * Stands as a candidate in the election and waits (first come, first
+   * served, as long as it takes) until elected.
+   */
+  campaign(name: string, options: CampaignOptions): Promise<Leadership>;
+  /** The election's current leader, read from a majority; null when it has none. */
+  leader(name: string, options?: CallOptions): Promise<Leader | null>;
+  /**
+   * The election's leader changes: the current leader first (null: none),
+   * then each change, in term order. Ends when the loop breaks, the signal
+   * aborts or the client closes; UnavailableError when the daemon ends it.
+   */
+  observe(name: string, options?: ObserveOptions): AsyncGenerator<Leader | null, void, undefined>;
+  /** Ends the leadership `token` proves from outside its session; resolves to `was_leader`. */
+  resign(name: string, token: string, options?: CallOptions): Promise<boolean>;
   /**
    * Closes the channel (open sessions end, their locks are released) once
    * the background releases of unanswered acquires are done (a second at

@@ -2,6 +2,7 @@
 
 export { Client, DEFAULT_DEADLINE_MS } from './client.js';
 export { Lease, stopMargin } from './lease.js';
+export { Leader, Leadership } from './election.js';
 export { Lock } from './wire.js';
 export {
   RedlockdError,

@@ -58,6 +58,28 @@ describe('bearer tokens', () => {
     }
   });
 
+  test('elections: with the token, inside its namespaces; outside, PermissionDeniedError; without, UnauthenticatedError', async () => {
+    const client = new Client(daemon.address, { token: ORDERS_TOKEN });
+    const anonymous = new Client(daemon.address);
+    try {
+      const leadership = await client.campaign('orders/leader', { value: 'a', ttlMs: 5000 });
+      assert.equal((await client.leader('orders/leader')).term, leadership.term);
+      const changes = client.observe('orders/leader');
+      assert.equal((await changes.next()).value.term, leadership.term);
+      await changes.return();
+      assert.equal(await leadership.resign(), true);
+      await assert.rejects(client.campaign('jobs/leader', { ttlMs: 5000 }), PermissionDeniedError);
+      await assert.rejects(client.leader('jobs/leader'), PermissionDeniedError);
+      await assert.rejects(client.observe('jobs/leader').next(), PermissionDeniedError);
+      await assert.rejects(client.resign('jobs/leader', leadership.token), PermissionDeniedError);
+      await assert.rejects(anonymous.campaign('orders/leader', { ttlMs: 5000 }), UnauthenticatedError);
+      await assert.rejects(anonymous.leader('orders/leader'), UnauthenticatedError);
+    } finally {
+      client.close();
+      anonymous.close();
+    }
+  });
+
   test('no token or a wrong one: UnauthenticatedError', async () => {
     for (const options of [{}, { token: 'orders-wrong' }]) {
       const client = new Client(daemon.address, options);

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import grpc from '@grpc/grpc-js';
 import { fromStatus } from '../src/errors.js';
 import { toDuration, fromDuration, Lock } from '../src/wire.js';
+import { Leader, stepsForward } from '../src/election.js';
 import * as api from '../src/index.js';
 
 test('milliseconds become protobuf durations and back, fractions included', () => {
@@ -68,4 +69,29 @@ test('index.d.ts declares exactly what index.js exports', async () => {
   const dts = await readFile(new URL('../src/index.d.ts', import.meta.url), 'utf8');
   const declared = [...dts.matchAll(/^export declare (?:class|const|function) (\w+)/gm)].map((m) => m[1]);
   assert.deepEqual(declared.sort(), Object.keys(api).sort());
+});
+
+test('a Leader keeps its uint64 term exact as a BigInt, and its since as a Date', () => {
+  const leader = new Leader(
+    { name: 'e', value: 'pod', term: '18446744073709551615', since: { seconds: '1700000000', nanos: 250_000_000 }, remaining: { seconds: '2', nanos: 0 } },
+    0,
+  );
+  assert.equal(leader.term, 18446744073709551615n);
+  assert.equal(leader.since.getTime(), 1_700_000_000_250);
+  assert.equal(leader.validityMs, 2000);
+  assert.equal(JSON.parse(JSON.stringify(leader)).term, '18446744073709551615');
+  assert.equal(new Leader({ name: 'e', value: '', term: '1', since: null, remaining: null }, 0).since, null);
+});
+
+test('an observation only steps forward: a higher term, or no leader after a leader', () => {
+  const at = (term) => ({ term });
+  assert.equal(stepsForward(null, null), true);
+  assert.equal(stepsForward(null, at(4n)), true);
+  assert.equal(stepsForward({ term: 4n, leader: true }, at(4n)), false);
+  assert.equal(stepsForward({ term: 4n, leader: true }, at(3n)), false);
+  assert.equal(stepsForward({ term: 4n, leader: true }, at(6n)), true);
+  assert.equal(stepsForward({ term: 4n, leader: true }, null), true);
+  assert.equal(stepsForward({ term: 4n, leader: false }, null), false);
+  assert.equal(stepsForward({ term: 4n, leader: false }, at(4n)), false);
+  assert.equal(stepsForward({ term: 4n, leader: false }, at(5n)), true);
 });

@@ -10,6 +10,8 @@ import {
   LockLostError,
   RedlockdError,
   InvalidArgumentError,
+  Leader,
+  Leadership,
   type ErrorKind,
   type Validity,
 } from 'redlockd-client';
@@ -42,6 +44,22 @@ async function usage(): Promise<bigint> {
   lease.check();
   const released: boolean = await lease.release();
 
+  const leadership: Leadership = await client.campaign('scheduler', {
+    value: 'pod-a',
+    ttlMs: 10_000,
+    signal: AbortSignal.timeout(60_000),
+  });
+  const term: bigint = leadership.term;
+  leadership.signal.addEventListener('abort', () => console.error((leadership.signal.reason as LockLostError).reason));
+  leadership.check();
+  const leftToLead: number = leadership.remainingMs() + leadership.validUntil + leadership.validityMs + leadership.extensions;
+  const current: Leader | null = await client.leader('scheduler', { deadlineMs: 1000 });
+  const since: Date | null = current?.since ?? null;
+  for await (const change of client.observe('scheduler', { signal: leadership.signal })) {
+    if (change !== null && change.term > term) break;
+  }
+  const wasLeader: boolean = (await leadership.resign()) || (await client.resign(leadership.name, leadership.token));
+
   try {
     await client.acquire('orders/42', { ttlMs: 1000 });
   } catch (error) {
@@ -63,9 +81,13 @@ async function usage(): Promise<bigint> {
   await client.acquire('config/app', { ttlMs: 10_000, shared: 'SHARED' });
   // @ts-expect-error a Lease is made by hold(), not constructed
   new Lease();
+  // @ts-expect-error a campaign's ttl is required
+  await client.campaign('scheduler', { value: 'pod-a' });
+  // @ts-expect-error terms are BigInt, not number
+  const wrongTerm: number = leadership.term;
 
   client.close();
-  return fence + BigInt(total + Number(wasHeld) + Number(released) + validity.validityMs + wrong);
+  return fence + term + BigInt(total + Number(wasHeld) + Number(released) + validity.validityMs + wrong + leftToLead + wrongTerm + Number(wasLeader) + Number(since));
 }
 
 export { usage };
