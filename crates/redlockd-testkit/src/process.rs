@@ -21,6 +21,8 @@ pub struct DaemonCommand {
     /// Where stdout and stderr go (appended); none: stderr inherited,
     /// stdout discarded.
     log: Option<PathBuf>,
+    /// Other environment variables (a `${VAR}` in the configuration).
+    env: Vec<(String, String)>,
 }
 
 impl DaemonCommand {
@@ -38,6 +40,7 @@ impl DaemonCommand {
             settings: Vec::new(),
             args: Vec::new(),
             log: None,
+            env: Vec::new(),
         }
         .set("redlock.nodes", nodes.join(","))
         .set("metrics.enabled", "false")
@@ -54,6 +57,13 @@ impl DaemonCommand {
     /// Adds a command-line argument.
     pub fn arg(mut self, arg: impl Into<String>) -> DaemonCommand {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Sets environment variable `name` (not a configuration key: for a
+    /// `${VAR}` the configuration names).
+    pub fn env(mut self, name: &str, value: &str) -> DaemonCommand {
+        self.env.push((name.to_owned(), value.to_owned()));
         self
     }
 
@@ -82,6 +92,9 @@ impl DaemonCommand {
         }
         for (key, value) in &self.settings {
             command.env(env_name(key), value);
+        }
+        for (name, value) in &self.env {
+            command.env(name, value);
         }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");

@@ -17,6 +17,7 @@
 //! The generated gRPC code lives in the `redlockd-proto` crate (re-exported
 //! as [`pb`]); local master processes for `--dev` in `redlockd-masters`.
 
+pub(crate) mod campaigns;
 pub mod config;
 pub(crate) mod conn;
 pub(crate) mod fd_limit;

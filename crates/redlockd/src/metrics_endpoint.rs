@@ -1,7 +1,11 @@
 //! The Prometheus scrape endpoint: `GET /metrics` over plain HTTP/1.1 on
 //! `metrics.listen`, separate from the gRPC port so that scraping needs no
-//! gRPC and cannot be reached through the lock API's authentication.
+//! gRPC and cannot be reached through the lock API's authentication. It
+//! also answers `GET /elections/NAME` for the elections the daemon
+//! campaigns in itself (`crate::campaigns`): 200 while it leads, 503
+//! otherwise (a readiness probe), 404 for one not configured.
 
+use crate::campaigns::Campaigns;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -24,10 +28,12 @@ const MAX_CONNECTIONS: usize = 64;
 /// Pause after a failed accept (EMFILE), instead of retrying at once.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `/metrics` from `handle` on `listener` until `shutdown` completes.
+/// Serves `/metrics` from `handle`, and `/elections/NAME` from
+/// `campaigns`, on `listener` until `shutdown` completes.
 pub(crate) async fn serve(
     listener: TcpListener,
     handle: PrometheusHandle,
+    campaigns: Campaigns,
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
@@ -54,12 +60,12 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => return,
         };
-        let handle = handle.clone();
+        let (handle, campaigns) = (handle.clone(), campaigns.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
-                let handle = handle.clone();
-                async move { Ok::<_, Infallible>(answer(&request, &handle)) }
+                let (handle, campaigns) = (handle.clone(), campaigns.clone());
+                async move { Ok::<_, Infallible>(answer(&request, &handle, &campaigns)) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -70,18 +76,41 @@ pub(crate) async fn serve(
     }
 }
 
-fn answer(request: &Request<Incoming>, handle: &PrometheusHandle) -> Response<Full<Bytes>> {
-    let (status, content_type, body) =
-        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+fn answer(
+    request: &Request<Incoming>,
+    handle: &PrometheusHandle,
+    campaigns: &Campaigns,
+) -> Response<Full<Bytes>> {
+    let path = request.uri().path();
+    let election = path.strip_prefix("/elections/");
+    let (status, content_type, body) = match (request.method() == Method::GET, election) {
+        (true, None) if path == "/metrics" => {
             crate::metrics::collect_process();
             (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
-        } else {
-            (
+        }
+        (true, Some(name)) => match campaigns.leading(name) {
+            Some(leading) => {
+                let status = match leading {
+                    Some(_) => StatusCode::OK,
+                    None => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                let body = crate::campaigns::state_json(leading.as_ref());
+                (status, "application/json", body)
+            }
+            None => (
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                "not found: try GET /metrics\n".to_owned(),
-            )
-        };
+                format!(
+                    "not found: no [[election]] named {name:?} in this daemon's configuration\n"
+                ),
+            ),
+        },
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try GET /metrics\n".to_owned(),
+        ),
+    };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {

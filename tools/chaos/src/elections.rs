@@ -10,7 +10,7 @@
 //! `election:NAME` ([`resource`]): the ordinary checks hold it to one
 //! leader at a time (overlapping validity, critical sections, registers)
 //! and its terms to strictly increase (fence order), and the Porcupine
-//! check reads it as an exclusive lock. [`check`] holds every observer to
+//! check reads it as an exclusive lock. `crate::observers::check` holds every observer to
 //! never going back: within one Observe stream each leader's term above
 //! the last, across its streams never below a term it was told
 //! (`observer_went_back`). The counterfactual `resign-ignores-token` (a
@@ -24,7 +24,6 @@
 //! grant's is, and a longer wait would leave it empty.
 
 use crate::clients::{ClientLog, Shared};
-use crate::findings::{Check, Findings, Violation};
 use crate::history::{
     ExtendOutcome, Failure, Grant, Kind, ReleaseRecord, Time, Via, Window, Workload,
 };
@@ -34,8 +33,7 @@ use rand::{Rng, SeedableRng};
 use redlockd_proto::pb::campaign_request::{Request, Resign, Start};
 use redlockd_proto::pb::campaign_response::Event;
 use redlockd_proto::pb::election_service_client::ElectionServiceClient;
-use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ObserveRequest, ResignRequest};
-use std::collections::BTreeMap;
+use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ResignRequest};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -66,19 +64,6 @@ pub(crate) fn resource(name: &str) -> String {
     format!("election:{name}")
 }
 
-/// What one observer was told, in order.
-#[derive(Debug, Clone)]
-pub(crate) struct Observed {
-    /// Which observer (replica and election).
-    pub observer: u32,
-    /// Which of its Observe streams (it opens another when one ends).
-    pub stream: u32,
-    /// When it arrived.
-    pub at: Time,
-    /// The leader's term, or none.
-    pub term: Option<u64>,
-}
-
 /// The elections' figures and observations.
 #[derive(Debug, Default)]
 pub(crate) struct ElectionLog {
@@ -90,7 +75,7 @@ pub(crate) struct ElectionLog {
     /// `was_leader = true` (the leadership was still being released).
     pub stale_resigns: (usize, usize),
     /// Every change observers were told.
-    pub observed: Vec<Observed>,
+    pub observed: Vec<crate::observers::Observed>,
 }
 
 /// Runs the candidates and observers until the deadline; their grants
@@ -104,7 +89,7 @@ pub(crate) async fn run(shared: Arc<Shared>, seed: u64) -> (Vec<ClientLog>, Elec
     for replica in 0..shared.addrs.len() {
         for election in 0..elections {
             let id = OBSERVER_FIRST_ID + (replica * elections + election) as u32;
-            observers.push(tokio::spawn(observer(
+            observers.push(tokio::spawn(crate::observers::observer(
                 id,
                 Arc::clone(&shared),
                 replica,
@@ -128,6 +113,26 @@ pub(crate) async fn run(shared: Arc<Shared>, seed: u64) -> (Vec<ClientLog>, Elec
         }
     }
     (logs, figures)
+}
+
+/// The outcome of [`run`]'s task (none without `--mix`), waited for until
+/// `drained`.
+pub(crate) async fn collect(
+    task: Option<tokio::task::JoinHandle<(Vec<ClientLog>, ElectionLog)>>,
+    drained: tokio::time::Instant,
+) -> Result<(Vec<ClientLog>, ElectionLog), crate::cluster::BoxError> {
+    let Some(task) = task else {
+        return Ok((Vec::new(), ElectionLog::default()));
+    };
+    let abort = task.abort_handle();
+    match tokio::time::timeout_at(drained, task).await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) => Err(format!("the elections task failed: {error}").into()),
+        Err(_) => {
+            abort.abort();
+            Err("the elections did not finish within the drain".into())
+        }
+    }
 }
 
 /// One candidate until the deadline.
@@ -334,121 +339,6 @@ async fn resigned(events: &mut Streaming<CampaignResponse>) -> Result<bool, Fail
             Ok(Ok(None)) => return Err(Failure::Status(tonic::Code::Unavailable)),
             Ok(Err(status)) => return Err(Failure::Status(status.code())),
             Err(_) => return Err(Failure::TimedOut),
-        }
-    }
-}
-
-/// One observer of `election` on `replica` until the deadline: every
-/// change it is told, across the streams it opens (one after another
-/// when one ends: the replica was killed or drained).
-async fn observer(id: u32, shared: Arc<Shared>, replica: usize, election: usize) -> Vec<Observed> {
-    let clock = shared.clock;
-    let name = shared.hot[election].clone();
-    let (mut seen, mut stream) = (Vec::new(), 0);
-    while clock.now() < shared.deadline {
-        stream += 1;
-        let (_, channel) = shared.routes.pick(replica);
-        let mut client = ElectionServiceClient::new(channel);
-        let request = ObserveRequest { name: name.clone() };
-        let Ok(Ok(answer)) = tokio::time::timeout(PATIENCE, client.observe(request)).await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let mut changes = answer.into_inner();
-        loop {
-            let left = shared.deadline.saturating_sub(clock.now());
-            match tokio::time::timeout(left, changes.message()).await {
-                Ok(Ok(Some(change))) => seen.push(Observed {
-                    observer: id,
-                    stream,
-                    at: clock.now(),
-                    term: change.leader.filter(|_| change.has_leader).map(|l| l.term),
-                }),
-                Err(_) => break,
-                Ok(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    break;
-                }
-            }
-        }
-    }
-    seen
-}
-
-/// Holds every observer to never going back (see the module doc); the
-/// number of changes observed.
-pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
-    let mut by_observer: BTreeMap<u32, Vec<&Observed>> = BTreeMap::new();
-    for o in observed {
-        by_observer.entry(o.observer).or_default().push(o);
-    }
-    for changes in by_observer.values() {
-        // The highest term told in all streams, and in the current one.
-        let (mut highest, mut in_stream, mut stream) = (0, None, 0);
-        for change in changes {
-            if change.stream != stream {
-                (stream, in_stream) = (change.stream, None);
-            }
-            let Some(term) = change.term else { continue };
-            if term < highest || in_stream.is_some_and(|last| term <= last) {
-                findings.violations.push(Violation {
-                    check: Check::ObserverWentBack,
-                    detail: format!(
-                        "observer {} (stream {}) was told term {term} at {:.3}s after term {} \
-                         ({:?} in this stream)",
-                        change.observer,
-                        change.stream,
-                        change.at.as_secs_f64(),
-                        highest,
-                        in_stream
-                    ),
-                });
-            }
-            highest = highest.max(term);
-            in_stream = Some(term);
-        }
-    }
-    observed.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn told(observer: u32, stream: u32, term: Option<u64>) -> Observed {
-        Observed {
-            observer,
-            stream,
-            at: Time::ZERO,
-            term,
-        }
-    }
-
-    /// Forward is fine, a new stream may repeat the current term; a lower
-    /// term, or the same twice in one stream, is a violation.
-    #[test]
-    fn observers_never_go_back() {
-        let mut findings = Findings::default();
-        let fine = [
-            told(1, 1, None),
-            told(1, 1, Some(3)),
-            told(1, 1, None),
-            told(1, 1, Some(5)),
-            told(1, 2, Some(5)),
-            told(1, 2, Some(9)),
-            told(2, 1, Some(4)),
-        ];
-        assert_eq!(check(&fine, &mut findings), 7);
-        assert!(findings.violations.is_empty(), "{:?}", findings.violations);
-        for bad in [
-            vec![told(1, 1, Some(5)), told(1, 1, Some(4))],
-            vec![told(1, 1, Some(5)), told(1, 1, Some(5))],
-            vec![told(1, 1, Some(5)), told(1, 2, Some(4))],
-        ] {
-            let mut findings = Findings::default();
-            check(&bad, &mut findings);
-            assert_eq!(findings.violations.len(), 1, "{bad:?}");
-            assert_eq!(findings.violations[0].check, Check::ObserverWentBack);
         }
     }
 }

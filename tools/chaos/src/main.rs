@@ -61,6 +61,7 @@ mod interleavings;
 mod leftovers;
 mod mix;
 mod multi;
+mod observers;
 mod refusals;
 mod register_checks;
 mod registers;

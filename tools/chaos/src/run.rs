@@ -278,21 +278,8 @@ pub(crate) async fn run(
             }
         }
     }
-    let mut elected = crate::elections::ElectionLog::default();
-    if let Some(task) = elections {
-        let abort = task.abort_handle();
-        match tokio::time::timeout_at(drained, task).await {
-            Ok(Ok((logs, log))) => {
-                logs_of_clients.extend(logs);
-                elected = log;
-            }
-            Ok(Err(error)) => return Err(format!("the elections task failed: {error}").into()),
-            Err(_) => {
-                abort.abort();
-                return Err("the elections did not finish within the drain".into());
-            }
-        }
-    }
+    let (election_logs, elected) = crate::elections::collect(elections, drained).await?;
+    logs_of_clients.extend(election_logs);
     let fired = match bursts {
         Some(task) => {
             let abort = task.abort_handle();
@@ -347,7 +334,7 @@ pub(crate) async fn run(
     let mut findings = checks::check(&history);
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     let burst_figures = burst::check(&fired, &history.faults, &mut findings);
-    mixed.observed_changes = crate::elections::check(&elected.observed, &mut findings);
+    mixed.observed_changes = crate::observers::check(&elected.observed, &mut findings);
     (mixed.campaigns, mixed.campaigns_withdrawn) = (elected.campaigns, elected.withdrawn);
     mixed.stale_resigns = elected.stale_resigns;
     mixed.leftovers = crate::leftovers::check(&probes, &history.faults, &mut findings);

@@ -25,6 +25,7 @@
 //! Node URLs may carry passwords. Nothing in this module prints one: errors,
 //! warnings and the `Debug` output pass URLs through [`redact_url`].
 
+mod elections;
 mod http;
 mod limits;
 mod load;
@@ -45,6 +46,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use elections::ElectionConfig;
 pub use http::HttpConfig;
 pub use limits::{LimitsConfig, SessionConfig};
 use nodes::deserialize_nodes;
@@ -92,6 +94,10 @@ pub struct Config {
     pub http: HttpConfig,
     /// Switches for the safety checkers only (see [`TestingConfig`]).
     pub testing: TestingConfig,
+    /// `[[election]]`: elections the daemon campaigns in on behalf of its
+    /// pod (none by default; see [`ElectionConfig`]).
+    #[serde(rename = "election")]
+    pub elections: Vec<ElectionConfig>,
 }
 
 /// The `[server]` section: the gRPC endpoint.

@@ -96,7 +96,12 @@ impl Config {
                 ),
             ));
         }
-        self.session.validate()
+        self.session.validate()?;
+        super::elections::validate(
+            &self.elections,
+            self.redlock.max_resource_len,
+            (self.session.min_ttl, self.redlock.max_ttl),
+        )
     }
 }
 

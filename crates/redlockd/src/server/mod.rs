@@ -91,7 +91,14 @@ async fn serve_engine(
     stop_now: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let (control, phase) = drain::channel();
-    let health_service = start_health(engine, metrics, &phase).await;
+    let campaigns = crate::campaigns::Campaigns::start(
+        &engine.redlock,
+        &config.elections,
+        config.session.extend_at,
+        config.redlock.max_wait,
+        &phase,
+    );
+    let health_service = start_health(engine, metrics, campaigns, &phase).await;
     let (services, open_sessions) = build_services(config, engine, phase).await?;
     tracing::info!(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
@@ -115,6 +122,7 @@ async fn serve_engine(
 async fn start_health(
     engine: &Engine,
     metrics: Option<(PrometheusHandle, TcpListener)>,
+    campaigns: crate::campaigns::Campaigns,
     phase: &Drain,
 ) -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
@@ -141,6 +149,7 @@ async fn start_health(
         tokio::spawn(metrics_endpoint::serve(
             metrics_listener,
             handle,
+            campaigns,
             async move { phase.stopping().await },
         ));
     }

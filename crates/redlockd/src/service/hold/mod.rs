@@ -149,7 +149,7 @@ impl LockApi {
         let args = W::opening(&self.limits, first.unwrap_or_default())?;
         // An election is permitted by its name: the resource it is the
         // lock of is the daemon's own (`super::election`).
-        let named = super::election::name_of(&args.resource).unwrap_or(&args.resource);
+        let named = super::election::messages::name_of(&args.resource).unwrap_or(&args.resource);
         identity.permit(named).map_err(Denied::into_status)?;
         for resource in &args.resources {
             identity.permit(resource).map_err(Denied::into_status)?;

@@ -6,8 +6,9 @@
 use super::SessionError;
 use crate::pb;
 use crate::redlock::Lock;
+use crate::service::election::messages as election;
+use crate::service::proto_duration;
 use crate::service::request::{AcquireArgs, RequestBounds};
-use crate::service::{election, proto_duration};
 use std::time::Duration;
 use tonic::Status;
 

@@ -1,7 +1,7 @@
 //! `redlock.v1.ElectionService`: leader election over the lock engine.
 //!
 //! An election `NAME` is the lock on the resource [`resource_of`]`(NAME)`:
-//! a name that starts with [`MARK`], a control character no resource a
+//! a name that starts with a control character (`messages.rs`), a control character no resource a
 //! client names may hold (`RequestBounds::resource` refuses them), so an
 //! election and a lock never share keys whatever their names. Its leader is
 //! that lock's holder, held by a `Campaign` session (a `Hold` that waits
@@ -18,13 +18,15 @@
 //! re-read. It sends a change only when it moves forward: a term above the
 //! last it sent, or no leader after one.
 
+pub(crate) mod messages;
+
 use super::hold::Campaign;
-use super::request::{invalid, AcquireArgs, InvalidRequest, RequestBounds};
 use super::{observed, proto_duration, record_resource, LockApi};
 use crate::pb;
 use crate::pb::election_service_server::ElectionService;
-use crate::redlock::{HeldLock, Lock, Redlock};
+use crate::redlock::{HeldLock, Redlock};
 use crate::service::drain::Drain;
+use messages::{checked_name, election_field, resource_of};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,67 +34,6 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
-
-/// The first character of every election's resource (see the module doc).
-pub(crate) const MARK: char = '\u{1e}';
-
-/// The resource an election's leadership is the lock of.
-pub(crate) fn resource_of(name: &str) -> String {
-    format!("{MARK}election/{name}")
-}
-
-/// The election a resource is the leadership of, if it is one.
-pub(crate) fn name_of(resource: &str) -> Option<&str> {
-    resource
-        .strip_prefix(MARK)
-        .and_then(|rest| rest.strip_prefix("election/"))
-}
-
-/// A Campaign's opening as the acquisition it is: its name checked as a
-/// resource, its value as an owner label, its ttl as a Hold's; it waits
-/// (`max_wait` at a time, again until elected).
-pub(crate) fn campaign_args(
-    bounds: &RequestBounds,
-    start: pb::campaign_request::Start,
-) -> Result<AcquireArgs, InvalidRequest> {
-    let request = pb::AcquireRequest {
-        resource: start.name,
-        ttl: start.ttl,
-        wait: Some(proto_duration(bounds.max_wait)),
-        owner: start.value,
-        ..pb::AcquireRequest::default()
-    };
-    let mut args = bounds.acquire(request).map_err(election_field)?;
-    args.resource = resource_of(&args.resource);
-    Ok(args)
-}
-
-/// An election's name, checked as a resource name is.
-fn checked_name(bounds: &RequestBounds, name: String) -> Result<String, InvalidRequest> {
-    bounds.resource(name).map_err(election_field)
-}
-
-/// A field error in an election's words (`name`, `value`).
-fn election_field(error: InvalidRequest) -> InvalidRequest {
-    let field = match error.field {
-        "resource" => "name",
-        "owner" => "value",
-        field => field,
-    };
-    invalid(field, error.reason)
-}
-
-/// A leadership as its leader is told it.
-pub(crate) fn leadership(lock: Lock, value: &str) -> pb::Leadership {
-    let validity = proto_duration(lock.deadline.left());
-    pb::Leadership {
-        name: name_of(&lock.resource).unwrap_or_default().to_owned(),
-        term: lock.fence,
-        token: lock.token.expose().to_owned(),
-        validity: Some(validity),
-        value: value.to_owned(),
-    }
-}
 
 /// The holder read from the masters as a leader: only once its term is
 /// recorded. A lock without a fence on the majority that holds it is a
@@ -297,20 +238,6 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Names map to a key family no resource can reach, and back.
-    #[test]
-    fn election_resources_are_apart_from_locks() {
-        let resource = resource_of("jobs");
-        assert_eq!(name_of(&resource), Some("jobs"));
-        assert_eq!(name_of("jobs"), None);
-        assert_eq!(name_of("election/jobs"), None);
-        let bounds = RequestBounds::from(&crate::config::RedlockConfig::default());
-        assert!(
-            bounds.resource(resource).is_err(),
-            "a client could name an election's resource"
-        );
-    }
 
     /// An observer only ever steps forward: a higher term, or no leader
     /// after a leader; never a lower or repeated term.
