@@ -31,7 +31,7 @@ file leaves it out) and it is not counted for them. Prints
 `conformance: <client> <n>/<m>` per client (m: the scenarios meant for it)
 and exits non-zero unless every client passed every scenario meant for it.
 
-Usage: harness.py [client ...]   (default: python node go java)
+Usage: harness.py [client ...]   (default: python node go java rust)
 Environment: REDLOCKD_CLUSTER_BIN (the launcher, default
 target/debug/redlockd-cluster), which reads REDLOCKD_VALKEY_BIN (masters)
 and REDLOCKD_BIN (the daemon, default the workspace's); CONFORMANCE_PYTHON
@@ -54,7 +54,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # clients/: cluster.py
 from cluster import Cluster, options  # noqa: E402
@@ -91,10 +91,10 @@ def runner_command(client: str) -> List[str]:
     raise SystemExit(f"harness: unknown client {client} (python, node, go, java, rust)")
 
 
-def load_scenarios(path: Path = SCENARIOS) -> Dict[str, Any]:
-    """The scenarios file, checked: unique ids, and `clients` lists (when
-    present) naming known clients."""
-    doc = json.loads(path.read_text())
+def load_scenarios(path: Optional[Path] = None) -> Dict[str, Any]:
+    """The scenarios file (SCENARIOS unless `path`), checked: unique ids,
+    and `clients` lists (when present) naming known clients."""
+    doc = json.loads((path or SCENARIOS).read_text())
     ids = [s["id"] for s in doc["scenarios"]]
     if len(set(ids)) != len(ids):
         raise SystemExit("harness: scenario ids must be unique")

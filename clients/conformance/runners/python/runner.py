@@ -105,7 +105,7 @@ class Runner:
                     campaign.resign()
                 except rc.RedlockdError:
                     pass
-            for observation, _, _ in state["observations"].values():
+            for observation in state["observations"].values():
                 observation.close()
 
     def fence_of(self, state: Dict[str, Any], name: Any) -> int:
