@@ -629,6 +629,9 @@ func (r *runner) electionStep(step Step, st *state) error {
 		}
 		if err != nil {
 			cancel()
+		} else {
+			// Resigned at the scenario's end even if the step expected an error.
+			st.leaderships[step.As] = l
 		}
 		if err := outcome(step, err); err != nil || step.Error != "" {
 			return err

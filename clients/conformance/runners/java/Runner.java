@@ -492,7 +492,15 @@ public final class Runner {
     switch (op) {
       case "campaign": {
         Duration timeout = step.containsKey("deadline_ms") ? ms(step, "deadline_ms") : STEP_LIMIT;
-        Leadership leadership = outcome(step, () -> campaign(step, timeout));
+        Leadership leadership =
+            outcome(
+                step,
+                () -> {
+                  Leadership won = campaign(step, timeout);
+                  // Resigned at the scenario's end even if the step expected an error.
+                  leaderships.put((String) step.get("as"), won);
+                  return won;
+                });
         if (leadership != null) elected(step, leadership);
         return;
       }

@@ -331,7 +331,10 @@ class Runner:
             def enter() -> Any:
                 nonlocal campaign
                 campaign = self.campaign(step, step.get("deadline_ms", STEP_LIMIT * 1000) / 1000)
-                return campaign.__enter__()
+                leadership = campaign.__enter__()
+                # Resigned at the scenario's end even if the step expected an error.
+                state["leaderships"][step["as"]] = (campaign, leadership)
+                return leadership
 
             leadership = self.outcome(step, state, enter)
             if leadership is not None:
@@ -362,6 +365,8 @@ class Runner:
             if thread.is_alive():
                 raise Failure("the pending candidate was not elected in time")
             del state["candidates"][step["pending"]]
+            if "value" in box:  # resigned at the scenario's end whatever the step expects
+                state["leaderships"][step["as"]] = (campaign, box["value"])
 
             def result() -> Any:
                 if "error" in box:
