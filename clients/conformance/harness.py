@@ -25,10 +25,13 @@ protocol on its stdout/stdin:
   anything else             the runner's own diagnostics, echoed
                             (its stderr is passed through as it is).
 A scenario without a PASS line is a failure: a runner that cannot run a
-scenario fails it, never skips it. Prints `conformance: <client> <n>/<m>`
-per client and exits non-zero unless every client passed every scenario.
+scenario fails it, never skips it. A scenario with a `clients` list is meant
+for those clients only: the others' runners never get it (their scenarios
+file leaves it out) and it is not counted for them. Prints
+`conformance: <client> <n>/<m>` per client (m: the scenarios meant for it)
+and exits non-zero unless every client passed every scenario meant for it.
 
-Usage: harness.py [client ...]   (default: python node go java)
+Usage: harness.py [client ...]   (default: python node go java rust)
 Environment: REDLOCKD_CLUSTER_BIN (the launcher, default
 target/debug/redlockd-cluster), which reads REDLOCKD_VALKEY_BIN (masters)
 and REDLOCKD_BIN (the daemon, default the workspace's); CONFORMANCE_PYTHON
@@ -51,7 +54,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # clients/: cluster.py
 from cluster import Cluster, options  # noqa: E402
@@ -59,6 +62,8 @@ from cluster import Cluster, options  # noqa: E402
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCENARIOS = HERE / "scenarios.json"
+#: Every client a runner exists for (and a scenario's `clients` may name).
+CLIENTS = ["python", "node", "go", "java", "rust"]
 
 #: Longest run of one client's runner, in seconds (every scenario included).
 RUNNER_LIMIT = 300.0
@@ -86,8 +91,32 @@ def runner_command(client: str) -> List[str]:
     raise SystemExit(f"harness: unknown client {client} (python, node, go, java, rust)")
 
 
-def run_client(client: str, ids: List[str], base: Path) -> int:
-    """Starts `client`'s daemons, runs its runner; returns how many scenarios passed."""
+def load_scenarios(path: Optional[Path] = None) -> Dict[str, Any]:
+    """The scenarios file (SCENARIOS unless `path`), checked: unique ids,
+    and `clients` lists (when present) naming known clients."""
+    doc = json.loads((path or SCENARIOS).read_text())
+    ids = [s["id"] for s in doc["scenarios"]]
+    if len(set(ids)) != len(ids):
+        raise SystemExit("harness: scenario ids must be unique")
+    for scenario in doc["scenarios"]:
+        if "clients" in scenario:
+            only = scenario["clients"]
+            if not isinstance(only, list) or not only or any(c not in CLIENTS for c in only):
+                raise SystemExit(f"harness: {scenario['id']}: `clients` must be a non-empty list of {CLIENTS}")
+    return doc
+
+
+def scenarios_for(client: str, doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The scenarios file as `client`'s runner gets it: without the
+    scenarios whose `clients` list leaves it out."""
+    kept = [s for s in doc["scenarios"] if client in s.get("clients", [client])]
+    return {**doc, "scenarios": kept}
+
+
+def run_client(client: str, doc: Dict[str, Any], base: Path) -> int:
+    """Starts `client`'s daemons, runs its runner on the scenarios meant
+    for it (`doc` filtered by scenarios_for); returns how many passed."""
+    ids = [s["id"] for s in doc["scenarios"]]
     dir = Path(tempfile.mkdtemp(prefix=f"{client}-", dir=base))
     clusters: List[Cluster] = []
     try:
@@ -131,7 +160,9 @@ def run_client(client: str, ids: List[str], base: Path) -> int:
         }
         env_file = dir / "env.json"
         env_file.write_text(json.dumps(env, indent=2))
-        return drive(client, runner_command(client) + [str(SCENARIOS), str(env_file)], ids, fault)
+        scenarios_file = dir / "scenarios.json"
+        scenarios_file.write_text(json.dumps(doc, indent=2))
+        return drive(client, runner_command(client) + [str(scenarios_file), str(env_file)], ids, fault)
     finally:
         for cluster in clusters:
             cluster.close()
@@ -188,24 +219,24 @@ def main(argv: List[str]) -> int:
     # `timeout` (CI's step bound) sends SIGTERM: unwind, so that every
     # master, daemon and runner started here is killed on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    clients = argv or ["python", "node", "go", "java", "rust"]
-    ids = [s["id"] for s in json.loads(SCENARIOS.read_text())["scenarios"]]
-    if len(set(ids)) != len(ids):
-        raise SystemExit("harness: scenario ids must be unique")
+    clients = argv or CLIENTS
+    doc = load_scenarios()
+    meant = {client: scenarios_for(client, doc) for client in clients}
+    counts = {client: len(meant[client]["scenarios"]) for client in clients}
     results = {}
     with tempfile.TemporaryDirectory(prefix="redlockd-conformance-") as base:
         for client in clients:
             started = time.monotonic()
             print(f"--- {client}", flush=True)
             try:
-                results[client] = run_client(client, ids, Path(base))
+                results[client] = run_client(client, meant[client], Path(base))
             except Exception as error:  # a daemon that did not start: every scenario failed
                 print(f"  [{client}] harness error: {error}", flush=True)
                 results[client] = 0
             print(f"  [{client}] {time.monotonic() - started:.1f}s", flush=True)
     for client in clients:
-        print(f"conformance: {client} {results[client]}/{len(ids)}")
-    return 0 if all(results[c] == len(ids) for c in clients) else 1
+        print(f"conformance: {client} {results[client]}/{counts[client]}")
+    return 0 if all(results[c] == counts[c] for c in clients) else 1
 
 
 if __name__ == "__main__":

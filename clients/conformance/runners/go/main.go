@@ -1,6 +1,7 @@
 // Command runner is the Go client's conformance runner: it runs
 // clients/conformance/scenarios.json through the redlockd Go module's public
-// API (Dial, Client, Lease, the Err* kinds with errors.Is).
+// API (Dial, Client, Lease, Campaign, Leadership, Leader, Observe, Resign,
+// the Err* kinds with errors.Is).
 //
 // Usage: runner SCENARIOS ENV (started by clients/conformance/harness.py,
 // whose docstring describes ENV and the line protocol on stdout/stdin).
@@ -60,6 +61,18 @@ type Step struct {
 	Held       *bool  `json:"held"`
 	FenceAbove any    `json:"fence_above"`
 	FenceEqual any    `json:"fence_equal"`
+	// Elections (Name is the election's name there).
+	Value       string `json:"value"`
+	As          string `json:"as"`
+	ForMs       int64  `json:"for_ms"`
+	TermAbove   any    `json:"term_above"`
+	Term        any    `json:"term"`
+	None        bool   `json:"none"`
+	SkipNone    bool   `json:"skip_none"`
+	Leadership  string `json:"leadership"`
+	Than        any    `json:"than"`
+	Observation string `json:"observation"`
+	WasLeader   *bool  `json:"was_leader"`
 }
 
 type scenario struct {
@@ -86,11 +99,35 @@ type pending struct {
 	err   error
 }
 
+// candidate is a Campaign under way (campaign_async).
+type candidate struct {
+	done       chan struct{}
+	cancel     context.CancelFunc
+	leadership *redlockd.Leadership
+	err        error
+}
+
+// change is what an observation yielded.
+type change struct {
+	leader *redlockd.Leader
+	err    error
+}
+
+type observation struct {
+	changes chan change
+	cancel  context.CancelFunc
+	last    uint64
+}
+
 type state struct {
 	locks   map[string]redlockd.Lock
 	leases  map[string]*redlockd.Lease
 	pending map[string]*pending
 	fences  map[string]uint64
+	// Elections, by the steps' names (a leadership's term is in fences).
+	leaderships  map[string]*redlockd.Leadership
+	candidates   map[string]*candidate
+	observations map[string]*observation
 }
 
 type runner struct {
@@ -412,6 +449,10 @@ func (r *runner) step(step Step, st *state) error {
 	case "await_draining":
 		lease := st.leases[step.Lease]
 		return until(within(step), "draining", func() (bool, error) { return lease.Draining(), nil })
+	case "campaign", "campaign_async", "expect_not_elected", "await_elected", "expect_term_above",
+		"leader", "resign", "resign_token", "await_leadership_lost", "observe", "observe_next",
+		"close_observation":
+		return r.electionStep(step, st)
 	case "pause":
 		time.Sleep(time.Duration(step.Ms) * time.Millisecond)
 		return nil
@@ -430,16 +471,32 @@ func (r *runner) step(step Step, st *state) error {
 
 func (r *runner) run(sc scenario) error {
 	st := &state{
-		locks:   map[string]redlockd.Lock{},
-		leases:  map[string]*redlockd.Lease{},
-		pending: map[string]*pending{},
-		fences:  map[string]uint64{},
+		locks:        map[string]redlockd.Lock{},
+		leases:       map[string]*redlockd.Lease{},
+		pending:      map[string]*pending{},
+		fences:       map[string]uint64{},
+		leaderships:  map[string]*redlockd.Leadership{},
+		candidates:   map[string]*candidate{},
+		observations: map[string]*observation{},
 	}
 	defer func() {
 		for _, lease := range st.leases {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, _ = lease.Release(ctx)
 			cancel()
+		}
+		for _, l := range st.leaderships {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = l.Resign(ctx)
+			cancel()
+		}
+		// A candidacy still waiting is withdrawn (its context cancelled),
+		// which also ends a leadership won meanwhile.
+		for _, c := range st.candidates {
+			c.cancel()
+		}
+		for _, o := range st.observations {
+			o.cancel()
 		}
 	}()
 	for i, step := range sc.Steps {
@@ -485,4 +542,238 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+func (r *runner) electionName(step Step) string {
+	return strings.ReplaceAll(step.Name, "{prefix}", r.env.Prefix)
+}
+
+// campaign stands as a candidate with ctx bounding the whole session (Go's
+// Campaign contract): the scenario's steps end the leadership by Resign.
+func (r *runner) campaign(ctx context.Context, step Step) (*redlockd.Leadership, error) {
+	c, err := r.client(step.Client)
+	if err != nil {
+		return nil, err
+	}
+	return c.Campaign(ctx, r.electionName(step), step.Value,
+		redlockd.WithLeadershipTTL(time.Duration(step.TTLMs)*time.Millisecond))
+}
+
+// elected records a leadership under the step's `as` and checks term_above.
+func elected(step Step, st *state, l *redlockd.Leadership) error {
+	st.leaderships[step.As] = l
+	st.fences[step.As] = l.Term()
+	if step.TermAbove != nil {
+		floor, err := fenceOf(st, step.TermAbove)
+		if err != nil {
+			return err
+		}
+		if l.Term() <= floor {
+			return fmt.Errorf("term %d not above %d", l.Term(), floor)
+		}
+	}
+	return nil
+}
+
+// checkLeader checks `none`, or `value` and `term` (a leadership's name or
+// a number).
+func checkLeader(step Step, st *state, leader *redlockd.Leader) error {
+	if step.None {
+		if leader != nil {
+			return fmt.Errorf("expected no leader, got %v", leader)
+		}
+		return nil
+	}
+	if leader == nil {
+		return fmt.Errorf("expected a leader, got none")
+	}
+	if step.Value != "" && leader.Value != step.Value {
+		return fmt.Errorf("leader value %q, expected %q", leader.Value, step.Value)
+	}
+	if step.Term != nil {
+		term, err := fenceOf(st, step.Term)
+		if err != nil {
+			return err
+		}
+		if leader.Term != term {
+			return fmt.Errorf("leader term %d, expected %d", leader.Term, term)
+		}
+	}
+	return nil
+}
+
+func checkWasLeader(step Step, wasLeader bool) error {
+	if step.WasLeader != nil && wasLeader != *step.WasLeader {
+		return fmt.Errorf("was_leader %v, expected %v", wasLeader, *step.WasLeader)
+	}
+	return nil
+}
+
+func (r *runner) electionStep(step Step, st *state) error {
+	ctx := context.Background()
+	switch step.Op {
+	case "campaign":
+		// The wait is bounded by canceling the session's context only while
+		// Campaign has not returned (a deadline on it would end the
+		// leadership too).
+		limit := stepLimit
+		if step.DeadlineMs != nil {
+			limit = time.Duration(*step.DeadlineMs) * time.Millisecond
+		}
+		session, cancel := context.WithCancel(context.Background())
+		timer := time.AfterFunc(limit, cancel)
+		l, err := r.campaign(session, step)
+		if !timer.Stop() && err == nil {
+			cancel()
+			return fmt.Errorf("elected only as the step's limit (%v) ran out", limit)
+		}
+		if err != nil {
+			cancel()
+		} else {
+			// Resigned at the scenario's end even if the step expected an error.
+			st.leaderships[step.As] = l
+		}
+		if err := outcome(step, err); err != nil || step.Error != "" {
+			return err
+		}
+		return elected(step, st, l)
+	case "campaign_async":
+		session, cancel := context.WithCancel(context.Background())
+		c := &candidate{done: make(chan struct{}), cancel: cancel}
+		st.candidates[step.Pending] = c
+		go func() {
+			defer close(c.done)
+			c.leadership, c.err = r.campaign(session, step)
+		}()
+		return nil
+	case "expect_not_elected":
+		c := st.candidates[step.Pending]
+		select {
+		case <-c.done:
+			if c.err != nil {
+				return fmt.Errorf("the candidacy failed: %s", kindOf(c.err))
+			}
+			return fmt.Errorf("elected while another leads: %v", c.leadership)
+		case <-time.After(time.Duration(step.ForMs) * time.Millisecond):
+			return nil
+		}
+	case "await_elected":
+		c := st.candidates[step.Pending]
+		select {
+		case <-c.done:
+		case <-time.After(within(step)):
+			return fmt.Errorf("the pending candidate was not elected within %v", within(step))
+		}
+		if c.err != nil {
+			c.cancel()
+			delete(st.candidates, step.Pending)
+		}
+		if err := outcome(step, c.err); err != nil || step.Error != "" {
+			return err
+		}
+		// The leadership now ends by Resign (the context stays open until
+		// the scenario's end, when cancelling it is harmless).
+		return elected(step, st, c.leadership)
+	case "expect_term_above":
+		term, err := fenceOf(st, step.Leadership)
+		if err != nil {
+			return err
+		}
+		floor, err := fenceOf(st, step.Than)
+		if err != nil {
+			return err
+		}
+		if term <= floor {
+			return fmt.Errorf("term %d not above %d", term, floor)
+		}
+		return nil
+	case "leader":
+		c, err := r.client(step.Client)
+		if err != nil {
+			return err
+		}
+		leader, err := c.Leader(ctx, r.electionName(step))
+		if err := outcome(step, err); err != nil || step.Error != "" {
+			return err
+		}
+		return checkLeader(step, st, leader)
+	case "resign":
+		l := st.leaderships[step.Leadership]
+		delete(st.leaderships, step.Leadership)
+		wasLeader, err := l.Resign(ctx)
+		if err := outcome(step, err); err != nil || step.Error != "" {
+			return err
+		}
+		return checkWasLeader(step, wasLeader)
+	case "resign_token":
+		c, err := r.client(step.Client)
+		if err != nil {
+			return err
+		}
+		wasLeader, err := c.Resign(ctx, r.electionName(step), st.leaderships[step.Leadership].Token())
+		if err := outcome(step, err); err != nil || step.Error != "" {
+			return err
+		}
+		return checkWasLeader(step, wasLeader)
+	case "await_leadership_lost":
+		l := st.leaderships[step.Leadership]
+		select {
+		case <-l.Done():
+		case <-time.After(within(step)):
+			return fmt.Errorf("lost (Done) not within %v", within(step))
+		}
+		if !errors.Is(l.Err(), redlockd.ErrLost) {
+			return fmt.Errorf("Err() after Done: %v, expected lost", l.Err())
+		}
+		return nil
+	case "observe":
+		c, err := r.client(step.Client)
+		if err != nil {
+			return err
+		}
+		session, cancel := context.WithCancel(context.Background())
+		o := &observation{changes: make(chan change, 64), cancel: cancel}
+		st.observations[step.As] = o
+		name := r.electionName(step)
+		go func() {
+			for leader, err := range c.Observe(session, name) {
+				select {
+				case o.changes <- change{leader, err}:
+				case <-session.Done():
+					return
+				}
+			}
+		}()
+		return nil
+	case "observe_next":
+		o := st.observations[step.Observation]
+		timeout := time.After(within(step))
+		for {
+			var ch change
+			select {
+			case ch = <-o.changes:
+			case <-timeout:
+				return fmt.Errorf("no change observed within %v", within(step))
+			}
+			if ch.err != nil {
+				return fmt.Errorf("the observation ended: %s: %v", kindOf(ch.err), ch.err)
+			}
+			if ch.leader != nil {
+				// Terms only ever increase along one observation.
+				if ch.leader.Term <= o.last {
+					return fmt.Errorf("observed term %d after %d", ch.leader.Term, o.last)
+				}
+				o.last = ch.leader.Term
+			}
+			if ch.leader == nil && step.SkipNone && !step.None {
+				continue
+			}
+			return checkLeader(step, st, ch.leader)
+		}
+	case "close_observation":
+		st.observations[step.Observation].cancel()
+		delete(st.observations, step.Observation)
+		return nil
+	}
+	return fmt.Errorf("unknown op %s", step.Op)
 }

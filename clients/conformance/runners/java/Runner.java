@@ -1,11 +1,14 @@
 import dev.redlockd.client.DeadlineExceededException;
 import dev.redlockd.client.InvalidArgumentException;
+import dev.redlockd.client.Leader;
+import dev.redlockd.client.Leadership;
 import dev.redlockd.client.Lease;
 import dev.redlockd.client.Lock;
 import dev.redlockd.client.LockClient;
 import dev.redlockd.client.LockHeldException;
 import dev.redlockd.client.LockLostException;
 import dev.redlockd.client.LockNotHeldException;
+import dev.redlockd.client.Observation;
 import dev.redlockd.client.PermissionDeniedException;
 import dev.redlockd.client.RedlockdException;
 import dev.redlockd.client.ResourceExhaustedException;
@@ -22,14 +25,18 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 
 /**
  * The Java client's conformance runner: runs clients/conformance/scenarios.json through the
- * redlockd-client library's public API (LockClient, Lease, one exception type per outcome).
+ * redlockd-client library's public API (LockClient, Lease, Leadership, Observation, one exception
+ * type per outcome).
  *
  * <p>Usage: {@code java -cp <client and its dependencies> Runner.java SCENARIOS ENV} (started by
  * clients/conformance/harness.py through run.sh; the harness's docstring describes ENV and the
@@ -60,6 +67,12 @@ public final class Runner {
   private final Map<String, CompletableFuture<Lock>> pending = new HashMap<>();
   private final Map<String, CompletableFuture<Lease>> pendingLeases = new HashMap<>();
   private final Map<String, Long> fences = new HashMap<>();
+  // Elections, by the steps' names (a leadership's term is in fences).
+  private final Map<String, Leadership> leaderships = new HashMap<>();
+  private final Map<String, CompletableFuture<Leadership>> candidates = new HashMap<>();
+  private final Map<String, Observation> observations = new HashMap<>();
+  private final Map<String, BlockingQueue<Object>> observed = new HashMap<>();
+  private final Map<String, Long> lastObserved = new HashMap<>();
 
   Runner(Map<String, Object> env) {
     this.env = env;
@@ -344,6 +357,20 @@ public final class Runner {
         until(within(step), "draining", lease::draining);
         return;
       }
+      case "campaign":
+      case "campaign_async":
+      case "expect_not_elected":
+      case "await_elected":
+      case "expect_term_above":
+      case "leader":
+      case "resign":
+      case "resign_token":
+      case "await_leadership_lost":
+      case "observe":
+      case "observe_next":
+      case "close_observation":
+        electionStep(op, step);
+        return;
       case "pause":
         Thread.sleep(((Number) step.get("ms")).longValue());
         return;
@@ -368,6 +395,11 @@ public final class Runner {
     pending.clear();
     pendingLeases.clear();
     fences.clear();
+    leaderships.clear();
+    candidates.clear();
+    observations.clear();
+    observed.clear();
+    lastObserved.clear();
     try {
       List<Object> steps = (List<Object>) scenario.get("steps");
       for (int i = 0; i < steps.size(); i++) {
@@ -386,6 +418,200 @@ public final class Runner {
           // Cleanup only: the scenario's outcome is already decided.
         }
       }
+      for (Leadership leadership : leaderships.values()) {
+        try {
+          leadership.close();
+        } catch (RuntimeException ignored) {
+          // Cleanup only.
+        }
+      }
+      // A candidacy still waiting gives up within its timeout (STEP_LIMIT); one elected by then
+      // resigns.
+      for (CompletableFuture<Leadership> candidate : candidates.values()) {
+        candidate.thenAccept(Leadership::close);
+      }
+      for (Observation observation : observations.values()) observation.close();
+    }
+  }
+
+  String election(Map<String, Object> step) {
+    return ((String) step.get("name")).replace("{prefix}", (String) env.get("prefix"));
+  }
+
+  Leadership campaign(Map<String, Object> step, Duration timeout) throws Failure {
+    LockClient client = client((String) step.get("client"));
+    String value = step.containsKey("value") ? (String) step.get("value") : "";
+    return client.campaign(election(step), value, ms(step, "ttl_ms"), timeout);
+  }
+
+  /** Records a leadership under the step's {@code as}; checks {@code term_above}. */
+  void elected(Map<String, Object> step, Leadership leadership) throws Failure {
+    leaderships.put((String) step.get("as"), leadership);
+    fences.put((String) step.get("as"), leadership.term());
+    if (step.containsKey("term_above")) {
+      long floor = fenceOf(step.get("term_above"));
+      if (Long.compareUnsigned(leadership.term(), floor) <= 0) {
+        throw new Failure("term " + Long.toUnsignedString(leadership.term()) + " not above " + floor);
+      }
+    }
+  }
+
+  /** Checks {@code none}, or {@code value} and {@code term} (a leadership's name or a number). */
+  void checkLeader(Map<String, Object> step, Optional<Leader> leader) throws Failure {
+    if (Boolean.TRUE.equals(step.get("none"))) {
+      if (leader.isPresent()) throw new Failure("expected no leader, got " + leader.get());
+      return;
+    }
+    if (leader.isEmpty()) throw new Failure("expected a leader, got none");
+    if (step.containsKey("value") && !step.get("value").equals(leader.get().value())) {
+      throw new Failure("leader value " + leader.get().value() + ", expected " + step.get("value"));
+    }
+    if (step.containsKey("term") && leader.get().term() != fenceOf(step.get("term"))) {
+      throw new Failure("leader term " + leader.get().term() + ", expected " + fenceOf(step.get("term")));
+    }
+  }
+
+  static void checkWasLeader(Map<String, Object> step, Boolean wasLeader) throws Failure {
+    if (wasLeader != null && step.containsKey("was_leader") && !step.get("was_leader").equals(wasLeader)) {
+      throw new Failure("was_leader " + wasLeader + ", expected " + step.get("was_leader"));
+    }
+  }
+
+  static <T> T await(CompletableFuture<T> future, Duration limit, String what) throws Exception {
+    try {
+      return future.get(limit.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.ExecutionException error) {
+      if (error.getCause() instanceof Exception) throw (Exception) error.getCause();
+      throw error;
+    } catch (TimeoutException error) {
+      throw new Failure(what + " not within " + limit);
+    }
+  }
+
+  void electionStep(String op, Map<String, Object> step) throws Exception {
+    switch (op) {
+      case "campaign": {
+        Duration timeout = step.containsKey("deadline_ms") ? ms(step, "deadline_ms") : STEP_LIMIT;
+        Leadership leadership =
+            outcome(
+                step,
+                () -> {
+                  Leadership won = campaign(step, timeout);
+                  // Resigned at the scenario's end even if the step expected an error.
+                  leaderships.put((String) step.get("as"), won);
+                  return won;
+                });
+        if (leadership != null) elected(step, leadership);
+        return;
+      }
+      case "campaign_async": {
+        CompletableFuture<Leadership> future = new CompletableFuture<>();
+        Thread thread =
+            new Thread(
+                () -> {
+                  try {
+                    future.complete(campaign(step, STEP_LIMIT));
+                  } catch (Throwable error) {
+                    future.completeExceptionally(error);
+                  }
+                });
+        thread.setDaemon(true);
+        thread.start();
+        candidates.put((String) step.get("pending"), future);
+        return;
+      }
+      case "expect_not_elected": {
+        CompletableFuture<Leadership> future = candidates.get((String) step.get("pending"));
+        try {
+          Leadership leadership = future.get(ms(step, "for_ms").toMillis(), TimeUnit.MILLISECONDS);
+          throw new Failure("elected while another leads: " + leadership);
+        } catch (java.util.concurrent.ExecutionException error) {
+          throw new Failure("the candidacy failed: " + kindOf(error.getCause()));
+        } catch (TimeoutException expected) {
+          return;
+        }
+      }
+      case "await_elected": {
+        CompletableFuture<Leadership> future = candidates.get((String) step.get("pending"));
+        Leadership leadership = outcome(step, () -> await(future, within(step), "the pending candidate's election"));
+        candidates.remove((String) step.get("pending"));
+        if (leadership != null) elected(step, leadership);
+        return;
+      }
+      case "expect_term_above": {
+        long term = fenceOf(step.get("leadership"));
+        long floor = fenceOf(step.get("than"));
+        if (Long.compareUnsigned(term, floor) <= 0) {
+          throw new Failure("term " + Long.toUnsignedString(term) + " not above " + Long.toUnsignedString(floor));
+        }
+        return;
+      }
+      case "leader": {
+        LockClient client = client((String) step.get("client"));
+        Optional<Leader> leader = outcome(step, () -> client.leader(election(step)));
+        if (leader != null) checkLeader(step, leader);
+        return;
+      }
+      case "resign": {
+        Leadership leadership = leaderships.remove((String) step.get("leadership"));
+        checkWasLeader(step, outcome(step, leadership::resign));
+        return;
+      }
+      case "resign_token": {
+        LockClient client = client((String) step.get("client"));
+        Leadership leadership = leaderships.get((String) step.get("leadership"));
+        checkWasLeader(step, outcome(step, () -> client.resign(election(step), leadership.token())));
+        return;
+      }
+      case "await_leadership_lost": {
+        Leadership leadership = leaderships.get((String) step.get("leadership"));
+        await(leadership.lost(), within(step), "lost");
+        return;
+      }
+      case "observe": {
+        LockClient client = client((String) step.get("client"));
+        BlockingQueue<Object> changes = new LinkedBlockingQueue<>();
+        Observation observation = client.observe(election(step), changes::add);
+        // The end of the observation (an error, or the daemon ending it) is handed to observe_next.
+        observation.ended().whenComplete((done, error) -> changes.add(error != null ? error : "ended"));
+        observations.put((String) step.get("as"), observation);
+        observed.put((String) step.get("as"), changes);
+        lastObserved.put((String) step.get("as"), 0L);
+        return;
+      }
+      case "observe_next": {
+        String name = (String) step.get("observation");
+        BlockingQueue<Object> changes = observed.get(name);
+        long limit = System.nanoTime() + within(step).toNanos();
+        while (true) {
+          Object next = changes.poll(Math.max(0, limit - System.nanoTime()), TimeUnit.NANOSECONDS);
+          if (next == null) throw new Failure("no change observed within " + within(step));
+          if (!(next instanceof Optional)) {
+            throw new Failure("the observation ended: " + (next instanceof Throwable ? kindOf((Throwable) next) : next));
+          }
+          @SuppressWarnings("unchecked")
+          Optional<Leader> leader = (Optional<Leader>) next;
+          if (leader.isPresent()) {
+            // Terms only ever increase along one observation.
+            long last = lastObserved.get(name);
+            if (Long.compareUnsigned(leader.get().term(), last) <= 0) {
+              throw new Failure("observed term " + leader.get().term() + " after " + last);
+            }
+            lastObserved.put(name, leader.get().term());
+          }
+          if (leader.isEmpty() && Boolean.TRUE.equals(step.get("skip_none")) && !Boolean.TRUE.equals(step.get("none"))) {
+            continue;
+          }
+          checkLeader(step, leader);
+          return;
+        }
+      }
+      case "close_observation": {
+        observations.remove((String) step.get("observation")).close();
+        return;
+      }
+      default:
+        throw new Failure("unknown op " + op);
     }
   }
 

@@ -1,5 +1,6 @@
 """The Python client's conformance runner: runs clients/conformance/scenarios.json
-through redlockd_client's public API (Client, Hold, Lease, the error classes).
+through redlockd_client's public API (Client, Hold, Lease, campaign,
+Leadership, leader, observe, resign, the error classes).
 
 Usage: runner.py SCENARIOS ENV (started by clients/conformance/harness.py,
 whose docstring describes ENV and the line protocol on stdout/stdin).
@@ -8,6 +9,7 @@ whose docstring describes ENV and the line protocol on stdout/stdin).
 from __future__ import annotations
 
 import json
+import queue
 import re
 import sys
 import threading
@@ -68,8 +70,17 @@ class Runner:
     def resource(self, step: Dict[str, Any]) -> str:
         return str(step["resource"]).replace("{prefix}", self.env["prefix"])
 
+    def election(self, step: Dict[str, Any]) -> str:
+        return str(step["name"]).replace("{prefix}", self.env["prefix"])
+
     def run(self, scenario: Dict[str, Any]) -> None:
-        state: Dict[str, Any] = {"locks": {}, "leases": {}, "pending": {}, "fences": {}}
+        state: Dict[str, Any] = {
+            "locks": {}, "leases": {}, "pending": {}, "fences": {},
+            # Elections, by the steps' names: (Campaign, Leadership) of a
+            # leader; (thread, box, Campaign) of a candidacy under way; the
+            # Observation; [queue of what it yielded, last term seen].
+            "leaderships": {}, "candidates": {}, "observations": {}, "observed": {},
+        }
         try:
             for index, step in enumerate(scenario["steps"]):
                 try:
@@ -82,6 +93,20 @@ class Runner:
                     hold.release()
                 except rc.RedlockdError:
                     pass
+            for campaign, _ in state["leaderships"].values():
+                try:
+                    campaign.resign()
+                except rc.RedlockdError:
+                    pass
+            for _, _, campaign in state["candidates"].values():
+                # A candidacy still waiting is withdrawn, one elected
+                # meanwhile resigns.
+                try:
+                    campaign.resign()
+                except rc.RedlockdError:
+                    pass
+            for observation in state["observations"].values():
+                observation.close()
 
     def fence_of(self, state: Dict[str, Any], name: Any) -> int:
         if isinstance(name, int):
@@ -255,6 +280,8 @@ class Runner:
                 if time.monotonic() > limit:
                     raise Failure(f"not draining within {step['within_ms']} ms")
                 time.sleep(0.01)
+        elif op in ELECTION_OPS:
+            self.election_step(step, state)
         elif op == "pause":
             time.sleep(step["ms"] / 1000)
         elif op == "fault":
@@ -264,6 +291,168 @@ class Runner:
                 raise Failure(f"the harness could not inject {step['name']}: {answer or 'no answer'}")
         else:
             raise Failure(f"unknown op {op}")
+
+    def term_of(self, state: Dict[str, Any], ref: Any) -> int:
+        """A number, or the term of a leadership named by `as`."""
+        return self.fence_of(state, ref)
+
+    def elected(self, step: Dict[str, Any], state: Dict[str, Any], campaign: Any, leadership: Any) -> None:
+        """Records a leadership under the step's `as`; checks `term_above`."""
+        state["leaderships"][step["as"]] = (campaign, leadership)
+        state["fences"][step["as"]] = leadership.term
+        if "term_above" in step:
+            floor = self.term_of(state, step["term_above"])
+            if not leadership.term > floor:
+                raise Failure(f"term {leadership.term} not above {floor}")
+
+    def check_leader(self, step: Dict[str, Any], state: Dict[str, Any], leader: Optional[Any]) -> None:
+        """`none`, or `value` and `term` (a leadership's name or a number)."""
+        if step.get("none"):
+            if leader is not None:
+                raise Failure(f"expected no leader, got {leader}")
+            return
+        if leader is None:
+            raise Failure("expected a leader, got none")
+        if "value" in step and leader.value != step["value"]:
+            raise Failure(f"leader value {leader.value!r}, expected {step['value']!r}")
+        if "term" in step and leader.term != self.term_of(state, step["term"]):
+            raise Failure(f"leader term {leader.term}, expected {self.term_of(state, step['term'])}")
+
+    def campaign(self, step: Dict[str, Any], timeout: Optional[float]) -> Any:
+        client = self.client(step["client"])
+        return client.campaign(self.election(step), value=step.get("value", ""),
+                               ttl=step["ttl_ms"] / 1000, timeout=timeout)
+
+    def election_step(self, step: Dict[str, Any], state: Dict[str, Any]) -> None:
+        op = step["op"]
+        if op == "campaign":
+            campaign = None
+
+            def enter() -> Any:
+                nonlocal campaign
+                campaign = self.campaign(step, step.get("deadline_ms", STEP_LIMIT * 1000) / 1000)
+                leadership = campaign.__enter__()
+                # Resigned at the scenario's end even if the step expected an error.
+                state["leaderships"][step["as"]] = (campaign, leadership)
+                return leadership
+
+            leadership = self.outcome(step, state, enter)
+            if leadership is not None:
+                self.elected(step, state, campaign, leadership)
+        elif op == "campaign_async":
+            campaign = self.campaign(step, STEP_LIMIT)
+            box: Dict[str, Any] = {}
+
+            def stand() -> None:
+                try:
+                    box["value"] = campaign.__enter__()
+                except BaseException as error:  # handed to the await_elected step
+                    box["error"] = error
+
+            thread = threading.Thread(target=stand, daemon=True)
+            thread.start()
+            state["candidates"][step["pending"]] = (thread, box, campaign)
+        elif op == "expect_not_elected":
+            thread, box, _ = state["candidates"][step["pending"]]
+            thread.join(step["for_ms"] / 1000)
+            if "value" in box:
+                raise Failure(f"elected while another leads: {box['value']}")
+            if "error" in box:
+                raise Failure(f"the candidacy failed: {kind_of(box['error'])}: {box['error']}")
+        elif op == "await_elected":
+            thread, box, campaign = state["candidates"][step["pending"]]
+            thread.join(step.get("within_ms", STEP_LIMIT * 1000) / 1000)
+            if thread.is_alive():
+                raise Failure("the pending candidate was not elected in time")
+            del state["candidates"][step["pending"]]
+            if "value" in box:  # resigned at the scenario's end whatever the step expects
+                state["leaderships"][step["as"]] = (campaign, box["value"])
+
+            def result() -> Any:
+                if "error" in box:
+                    raise box["error"]
+                return box["value"]
+
+            leadership = self.outcome(step, state, result)
+            if leadership is not None:
+                self.elected(step, state, campaign, leadership)
+        elif op == "expect_term_above":
+            term = self.term_of(state, step["leadership"])
+            floor = self.term_of(state, step["than"])
+            if not term > floor:
+                raise Failure(f"term {term} not above {floor}")
+        elif op == "leader":
+            client = self.client(step["client"])
+            name = self.election(step)
+            box = {}
+
+            def read() -> Any:
+                box["leader"] = client.leader(name)
+                return True
+
+            if self.outcome(step, state, read) is not None:
+                self.check_leader(step, state, box["leader"])
+        elif op == "resign":
+            campaign, _ = state["leaderships"].pop(step["leadership"])
+            was_leader = self.outcome(step, state, campaign.resign)
+            if "was_leader" in step and was_leader != step["was_leader"]:
+                raise Failure(f"was_leader {was_leader}, expected {step['was_leader']}")
+        elif op == "resign_token":
+            client = self.client(step["client"])
+            _, leadership = state["leaderships"][step["leadership"]]
+            was_leader = self.outcome(step, state, lambda: client.resign(self.election(step), leadership.token))
+            if "was_leader" in step and was_leader != step["was_leader"]:
+                raise Failure(f"was_leader {was_leader}, expected {step['was_leader']}")
+        elif op == "await_leadership_lost":
+            _, leadership = state["leaderships"][step["leadership"]]
+            if not leadership.lost.wait(step["within_ms"] / 1000):
+                raise Failure(f"lost did not fire within {step['within_ms']} ms")
+        elif op == "observe":
+            observation = self.client(step["client"]).observe(self.election(step))
+            changes: "queue.Queue[Any]" = queue.Queue()
+
+            def read_changes() -> None:
+                try:
+                    for leader in observation:
+                        changes.put(("leader", leader))
+                except BaseException as error:  # handed to observe_next
+                    changes.put(("error", error))
+
+            threading.Thread(target=read_changes, daemon=True).start()
+            state["observations"][step["as"]] = observation
+            state["observed"][step["as"]] = [changes, 0]
+        elif op == "observe_next":
+            changes, last = state["observed"][step["observation"]]
+            limit = time.monotonic() + step.get("within_ms", STEP_LIMIT * 1000) / 1000
+            while True:
+                try:
+                    kind, value = changes.get(timeout=max(0.0, limit - time.monotonic()))
+                except queue.Empty:
+                    raise Failure("no change observed in time") from None
+                if kind == "error":
+                    raise Failure(f"the observation ended: {kind_of(value)}: {value}")
+                if value is not None:
+                    # Terms only ever increase along one observation.
+                    if not value.term > last:
+                        raise Failure(f"observed term {value.term} after {last}")
+                    last = value.term
+                    state["observed"][step["observation"]][1] = last
+                if value is None and step.get("skip_none") and not step.get("none"):
+                    continue
+                self.check_leader(step, state, value)
+                break
+        elif op == "close_observation":
+            state["observations"].pop(step["observation"]).close()
+        else:
+            raise Failure(f"unknown op {op}")
+
+
+#: The election steps (see the README's Steps).
+ELECTION_OPS = {
+    "campaign", "campaign_async", "expect_not_elected", "await_elected", "expect_term_above",
+    "leader", "resign", "resign_token", "await_leadership_lost", "observe", "observe_next",
+    "close_observation",
+}
 
 
 def main() -> int:
