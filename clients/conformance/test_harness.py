@@ -123,7 +123,7 @@ class ClientsTest(unittest.TestCase):
         elections = [s for s in doc["scenarios"] if any(st["op"] == "campaign" for st in s["steps"])]
         self.assertTrue(elections)
         for scenario in elections:
-            self.assertEqual(sorted(scenario.get("clients", [])), ["go", "java", "python"], scenario["id"])
+            self.assertEqual(sorted(scenario.get("clients", [])), ["go", "java", "node", "python"], scenario["id"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // The Node client's conformance runner: runs clients/conformance/scenarios.json
-// through redlockd-client's public API (Client, Lease, the error classes), as
-// exported by the package's entry point (clients/node/src/index.js).
+// through redlockd-client's public API (Client, Lease, campaign, Leadership,
+// leader, observe, resign, the error classes), as exported by the package's
+// entry point (clients/node/src/index.js).
 //
 // Usage: node runner.mjs SCENARIOS ENV (started by clients/conformance/harness.py,
 // whose docstring describes ENV and the line protocol on stdout/stdin).
@@ -74,6 +75,7 @@ function client(name) {
 }
 
 const resourceOf = (step) => String(step.resource).replaceAll('{prefix}', env.prefix);
+const electionOf = (step) => String(step.name).replaceAll('{prefix}', env.prefix);
 
 /** Runs `call`; checks the error the step expects, or that there is none. */
 async function outcome(step, call) {
@@ -246,6 +248,20 @@ async function runStep(step, state) {
       await until(() => lease.draining, step.within_ms, 'draining');
       break;
     }
+    case 'campaign':
+    case 'campaign_async':
+    case 'expect_not_elected':
+    case 'await_elected':
+    case 'expect_term_above':
+    case 'leader':
+    case 'resign':
+    case 'resign_token':
+    case 'await_leadership_lost':
+    case 'observe':
+    case 'observe_next':
+    case 'close_observation':
+      await electionStep(step, state);
+      break;
     case 'pause':
       await sleep(step.ms);
       break;
@@ -260,8 +276,251 @@ async function runStep(step, state) {
   }
 }
 
+// ---- Elections (the README's election steps).
+
+/**
+ * A campaign whose wait for the election is bounded by `limitMs`: past it
+ * the candidacy is withdrawn (the client's `signal`) and the promise rejects
+ * with a DeadlineExceededError. The bound ends with the election: it never
+ * ends a leadership won. `withdraw()` withdraws it at once (harmless once
+ * elected); `box` gets `value` (the Leadership) or `error` once settled.
+ */
+function campaignCall(step, limitMs) {
+  const c = client(step.client);
+  const name = electionOf(step);
+  const controller = new AbortController();
+  const timer = setTimeout(() => {
+    const details = `not elected within ${limitMs} ms; the candidacy was withdrawn`;
+    controller.abort(new DeadlineExceededError(`Campaign: ${details}`, 4, details));
+  }, limitMs);
+  const box = {};
+  const options = { value: step.value ?? '', ttlMs: step.ttl_ms, signal: controller.signal };
+  const promise = c.campaign(name, options).then(
+    (leadership) => {
+      clearTimeout(timer);
+      box.value = leadership;
+      return leadership;
+    },
+    (error) => {
+      clearTimeout(timer);
+      box.error = error;
+      throw error;
+    },
+  );
+  promise.catch(() => {}); // handled by the step that awaits it
+  const withdraw = () => {
+    clearTimeout(timer);
+    controller.abort(new Error('withdrawn at the scenario\'s end'));
+  };
+  return { promise, box, withdraw };
+}
+
+/** Records a leadership under the step's `as` (its term too); checks `term_above`. */
+function elected(step, state, leadership) {
+  state.leaderships.set(step.as, leadership);
+  state.fences.set(step.as, leadership.term);
+  if (step.term_above !== undefined) {
+    const floor = fenceOf(state, step.term_above);
+    if (!(leadership.term > floor)) throw new Failure(`term ${leadership.term} not above ${floor}`);
+  }
+}
+
+/** `none`, or `value` and `term` (a leadership's name or a number). */
+function checkLeader(step, state, leader) {
+  if (step.none) {
+    if (leader !== null) throw new Failure(`expected no leader, got ${leader.value} (term ${leader.term})`);
+    return;
+  }
+  if (leader === null) throw new Failure('expected a leader, got none');
+  if (step.value !== undefined && leader.value !== step.value) {
+    throw new Failure(`leader value ${JSON.stringify(leader.value)}, expected ${JSON.stringify(step.value)}`);
+  }
+  if (step.term !== undefined) {
+    const term = fenceOf(state, step.term);
+    if (leader.term !== term) throw new Failure(`leader term ${leader.term}, expected ${term}`);
+  }
+}
+
+/** Resolves to true once `promise` settles, or to false after `ms`. */
+async function settledWithin(promise, ms) {
+  const controller = new AbortController();
+  const settled = promise.then(() => true, () => true);
+  const timeout = sleep(ms, false, { signal: controller.signal }).catch(() => false);
+  const done = await Promise.race([settled, timeout]);
+  controller.abort();
+  return done;
+}
+
+/**
+ * An observation: `client.observe`'s async generator read in the
+ * background into a queue of `{ leader }`, `{ error }` or `{ ended }`;
+ * `next(ms)` takes the next one (undefined if none came within ms).
+ */
+function observation(c, name) {
+  const controller = new AbortController();
+  const queue = [];
+  let waiter = null;
+  const push = (item) => {
+    if (waiter) waiter(item);
+    else queue.push(item);
+  };
+  (async () => {
+    try {
+      for await (const leader of c.observe(name, { signal: controller.signal })) push({ leader });
+      if (!controller.signal.aborted) push({ ended: true });
+    } catch (error) {
+      push({ error });
+    }
+  })();
+  return {
+    last: 0n, // the term of the last leader it yielded
+    close: () => controller.abort(),
+    next(ms) {
+      if (queue.length > 0) return Promise.resolve(queue.shift());
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          waiter = null;
+          resolve(undefined);
+        }, Math.max(0, ms));
+        waiter = (item) => {
+          clearTimeout(timer);
+          waiter = null;
+          resolve(item);
+        };
+      });
+    },
+  };
+}
+
+async function electionStep(step, state) {
+  switch (step.op) {
+    case 'campaign': {
+      const candidacy = campaignCall(step, step.deadline_ms ?? STEP_LIMIT_MS);
+      const leadership = await outcome(step, async () => {
+        const won = await candidacy.promise;
+        // Resigned at the scenario's end even if the step expected an error.
+        state.leaderships.set(step.as, won);
+        return won;
+      });
+      if (leadership !== undefined) elected(step, state, leadership);
+      break;
+    }
+    case 'campaign_async':
+      state.candidates.set(step.pending, campaignCall(step, STEP_LIMIT_MS));
+      break;
+    case 'expect_not_elected': {
+      const { promise, box } = state.candidates.get(step.pending);
+      await settledWithin(promise, step.for_ms);
+      if (box.value !== undefined) {
+        throw new Failure(`elected while another leads: ${box.value.value} (term ${box.value.term})`);
+      }
+      if (box.error !== undefined) {
+        throw new Failure(`the candidacy failed: ${kindOf(box.error)}: ${box.error.message}`);
+      }
+      break;
+    }
+    case 'await_elected': {
+      const candidacy = state.candidates.get(step.pending);
+      const within = step.within_ms ?? STEP_LIMIT_MS;
+      if (!(await settledWithin(candidacy.promise, within))) {
+        throw new Failure(`the pending candidate was not elected within ${within} ms`);
+      }
+      state.candidates.delete(step.pending);
+      const { box } = candidacy;
+      // Resigned at the scenario's end whatever the step expects.
+      if (box.value !== undefined) state.leaderships.set(step.as, box.value);
+      const leadership = await outcome(step, () => {
+        if (box.error !== undefined) throw box.error;
+        return box.value;
+      });
+      if (leadership !== undefined) elected(step, state, leadership);
+      break;
+    }
+    case 'expect_term_above': {
+      const term = fenceOf(state, step.leadership);
+      const floor = fenceOf(state, step.than);
+      if (!(term > floor)) throw new Failure(`term ${term} not above ${floor}`);
+      break;
+    }
+    case 'leader': {
+      const c = client(step.client);
+      const name = electionOf(step);
+      const box = {};
+      const read = await outcome(step, async () => {
+        box.leader = await c.leader(name);
+        return true;
+      });
+      if (read !== undefined) checkLeader(step, state, box.leader);
+      break;
+    }
+    case 'resign': {
+      const leadership = state.leaderships.get(step.leadership);
+      state.leaderships.delete(step.leadership);
+      const wasLeader = await outcome(step, () => leadership.resign());
+      if (wasLeader !== undefined && step.was_leader !== undefined && wasLeader !== step.was_leader) {
+        throw new Failure(`was_leader ${wasLeader}, expected ${step.was_leader}`);
+      }
+      break;
+    }
+    case 'resign_token': {
+      const c = client(step.client);
+      const { token } = state.leaderships.get(step.leadership);
+      const wasLeader = await outcome(step, () => c.resign(electionOf(step), token));
+      if (wasLeader !== undefined && step.was_leader !== undefined && wasLeader !== step.was_leader) {
+        throw new Failure(`was_leader ${wasLeader}, expected ${step.was_leader}`);
+      }
+      break;
+    }
+    case 'await_leadership_lost': {
+      const leadership = state.leaderships.get(step.leadership);
+      await until(() => leadership.signal.aborted, step.within_ms, 'lost');
+      const reason = leadership.signal.reason;
+      if (!(reason instanceof LockLostError)) throw new Failure(`lost with ${kindOf(reason)}, expected lost`);
+      break;
+    }
+    case 'observe':
+      state.observations.set(step.as, observation(client(step.client), electionOf(step)));
+      break;
+    case 'observe_next': {
+      const watched = state.observations.get(step.observation);
+      const within = step.within_ms ?? STEP_LIMIT_MS;
+      const limit = performance.now() + within;
+      for (;;) {
+        const item = await watched.next(limit - performance.now());
+        if (item === undefined) throw new Failure(`no change observed within ${within} ms`);
+        if (item.error !== undefined) {
+          throw new Failure(`the observation ended: ${kindOf(item.error)}: ${item.error.message}`);
+        }
+        if (item.ended) throw new Failure('the observation ended');
+        const { leader } = item;
+        if (leader !== null) {
+          // Terms only ever increase along one observation.
+          if (!(leader.term > watched.last)) throw new Failure(`observed term ${leader.term} after ${watched.last}`);
+          watched.last = leader.term;
+        }
+        if (leader === null && step.skip_none && !step.none) continue;
+        checkLeader(step, state, leader);
+        break;
+      }
+      break;
+    }
+    case 'close_observation': {
+      state.observations.get(step.observation).close();
+      state.observations.delete(step.observation);
+      break;
+    }
+    default:
+      throw new Failure(`unknown op ${step.op}`);
+  }
+}
+
 async function runScenario(scenario) {
-  const state = { locks: new Map(), leases: new Map(), pending: new Map(), fences: new Map() };
+  const state = {
+    locks: new Map(), leases: new Map(), pending: new Map(), fences: new Map(),
+    // Elections, by the steps' names: the Leadership of a leader; a
+    // candidacy under way; an observation (see observe).
+    leaderships: new Map(), candidates: new Map(), observations: new Map(),
+  };
   try {
     for (const [index, step] of scenario.steps.entries()) {
       try {
@@ -272,6 +531,14 @@ async function runScenario(scenario) {
     }
   } finally {
     for (const lease of state.leases.values()) await lease.release().catch(() => {});
+    for (const leadership of state.leaderships.values()) await leadership.resign().catch(() => {});
+    for (const candidate of state.candidates.values()) {
+      // A candidacy still waiting is withdrawn, one elected meanwhile resigns.
+      candidate.withdraw();
+      await candidate.promise.catch(() => {});
+      if (candidate.box.value !== undefined) await candidate.box.value.resign().catch(() => {});
+    }
+    for (const observation of state.observations.values()) observation.close();
   }
 }
 
