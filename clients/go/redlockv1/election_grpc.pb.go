@@ -61,7 +61,8 @@ type ElectionServiceClient interface {
 	// a term it sent before.
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveResponse], error)
 	// Resign ends a leadership from outside its Campaign stream, by its
-	// token: the next leader may be elected at once. The Campaign stream
+	// token (the leader's own process: only it has the token): the next
+	// leader may be elected at once. The Campaign stream
 	// learns it at its next extension and is told `lost`. A leadership
 	// already over answers `was_leader = false`.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
@@ -151,7 +152,8 @@ type ElectionServiceServer interface {
 	// a term it sent before.
 	Observe(*ObserveRequest, grpc.ServerStreamingServer[ObserveResponse]) error
 	// Resign ends a leadership from outside its Campaign stream, by its
-	// token: the next leader may be elected at once. The Campaign stream
+	// token (the leader's own process: only it has the token): the next
+	// leader may be elected at once. The Campaign stream
 	// learns it at its next extension and is told `lost`. A leadership
 	// already over answers `was_leader = false`.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)

@@ -206,7 +206,9 @@ pub(crate) async fn elect(target: &Target, args: ElectArgs) -> Result<Exit, CtlE
             }
         }
     };
-    let kill_at = (Instant::now() + args.kill_after).min(valid_until + margin);
+    // Never past the last known validity (`valid_until` already keeps the
+    // stop margin back from it).
+    let kill_at = (Instant::now() + args.kill_after).min(valid_until);
     eprintln!(
         "redlockctl: lost the leadership of {}: {reason}; stopping {} (SIGTERM to process \
          group {}, SIGKILL in {} ms if it still runs)",
@@ -290,12 +292,33 @@ async fn campaign(
         Ok(Some(pb::CampaignResponse {
             event: Some(Event::Elected(leadership)),
         })) => {
-            let valid_until =
-                Instant::now() + validity(&leadership).saturating_sub(stop_margin(args.ttl));
+            let margin = stop_margin(args.ttl);
+            let mut valid_until = Instant::now() + validity(&leadership).saturating_sub(margin);
+            // Elected with less than the margin left (a long wait on a busy
+            // daemon): the command starts only once an extension says the
+            // leadership is still valid.
+            while valid_until <= Instant::now() {
+                match events.message().await {
+                    Ok(Some(pb::CampaignResponse {
+                        event: Some(Event::Kept(kept)),
+                    })) => valid_until = Instant::now() + validity(&kept).saturating_sub(margin),
+                    Ok(Some(pb::CampaignResponse {
+                        event: Some(Event::Draining(_)),
+                    })) => {}
+                    _ => {
+                        return Err(CtlError::status(
+                            &what,
+                            tonic::Status::unavailable(
+                                "the leadership ended before it was valid here",
+                            ),
+                        ))
+                    }
+                }
+            }
             Ok((Candidacy { requests, events }, leadership, valid_until))
         }
-        Ok(other) => Err(CtlError::Local(format!(
-            "{what}: expected `elected`, got {other:?}"
+        Ok(_) => Err(CtlError::Local(format!(
+            "{what}: the daemon's first answer was not `elected`"
         ))),
         Err(status) => Err(CtlError::status(&what, status)),
     }

@@ -34,6 +34,23 @@ pub(crate) struct Leading {
     pub term: u64,
     /// The value it campaigned with.
     pub value: String,
+    /// When it stops being guaranteed, on the monotonic clock: the
+    /// endpoint answers 503 from then on, whether or not the campaign's
+    /// task has noticed (a frozen daemon, just resumed).
+    pub until: tokio::time::Instant,
+    /// The same on the wall clock, for the file's readers (same host).
+    pub until_wall: std::time::SystemTime,
+}
+
+impl Leading {
+    fn of(lock: &crate::redlock::Lock, value: &str) -> Leading {
+        Leading {
+            term: lock.fence,
+            value: value.to_owned(),
+            until: lock.deadline.mono,
+            until_wall: std::time::SystemTime::now() + lock.deadline.left(),
+        }
+    }
 }
 
 /// Whether this daemon leads each configured election, by name.
@@ -125,10 +142,7 @@ impl Campaign {
             tracing::info!(election = %self.name, term = lock.fence, "this daemon leads");
             self.engine.changes().announce(&lock.resource);
             metrics::leadership_delta(1.0);
-            self.publish(Some(Leading {
-                term: lock.fence,
-                value: self.value.clone(),
-            }));
+            self.publish(Some(Leading::of(&lock, &self.value)));
             let end = self
                 .engine
                 .hold(
@@ -136,7 +150,7 @@ impl Campaign {
                     self.ttl,
                     self.extend_at,
                     self.drain.started(),
-                    |_| {},
+                    |extended| self.publish(Some(Leading::of(extended, &self.value))),
                 )
                 .await;
             self.publish(None);
@@ -173,13 +187,19 @@ impl Campaign {
     }
 }
 
-/// The file's content: one JSON object.
+/// The file's (and the endpoint's) content: one JSON object. A leader's
+/// carries `valid_until_ms` (Unix milliseconds, this host's clock): a
+/// reader acts as leader only before it, since a daemon killed while
+/// leading leaves the file as it was.
 pub(crate) fn state_json(leading: Option<&Leading>) -> String {
     match leading {
         Some(l) => format!(
-            "{{\"leader\":true,\"term\":{},\"value\":{}}}\n",
+            "{{\"leader\":true,\"term\":{},\"value\":{},\"valid_until_ms\":{}}}\n",
             l.term,
-            json_string(&l.value)
+            json_string(&l.value),
+            l.until_wall
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis())
         ),
         None => "{\"leader\":false}\n".to_owned(),
     }
@@ -218,10 +238,13 @@ mod tests {
         let leading = Leading {
             term: 42,
             value: "10.0.0.1:80 \"a\"".into(),
+            until: tokio::time::Instant::now(),
+            until_wall: std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
         };
         assert_eq!(
             state_json(Some(&leading)),
-            "{\"leader\":true,\"term\":42,\"value\":\"10.0.0.1:80 \\\"a\\\"\"}\n"
+            "{\"leader\":true,\"term\":42,\"value\":\"10.0.0.1:80 \\\"a\\\"\",\
+             \"valid_until_ms\":1700000000123}\n"
         );
         assert_eq!(state_json(None), "{\"leader\":false}\n");
     }

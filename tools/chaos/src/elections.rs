@@ -1,6 +1,7 @@
 //! Elections in the mix (`--mix`): candidates campaign in two elections
-//! named like the first two hot resources (an election and a lock of one
-//! name must never meet), lead for a while, writing the election's
+//! named like the first two hot resources (so that elections and locks of
+//! one name run side by side: the daemon keeps them on keys of their own,
+//! and the history on resources of their own, `election:NAME`), lead for a while, writing the election's
 //! registers (fenced by the term) in their critical section, then resign
 //! or vanish; half of them send their Resign again a moment after the
 //! leadership ended, as a client retrying it would. Observers on every

@@ -96,7 +96,8 @@ class ElectionServiceServicer:
 
     def Resign(self, request, context):
         """Resign ends a leadership from outside its Campaign stream, by its
-        token: the next leader may be elected at once. The Campaign stream
+        token (the leader's own process: only it has the token): the next
+        leader may be elected at once. The Campaign stream
         learns it at its next extension and is told `lost`. A leadership
         already over answers `was_leader = false`.
         """

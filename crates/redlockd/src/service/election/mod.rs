@@ -229,7 +229,13 @@ impl Observer {
                 () = changes.changed(&self.resource) => {}
                 () = tokio::time::sleep(next_read) => {}
                 () = self.events.closed() => return,
-                () = self.drain.started() => return,
+                () = self.drain.started() => {
+                    // As any call refused while draining: observe again,
+                    // on another replica.
+                    let draining = Status::from(crate::service::drain::Draining);
+                    let _ = self.events.send(Err(draining)).await;
+                    return;
+                }
             }
         }
     }

@@ -53,9 +53,9 @@ public final class Observation implements AutoCloseable {
   }
 
   /**
-   * Completes when the stream ends: normally after {@link #close()} or when the daemon stopped
-   * (observe again, on another replica), exceptionally with a {@link RedlockdException} when it
-   * broke (too few masters answered: {@link UnavailableException}; the daemon gone) or with what
+   * Completes when the stream ends: normally after {@link #close()}, exceptionally with a
+   * {@link RedlockdException} when it broke (the daemon stopping, or too few masters answered:
+   * {@link UnavailableException}, observe again, on another replica; the daemon gone) or with what
    * the listener threw. Each call returns a new view.
    */
   public CompletableFuture<Void> ended() {

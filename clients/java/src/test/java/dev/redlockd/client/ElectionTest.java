@@ -227,10 +227,14 @@ class ElectionTest {
         assertEquals(leadership.term(), next(told).orElseThrow().term());
         Future<Leadership> standby = standBy(via, name, "standby");
         stopping.signal("TERM");
-        // The observation ends cleanly (observe again elsewhere); a waiting candidate is told
-        // UNAVAILABLE (campaign again elsewhere); the leadership is kept through the drain, then
-        // lost when its grace runs out.
-        observation.ended().get(Poll.LIMIT.toMillis(), TimeUnit.MILLISECONDS);
+        // The observation ends UNAVAILABLE (observe again elsewhere); a waiting candidate too
+        // (campaign again elsewhere); the leadership is kept through the drain, then lost when
+        // its grace runs out.
+        ExecutionException ended =
+            assertThrows(
+                ExecutionException.class,
+                () -> observation.ended().get(Poll.LIMIT.toMillis(), TimeUnit.MILLISECONDS));
+        assertInstanceOf(UnavailableException.class, ended.getCause());
         ExecutionException refused = assertThrows(ExecutionException.class, () -> within(standby));
         assertInstanceOf(UnavailableException.class, refused.getCause());
         assertTrue(((UnavailableException) refused.getCause()).isRetryable());
