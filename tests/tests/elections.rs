@@ -21,6 +21,7 @@ against_both_servers!(
     a_standby_on_another_replica_takes_over,
     an_election_and_a_lock_of_one_name_are_apart,
     resign_by_token_and_requests_checked,
+    the_daemons_own_campaign_is_an_ordinary_leader,
 );
 
 /// An election client of daemon `i`.
@@ -307,4 +308,60 @@ async fn resign_by_token_and_requests_checked(flavor: Flavor) {
         .await
         .expect_err("a campaign must start with `campaign`");
     assert_eq!(refused.code(), Code::InvalidArgument);
+}
+
+/// A daemon campaigning for its pod (`[[election]]`) leads as any
+/// candidate does: `Leader` shows its value and term, and a client's
+/// candidate waits behind it. (Its take-overs: tests/election_sidecar.rs.)
+async fn the_daemons_own_campaign_is_an_ordinary_leader(flavor: Flavor) {
+    fn campaigning(config: &mut redlockd::config::Config) {
+        config.elections = vec![redlockd::config::ElectionConfig {
+            name: "pods/leader".into(),
+            value: "pod-1:8080".into(),
+            ttl: Duration::from_secs(2),
+            file: None,
+        }];
+    }
+    let h = Harness::start_with(flavor, campaigning).await;
+    let mut e = elections(&h, 0).await;
+    let term = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    eventually(Duration::from_secs(10), "the daemon leads", || {
+        let (mut e, term) = (e.clone(), term.clone());
+        async move {
+            let answer = e
+                .leader(pb::LeaderRequest {
+                    name: "pods/leader".into(),
+                })
+                .await
+                .expect("leader")
+                .into_inner();
+            match answer.leader {
+                Some(leader) if leader.value == "pod-1:8080" => {
+                    term.store(leader.term, std::sync::atomic::Ordering::SeqCst);
+                    true
+                }
+                _ => false,
+            }
+        }
+    })
+    .await;
+    let term = term.load(std::sync::atomic::Ordering::SeqCst);
+    let mut candidate = campaign(&mut e, "pods/leader", "client").await;
+    assert!(
+        candidate.quiet_for(Duration::from_millis(300)).await,
+        "a candidate was told something while the daemon leads"
+    );
+    // Resigning through the daemon's own token is not a client's to do:
+    // the candidate stays behind it while it leads.
+    let leader = e
+        .leader(pb::LeaderRequest {
+            name: "pods/leader".into(),
+        })
+        .await
+        .expect("leader")
+        .into_inner()
+        .leader
+        .expect("still the daemon");
+    assert_eq!((leader.value.as_str(), leader.term), ("pod-1:8080", term));
+    candidate.resign().await;
 }

@@ -103,6 +103,34 @@ impl Command {
         Ok(status)
     }
 
+    /// [`Command::stop`] after the lock or leadership was lost, catching
+    /// `signals` meanwhile (so that they cannot kill redlockctl mid-stop:
+    /// the group was told to stop already), then saying how it ended and
+    /// that redlockctl exits `Exit::Lost`.
+    pub(crate) async fn stop_lost(
+        &mut self,
+        kill_at: Instant,
+        signals: &mut crate::signals::Signals,
+    ) -> Result<ExitStatus, CtlError> {
+        let status = {
+            let stopping = self.stop(kill_at);
+            tokio::pin!(stopping);
+            loop {
+                tokio::select! {
+                    status = &mut stopping => break status?,
+                    _ = signals.recv() => {}
+                }
+            }
+        };
+        eprintln!(
+            "redlockctl: {} ended ({}); exiting {}",
+            self.program,
+            describe(status),
+            crate::exit::Exit::Lost.code()
+        );
+        Ok(status)
+    }
+
     fn group_alive(&self) -> bool {
         !matches!(killpg(self.group, None), Err(Errno::ESRCH))
     }

@@ -219,22 +219,7 @@ pub(crate) async fn elect(target: &Target, args: ElectArgs) -> Result<Exit, CtlE
             .saturating_duration_since(Instant::now())
             .as_millis()
     );
-    let status = {
-        let stopping = command.stop(kill_at);
-        tokio::pin!(stopping);
-        loop {
-            tokio::select! {
-                status = &mut stopping => break status?,
-                _ = signals.recv() => {}
-            }
-        }
-    };
-    eprintln!(
-        "redlockctl: {} ended ({}); exiting {}",
-        command.program,
-        child::describe(status),
-        Exit::Lost.code()
-    );
+    command.stop_lost(kill_at, &mut signals).await?;
     Ok(Exit::Lost)
 }
 

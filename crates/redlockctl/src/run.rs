@@ -128,24 +128,7 @@ async fn stop(
         command.group(),
         kill_at.saturating_duration_since(now).as_millis()
     );
-    let status = {
-        let stopping = command.stop(kill_at);
-        tokio::pin!(stopping);
-        loop {
-            tokio::select! {
-                status = &mut stopping => break status?,
-                // Keep catching signals (so they cannot kill redlockctl
-                // mid-stop); the group was told to stop already.
-                _ = signals.recv() => {}
-            }
-        }
-    };
-    eprintln!(
-        "redlockctl: {} ended ({}); exiting {}",
-        command.program,
-        child::describe(status),
-        Exit::Lost.code()
-    );
+    command.stop_lost(kill_at, signals).await?;
     if lost.gone {
         return Ok(());
     }

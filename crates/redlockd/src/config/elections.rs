@@ -49,7 +49,7 @@ fn default_ttl() -> Duration {
 
 impl ElectionConfig {
     /// `value` with its `${VAR}` references replaced.
-    pub fn expanded_value(&self) -> Result<String, ConfigError> {
+    pub(crate) fn expanded_value(&self) -> Result<String, ConfigError> {
         expand(&self.value, |name| std::env::var(name).ok())
     }
 
