@@ -192,17 +192,18 @@ impl Campaign {
 /// reader acts as leader only before it, since a daemon killed while
 /// leading leaves the file as it was.
 pub(crate) fn state_json(leading: Option<&Leading>) -> String {
-    match leading {
-        Some(l) => format!(
-            "{{\"leader\":true,\"term\":{},\"value\":{},\"valid_until_ms\":{}}}\n",
-            l.term,
-            json_string(&l.value),
-            l.until_wall
+    let state = match leading {
+        Some(l) => serde_json::json!({
+            "leader": true,
+            "term": l.term,
+            "value": l.value,
+            "valid_until_ms": l.until_wall
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis())
-        ),
-        None => "{\"leader\":false}\n".to_owned(),
-    }
+                .map_or(0, |d| d.as_millis()),
+        }),
+        None => serde_json::json!({ "leader": false }),
+    };
+    format!("{state}\n")
 }
 
 /// Replaces `file` with the state, atomically (a reader never sees half).
@@ -211,22 +212,6 @@ fn write_state(file: &Path, leading: Option<&Leading>) -> std::io::Result<()> {
     scratch.push(".tmp");
     std::fs::write(&scratch, state_json(leading))?;
     std::fs::rename(&scratch, file)
-}
-
-/// A JSON string literal of `text` (values have no control characters:
-/// the configuration refuses them).
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -243,8 +228,8 @@ mod tests {
         };
         assert_eq!(
             state_json(Some(&leading)),
-            "{\"leader\":true,\"term\":42,\"value\":\"10.0.0.1:80 \\\"a\\\"\",\
-             \"valid_until_ms\":1700000000123}\n"
+            "{\"leader\":true,\"term\":42,\"valid_until_ms\":1700000000123,\
+             \"value\":\"10.0.0.1:80 \\\"a\\\"\"}\n"
         );
         assert_eq!(state_json(None), "{\"leader\":false}\n");
     }

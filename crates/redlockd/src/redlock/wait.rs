@@ -209,6 +209,6 @@ pub(super) fn jitter(max: Duration) -> Duration {
 /// A refused attempt no wait outlasts: the resource is held under another
 /// limit, or the caller left (`stop` completed: a completed future is
 /// never polled again, so the wait must not go round once more).
-pub(super) fn ends_the_wait(error: &LockError) -> bool {
+pub(in crate::redlock) fn ends_the_wait(error: &LockError) -> bool {
     matches!(error, LockError::LimitConflict | LockError::Cancelled)
 }

@@ -76,9 +76,12 @@ impl<W: Wire> Session<W> {
         };
         // No longer waiting.
         self.waiting = None;
-        // Observers of the resource on this replica re-read its holder.
-        self.engine.changes().announce(&lock.resource);
-        let _leading = W::WAITS_UNTIL_GRANTED.then(Leading::start);
+        // A leadership: counted, and its election's observers on this
+        // replica re-read the leader at once.
+        let _leading = W::WAITS_UNTIL_GRANTED.then(|| {
+            self.engine.changes().announce(&lock.resource);
+            Leading::start()
+        });
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");
         if Box::pin(self.send(W::acquired(lock.clone(), &self.args)))
             .await

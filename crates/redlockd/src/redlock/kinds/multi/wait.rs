@@ -59,9 +59,8 @@ impl Redlock {
                     }
                     Err(failure) => {
                         let now = Instant::now();
-                        // The caller left: `stop` completed, and is never
-                        // polled again (see `crate::redlock::wait`).
-                        if now >= give_up_at || matches!(failure.error, LockError::Cancelled) {
+                        if now >= give_up_at || crate::redlock::wait::ends_the_wait(&failure.error)
+                        {
                             return Err(failure.error);
                         }
                         // The attempt's own clean-up woke the front waiters
