@@ -24,6 +24,8 @@ async fn cancelled_waiter_leaves_nothing(flavor: Flavor) {
         .expect("granted");
 
     let mut waiter = h.client().await;
+    // The waiter's connection, for a call after the cancel.
+    let mut waiters_connection = waiter.clone();
     let waiting = tokio::spawn(async move { acquire(&mut waiter, "busy", 30_000, 60_000).await });
     // Let the waiter's attempts reach the masters before cancelling it.
     let before = h.lock_commands(0).await;
@@ -33,6 +35,18 @@ async fn cancelled_waiter_leaves_nothing(flavor: Flavor) {
     .await;
     waiting.abort();
     assert!(waiting.await.expect_err("aborted").is_cancelled());
+    // The cancel (an HTTP/2 reset) is written on the waiter's connection
+    // before this call, so the daemon has read it when this call returns.
+    // Without that, the reset could still be in the client's queue when the
+    // release below wakes the waiter (the client writes it from its
+    // connection task, after the abort), and no daemon can tell that the
+    // grant it answers is unwanted. (CI once failed so.) A reset read but
+    // not yet acted on when the grant comes is released too: by the
+    // dropped acquisition, or by the answer that cannot be sent
+    // (`service::delivery`, whose handler tests pin that case).
+    validate(&mut waiters_connection, &held)
+        .await
+        .expect("the waiter's connection still serves");
 
     assert!(release(&mut holder, &held).await.expect("release"));
     // If the waiter had kept trying it would take the lock (30 s ttl) and

@@ -3,7 +3,8 @@
 //! so that `conn::accept::Conn` closes a connection only when nothing is
 //! open on it: a silent `Hold` session is never cut by the idle timeout.
 //! The same layer bounds the calls of the services outside authentication
-//! (`limits.max_unauthenticated_calls`, see [`Unauthenticated`]).
+//! (`limits.max_unauthenticated_calls`, see [`Unauthenticated`]), and ties
+//! an `Acquire` answer's grant to its body (`service::delivery`).
 
 use super::gate::{Gate, OpenStream};
 use super::Throttled;
@@ -193,7 +194,8 @@ where
             .map(|activity| activity.open_stream());
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await?;
+            // A grant in the answer is released unless the answer is sent.
+            let response = crate::service::delivery::watch(response.await?);
             Ok(if open.is_none() && place.is_none() {
                 response
             } else {

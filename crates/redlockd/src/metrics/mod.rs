@@ -58,6 +58,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     counter!(LOCKS_LOST_TOTAL).increment(0);
     counter!(FORCE_RELEASES_TOTAL).increment(0);
     counter!(LOCK_DELAY_REFUSALS_TOTAL).increment(0);
+    counter!(ABANDONED_GRANTS_TOTAL).increment(0);
     counter!(ELECTION_LEADERSHIPS_TOTAL).increment(0);
     gauge!(ELECTIONS_LED).set(0.0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
@@ -272,6 +273,12 @@ pub(crate) fn lock_lost() {
 /// An operator force-released a held lock.
 pub(crate) fn force_release() {
     counter!(FORCE_RELEASES_TOTAL).increment(1);
+}
+
+/// A grant was released because its caller was gone before the answer
+/// reached it.
+pub(crate) fn abandoned_grant() {
+    counter!(ABANDONED_GRANTS_TOTAL).increment(1);
 }
 
 /// An acquire attempt was refused while a lock-delay ran.

@@ -62,6 +62,9 @@ pub(crate) const ELECTIONS_LED: &str = "redlock_elections_led";
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Locks released by an operator (`LockAdmin.ForceRelease`).
 pub(crate) const FORCE_RELEASES_TOTAL: &str = "redlock_force_releases_total";
+/// Grants released at once because their caller was gone before the
+/// answer reached it.
+pub(crate) const ABANDONED_GRANTS_TOTAL: &str = "redlock_abandoned_grants_total";
 /// Acquire attempts refused while a vanished holder's lock-delay ran.
 pub(crate) const LOCK_DELAY_REFUSALS_TOTAL: &str = "redlock_lock_delay_refusals_total";
 /// Calls turned away by authentication, namespaces or the flood limits, by
@@ -90,7 +93,7 @@ pub(super) enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 30] = [
+pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 31] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -212,6 +215,11 @@ pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 30] = [
         FORCE_RELEASES_TOTAL,
         Kind::Counter,
         "Locks released by an operator through LockAdmin.ForceRelease (something was held).",
+    ),
+    (
+        ABANDONED_GRANTS_TOTAL,
+        Kind::Counter,
+        "Grants released at once because their caller was gone before the answer reached it (it cancelled, disconnected, or its deadline's cut-off passed).",
     ),
     (
         LOCK_DELAY_REFUSALS_TOTAL,

@@ -171,6 +171,7 @@ impl Redlock {
     /// With a request id, its `turn` is held until the release has ended.
     pub(super) fn release_orphan(self: &Arc<Self>, orphan: Lock, turn: Option<Turn>) {
         tracing::debug!(resource = %orphan.resource, "caller left during acquire; releasing");
+        metrics::abandoned_grant();
         let engine = Arc::clone(self);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -178,6 +179,13 @@ impl Redlock {
                 drop(turn);
             });
         }
+    }
+
+    /// Releases a grant whose answer was handed over but never left: the
+    /// caller reset its call, or its connection closed, as the grant came
+    /// (see `service::delivery`).
+    pub(crate) fn release_undelivered(self: &Arc<Self>, lock: Lock) {
+        self.release_orphan(lock, None);
     }
 
     /// Attempts until a grant, until `wait` elapses, or until `stop`

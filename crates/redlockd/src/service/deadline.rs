@@ -11,6 +11,18 @@ pub(crate) fn caller_deadline(metadata: &MetadataMap) -> Option<Instant> {
     parse_timeout(header).map(|timeout| Instant::now() + timeout)
 }
 
+/// The part of a caller's deadline, `budget` from now, kept back for the
+/// answer's trip (see `service::LockApi::acquire_until`): `server.deadline_reserve`,
+/// or a quarter of the budget when that is less. A caller with a 10 ms
+/// deadline (a sidecar on loopback answers in about a millisecond) is
+/// tried for 7.5 ms rather than refused; if its round trip to the daemon
+/// is longer than the 2.5 ms kept back, a grant can reach it too late and
+/// stays locked for its ttl, as with any reserve shorter than the round
+/// trip.
+pub(crate) fn reserve_for(configured: Duration, budget: Duration) -> Duration {
+    configured.min(budget / 4)
+}
+
 /// Parses a `grpc-timeout` value: up to 8 digits and a unit (H M S m u n).
 fn parse_timeout(value: &str) -> Option<Duration> {
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);

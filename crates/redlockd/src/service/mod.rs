@@ -5,6 +5,7 @@
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod deadline;
+pub(crate) mod delivery;
 pub(crate) mod denied;
 pub(crate) mod drain;
 pub(crate) mod election;
@@ -179,9 +180,10 @@ impl LockService for LockApi {
                 .drain()
                 .unless_draining(self.acquire_until(args, deadline))
                 .await??;
-            Ok(Response::new(pb::AcquireResponse {
-                lock: Some(lock.into()),
-            }))
+            let message = pb::AcquireResponse {
+                lock: Some(lock.clone().into()),
+            };
+            Ok(delivery::answer(message, &self.engine, lock))
         })
         .await
     }
@@ -305,7 +307,7 @@ impl LockApi {
     /// that lock expires with its ttl.
     ///
     /// A deadline shorter than four reserves keeps three quarters of itself
-    /// ([`reserve_for`]): a fixed 20 ms reserve refused every call with a
+    /// ([`deadline::reserve_for`]): a fixed 20 ms reserve refused every call with a
     /// deadline of 20 ms or less without trying, though a free lock is
     /// granted in about a millisecond.
     ///
@@ -357,7 +359,7 @@ impl LockApi {
             return acquire(wait).await;
         };
         let now = Instant::now();
-        let reserve = reserve_for(
+        let reserve = deadline::reserve_for(
             self.deadline_reserve,
             deadline.saturating_duration_since(now),
         );
@@ -385,16 +387,4 @@ impl LockApi {
             Err(_elapsed) => Err(LockError::DeadlineExceeded),
         }
     }
-}
-
-/// The part of a caller's deadline, `budget` from now, kept back for the
-/// answer's trip (see `LockApi::acquire_until`): `server.deadline_reserve`,
-/// or a quarter of the budget when that is less. A caller with a 10 ms
-/// deadline (a sidecar on loopback answers in about a millisecond) is
-/// tried for 7.5 ms rather than refused; if its round trip to the daemon
-/// is longer than the 2.5 ms kept back, a grant can reach it too late and
-/// stays locked for its ttl, as with any reserve shorter than the round
-/// trip.
-fn reserve_for(configured: Duration, budget: Duration) -> Duration {
-    configured.min(budget / 4)
 }

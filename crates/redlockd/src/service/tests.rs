@@ -38,6 +38,7 @@ use tonic::codec::Codec;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Status, Streaming};
 
+mod delivery;
 mod draining;
 mod idempotent;
 mod lost;
@@ -634,7 +635,7 @@ async fn a_deadline_shorter_than_the_reserve_is_still_tried() {
 /// The reserve: the configured one, or a quarter of a shorter budget.
 #[test]
 fn reserve_for_short_deadlines() {
-    use super::reserve_for;
+    use super::deadline::reserve_for;
     assert_eq!(reserve_for(MS(20), Duration::from_secs(1)), MS(20));
     assert_eq!(reserve_for(MS(20), MS(80)), MS(20));
     assert_eq!(reserve_for(MS(20), MS(40)), MS(10));
