@@ -597,40 +597,43 @@ async fn client_certificates() {
     drop(masters);
 }
 
-/// `GET /v1/elections/{name}` with `curl`: the leader a Campaign made over
-/// gRPC (value, term as a string), then none once it resigned; another
-/// namespace's election is PERMISSION_DENIED 403.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_elections_leader_over_http() {
-    use redlockd::pb::election_service_client::ElectionServiceClient;
-    let masters = start_masters();
-    let g = start(&masters.urls(), &token_config(), &[]).await;
-    let curl = |name: &str, token: &str| {
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", "-H"])
-            .arg(format!("Authorization: Bearer {token}"))
-            .arg(format!("http://{}/v1/elections/{name}", g.http))
-            .output()
-            .expect("curl (apt-get install curl)");
-        assert!(out.status.success(), "{out:?}");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').expect("a status line");
-        let body: Value = serde_json::from_str(body).expect("JSON");
-        (code.parse::<u16>().expect("an HTTP status"), body)
-    };
-    let (code, none) = curl("orders/leader", ORDERS_TOKEN);
-    assert_eq!(code, 200, "{none}");
-    assert_ne!(none["hasLeader"], true, "{none}");
+/// `curl` of `GET /v1/elections/{path}` (the name, and any query) with a
+/// bearer token: the HTTP status and the JSON body.
+fn curl_election(http: SocketAddr, path: &str, token: &str) -> (u16, Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", "-H"])
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(format!("http://{http}/v1/elections/{path}"))
+        .output()
+        .expect("curl (apt-get install curl)");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').expect("a status line");
+    let body: Value = serde_json::from_str(body).expect("JSON");
+    (code.parse::<u16>().expect("an HTTP status"), body)
+}
 
-    let channel = client::endpoint(g.grpc).expect("endpoint");
+/// A Campaign over gRPC as `orders`, elected: the stream's sender (dropped:
+/// resign), its events, and the term.
+async fn campaign_as_orders(
+    grpc: SocketAddr,
+    name: &str,
+    value: &str,
+) -> (
+    tokio::sync::mpsc::Sender<pb::CampaignRequest>,
+    tonic::Streaming<pb::CampaignResponse>,
+    u64,
+) {
+    use redlockd::pb::election_service_client::ElectionServiceClient;
+    let channel = client::endpoint(grpc).expect("endpoint");
     let mut elections = ElectionServiceClient::new(channel.connect().await.expect("connect"));
     let (requests, outgoing) = tokio::sync::mpsc::channel(2);
     requests
         .send(pb::CampaignRequest {
             request: Some(pb::campaign_request::Request::Campaign(
                 pb::campaign_request::Start {
-                    name: "orders/leader".into(),
-                    value: "10.0.0.7:8080".into(),
+                    name: name.into(),
+                    value: value.into(),
                     ttl: ms(10_000),
                 },
             )),
@@ -656,7 +659,23 @@ async fn an_elections_leader_over_http() {
         Some(pb::campaign_response::Event::Elected(leadership)) => leadership.term,
         other => panic!("expected `elected`, got {other:?}"),
     };
+    (requests, events, term)
+}
 
+/// `GET /v1/elections/{name}` with `curl`: the leader a Campaign made over
+/// gRPC (value, term as a string), then none once it resigned; another
+/// namespace's election is PERMISSION_DENIED 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elections_leader_over_http() {
+    let masters = start_masters();
+    let g = start(&masters.urls(), &token_config(), &[]).await;
+    let curl = |path: &str, token: &str| curl_election(g.http, path, token);
+    let (code, none) = curl("orders/leader", ORDERS_TOKEN);
+    assert_eq!(code, 200, "{none}");
+    assert_ne!(none["hasLeader"], true, "{none}");
+
+    let (requests, mut events, term) =
+        campaign_as_orders(g.grpc, "orders/leader", "10.0.0.7:8080").await;
     let (code, led) = curl("orders/leader", ORDERS_TOKEN);
     assert_eq!(code, 200, "{led}");
     assert_eq!(led["hasLeader"], true, "{led}");
@@ -671,5 +690,59 @@ async fn an_elections_leader_over_http() {
     let (code, after) = curl("orders/leader", ORDERS_TOKEN);
     assert_eq!(code, 200, "{after}");
     assert_ne!(after["hasLeader"], true, "{after}");
+    drop(masters);
+}
+
+/// `GET /v1/elections/{name}?after=TERM&wait=D` with `curl`: answered at
+/// once when the leader is not that term, after `wait` with the same leader
+/// when nothing changed, and, while waiting, as soon as the leader resigns
+/// (the long poll is still open before the resign, and answers no leader
+/// after it). A malformed query is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elections_leader_long_polled_over_http() {
+    let masters = start_masters();
+    let g = start(&masters.urls(), &token_config(), &[]).await;
+    let http = g.http;
+    let (requests, mut events, term) =
+        campaign_as_orders(g.grpc, "orders/polled", "10.0.0.8:8080").await;
+
+    let (code, moved) = curl_election(http, "orders/polled?after=0", ORDERS_TOKEN);
+    assert_eq!(code, 200, "{moved}");
+    assert_eq!(moved["leader"]["term"], term.to_string(), "{moved}");
+    let query = format!("orders/polled?after={term}&wait=100ms");
+    let (code, same) = curl_election(http, &query, ORDERS_TOKEN);
+    assert_eq!(code, 200, "{same}");
+    assert_eq!(
+        same["leader"]["term"],
+        term.to_string(),
+        "unchanged: {same}"
+    );
+
+    let query = format!("orders/polled?after={term}&wait=20s");
+    let polling = tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        let answer = curl_election(http, &query, ORDERS_TOKEN);
+        (answer, started.elapsed())
+    });
+    // Nothing moved on: the poll is still open half a second later (had it
+    // not reached the daemon by then, the resign below comes first, and it
+    // is answered no leader at once: the same outcome).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!polling.is_finished(), "answered before anything changed");
+    drop(requests); // half-close: resign
+    while let Ok(Some(_)) = events.message().await {}
+    let ((code, resigned), took) = polling.await.expect("curl");
+    assert_eq!(code, 200, "{resigned}");
+    assert_ne!(resigned["hasLeader"], true, "{resigned}");
+    eprintln!("long poll answered {took:?} after it was sent (the resign in between)");
+
+    for bad in ["wait=1s", "after=x", "after=1&wait=soon", "term=1"] {
+        let (code, refused) = curl_election(http, &format!("orders/polled?{bad}"), ORDERS_TOKEN);
+        assert_eq!(
+            (code, &refused["code"]),
+            (400, &json!(3)),
+            "{bad}: {refused}"
+        );
+    }
     drop(masters);
 }

@@ -28,7 +28,7 @@ impl GatewayError {
             code: Code::NotFound,
             message: format!(
                 "no such path {path:?}: POST /v1/locks:acquire, /v1/locks:extend, \
-                 /v1/locks:release or /v1/locks:validate, or GET /v1/elections/NAME"
+                 /v1/locks:release or /v1/locks:validate, or GET /v1/elections/NAME[?after=TERM&wait=30s]"
             ),
         }
     }
@@ -50,6 +50,15 @@ impl GatewayError {
             http: StatusCode::PAYLOAD_TOO_LARGE,
             code: Code::OutOfRange,
             message: format!("body larger than server.max_request_bytes = {max}"),
+        }
+    }
+
+    /// A query string the call does not take: 400 (INVALID_ARGUMENT).
+    pub(crate) fn bad_query(message: String) -> GatewayError {
+        GatewayError {
+            http: StatusCode::BAD_REQUEST,
+            code: Code::InvalidArgument,
+            message: format!("query: {message}"),
         }
     }
 

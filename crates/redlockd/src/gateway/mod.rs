@@ -13,7 +13,9 @@
 //! counts the metrics. `Hold` is gRPC only: an HTTP caller keeps its lock
 //! with `:extend` calls well inside the lock's validity. `GET
 //! /v1/elections/{name}` answers an election's current leader
-//! (`LeaderResponse`), for a sidecar's neighbours without a gRPC client.
+//! (`LeaderResponse`), for a sidecar's neighbours without a gRPC client;
+//! `?after=TERM&wait=30s` long-polls it, answering once the leader has
+//! moved on from that term (`Observe` without a stream).
 
 mod errors;
 mod json;
@@ -123,7 +125,11 @@ impl Gateway {
         conn: &Connection,
         request: Request<Incoming>,
     ) -> Result<Vec<u8>, GatewayError> {
-        let rpc = route(request.method(), request.uri().path())?;
+        let rpc = route(
+            request.method(),
+            request.uri().path(),
+            request.uri().query(),
+        )?;
         let (parts, body) = request.into_parts();
         let metadata = MetadataMap::from_headers(parts.headers);
         let mut extensions = tonic::Extensions::new();
@@ -176,11 +182,14 @@ impl Gateway {
                     .await?;
                 codec.encode("redlock.v1.ValidateResponse", response.get_ref())?
             }
-            Rpc::Leader(name) => {
+            Rpc::Leader { name, poll } => {
                 let message = pb::LeaderRequest { name };
                 let request = tonic::Request::from_parts(metadata, extensions, message);
-                let response = ElectionService::leader(api, request).await?;
-                codec.encode("redlock.v1.LeaderResponse", response.get_ref())?
+                let response = match poll {
+                    None => ElectionService::leader(api, request).await?.into_inner(),
+                    Some(poll) => api.leader_after(request, poll.after, poll.wait).await?,
+                };
+                codec.encode("redlock.v1.LeaderResponse", &response)?
             }
         })
     }

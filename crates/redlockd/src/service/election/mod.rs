@@ -18,22 +18,23 @@
 //! re-read. It sends a change only when it moves forward: a term above the
 //! last it sent, or no leader after one.
 
+mod long_poll;
 pub(crate) mod messages;
+mod watch;
 
 use super::hold::Campaign;
 use super::{observed, proto_duration, record_resource, LockApi};
 use crate::pb;
 use crate::pb::election_service_server::ElectionService;
-use crate::redlock::{HeldLock, Redlock};
+use crate::redlock::HeldLock;
 use crate::service::drain::Drain;
 use messages::{checked_name, election_field, resource_of};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
+use watch::Watch;
 
 /// The holder read from the masters as a leader: only once its term is
 /// recorded. A lock without a fence on the majority that holds it is a
@@ -105,8 +106,7 @@ impl ElectionService for LockApi {
             record_resource(&name);
             let (events, stream) = mpsc::channel(OBSERVE_BUFFER);
             let observer = Observer {
-                engine: Arc::clone(&self.engine),
-                resource: resource_of(&name),
+                watch: Watch::new(&self.engine, resource_of(&name)),
                 name,
                 events,
                 drain: self.sessions.drain().clone(),
@@ -149,9 +149,8 @@ impl ElectionService for LockApi {
 
 /// One `Observe` stream's task.
 struct Observer {
-    engine: Arc<Redlock>,
+    watch: Watch,
     name: String,
-    resource: String,
     events: mpsc::Sender<Result<pb::ObserveResponse, Status>>,
     drain: Drain,
 }
@@ -190,33 +189,11 @@ impl Told {
 }
 
 impl Observer {
-    async fn run(self) {
-        let mut changes = self.engine.changes().listen();
-        let fallback = self.engine.settings().wait_fallback;
+    async fn run(mut self) {
         let mut told = Told::Nothing;
         loop {
-            // Listening before reading: a change during the read wakes the
-            // next wait at once.
-            let read = self.engine.inspect(&self.resource).await.map(elected);
-            let mut next_read = fallback;
-            match read {
-                Ok(held) => {
-                    if let Some(held) = &held {
-                        // Its validity running out unextended is a change
-                        // nobody announces.
-                        next_read = next_read.min(held.remaining + Duration::from_millis(1));
-                    }
-                    if let Some(next) = told.next(held.as_ref().map(|h| h.fence)) {
-                        told = next;
-                        let answer = pb::ObserveResponse {
-                            has_leader: held.is_some(),
-                            leader: held.map(|held| leader(&self.name, held)),
-                        };
-                        if self.events.send(Ok(answer)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
+            let held = match self.watch.read().await {
+                Ok(held) => held,
                 Err(error) => {
                     // Too few masters answered: the stream ends with the
                     // error; the client observes again (it has the last
@@ -224,10 +201,19 @@ impl Observer {
                     let _ = self.events.send(Err(Status::from(error))).await;
                     return;
                 }
+            };
+            if let Some(next) = told.next(held.as_ref().map(|h| h.fence)) {
+                told = next;
+                let answer = pb::ObserveResponse {
+                    has_leader: held.is_some(),
+                    leader: held.clone().map(|held| leader(&self.name, held)),
+                };
+                if self.events.send(Ok(answer)).await.is_err() {
+                    return;
+                }
             }
             tokio::select! {
-                () = changes.changed(&self.resource) => {}
-                () = tokio::time::sleep(next_read) => {}
+                () = self.watch.changed(held.as_ref()) => {}
                 () = self.events.closed() => return,
                 () = self.drain.started() => {
                     // As any call refused while draining: observe again,
