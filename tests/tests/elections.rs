@@ -19,6 +19,7 @@ use tonic::Code;
 
 against_both_servers!(
     a_standby_on_another_replica_takes_over,
+    an_observer_on_another_replica_sees_a_new_leader_at_once,
     an_election_and_a_lock_of_one_name_are_apart,
     resign_by_token_and_requests_checked,
     the_daemons_own_campaign_is_an_ordinary_leader,
@@ -146,6 +147,50 @@ async fn observe_until(
             None => assert!(!change.has_leader),
         }
     }
+}
+
+/// A `wait_fallback` no test waits for: an observer woken in time was
+/// woken by a notice.
+fn no_fallback_reads(config: &mut redlockd::config::Config) {
+    config.redlock.wait_fallback = Duration::from_secs(60);
+}
+
+/// A leader elected through one replica is seen at once by an observer on
+/// another: the grant notice wakes it (with a 60 s `wait_fallback`, its
+/// next read would come long after the 10 s `next_change` allows). Twice:
+/// a first leader, and, once it resigned and the observer saw no leader,
+/// a second.
+async fn an_observer_on_another_replica_sees_a_new_leader_at_once(flavor: Flavor) {
+    let mut h = Harness::start_with(flavor, no_fallback_reads).await;
+    h.start_daemon().await;
+    let (mut e0, mut e1) = (elections(&h, 0).await, elections(&h, 1).await);
+    let mut watch0 = e0
+        .observe(pb::ObserveRequest {
+            name: "notices".into(),
+        })
+        .await
+        .expect("observe")
+        .into_inner();
+    let first = next_change(&mut watch0).await;
+    assert!(!first.has_leader, "no leader yet: {first:?}");
+
+    let mut last = 0;
+    let mut a = campaign(&mut e1, "notices", "10.0.0.1:8080").await;
+    let lead_a = a.elected().await;
+    let seen = observe_until(&mut watch0, &mut last, lead_a.term).await;
+    assert_eq!(seen.value, "10.0.0.1:8080");
+
+    a.resign().await;
+    assert!(matches!(a.next_but_kept().await, Some(Event::Resigned(_))));
+    // Nobody waited: the release is seen when A's validity (2 s ttl) runs out.
+    let gone = next_change(&mut watch0).await;
+    assert!(!gone.has_leader, "no leader after the resign: {gone:?}");
+
+    let mut c = campaign(&mut e1, "notices", "10.0.0.3:8080").await;
+    let lead_c = c.elected().await;
+    assert!(lead_c.term > lead_a.term);
+    let seen = observe_until(&mut watch0, &mut last, lead_c.term).await;
+    assert_eq!(seen.value, "10.0.0.3:8080");
 }
 
 /// Two replicas, two candidates, an observer on each replica: the first

@@ -140,7 +140,7 @@ impl Campaign {
                 }
             };
             tracing::info!(election = %self.name, term = lock.fence, "this daemon leads");
-            self.engine.changes().announce(&lock.resource);
+            self.engine.announce_grant(&lock.resource);
             metrics::leadership_delta(1.0);
             self.publish(Some(Leading::of(&lock, &self.value)));
             let end = self

@@ -1,6 +1,5 @@
-//! Changes of a resource's holder that this replica hears of: its own
-//! grants and releases of sessions, and every replica's release notices
-//! ([`super::notices`]). An observer (an election's `Observe`) re-reads the
+//! Changes of a resource's holder that this replica hears of: every
+//! replica's elections' grants and releases ([`super::notices`]). An observer (an election's `Observe`) re-reads the
 //! holder when one names its resource, rather than on a timer.
 //!
 //! A broadcast of resource names: cheap when nobody listens (nothing is

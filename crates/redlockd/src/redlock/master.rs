@@ -264,6 +264,15 @@ pub trait Master: Send + Sync {
         epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
+    /// Publishes `notice` (an encoded grant notice, `super::notices`) on
+    /// the release notices' `channel`, for other replicas' observers of an
+    /// election. Best effort, answered by nothing the engine waits for; the
+    /// default publishes nothing (the test fakes have no pub/sub).
+    fn announce(&self, channel: &str, notice: &str) -> BoxFuture<'static, Result<(), NodeError>> {
+        let _ = (channel, notice);
+        Box::pin(async { Ok(()) })
+    }
+
     /// The lock's remaining PTTL here if `token` holds it, else `None`.
     fn check(
         &self,

@@ -5,6 +5,13 @@
 //! on the channel `<prefix>released`; each replica subscribes on every master
 //! and so may receive the same notice up to N times. A notice carries a random
 //! id (never the token) so that a replica acts on it once.
+//!
+//! An election's new leadership publishes a grant notice on the same
+//! channel (`Redlock::announce_grant`): it wakes no waiter (a grant frees
+//! nothing), only the election's observers on every replica
+//! (`super::changes`), which re-read the leader at once instead of at
+//! their next fallback read. Its separator is `+` where a release's is a
+//! space, so a replica that predates grant notices ignores them.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -16,8 +23,10 @@ const REMEMBERED: usize = 4096;
 pub(crate) struct Notice {
     /// Random, the same on every master for one release.
     pub id: u64,
-    /// The released resource.
+    /// The released (or newly held) resource.
     pub resource: String,
+    /// A grant notice (an election's new leader), not a release.
+    pub granted: bool,
 }
 
 impl Notice {
@@ -26,23 +35,38 @@ impl Notice {
         Notice {
             id: rand::random(),
             resource: resource.to_owned(),
+            granted: false,
         }
     }
 
-    /// The message published on the channel: 16 hex digits, a space, the resource.
+    /// A fresh notice for a grant of `resource`.
+    pub(crate) fn granted(resource: &str) -> Notice {
+        Notice {
+            granted: true,
+            ..Notice::new(resource)
+        }
+    }
+
+    /// The message published on the channel: 16 hex digits, a space (a
+    /// release) or `+` (a grant), the resource.
     pub(crate) fn encode(&self) -> String {
-        format!("{:016x} {}", self.id, self.resource)
+        let separator = if self.granted { '+' } else { ' ' };
+        format!("{:016x}{separator}{}", self.id, self.resource)
     }
 
     /// Reads a published message; `None` for anything else on the channel.
     pub(crate) fn decode(message: &str) -> Option<Notice> {
-        let (id, resource) = message.split_once(' ')?;
-        if id.len() != 16 || resource.is_empty() {
-            return None;
-        }
+        let id = message.get(..16)?;
+        let granted = match message.get(16..17)? {
+            " " => false,
+            "+" => true,
+            _ => return None,
+        };
+        let resource = message.get(17..).filter(|r| !r.is_empty())?;
         Some(Notice {
             id: u64::from_str_radix(id, 16).ok()?,
             resource: resource.to_owned(),
+            granted,
         })
     }
 }
@@ -80,9 +104,19 @@ mod tests {
         let notice = Notice {
             id: 0xdead_beef,
             resource: "orders 42".into(),
+            granted: false,
         };
         assert_eq!(notice.encode(), "00000000deadbeef orders 42");
         assert_eq!(Notice::decode(&notice.encode()), Some(notice));
+        let grant = Notice {
+            id: 0xdead_beef,
+            resource: "\u{1e}election/jobs".into(),
+            granted: true,
+        };
+        assert_eq!(grant.encode(), "00000000deadbeef+\u{1e}election/jobs");
+        assert_eq!(Notice::decode(&grant.encode()), Some(grant));
+        assert_eq!(Notice::decode("00000000deadbeef-r"), None);
+        assert_eq!(Notice::decode("00000000deadbee\u{e9} r"), None);
         assert_eq!(Notice::decode("nonsense"), None);
         assert_eq!(Notice::decode("123 r"), None);
         assert_eq!(Notice::decode("zzzzzzzzzzzzzzzz r"), None);

@@ -320,6 +320,16 @@ impl Master for ValkeyMaster {
         async move { Ok(integer(&reply.await?)? == 1) }.boxed()
     }
 
+    fn announce(&self, channel: &str, notice: &str) -> BoxFuture<'static, Result<(), NodeError>> {
+        // Queued now: the caller may drop the answer.
+        let reply = self.run(
+            Op::Announce,
+            Vec::new(),
+            vec![channel.into(), notice.into()],
+        );
+        async move { reply.await.map(drop) }.boxed()
+    }
+
     fn check(
         &self,
         keys: &LockKeys,

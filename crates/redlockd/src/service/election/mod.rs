@@ -11,12 +11,12 @@
 //!
 //! `Leader` reads the holder from a majority (the operator's `Inspect`).
 //! `Observe` re-reads it when this replica hears the holder may have changed
-//! (a session of this replica elected or ended, any replica's release
-//! notice: `crate::redlock::changes`), when the leader's last known validity
-//! runs out, and otherwise every `redlock.wait_fallback`: a leader elected
-//! on another replica after a silent change (an expiry) is seen by that
-//! re-read. It sends a change only when it moves forward: a term above the
-//! last it sent, or no leader after one.
+//! (any replica's grant notice of a new leader and release notices:
+//! `crate::redlock::changes`, `crate::redlock::notices`), when the leader's
+//! last known validity runs out, and otherwise every `redlock.wait_fallback`
+//! (a notice lost on its way). It sends a change only when it moves
+//! forward: a term above the last it sent, or no leader after one. The
+//! gateway's long poll waits the same way (`long_poll`, `watch`).
 
 mod long_poll;
 pub(crate) mod messages;

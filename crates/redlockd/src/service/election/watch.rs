@@ -31,10 +31,10 @@ impl Watch {
     }
 
     /// Completes when the election may have changed since a read that found
-    /// `held`: this replica heard of a change (`crate::redlock::changes`),
-    /// the leader's validity ran out unextended (a change nobody
-    /// announces), or `redlock.wait_fallback` passed (a leader elected on
-    /// another replica after such a silent change).
+    /// `held`: this replica heard of a change (`crate::redlock::changes`:
+    /// a new leader or a release, on any replica), the leader's validity ran
+    /// out unextended (a change nobody announces), or
+    /// `redlock.wait_fallback` passed (a notice lost on its way).
     pub(super) async fn changed(&mut self, held: Option<&HeldLock>) {
         let mut next_read = self.engine.settings().wait_fallback;
         if let Some(held) = held {

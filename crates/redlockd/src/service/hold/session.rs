@@ -76,10 +76,10 @@ impl<W: Wire> Session<W> {
         };
         // No longer waiting.
         self.waiting = None;
-        // A leadership: counted, and its election's observers on this
-        // replica re-read the leader at once.
+        // A leadership: counted, and its election's observers, on every
+        // replica, re-read the leader at once (a grant notice).
         let _leading = W::WAITS_UNTIL_GRANTED.then(|| {
-            self.engine.changes().announce(&lock.resource);
+            self.engine.announce_grant(&lock.resource);
             Leading::start()
         });
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");

@@ -10,7 +10,7 @@ pub(crate) mod multi;
 pub(crate) mod rw;
 pub(crate) mod semaphore;
 
-pub(crate) use lock::{ACQUIRE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, RECREATE, RELEASE};
+pub(crate) use lock::{ACQUIRE, ANNOUNCE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, RECREATE, RELEASE};
 
 use crate::config::Counterfactuals;
 use fred::prelude::Value;
@@ -50,11 +50,13 @@ pub(crate) enum Op {
     CheckShared = 14,
     /// `multi::ACQUIRE_ALL` (a lock on several resources).
     AcquireAll = 15,
+    /// [`ANNOUNCE`].
+    Announce = 16,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 15] = [
+    pub(crate) const ALL: [Op; 16] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -70,6 +72,7 @@ impl Op {
         Op::ReleaseShared,
         Op::CheckShared,
         Op::AcquireAll,
+        Op::Announce,
     ];
 
     /// A short fixed name for metrics.
@@ -90,6 +93,7 @@ impl Op {
             Op::ReleaseShared => "release_shared",
             Op::CheckShared => "check_shared",
             Op::AcquireAll => "acquire_all",
+            Op::Announce => "announce",
         }
     }
 
@@ -125,6 +129,7 @@ impl Op {
             Op::ReleaseShared => rw::RELEASE_SHARED,
             Op::CheckShared => rw::CHECK_SHARED,
             Op::AcquireAll => multi::ACQUIRE_ALL,
+            Op::Announce => ANNOUNCE,
         }
     }
 }

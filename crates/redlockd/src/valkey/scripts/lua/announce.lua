@@ -1,0 +1,3 @@
+
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
