@@ -298,56 +298,6 @@ impl Redlock {
         }
     }
 
-    /// A message received on the release channel from some master: wakes
-    /// the resource's front waiter, once per release however many masters
-    /// relay it.
-    /// A grant notice (an election's new leader) wakes only the resource's
-    /// observers.
-    pub(crate) fn notice_received(&self, message: &str) {
-        match Notice::decode(message) {
-            Some(notice) if notice.granted && self.first_sighting(&notice) => {
-                self.changes.announce(&notice.resource);
-            }
-            Some(notice) if !notice.granted => self.wake_waiters(&notice, false),
-            _ => {}
-        }
-    }
-
-    pub(super) fn wake_waiters(&self, notice: &Notice, at_once: bool) {
-        if self.first_sighting(notice) {
-            self.waiters.released(&notice.resource, at_once, notice.id);
-            self.changes.announce(&notice.resource);
-        }
-    }
-
-    /// Whether this replica hears of `notice` for the first time (each
-    /// master relays it).
-    fn first_sighting(&self, notice: &Notice) -> bool {
-        self.seen_notices
-            .lock()
-            .map(|mut seen| seen.first_sighting(notice.id))
-            .unwrap_or(true)
-    }
-
-    /// Tells every replica that `resource` (an election's leadership) was
-    /// just granted: this replica's observers at once, the others' through
-    /// a grant notice every master relays (`super::notices`), so that an
-    /// observer anywhere re-reads the leader at once rather than at its
-    /// next fallback read. Best effort and not waited for: a notice lost
-    /// costs that observer one `wait_fallback`.
-    pub(crate) fn announce_grant(&self, resource: &str) {
-        let notice = Notice::granted(resource);
-        // The masters' relays come back here too: already seen.
-        self.first_sighting(&notice);
-        self.changes.announce(resource);
-        let channel = super::keys::release_channel(&self.settings.key_prefix);
-        let encoded = notice.encode();
-        for node in self.nodes.iter() {
-            // Queued by the call; the answer is not awaited.
-            drop(node.announce(&channel, &encoded));
-        }
-    }
-
     /// Sends a compare-and-delete to every master and waits for all of them
     /// until `deadline`, so that when it returns nothing of this token is
     /// left on a master that answered. Every master publishes
