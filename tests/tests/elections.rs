@@ -43,6 +43,16 @@ struct Candidate {
 
 /// Stands as a candidate in `name` with `value` (ttl 2 s).
 async fn campaign(c: &mut ElectionServiceClient<Channel>, name: &str, value: &str) -> Candidate {
+    campaign_for(c, name, value, 2_000).await
+}
+
+/// Stands as a candidate in `name` with `value` and a ttl of `ttl_ms`.
+async fn campaign_for(
+    c: &mut ElectionServiceClient<Channel>,
+    name: &str,
+    value: &str,
+    ttl_ms: u64,
+) -> Candidate {
     let (requests, outgoing) = mpsc::channel(4);
     requests
         .send(pb::CampaignRequest {
@@ -50,7 +60,7 @@ async fn campaign(c: &mut ElectionServiceClient<Channel>, name: &str, value: &st
                 pb::campaign_request::Start {
                     name: name.into(),
                     value: value.into(),
-                    ttl: ms(2_000),
+                    ttl: ms(ttl_ms),
                 },
             )),
         })
@@ -155,11 +165,11 @@ fn no_fallback_reads(config: &mut redlockd::config::Config) {
     config.redlock.wait_fallback = Duration::from_secs(60);
 }
 
-/// A leader elected through one replica is seen at once by an observer on
-/// another: the grant notice wakes it (with a 60 s `wait_fallback`, its
-/// next read would come long after the 10 s `next_change` allows). Twice:
-/// a first leader, and, once it resigned and the observer saw no leader,
-/// a second.
+/// A leader elected through one replica, and its resign, are seen at once
+/// by an observer on another: the leadership notices wake it (with a 60 s
+/// `wait_fallback` and a 30 s ttl, its next read would come long after the
+/// 10 s `next_change` allows). A first leader, no leader once it resigned
+/// (nobody waited, so no release notice), and a second leader.
 async fn an_observer_on_another_replica_sees_a_new_leader_at_once(flavor: Flavor) {
     let mut h = Harness::start_with(flavor, no_fallback_reads).await;
     h.start_daemon().await;
@@ -175,14 +185,13 @@ async fn an_observer_on_another_replica_sees_a_new_leader_at_once(flavor: Flavor
     assert!(!first.has_leader, "no leader yet: {first:?}");
 
     let mut last = 0;
-    let mut a = campaign(&mut e1, "notices", "10.0.0.1:8080").await;
+    let mut a = campaign_for(&mut e1, "notices", "10.0.0.1:8080", 30_000).await;
     let lead_a = a.elected().await;
     let seen = observe_until(&mut watch0, &mut last, lead_a.term).await;
     assert_eq!(seen.value, "10.0.0.1:8080");
 
     a.resign().await;
     assert!(matches!(a.next_but_kept().await, Some(Event::Resigned(_))));
-    // Nobody waited: the release is seen when A's validity (2 s ttl) runs out.
     let gone = next_change(&mut watch0).await;
     assert!(!gone.has_leader, "no leader after the resign: {gone:?}");
 

@@ -140,7 +140,7 @@ impl Campaign {
                 }
             };
             tracing::info!(election = %self.name, term = lock.fence, "this daemon leads");
-            self.engine.announce_grant(&lock.resource);
+            self.engine.announce_leadership(&lock.resource);
             metrics::leadership_delta(1.0);
             self.publish(Some(Leading::of(&lock, &self.value)));
             let end = self
@@ -159,6 +159,7 @@ impl Campaign {
                 HoldEnd::Stopped => {
                     // The daemon drains: hand the leadership over now.
                     let _ = self.engine.release_held(&lock).await;
+                    self.engine.announce_leadership(&lock.resource);
                     tracing::info!(election = %self.name, "resigned: the daemon stops");
                     return;
                 }
@@ -170,6 +171,7 @@ impl Campaign {
                     let drift = validity::drift(self.ttl, self.engine.settings().drift_factor);
                     tokio::time::sleep_until(lock.deadline.mono + drift).await;
                     let _ = self.engine.release_held_now(&lock).await;
+                    self.engine.announce_leadership(&lock.resource);
                     tokio::time::sleep(RECAMPAIGN_AFTER).await;
                 }
             }

@@ -264,7 +264,7 @@ pub trait Master: Send + Sync {
         epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 
-    /// Publishes `notice` (an encoded grant notice, `super::notices`) on
+    /// Publishes `notice` (an encoded leadership notice, `super::notices`) on
     /// the release notices' `channel`, for other replicas' observers of an
     /// election. Best effort, answered by nothing the engine waits for; the
     /// default publishes nothing (the test fakes have no pub/sub).

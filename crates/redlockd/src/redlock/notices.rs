@@ -6,12 +6,13 @@
 //! and so may receive the same notice up to N times. A notice carries a random
 //! id (never the token) so that a replica acts on it once.
 //!
-//! An election's new leadership publishes a grant notice on the same
-//! channel (`Redlock::announce_grant`): it wakes no waiter (a grant frees
-//! nothing), only the election's observers on every replica
+//! An election's leadership that begins or ends publishes a leadership
+//! notice on the same channel (`Redlock::announce_leadership`): it wakes
+//! no waiter (a release that frees the resource for one announces itself
+//! as a release), only the election's observers on every replica
 //! (`super::changes`), which re-read the leader at once instead of at
 //! their next fallback read. Its separator is `+` where a release's is a
-//! space, so a replica that predates grant notices ignores them.
+//! space, so a replica that predates leadership notices ignores them.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -23,10 +24,11 @@ const REMEMBERED: usize = 4096;
 pub(crate) struct Notice {
     /// Random, the same on every master for one release.
     pub id: u64,
-    /// The released (or newly held) resource.
+    /// The released resource (or the election's).
     pub resource: String,
-    /// A grant notice (an election's new leader), not a release.
-    pub granted: bool,
+    /// A leadership notice (an election's leader elected or gone), not a
+    /// release.
+    pub leadership: bool,
 }
 
 impl Notice {
@@ -35,29 +37,29 @@ impl Notice {
         Notice {
             id: rand::random(),
             resource: resource.to_owned(),
-            granted: false,
+            leadership: false,
         }
     }
 
-    /// A fresh notice for a grant of `resource`.
-    pub(crate) fn granted(resource: &str) -> Notice {
+    /// A fresh notice for a leadership of `resource` begun or ended.
+    pub(crate) fn leadership(resource: &str) -> Notice {
         Notice {
-            granted: true,
+            leadership: true,
             ..Notice::new(resource)
         }
     }
 
     /// The message published on the channel: 16 hex digits, a space (a
-    /// release) or `+` (a grant), the resource.
+    /// release) or `+` (a leadership), the resource.
     pub(crate) fn encode(&self) -> String {
-        let separator = if self.granted { '+' } else { ' ' };
+        let separator = if self.leadership { '+' } else { ' ' };
         format!("{:016x}{separator}{}", self.id, self.resource)
     }
 
     /// Reads a published message; `None` for anything else on the channel.
     pub(crate) fn decode(message: &str) -> Option<Notice> {
         let id = message.get(..16)?;
-        let granted = match message.get(16..17)? {
+        let leadership = match message.get(16..17)? {
             " " => false,
             "+" => true,
             _ => return None,
@@ -66,7 +68,7 @@ impl Notice {
         Some(Notice {
             id: u64::from_str_radix(id, 16).ok()?,
             resource: resource.to_owned(),
-            granted,
+            leadership,
         })
     }
 }
@@ -75,14 +77,14 @@ impl super::Redlock {
     /// A message received on the release channel from some master: wakes
     /// the resource's front waiter, once per release however many masters
     /// relay it.
-    /// A grant notice (an election's new leader) wakes only the resource's
-    /// observers.
+    /// A leadership notice (an election's leader elected or gone) wakes
+    /// only the resource's observers.
     pub(crate) fn notice_received(&self, message: &str) {
         match Notice::decode(message) {
-            Some(notice) if notice.granted && self.first_sighting(&notice) => {
+            Some(notice) if notice.leadership && self.first_sighting(&notice) => {
                 self.changes.announce(&notice.resource);
             }
-            Some(notice) if !notice.granted => self.wake_waiters(&notice, false),
+            Some(notice) if !notice.leadership => self.wake_waiters(&notice, false),
             _ => {}
         }
     }
@@ -103,14 +105,14 @@ impl super::Redlock {
             .unwrap_or(true)
     }
 
-    /// Tells every replica that `resource` (an election's leadership) was
-    /// just granted: this replica's observers at once, the others' through
-    /// a grant notice every master relays (`super::notices`), so that an
-    /// observer anywhere re-reads the leader at once rather than at its
-    /// next fallback read. Best effort and not waited for: a notice lost
-    /// costs that observer one `wait_fallback`.
-    pub(crate) fn announce_grant(&self, resource: &str) {
-        let notice = Notice::granted(resource);
+    /// Tells every replica that `resource`'s leadership (an election's)
+    /// began, or ended and was released: this replica's observers at once,
+    /// the others' through a leadership notice every master relays, so
+    /// that an observer anywhere re-reads the leader at once rather than
+    /// at its next fallback read. Best effort and not waited for: a notice
+    /// lost costs that observer one `wait_fallback`.
+    pub(crate) fn announce_leadership(&self, resource: &str) {
+        let notice = Notice::leadership(resource);
         // The masters' relays come back here too: already seen.
         self.first_sighting(&notice);
         self.changes.announce(resource);
@@ -156,14 +158,14 @@ mod tests {
         let notice = Notice {
             id: 0xdead_beef,
             resource: "orders 42".into(),
-            granted: false,
+            leadership: false,
         };
         assert_eq!(notice.encode(), "00000000deadbeef orders 42");
         assert_eq!(Notice::decode(&notice.encode()), Some(notice));
         let grant = Notice {
             id: 0xdead_beef,
             resource: "\u{1e}election/jobs".into(),
-            granted: true,
+            leadership: true,
         };
         assert_eq!(grant.encode(), "00000000deadbeef+\u{1e}election/jobs");
         assert_eq!(Notice::decode(&grant.encode()), Some(grant));

@@ -11,7 +11,8 @@
 //!
 //! `Leader` reads the holder from a majority (the operator's `Inspect`).
 //! `Observe` re-reads it when this replica hears the holder may have changed
-//! (any replica's grant notice of a new leader and release notices:
+//! (any replica's leadership notices, of a leader elected or gone, and
+//! release notices:
 //! `crate::redlock::changes`, `crate::redlock::notices`), when the leader's
 //! last known validity runs out, and otherwise every `redlock.wait_fallback`
 //! (a notice lost on its way). It sends a change only when it moves

@@ -77,9 +77,9 @@ impl<W: Wire> Session<W> {
         // No longer waiting.
         self.waiting = None;
         // A leadership: counted, and its election's observers, on every
-        // replica, re-read the leader at once (a grant notice).
+        // replica, re-read the leader at once (a leadership notice).
         let _leading = W::WAITS_UNTIL_GRANTED.then(|| {
-            self.engine.announce_grant(&lock.resource);
+            self.engine.announce_leadership(&lock.resource);
             Leading::start()
         });
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");
@@ -202,6 +202,12 @@ impl<W: Wire> Session<W> {
                 Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
                 let _ = Box::pin(self.engine.release_held_now(&lock)).await;
             }
+        }
+        // A leadership over (released, or left to expire): observers on
+        // every replica re-read now, not only those a release notice
+        // reaches (the masters announce a release only to waiters).
+        if W::WAITS_UNTIL_GRANTED {
+            self.engine.announce_leadership(&lock.resource);
         }
     }
 

@@ -188,8 +188,9 @@ pub(crate) const RELEASE: &str = include_str!("lua/release.lua");
 /// `crate::redlock::semaphore`). Returns 1 if set.
 pub(crate) const RECREATE: &str = include_str!("lua/recreate.lua");
 
-/// No KEYS. ARGV: the release notices' channel, a grant notice. Publishes
-/// it (an election's new leader, `crate::redlock::notices`); returns 1.
+/// No KEYS. ARGV: the release notices' channel, a leadership notice. Publishes
+/// it (an election's leader elected or gone, `crate::redlock::notices`);
+/// returns 1.
 pub(crate) const ANNOUNCE: &str = include_str!("lua/announce.lua");
 
 /// KEYS: lock. ARGV: token. The remaining PTTL if the token holds the lock, else -3.
