@@ -195,10 +195,18 @@ func (l *Leadership) Draining() bool {
 // Done is closed as soon as this is no longer the leader (see Leadership).
 func (l *Leadership) Done() <-chan struct{} { return l.done }
 
-// Err is nil while leading; after Done closed, an *Error of kind ErrLost
-// whose Reason says how the leadership ended.
+// Err is nil while leading; then an *Error of kind ErrLost whose Reason
+// says how the leadership ended. It reads the clock: past the last known
+// validity (less StopMargin) the leadership ends now, even where the timer
+// that closes Done has not run yet (a process resumed after a pause).
+// Check it right before each action only the leader may take.
 func (l *Leadership) Err() error {
 	l.mu.Lock()
+	if l.err == nil && lapsed(l.validUntil, l.ttl) {
+		l.mu.Unlock()
+		l.gone(noExtension, codes.FailedPrecondition)
+		l.mu.Lock()
+	}
 	defer l.mu.Unlock()
 	if l.err == nil {
 		return nil
@@ -207,8 +215,9 @@ func (l *Leadership) Err() error {
 }
 
 // Context is cancelled at the moment Done closes, with Err as its cause
-// (context.Cause): hand it to the leader's work.
-func (l *Leadership) Context() context.Context { return l.ctx }
+// (context.Cause): hand it to the leader's work. Its Err reads the clock
+// as Leadership.Err does.
+func (l *Leadership) Context() context.Context { return checkedContext{l.ctx, l.Err} }
 
 // String shows the leadership without its token.
 func (l *Leadership) String() string {
@@ -286,6 +295,12 @@ func (l *Leadership) watch() {
 		switch e := event.GetEvent().(type) {
 		case *pb.CampaignResponse_Kept:
 			l.mu.Lock()
+			if l.err == nil && lapsed(l.validUntil, l.ttl) {
+				// Read after the last validity lapsed: a lapse is final.
+				l.mu.Unlock()
+				l.gone(noExtension, codes.FailedPrecondition)
+				continue
+			}
 			if l.err == nil {
 				l.extensions++
 				l.keep(e.Kept.GetValidity().AsDuration(), time.Now())
@@ -327,7 +342,7 @@ func (l *Leadership) keep(validity time.Duration, at time.Time) {
 	}
 	delay := time.Until(l.validUntil) - StopMargin(l.ttl)
 	l.watchdog = time.AfterFunc(max(0, delay), func() {
-		l.gone("no extension arrived before the validity ran out", codes.FailedPrecondition)
+		l.gone(noExtension, codes.FailedPrecondition)
 	})
 }
 

@@ -63,6 +63,10 @@ func (l *Lease) Draining() bool {
 	return l.draining
 }
 
+// noExtension is the Reason of a lease or leadership whose validity ran
+// out unrenewed.
+const noExtension = "no extension arrived before the validity ran out"
+
 // StopMargin is how long before the last known validity ends a Lease gives
 // up when no extension arrived: a tenth of the ttl, from 50 ms to 2 s (as
 // redlockctl and the other clients do). It covers an event's time in transit.
@@ -170,10 +174,19 @@ func (l *Lease) Extensions() int {
 // Done is closed as soon as the lock is no longer held (see Lease).
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err is nil while the lock is held; after Done closed, an *Error of kind
-// ErrLost whose Reason says how the lock went away.
+// Err is nil while the lock is held; then an *Error of kind ErrLost whose
+// Reason says how the lock went away. It reads the clock: past the last
+// known validity (less StopMargin) the lease ends now, even where the
+// timer that closes Done has not run yet (a process resumed after a
+// pause). Check it right before each action that must not overlap
+// another holder's.
 func (l *Lease) Err() error {
 	l.mu.Lock()
+	if l.err == nil && lapsed(l.lock.ValidUntil, l.ttl) {
+		l.mu.Unlock()
+		l.gone(noExtension, codes.FailedPrecondition)
+		l.mu.Lock()
+	}
 	defer l.mu.Unlock()
 	if l.err == nil {
 		return nil
@@ -182,8 +195,9 @@ func (l *Lease) Err() error {
 }
 
 // Context is cancelled at the moment Done closes, with Err as its cause
-// (context.Cause): hand it to the work done under the lock.
-func (l *Lease) Context() context.Context { return l.ctx }
+// (context.Cause): hand it to the work done under the lock. Its Err reads
+// the clock as Lease.Err does.
+func (l *Lease) Context() context.Context { return checkedContext{l.ctx, l.Err} }
 
 // String shows the lease without its token.
 func (l *Lease) String() string {
@@ -283,13 +297,20 @@ func (l *Lease) watch() {
 	}
 }
 
-// extended records an extension and restarts the watchdog.
+// extended records an extension and restarts the watchdog; one read
+// after the last validity lapsed ends the lease instead (a lapse is final).
 func (l *Lease) extended(lock Lock) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
+	if lapsed(l.lock.ValidUntil, l.ttl) {
+		l.mu.Unlock()
+		l.gone(noExtension, codes.FailedPrecondition)
+		return
+	}
+	defer l.mu.Unlock()
 	l.lock = lock
 	l.extensions++
 	l.arm()
@@ -303,7 +324,7 @@ func (l *Lease) arm() {
 	}
 	delay := time.Until(l.lock.ValidUntil) - StopMargin(l.ttl)
 	l.watchdog = time.AfterFunc(max(0, delay), func() {
-		l.gone("no extension arrived before the validity ran out", codes.FailedPrecondition)
+		l.gone(noExtension, codes.FailedPrecondition)
 	})
 }
 
