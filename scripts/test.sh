@@ -38,6 +38,11 @@
 #   fourway     one lock, four runtimes: a Python, a Node, a Go and a Java
 #               process contend through Hold; no overlap, fences increasing
 #               (scripts/check-fourway.sh; reuses the four client steps' caches)
+#   takeover    one election, three runtimes: a Python, a Go and a Java
+#               candidate over two replicas, the leader SIGKILLed and
+#               SIGSTOPped; one leader at a time, terms increasing, take-over
+#               within its bound, a resumed leader stands down before it acts
+#               (scripts/check-takeover.sh; reuses the client steps' caches)
 #   quickstart  the README's quick start, literally (scripts/check-quickstart.sh)
 #   readmes     each client README's install and first call, literally, from
 #               a source tarball of the committed tree, against redlockd --dev
@@ -56,7 +61,7 @@ bash scripts/setup.sh >/dev/null
 # shellcheck source=/dev/null
 source .venv/redlockd-env
 
-all=(lint docs rust model python chaos history node go java conformance fourway contract quickstart readmes image deploy)
+all=(lint docs rust model python chaos history node go java conformance fourway takeover contract quickstart readmes image deploy)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${all[@]}")
 
@@ -107,6 +112,8 @@ for name in "${steps[@]}"; do
       step conformance 600 bash scripts/check-conformance.sh ;;
     fourway)
       step fourway 600 bash scripts/check-fourway.sh ;;
+    takeover)
+      step takeover 600 bash scripts/check-takeover.sh ;;
     quickstart)
       step quickstart 1500 bash scripts/check-quickstart.sh ;;
     readmes)
