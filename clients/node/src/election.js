@@ -108,8 +108,16 @@ export class Leadership {
     return this._controller.signal;
   }
 
-  /** Throws the LockLostError once the leadership is gone; call it between steps of the work. */
+  /**
+   * Throws the LockLostError once the leadership is gone; call it right
+   * before each step only the leader may take. It reads the clock, as
+   * `Lease.check` does: a leader resumed after a pause past its validity
+   * stands down before its work's own timers run.
+   */
   check() {
+    if (!this.signal.aborted && now() >= this.validUntil - stopMargin(this._ttlMs)) {
+      this._lapse();
+    }
     this._controller.signal.throwIfAborted();
   }
 
@@ -166,6 +174,11 @@ export class Leadership {
     switch (event.event) {
       case 'kept':
         if (this.signal.aborted) break;
+        // Read after the last validity lapsed: a lapse is final.
+        if (now() >= this.validUntil - stopMargin(this._ttlMs)) {
+          this._lapse();
+          break;
+        }
         this.extensions += 1;
         this._keep(event.kept);
         break;
@@ -230,11 +243,14 @@ export class Leadership {
     this.validUntil = now() + this.validityMs;
     clearTimeout(this._timer);
     const delay = this.validUntil - stopMargin(this._ttlMs) - now();
-    this._timer = setTimeout(() => {
-      this._gone('no extension arrived before the validity ran out');
-      // Cancelling makes a daemon that still hears us resign.
-      this._call.cancel();
-    }, Math.max(0, delay));
+    this._timer = setTimeout(() => this._lapse(), Math.max(0, delay));
     this._timer.unref?.();
+  }
+
+  /** The validity ran out unrenewed: the leadership ends. */
+  _lapse() {
+    this._gone('no extension arrived before the validity ran out');
+    // Cancelling makes a daemon that still hears us resign.
+    this._call.cancel();
   }
 }

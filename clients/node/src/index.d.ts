@@ -147,7 +147,7 @@ export declare class Lease {
    * validity ran out, or `release()`); its reason is a LockLostError.
    */
   readonly signal: AbortSignal;
-  /** Throws the LockLostError once the lock is gone. */
+  /** Throws the LockLostError once the lock is gone; reads the clock (a lapsed validity ends it now). */
   check(): void;
   /** Sends `release`, waits for `released`; resolves to `was_held` (false if already gone). */
   release(): Promise<boolean>;
@@ -222,7 +222,7 @@ export declare class Leadership {
    * validity ran out, or `resign()`); its reason is a LockLostError.
    */
   readonly signal: AbortSignal;
-  /** Throws the LockLostError once the leadership is gone. */
+  /** Throws the LockLostError once the leadership is gone; reads the clock (a lapsed validity ends it now). */
   check(): void;
   /** Milliseconds of guaranteed leadership left now (0 once it ran out). */
   remainingMs(): number;

@@ -60,8 +60,18 @@ export class Lease {
     return this._controller.signal;
   }
 
-  /** Throws the LockLostError if the lock is gone; call it between steps of the work. */
+  /**
+   * Throws the LockLostError if the lock is gone; call it right before each
+   * step that must not overlap another holder's. It reads the clock: past
+   * the last validity (less the stop margin) the lease ends now, even where
+   * the timer that aborts the signal has not run yet (a process resumed
+   * after a pause runs its own due timers in their order, and the work's
+   * tick may come first).
+   */
   check() {
+    if (!this.signal.aborted && now() >= this.lock.validUntil - stopMargin(this._ttlMs)) {
+      this._lapse();
+    }
     this._controller.signal.throwIfAborted();
   }
 
@@ -101,6 +111,12 @@ export class Lease {
   _event(event) {
     switch (event.event) {
       case 'extended':
+        if (this.signal.aborted) break;
+        // Read after the last validity lapsed: a lapse is final.
+        if (now() >= this.lock.validUntil - stopMargin(this._ttlMs)) {
+          this._lapse();
+          break;
+        }
         this.lock = new Lock(event.extended, now());
         this.extensions += 1;
         this._arm();
@@ -159,11 +175,14 @@ export class Lease {
   _arm() {
     clearTimeout(this._timer);
     const delay = this.lock.validUntil - stopMargin(this._ttlMs) - now();
-    this._timer = setTimeout(() => {
-      this._gone('no extension arrived before the validity ran out');
-      // Cancelling makes a daemon that still hears us release the lock.
-      this._call.cancel();
-    }, Math.max(0, delay));
+    this._timer = setTimeout(() => this._lapse(), Math.max(0, delay));
     this._timer.unref?.();
+  }
+
+  /** The validity ran out unrenewed: the lease ends. */
+  _lapse() {
+    this._gone('no extension arrived before the validity ran out');
+    // Cancelling makes a daemon that still hears us release the lock.
+    this._call.cancel();
   }
 }

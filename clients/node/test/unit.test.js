@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import grpc from '@grpc/grpc-js';
 import { fromStatus } from '../src/errors.js';
 import { toDuration, fromDuration, Lock } from '../src/wire.js';
-import { Leader, stepsForward } from '../src/election.js';
+import { Leader, Leadership, stepsForward } from '../src/election.js';
+import { Lease } from '../src/lease.js';
 import * as api from '../src/index.js';
 
 test('milliseconds become protobuf durations and back, fractions included', () => {
@@ -94,4 +95,45 @@ test('an observation only steps forward: a higher term, or no leader after a lea
   assert.equal(stepsForward({ term: 4n, leader: false }, null), false);
   assert.equal(stepsForward({ term: 4n, leader: false }, at(4n)), false);
   assert.equal(stepsForward({ term: 4n, leader: false }, at(5n)), true);
+});
+
+// A session whose validity has already run out, as a process finds it on
+// resuming from a pause: the timer that aborts the signal has not run yet
+// (it cannot before this synchronous code ends), yet check() must throw.
+const fakeCall = () => ({ cancelled: 0, cancel() { this.cancelled += 1; }, write() {} });
+
+test('a lapsed lease fails check() before its timer runs, and a late extension does not revive it', () => {
+  const call = fakeCall();
+  const lease = new Lease(call, { resource: 'r', token: 't', fence: '1', validity: { seconds: '0', nanos: 0 } }, 1000, 1000);
+  assert.equal(lease.signal.aborted, false, 'the timer has not run');
+  assert.throws(() => lease.check(), (e) => e instanceof api.LockLostError);
+  assert.equal(lease.signal.aborted, true);
+  assert.equal(call.cancelled, 1, 'the session is cancelled (the daemon releases)');
+  lease._event({ event: 'extended', extended: { resource: 'r', token: 't', fence: '1', validity: { seconds: '60', nanos: 0 } } });
+  assert.equal(lease.extensions, 0, 'a late extension is not counted');
+  assert.throws(() => lease.check(), (e) => e instanceof api.LockLostError);
+});
+
+test('a late extension of a lapsed lease ends it', () => {
+  const lease = new Lease(fakeCall(), { resource: 'r', token: 't', fence: '1', validity: { seconds: '0', nanos: 0 } }, 1000, 1000);
+  lease._event({ event: 'extended', extended: { resource: 'r', token: 't', fence: '1', validity: { seconds: '60', nanos: 0 } } });
+  assert.equal(lease.signal.aborted, true, 'revived by a late extension');
+});
+
+test('a lapsed leadership fails check() before its timer runs; a late kept ends it', () => {
+  const elected = { name: 'e', value: 'v', term: '3', token: 't', validity: { seconds: '0', nanos: 0 } };
+  const first = new Leadership(fakeCall(), elected, 1000, 1000);
+  assert.equal(first.signal.aborted, false, 'the timer has not run');
+  assert.throws(() => first.check(), (e) => e instanceof api.LockLostError);
+  const second = new Leadership(fakeCall(), elected, 1000, 1000);
+  second._event({ event: 'kept', kept: { ...elected, validity: { seconds: '60', nanos: 0 } } });
+  assert.equal(second.signal.aborted, true, 'revived by a late kept');
+  assert.equal(second.extensions, 0);
+});
+
+test('a valid lease passes check()', () => {
+  const lease = new Lease(fakeCall(), { resource: 'r', token: 't', fence: '1', validity: { seconds: '60', nanos: 0 } }, 1000, 1000);
+  lease.check();
+  assert.equal(lease.signal.aborted, false);
+  lease._gone('test over');
 });
