@@ -77,9 +77,15 @@ impl GatewayError {
         let mut response = super::json_response(body.to_string().into_bytes());
         *response.status_mut() = self.http;
         if self.http == StatusCode::METHOD_NOT_ALLOWED {
+            // The one method the path takes (`method_not_allowed` names it
+            // last): GET for an election's leader, POST for the lock calls.
+            let allowed = match self.message.ends_with("GET") {
+                true => "GET",
+                false => "POST",
+            };
             response
                 .headers_mut()
-                .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+                .insert(header::ALLOW, header::HeaderValue::from_static(allowed));
         }
         response
     }
@@ -165,5 +171,14 @@ mod tests {
         let response = GatewayError::from(Status::permission_denied("outside")).response();
         assert_eq!(response.status().as_u16(), 403);
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+    }
+
+    /// A 405 names the one method its path takes in `Allow`.
+    #[test]
+    fn allow_names_the_paths_method() {
+        for method in ["GET", "POST"] {
+            let response = GatewayError::method_not_allowed(method).response();
+            assert_eq!(response.headers()[header::ALLOW], method);
+        }
     }
 }
