@@ -32,6 +32,7 @@ async fn inspect(
     admin
         .inspect(pb::InspectRequest {
             resource: resource.into(),
+            ..Default::default()
         })
         .await
         .expect("Inspect")
@@ -132,6 +133,7 @@ async fn force_release_unary_and_session(flavor: Flavor) {
     let forced = admin
         .force_release(pb::ForceReleaseRequest {
             resource: "jobs/stuck".into(),
+            ..Default::default()
         })
         .await
         .expect("ForceRelease")
@@ -150,6 +152,7 @@ async fn force_release_unary_and_session(flavor: Flavor) {
     let again = admin
         .force_release(pb::ForceReleaseRequest {
             resource: "jobs/stuck".into(),
+            ..Default::default()
         })
         .await
         .expect("ForceRelease")
@@ -160,6 +163,7 @@ async fn force_release_unary_and_session(flavor: Flavor) {
     let forced = admin
         .force_release(pb::ForceReleaseRequest {
             resource: "jobs/session".into(),
+            ..Default::default()
         })
         .await
         .expect("ForceRelease")
@@ -298,6 +302,7 @@ async fn admin_role_enforced() {
         with_token(
             pb::InspectRequest {
                 resource: "x".into(),
+                ..Default::default()
             },
             token,
         )
@@ -310,6 +315,7 @@ async fn admin_role_enforced() {
         .force_release(with_token(
             pb::ForceReleaseRequest {
                 resource: "x".into(),
+                ..Default::default()
             },
             Some(APP_TOKEN),
         ))

@@ -20,6 +20,7 @@ use tonic::Code;
 against_both_servers!(
     a_standby_on_another_replica_takes_over,
     an_observer_on_another_replica_sees_a_new_leader_at_once,
+    an_operator_inspects_lists_and_force_releases_an_election,
     an_election_and_a_lock_of_one_name_are_apart,
     resign_by_token_and_requests_checked,
     the_daemons_own_campaign_is_an_ordinary_leader,
@@ -200,6 +201,91 @@ async fn an_observer_on_another_replica_sees_a_new_leader_at_once(flavor: Flavor
     assert!(lead_c.term > lead_a.term);
     let seen = observe_until(&mut watch0, &mut last, lead_c.term).await;
     assert_eq!(seen.value, "10.0.0.3:8080");
+}
+
+/// `LockAdmin` names an election by `election`: Inspect shows its leader
+/// (the election's name, value as owner, term as fence; a lock of the same
+/// name is another thing), List shows it as an election, ForceRelease ends
+/// the leadership (its Campaign is told `lost`) and the standby is
+/// elected; `resource` and `election` together are refused.
+async fn an_operator_inspects_lists_and_force_releases_an_election(flavor: Flavor) {
+    use redlockd::pb::lock_admin_service_client::LockAdminServiceClient;
+    let h = Harness::start(flavor).await;
+    let mut e = elections(&h, 0).await;
+    let mut admin = LockAdminServiceClient::connect(format!("http://{}", h.daemons[0].addr))
+        .await
+        .expect("connect");
+    let mut a = campaign(&mut e, "ops", "10.0.0.1:8080").await;
+    let lead_a = a.elected().await;
+    let mut b = campaign(&mut e, "ops", "10.0.0.2:8080").await;
+
+    let seen = admin
+        .inspect(pb::InspectRequest {
+            election: "ops".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("Inspect")
+        .into_inner();
+    let lock = seen.lock.expect("the leadership");
+    assert!(seen.held);
+    assert_eq!(
+        (
+            lock.election.as_str(),
+            lock.resource.as_str(),
+            lock.owner.as_str(),
+            lock.fence
+        ),
+        ("ops", "", "10.0.0.1:8080", lead_a.term)
+    );
+    let lock_of_the_name = admin
+        .inspect(pb::InspectRequest {
+            resource: "ops".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("Inspect")
+        .into_inner();
+    assert!(!lock_of_the_name.held, "{lock_of_the_name:?}");
+    let listed = admin
+        .list(pb::ListRequest::default())
+        .await
+        .expect("List")
+        .into_inner();
+    assert!(
+        listed
+            .locks
+            .iter()
+            .any(|l| l.election == "ops" && l.resource.is_empty()),
+        "{listed:?}"
+    );
+
+    let both = admin
+        .inspect(pb::InspectRequest {
+            resource: "ops".into(),
+            election: "ops".into(),
+        })
+        .await
+        .expect_err("resource and election");
+    assert_eq!(both.code(), Code::InvalidArgument);
+    assert!(both.message().starts_with("election"), "{both:?}");
+
+    let forced = admin
+        .force_release(pb::ForceReleaseRequest {
+            election: "ops".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("ForceRelease")
+        .into_inner();
+    assert!(forced.was_held);
+    assert_eq!(forced.lock.map(|l| l.election).as_deref(), Some("ops"));
+    assert!(
+        matches!(a.next_but_kept().await, Some(Event::Lost(_))),
+        "the leader is told it lost"
+    );
+    let lead_b = b.elected().await;
+    assert!(lead_b.term > lead_a.term);
 }
 
 /// Two replicas, two candidates, an observer on each replica: the first

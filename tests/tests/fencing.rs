@@ -318,6 +318,7 @@ async fn one_round_grant_records_holder_and_terms(flavor: Flavor) {
     let seen = admin
         .inspect(pb::InspectRequest {
             resource: resource.into(),
+            ..Default::default()
         })
         .await
         .expect("Inspect")

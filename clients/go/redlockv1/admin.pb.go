@@ -99,7 +99,11 @@ type LockInfo struct {
 	Remaining   *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	SessionKind SessionKind          `protobuf:"varint,6,opt,name=session_kind,json=sessionKind,proto3,enum=redlock.v1.SessionKind" json:"session_kind,omitempty"`
 	// For a Hold session: the replica (host/pid) running it.
-	Replica       string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	// Set, with `resource` empty, when the lock is an election's leadership:
+	// the election's name (`owner` is then the leader's value, `fence` its
+	// term, and the session kind HOLD, a Campaign).
+	Election      string `protobuf:"bytes,8,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -183,9 +187,19 @@ func (x *LockInfo) GetReplica() string {
 	return ""
 }
 
+func (x *LockInfo) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
 type InspectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Instead of `resource`: the election of this name (its leadership, the
+	// lock its leader's Campaign holds). Give one of the two.
+	Election      string `protobuf:"bytes,2,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +237,13 @@ func (*InspectRequest) Descriptor() ([]byte, []int) {
 func (x *InspectRequest) GetResource() string {
 	if x != nil {
 		return x.Resource
+	}
+	return ""
+}
+
+func (x *InspectRequest) GetElection() string {
+	if x != nil {
+		return x.Election
 	}
 	return ""
 }
@@ -399,8 +420,11 @@ func (x *ListResponse) GetNextPageToken() string {
 }
 
 type ForceReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Instead of `resource`: the election of this name. Its leader's
+	// Campaign is told `lost` as a Hold session would be.
+	Election      string `protobuf:"bytes,2,opt,name=election,proto3" json:"election,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +462,13 @@ func (*ForceReleaseRequest) Descriptor() ([]byte, []int) {
 func (x *ForceReleaseRequest) GetResource() string {
 	if x != nil {
 		return x.Resource
+	}
+	return ""
+}
+
+func (x *ForceReleaseRequest) GetElection() string {
+	if x != nil {
+		return x.Election
 	}
 	return ""
 }
@@ -501,7 +532,7 @@ var File_redlock_v1_admin_proto protoreflect.FileDescriptor
 const file_redlock_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16redlock/v1/admin.proto\x12\n" +
-	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x02\n" +
+	"redlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x02\n" +
 	"\bLockInfo\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -510,9 +541,11 @@ const file_redlock_v1_admin_proto_rawDesc = "" +
 	"acquiredAt\x127\n" +
 	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12:\n" +
 	"\fsession_kind\x18\x06 \x01(\x0e2\x17.redlock.v1.SessionKindR\vsessionKind\x12\x18\n" +
-	"\areplica\x18\a \x01(\tR\areplica\",\n" +
+	"\areplica\x18\a \x01(\tR\areplica\x12\x1a\n" +
+	"\belection\x18\b \x01(\tR\belection\"H\n" +
 	"\x0eInspectRequest\x12\x1a\n" +
-	"\bresource\x18\x01 \x01(\tR\bresource\"O\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x1a\n" +
+	"\belection\x18\x02 \x01(\tR\belection\"O\n" +
 	"\x0fInspectResponse\x12\x12\n" +
 	"\x04held\x18\x01 \x01(\bR\x04held\x12(\n" +
 	"\x04lock\x18\x02 \x01(\v2\x14.redlock.v1.LockInfoR\x04lock\"a\n" +
@@ -523,9 +556,10 @@ const file_redlock_v1_admin_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"b\n" +
 	"\fListResponse\x12*\n" +
 	"\x05locks\x18\x01 \x03(\v2\x14.redlock.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"1\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"M\n" +
 	"\x13ForceReleaseRequest\x12\x1a\n" +
-	"\bresource\x18\x01 \x01(\tR\bresource\"[\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x1a\n" +
+	"\belection\x18\x02 \x01(\tR\belection\"[\n" +
 	"\x14ForceReleaseResponse\x12\x19\n" +
 	"\bwas_held\x18\x01 \x01(\bR\awasHeld\x12(\n" +
 	"\x04lock\x18\x02 \x01(\v2\x14.redlock.v1.LockInfoR\x04lock*Z\n" +

@@ -40,7 +40,8 @@ const (
 // LockAdminService answers an operator's questions about the locks, and can end
 // one. It runs beside LockService, on the same address.
 type LockAdminServiceClient interface {
-	// Who holds `resource` now, as a quorum of masters sees it.
+	// Who holds `resource` (or leads `election`) now, as a quorum of masters
+	// sees it.
 	// UNAVAILABLE when too few masters answered to tell.
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
 	// The held locks whose resource starts with `prefix`, one page at a time.
@@ -48,7 +49,8 @@ type LockAdminServiceClient interface {
 	// bounded amount of work, so a page can be short, or empty with a
 	// `next_page_token`: keep calling until `next_page_token` is empty.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
-	// Releases whatever token holds `resource`. The Hold session holding it
+	// Releases whatever token holds `resource` (or leads `election`). The
+	// Hold or Campaign session holding it
 	// on this replica ends at once with `lost` ("released by an operator");
 	// one on another replica finds out at its next extension.
 	ForceRelease(ctx context.Context, in *ForceReleaseRequest, opts ...grpc.CallOption) (*ForceReleaseResponse, error)
@@ -99,7 +101,8 @@ func (c *lockAdminServiceClient) ForceRelease(ctx context.Context, in *ForceRele
 // LockAdminService answers an operator's questions about the locks, and can end
 // one. It runs beside LockService, on the same address.
 type LockAdminServiceServer interface {
-	// Who holds `resource` now, as a quorum of masters sees it.
+	// Who holds `resource` (or leads `election`) now, as a quorum of masters
+	// sees it.
 	// UNAVAILABLE when too few masters answered to tell.
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
 	// The held locks whose resource starts with `prefix`, one page at a time.
@@ -107,7 +110,8 @@ type LockAdminServiceServer interface {
 	// bounded amount of work, so a page can be short, or empty with a
 	// `next_page_token`: keep calling until `next_page_token` is empty.
 	List(context.Context, *ListRequest) (*ListResponse, error)
-	// Releases whatever token holds `resource`. The Hold session holding it
+	// Releases whatever token holds `resource` (or leads `election`). The
+	// Hold or Campaign session holding it
 	// on this replica ends at once with `lost` ("released by an operator");
 	// one on another replica finds out at its next extension.
 	ForceRelease(context.Context, *ForceReleaseRequest) (*ForceReleaseResponse, error)

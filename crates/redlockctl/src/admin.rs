@@ -19,10 +19,9 @@ pub(crate) async fn inspect(
     json: bool,
 ) -> Result<Exit, CtlError> {
     let mut client = services::admin(&target.connect().await?);
-    let what = format!("inspect {}", shell_word(&args.resource));
-    let request = pb::InspectRequest {
-        resource: args.resource,
-    };
+    let what = format!("inspect {}", named(&args));
+    let (resource, election) = args.split();
+    let request = pb::InspectRequest { resource, election };
     let answer = call(&what, timeout, request, |r| client.inspect(r)).await?;
     match (&answer.lock, json) {
         (Some(lock), true) => println!("{}", lock_json(lock)),
@@ -82,10 +81,9 @@ pub(crate) async fn force_release(
     json: bool,
 ) -> Result<Exit, CtlError> {
     let mut client = services::admin(&target.connect().await?);
-    let what = format!("force-release {}", shell_word(&args.resource));
-    let request = pb::ForceReleaseRequest {
-        resource: args.resource,
-    };
+    let what = format!("force-release {}", named(&args));
+    let (resource, election) = args.split();
+    let request = pb::ForceReleaseRequest { resource, election };
     let answer = call(&what, timeout, request, |r| client.force_release(r)).await?;
     match (&answer.lock, json) {
         (Some(lock), true) => println!("{{\"was_held\":true,\"lock\":{}}}", lock_json(lock)),
@@ -97,6 +95,34 @@ pub(crate) async fn force_release(
         true => Exit::Success,
         false => Exit::NotHeld,
     })
+}
+
+/// The resource (or `--election NAME`) as a shell word, for messages.
+fn named(args: &ResourceArg) -> String {
+    match args.election {
+        true => format!("--election {}", shell_word(&args.resource)),
+        false => shell_word(&args.resource),
+    }
+}
+
+impl ResourceArg {
+    /// The request's `resource` and `election` fields: one of them set.
+    fn split(self) -> (String, String) {
+        match self.election {
+            true => (String::new(), self.resource),
+            false => (self.resource, String::new()),
+        }
+    }
+}
+
+/// The RESOURCE column (and `REDLOCK_RESOURCE`): an election's leadership
+/// shows as `election:NAME` (no resource contains a control character, and
+/// the daemon reports elections apart: this prefix is only for display).
+fn shown_resource(lock: &pb::LockInfo) -> String {
+    match lock.election.is_empty() {
+        true => lock.resource.clone(),
+        false => format!("election:{}", lock.election),
+    }
 }
 
 fn session(lock: &pb::LockInfo) -> &'static str {
@@ -126,7 +152,7 @@ fn lock_assignments(lock: &pb::LockInfo) -> String {
     format!(
         "REDLOCK_RESOURCE={}\nREDLOCK_OWNER={}\nREDLOCK_FENCE={}\nREDLOCK_ACQUIRED_AT={}\n\
          REDLOCK_REMAINING_MS={}\nREDLOCK_SESSION={}\nREDLOCK_REPLICA={}",
-        shell_word(&lock.resource),
+        shell_word(&shown_resource(lock)),
         shell_word(&lock.owner),
         lock.fence,
         shell_word(&acquired_at(lock)),
@@ -141,7 +167,7 @@ fn lock_row(lock: &pb::LockInfo) -> String {
     // characters are refused at the door), so the columns stay apart.
     format!(
         "{}\t{}\t{}\t{}\t{}\t{}\t{}",
-        lock.resource,
+        shown_resource(lock),
         lock.owner,
         lock.fence,
         acquired_at(lock),
@@ -152,9 +178,14 @@ fn lock_row(lock: &pb::LockInfo) -> String {
 }
 
 fn lock_json(lock: &pb::LockInfo) -> String {
+    // An election's leadership: `"election"` names it, `"resource"` empty.
+    let election = match lock.election.is_empty() {
+        true => String::new(),
+        false => format!(",\"election\":{}", json_string(&lock.election)),
+    };
     format!(
         "{{\"held\":true,\"resource\":{},\"owner\":{},\"fence\":{},\"acquired_at\":{},\
-         \"remaining_ms\":{},\"session\":\"{}\",\"replica\":{}}}",
+         \"remaining_ms\":{},\"session\":\"{}\",\"replica\":{}{election}}}",
         json_string(&lock.resource),
         json_string(&lock.owner),
         lock.fence,
@@ -184,6 +215,7 @@ mod tests {
             }),
             session_kind: pb::SessionKind::Hold.into(),
             replica: "h/1".into(),
+            election: String::new(),
         }
     }
 
@@ -204,5 +236,26 @@ mod tests {
             lock_json(&info()),
             r#"{"held":true,"resource":"billing/close-month","owner":"cron on host 7","fence":9,"acquired_at":"2023-11-14T22:13:20Z","remaining_ms":2000,"session":"hold","replica":"h/1"}"#
         );
+    }
+
+    /// An election's leadership: `election:NAME` in the RESOURCE column,
+    /// `"election"` in JSON; `--election` fills the request's field.
+    #[test]
+    fn elections() {
+        let lock = pb::LockInfo {
+            resource: String::new(),
+            election: "jobs".into(),
+            ..info()
+        };
+        assert!(lock_row(&lock).starts_with("election:jobs\t"));
+        assert!(lock_assignments(&lock).starts_with("REDLOCK_RESOURCE=election:jobs\n"));
+        assert!(lock_json(&lock).ends_with(r#""replica":"h/1","election":"jobs"}"#));
+        let args = |election| ResourceArg {
+            resource: "jobs".into(),
+            election,
+        };
+        assert_eq!(named(&args(true)), "--election jobs");
+        assert_eq!(args(true).split(), (String::new(), "jobs".into()));
+        assert_eq!(args(false).split(), ("jobs".into(), String::new()));
     }
 }

@@ -193,8 +193,12 @@ pub(crate) struct ElectArgs {
 /// The resource of an operator's call.
 #[derive(Debug, Args)]
 pub(crate) struct ResourceArg {
-    /// The resource.
+    /// The resource (with --election: the election's name).
     pub resource: String,
+    /// Name an election instead: its leadership (the lock its leader's
+    /// Campaign holds).
+    #[arg(long)]
+    pub election: bool,
 }
 
 /// `list`'s arguments.

@@ -198,7 +198,7 @@ impl Client {
     /// use redlockd_proto::pb::lock_admin_service_client::LockAdminServiceClient;
     ///
     /// let mut admin = LockAdminServiceClient::new(client.channel());
-    /// let mut request = tonic::Request::new(pb::InspectRequest { resource: "orders/42".into() });
+    /// let mut request = tonic::Request::new(pb::InspectRequest { resource: "orders/42".into(), ..Default::default() });
     /// request.set_timeout(std::time::Duration::from_secs(5));
     /// let held = admin.inspect(request).await?.into_inner().held;
     /// println!("orders/42 held: {held}");

@@ -198,6 +198,7 @@ async fn bearer_tokens() {
             admin
                 .inspect(pb::InspectRequest {
                     resource: "orders/1".into(),
+                    ..Default::default()
                 })
                 .await
                 .map(drop)

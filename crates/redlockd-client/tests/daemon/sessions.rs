@@ -99,6 +99,7 @@ async fn lost_when_force_released() {
     let forced = LockAdminServiceClient::new(channel)
         .force_release(pb::ForceReleaseRequest {
             resource: "sessions/forced".into(),
+            ..Default::default()
         })
         .await
         .expect("ForceRelease")

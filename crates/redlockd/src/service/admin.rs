@@ -5,6 +5,7 @@
 //! with who did it (never with the token).
 
 use super::auth::Gatekeeper;
+use super::election::messages::{name_of, resource_of};
 use super::hold::SessionRegistry;
 use super::request::{invalid, InvalidRequest, RequestBounds};
 use super::{observed, proto_duration, record_resource};
@@ -52,6 +53,27 @@ impl AdminApi {
     }
 }
 
+/// The lock an Inspect or ForceRelease names, checked: `resource`, or the
+/// leadership of `election` (its resource, a key family apart from every
+/// lock's, `super::election::messages`); exactly one of the two. Also the
+/// name to log.
+fn named(
+    limits: &RequestBounds,
+    resource: String,
+    election: String,
+) -> Result<(String, String), InvalidRequest> {
+    match (resource.is_empty(), election.is_empty()) {
+        (_, true) => limits.resource(resource).map(|r| (r.clone(), r)),
+        (true, false) => {
+            let name = limits
+                .resource(election)
+                .map_err(|error| invalid("election", error.reason))?;
+            Ok((resource_of(&name), format!("election {name}")))
+        }
+        (false, false) => Err(invalid("election", "give resource or election, not both")),
+    }
+}
+
 /// A List request's fields, checked.
 fn list_args(
     limits: &RequestBounds,
@@ -88,8 +110,15 @@ impl From<HeldLock> for pb::LockInfo {
             SessionKind::Unary => (pb::SessionKind::Unary, String::new()),
             SessionKind::Hold { replica } => (pb::SessionKind::Hold, replica),
         };
+        // An election's leadership shows as the election, not as its
+        // internal resource name.
+        let (resource, election) = match name_of(&lock.resource) {
+            Some(name) => (String::new(), name.to_owned()),
+            None => (lock.resource, String::new()),
+        };
         pb::LockInfo {
-            resource: lock.resource,
+            resource,
+            election,
             owner: lock.owner,
             fence: lock.fence,
             acquired_at: lock.acquired_at.map(prost_types::Timestamp::from),
@@ -108,8 +137,9 @@ impl LockAdminService for AdminApi {
     ) -> Result<Response<pb::InspectResponse>, Status> {
         observed("Inspect", async {
             self.admin(&request)?;
-            let resource = self.limits.resource(request.into_inner().resource)?;
-            record_resource(&resource);
+            let request = request.into_inner();
+            let (resource, name) = named(&self.limits, request.resource, request.election)?;
+            record_resource(&name);
             let lock = self.engine.inspect(&resource).await?;
             Ok(Response::new(pb::InspectResponse {
                 held: lock.is_some(),
@@ -141,14 +171,15 @@ impl LockAdminService for AdminApi {
     ) -> Result<Response<pb::ForceReleaseResponse>, Status> {
         observed("ForceRelease", async {
             let by = self.admin(&request)?;
-            let resource = self.limits.resource(request.into_inner().resource)?;
-            record_resource(&resource);
+            let request = request.into_inner();
+            let (resource, name) = named(&self.limits, request.resource, request.election)?;
+            record_resource(&name);
             let released = self.engine.force_release(&resource).await?;
             let session_ended = released
                 .as_ref()
                 .is_some_and(|lock| self.sessions.end(&lock.token));
             tracing::warn!(
-                %resource,
+                resource = %name,
                 by = %by,
                 was_held = released.is_some(),
                 owner = released.as_ref().map_or("", |l| l.owner.as_str()),

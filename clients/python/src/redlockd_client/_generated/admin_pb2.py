@@ -26,29 +26,29 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16redlock/v1/admin.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n\x08LockInfo\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x04\x12/\n\x0b\x61\x63quired_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tremaining\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x0csession_kind\x18\x06 \x01(\x0e\x32\x17.redlock.v1.SessionKind\x12\x0f\n\x07replica\x18\x07 \x01(\t\"\"\n\x0eInspectRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\"C\n\x0fInspectResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12\"\n\x04lock\x18\x02 \x01(\x0b\x32\x14.redlock.v1.LockInfo\"D\n\x0bListRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"L\n\x0cListResponse\x12#\n\x05locks\x18\x01 \x03(\x0b\x32\x14.redlock.v1.LockInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\'\n\x13\x46orceReleaseRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\"L\n\x14\x46orceReleaseResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x12\"\n\x04lock\x18\x02 \x01(\x0b\x32\x14.redlock.v1.LockInfo*Z\n\x0bSessionKind\x12\x1c\n\x18SESSION_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_KIND_UNARY\x10\x01\x12\x15\n\x11SESSION_KIND_HOLD\x10\x02\x32\xe4\x01\n\x10LockAdminService\x12\x42\n\x07Inspect\x12\x1a.redlock.v1.InspectRequest\x1a\x1b.redlock.v1.InspectResponse\x12\x39\n\x04List\x12\x17.redlock.v1.ListRequest\x1a\x18.redlock.v1.ListResponse\x12Q\n\x0c\x46orceRelease\x12\x1f.redlock.v1.ForceReleaseRequest\x1a .redlock.v1.ForceReleaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16redlock/v1/admin.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\x08LockInfo\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x04\x12/\n\x0b\x61\x63quired_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tremaining\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x0csession_kind\x18\x06 \x01(\x0e\x32\x17.redlock.v1.SessionKind\x12\x0f\n\x07replica\x18\x07 \x01(\t\x12\x10\n\x08\x65lection\x18\x08 \x01(\t\"4\n\x0eInspectRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x10\n\x08\x65lection\x18\x02 \x01(\t\"C\n\x0fInspectResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x12\"\n\x04lock\x18\x02 \x01(\x0b\x32\x14.redlock.v1.LockInfo\"D\n\x0bListRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"L\n\x0cListResponse\x12#\n\x05locks\x18\x01 \x03(\x0b\x32\x14.redlock.v1.LockInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"9\n\x13\x46orceReleaseRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x10\n\x08\x65lection\x18\x02 \x01(\t\"L\n\x14\x46orceReleaseResponse\x12\x10\n\x08was_held\x18\x01 \x01(\x08\x12\"\n\x04lock\x18\x02 \x01(\x0b\x32\x14.redlock.v1.LockInfo*Z\n\x0bSessionKind\x12\x1c\n\x18SESSION_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_KIND_UNARY\x10\x01\x12\x15\n\x11SESSION_KIND_HOLD\x10\x02\x32\xe4\x01\n\x10LockAdminService\x12\x42\n\x07Inspect\x12\x1a.redlock.v1.InspectRequest\x1a\x1b.redlock.v1.InspectResponse\x12\x39\n\x04List\x12\x17.redlock.v1.ListRequest\x1a\x18.redlock.v1.ListResponse\x12Q\n\x0c\x46orceRelease\x12\x1f.redlock.v1.ForceReleaseRequest\x1a .redlock.v1.ForceReleaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'redlock.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SESSIONKIND']._serialized_start=695
-  _globals['_SESSIONKIND']._serialized_end=785
+  _globals['_SESSIONKIND']._serialized_start=749
+  _globals['_SESSIONKIND']._serialized_end=839
   _globals['_LOCKINFO']._serialized_start=104
-  _globals['_LOCKINFO']._serialized_end=321
-  _globals['_INSPECTREQUEST']._serialized_start=323
-  _globals['_INSPECTREQUEST']._serialized_end=357
-  _globals['_INSPECTRESPONSE']._serialized_start=359
-  _globals['_INSPECTRESPONSE']._serialized_end=426
-  _globals['_LISTREQUEST']._serialized_start=428
-  _globals['_LISTREQUEST']._serialized_end=496
-  _globals['_LISTRESPONSE']._serialized_start=498
-  _globals['_LISTRESPONSE']._serialized_end=574
-  _globals['_FORCERELEASEREQUEST']._serialized_start=576
-  _globals['_FORCERELEASEREQUEST']._serialized_end=615
-  _globals['_FORCERELEASERESPONSE']._serialized_start=617
-  _globals['_FORCERELEASERESPONSE']._serialized_end=693
-  _globals['_LOCKADMINSERVICE']._serialized_start=788
-  _globals['_LOCKADMINSERVICE']._serialized_end=1016
+  _globals['_LOCKINFO']._serialized_end=339
+  _globals['_INSPECTREQUEST']._serialized_start=341
+  _globals['_INSPECTREQUEST']._serialized_end=393
+  _globals['_INSPECTRESPONSE']._serialized_start=395
+  _globals['_INSPECTRESPONSE']._serialized_end=462
+  _globals['_LISTREQUEST']._serialized_start=464
+  _globals['_LISTREQUEST']._serialized_end=532
+  _globals['_LISTRESPONSE']._serialized_start=534
+  _globals['_LISTRESPONSE']._serialized_end=610
+  _globals['_FORCERELEASEREQUEST']._serialized_start=612
+  _globals['_FORCERELEASEREQUEST']._serialized_end=669
+  _globals['_FORCERELEASERESPONSE']._serialized_start=671
+  _globals['_FORCERELEASERESPONSE']._serialized_end=747
+  _globals['_LOCKADMINSERVICE']._serialized_start=842
+  _globals['_LOCKADMINSERVICE']._serialized_end=1070
 # @@protoc_insertion_point(module_scope)

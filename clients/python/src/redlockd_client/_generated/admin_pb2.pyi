@@ -21,7 +21,7 @@ SESSION_KIND_UNARY: SessionKind
 SESSION_KIND_HOLD: SessionKind
 
 class LockInfo(_message.Message):
-    __slots__ = ("resource", "owner", "fence", "acquired_at", "remaining", "session_kind", "replica")
+    __slots__ = ("resource", "owner", "fence", "acquired_at", "remaining", "session_kind", "replica", "election")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class LockInfo(_message.Message):
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     SESSION_KIND_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     resource: str
     owner: str
     fence: int
@@ -36,13 +37,16 @@ class LockInfo(_message.Message):
     remaining: _duration_pb2.Duration
     session_kind: SessionKind
     replica: str
-    def __init__(self, resource: _Optional[str] = ..., owner: _Optional[str] = ..., fence: _Optional[int] = ..., acquired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., session_kind: _Optional[_Union[SessionKind, str]] = ..., replica: _Optional[str] = ...) -> None: ...
+    election: str
+    def __init__(self, resource: _Optional[str] = ..., owner: _Optional[str] = ..., fence: _Optional[int] = ..., acquired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., session_kind: _Optional[_Union[SessionKind, str]] = ..., replica: _Optional[str] = ..., election: _Optional[str] = ...) -> None: ...
 
 class InspectRequest(_message.Message):
-    __slots__ = ("resource",)
+    __slots__ = ("resource", "election")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     resource: str
-    def __init__(self, resource: _Optional[str] = ...) -> None: ...
+    election: str
+    def __init__(self, resource: _Optional[str] = ..., election: _Optional[str] = ...) -> None: ...
 
 class InspectResponse(_message.Message):
     __slots__ = ("held", "lock")
@@ -71,10 +75,12 @@ class ListResponse(_message.Message):
     def __init__(self, locks: _Optional[_Iterable[_Union[LockInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ForceReleaseRequest(_message.Message):
-    __slots__ = ("resource",)
+    __slots__ = ("resource", "election")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     resource: str
-    def __init__(self, resource: _Optional[str] = ...) -> None: ...
+    election: str
+    def __init__(self, resource: _Optional[str] = ..., election: _Optional[str] = ...) -> None: ...
 
 class ForceReleaseResponse(_message.Message):
     __slots__ = ("was_held", "lock")

@@ -59,7 +59,8 @@ class LockAdminServiceServicer:
     """
 
     def Inspect(self, request, context):
-        """Who holds `resource` now, as a quorum of masters sees it.
+        """Who holds `resource` (or leads `election`) now, as a quorum of masters
+        sees it.
         UNAVAILABLE when too few masters answered to tell.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -77,7 +78,8 @@ class LockAdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ForceRelease(self, request, context):
-        """Releases whatever token holds `resource`. The Hold session holding it
+        """Releases whatever token holds `resource` (or leads `election`). The
+        Hold or Campaign session holding it
         on this replica ends at once with `lost` ("released by an operator");
         one on another replica finds out at its next extension.
         """
