@@ -35,6 +35,9 @@ import redlock.v1.Election.CampaignResponse;
  * Its {@link #toString()} leaves the token out.
  */
 public final class Leadership implements AutoCloseable {
+  /** Why the leadership is gone when its validity, less the stop margin, ran out unextended. */
+  private static final String EXPIRED = "no extension arrived before the validity ran out";
+
   private final Duration ttl;
   private final Duration resignTimeout;
   private final ScheduledExecutorService scheduler;
@@ -134,17 +137,38 @@ public final class Leadership implements AutoCloseable {
     return lost.copy();
   }
 
-  /** Whether the leadership is gone (the same moment {@link #lost()} completes). */
+  /**
+   * Whether the leadership is gone (the same moment {@link #lost()} completes). Like {@link
+   * #check()}, it reads the clock itself and ends a leadership whose validity ran out.
+   */
   public boolean isLost() {
-    return gone != null;
+    return goneNow() != null;
   }
 
-  /** Throws the {@link LockLostException} once the leadership is gone; call it between steps. */
+  /**
+   * Throws the {@link LockLostException} once the leadership is gone; call it between steps. It
+   * compares the clock with the validity (less {@link Lease#stopMargin(Duration)}) itself, and ends
+   * a leadership past it at once, as the watchdog timer would.
+   */
   public void check() {
-    LockLostException reason = gone;
+    LockLostException reason = goneNow();
     if (reason != null) {
       throw reason;
     }
+  }
+
+  /**
+   * Why the leadership is gone, or null; first ends it if its validity ran out. The watchdog timer
+   * alone is not enough: a process paused past the validity (SIGSTOP, a suspended VM, a long GC)
+   * resumes with the overdue timer still queued behind it, and must be told at once when it resumes,
+   * before it acts on a term a successor may already have replaced, not when the timer thread gets
+   * to run.
+   */
+  private LockLostException goneNow() {
+    if (gone == null && lapsed(Wire.now())) {
+      expire();
+    }
+    return gone;
   }
 
   /**
@@ -337,6 +361,18 @@ public final class Leadership implements AutoCloseable {
     arm();
   }
 
+  /** Whether the last known validity, less the stop margin, is over at {@code now}. */
+  private boolean lapsed(long now) {
+    State known = state;
+    return known != null && now - (known.validUntilNanos() - Lease.stopMargin(ttl).toNanos()) >= 0;
+  }
+
+  /** Ends the leadership whose validity ran out (the watchdog, {@link #check()}, a late kept). */
+  private void expire() {
+    markGone(EXPIRED, Status.Code.FAILED_PRECONDITION, null);
+    cancel("no extension in time");
+  }
+
   /** (Re)starts the timer that counts the leadership as lost when its validity runs out. */
   private void arm() {
     if (watchdog != null) {
@@ -344,17 +380,7 @@ public final class Leadership implements AutoCloseable {
     }
     long delay = state.validUntilNanos() - Lease.stopMargin(ttl).toNanos() - Wire.now();
     try {
-      watchdog =
-          scheduler.schedule(
-              () -> {
-                markGone(
-                    "no extension arrived before the validity ran out",
-                    Status.Code.FAILED_PRECONDITION,
-                    null);
-                cancel("no extension in time");
-              },
-              Math.max(0L, delay),
-              TimeUnit.NANOSECONDS);
+      watchdog = scheduler.schedule(this::expire, Math.max(0L, delay), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException closed) {
       watchdog = null; // the client is closing; this session is cancelled with it
     }
@@ -395,12 +421,22 @@ public final class Leadership implements AutoCloseable {
       }
       switch (event.getEventCase()) {
         case KEPT:
+          boolean late;
           synchronized (guard) {
             if (gone != null) {
               return;
             }
-            record(event.getKept(), arrived);
-            extensions += 1;
+            // A kept read after the validity ran out (it waited in the socket while the process
+            // was paused) must not revive the leadership, which a successor may hold by now: a
+            // lapse is final.
+            late = lapsed(arrived);
+            if (!late) {
+              record(event.getKept(), arrived);
+              extensions += 1;
+            }
+          }
+          if (late) {
+            expire();
           }
           break;
         case DRAINING:

@@ -32,6 +32,9 @@ import redlock.v1.LockOuterClass.HoldRequest;
  * <p>Use it in try-with-resources: {@link #close()} releases the lock.
  */
 public final class Lease implements AutoCloseable {
+  /** Why the lock is gone when its validity, less the stop margin, ran out unextended. */
+  private static final String EXPIRED = "no extension arrived before the validity ran out";
+
   private final Duration ttl;
   private final Duration releaseTimeout;
   private final ScheduledExecutorService scheduler;
@@ -114,17 +117,38 @@ public final class Lease implements AutoCloseable {
     return lost.copy();
   }
 
-  /** Whether the lock is gone (the same moment {@link #lost()} completes). */
+  /**
+   * Whether the lock is gone (the same moment {@link #lost()} completes). Like {@link #check()}, it
+   * reads the clock itself and ends a lease whose validity ran out.
+   */
   public boolean isLost() {
-    return gone != null;
+    return goneNow() != null;
   }
 
-  /** Throws the {@link LockLostException} once the lock is gone; call it between steps of work. */
+  /**
+   * Throws the {@link LockLostException} once the lock is gone; call it between steps of work. It
+   * compares the clock with the validity (less {@link #stopMargin(Duration)}) itself, and ends a
+   * lease past it at once, as the watchdog timer would.
+   */
   public void check() {
-    LockLostException reason = gone;
+    LockLostException reason = goneNow();
     if (reason != null) {
       throw reason;
     }
+  }
+
+  /**
+   * Why the lock is gone, or null; first ends the lease if its validity ran out. The watchdog timer
+   * alone is not enough: a process paused past the validity (SIGSTOP, a suspended VM, a long GC)
+   * resumes with the overdue timer still queued behind it, and must be told at once when it resumes,
+   * before it writes under a lock another holder may have taken by now, not when the timer thread
+   * gets to run.
+   */
+  private LockLostException goneNow() {
+    if (gone == null && lapsed(Wire.now())) {
+      expire();
+    }
+    return gone;
   }
 
   /**
@@ -287,6 +311,19 @@ public final class Lease implements AutoCloseable {
     lost.complete(reasonError);
   }
 
+  /** Whether the last known validity, less the stop margin, is over at {@code now}. */
+  private boolean lapsed(long now) {
+    Lock known = lock;
+    return known != null && now - (known.validUntilNanos() - stopMargin(ttl).toNanos()) >= 0;
+  }
+
+  /** Ends the lease whose validity ran out (the watchdog, {@link #check()}, a late extension). */
+  private void expire() {
+    markGone(EXPIRED, Status.Code.FAILED_PRECONDITION, null);
+    // Cancelling makes a daemon that still hears us release the lock.
+    cancel("no extension in time");
+  }
+
   /** (Re)starts the timer that counts the lock as lost when its validity runs out unrenewed. */
   private void arm() {
     if (watchdog != null) {
@@ -294,18 +331,7 @@ public final class Lease implements AutoCloseable {
     }
     long delay = lock.validUntilNanos() - stopMargin(ttl).toNanos() - Wire.now();
     try {
-      watchdog =
-          scheduler.schedule(
-              () -> {
-                markGone(
-                    "no extension arrived before the validity ran out",
-                    Status.Code.FAILED_PRECONDITION,
-                    null);
-                // Cancelling makes a daemon that still hears us release the lock.
-                cancel("no extension in time");
-              },
-              Math.max(0L, delay),
-              TimeUnit.NANOSECONDS);
+      watchdog = scheduler.schedule(this::expire, Math.max(0L, delay), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException closed) {
       // The client was closed: its sessions are being cancelled, and this one ends with them.
       watchdog = null;
@@ -344,13 +370,23 @@ public final class Lease implements AutoCloseable {
       }
       switch (event.getEventCase()) {
         case EXTENDED:
+          boolean late;
           synchronized (guard) {
             if (gone != null) {
               return;
             }
-            lock = Lock.fromWire(event.getExtended(), arrived);
-            extensions += 1;
-            arm();
+            // An extension read after the validity ran out (it waited in the socket while the
+            // process was paused) must not revive a lock another holder may have by now: a lapse
+            // is final.
+            late = lapsed(arrived);
+            if (!late) {
+              lock = Lock.fromWire(event.getExtended(), arrived);
+              extensions += 1;
+              arm();
+            }
+          }
+          if (late) {
+            expire();
           }
           break;
         case DRAINING:
