@@ -63,5 +63,5 @@ fi
 classpath="$repo/clients/java/target/classes:$(cat "$work/java-classpath.txt")"
 
 echo "--- three runtimes, one election"
-timeout 300 python3 clients/takeover/harness.py --python "$venv/bin/python" \
+timeout --kill-after=30 300 python3 clients/takeover/harness.py --python "$venv/bin/python" \
   --go "$work/go-candidate" --java-classpath "$classpath" --rounds 3

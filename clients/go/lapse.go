@@ -7,9 +7,10 @@ import (
 
 // A Lease or a Leadership ends when its last known validity runs out
 // unrenewed, less StopMargin. A watchdog timer closes Done then; but a
-// process paused past that moment (a SIGSTOP, a long GC or VM pause, a
-// laptop lid) may run its own code before that timer's goroutine once it
-// resumes, and find Done still open. So Err, and the Err of Context, read
+// process paused past that moment (a SIGSTOP, a long GC or VM pause) may
+// run its own code before that timer's goroutine once it resumes, and find
+// Done still open. (A machine suspended to RAM is not caught: the
+// monotonic clock stops while it sleeps.) So Err, and the Err of Context, read
 // the clock themselves: a lapsed validity ends the lease or leadership on
 // the spot, whatever the timer has done. A lapse is final: an extension
 // read after it does not bring the lease back (Python and Java clients
@@ -29,8 +30,10 @@ type checkedContext struct {
 	check func() error
 }
 
-// Err is the underlying context's, after check had its say.
-func (c checkedContext) Err() error {
+// Err is the underlying context's, after check had its say. Contexts
+// derived from this one do not read the clock: call Err on this one (or
+// the lease's) before an action.
+func (c *checkedContext) Err() error {
 	_ = c.check()
 	return c.Context.Err()
 }

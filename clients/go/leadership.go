@@ -217,7 +217,7 @@ func (l *Leadership) Err() error {
 // Context is cancelled at the moment Done closes, with Err as its cause
 // (context.Cause): hand it to the leader's work. Its Err reads the clock
 // as Leadership.Err does.
-func (l *Leadership) Context() context.Context { return checkedContext{l.ctx, l.Err} }
+func (l *Leadership) Context() context.Context { return &checkedContext{l.ctx, l.Err} }
 
 // String shows the leadership without its token.
 func (l *Leadership) String() string {

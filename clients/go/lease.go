@@ -105,7 +105,6 @@ func (c *Client) Hold(ctx context.Context, resource string, ttl time.Duration, o
 	if err != nil {
 		return fail(fromRPC("Hold", err))
 	}
-	sent := time.Now()
 	// On io.EOF the stream already ended; Recv below says why.
 	if err := stream.Send(&pb.HoldRequest{Request: &pb.HoldRequest_Acquire{Acquire: req}}); err != nil && !errors.Is(err, io.EOF) {
 		return fail(fromRPC("Hold", err))
@@ -117,6 +116,11 @@ func (c *Client) Hold(ctx context.Context, resource string, ttl time.Duration, o
 	case err != nil:
 		return fail(fromRPC("Hold", err))
 	}
+	// The validity counts from the grant's arrival, as an extension's does
+	// (StopMargin covers its time in transit): counted from the request's
+	// send, a wait ate into it, and a lease that waited more than about half
+	// its ttl was declared lost (and released) before its first extension.
+	arrived := time.Now()
 	acquired := event.GetAcquired()
 	if acquired == nil {
 		return fail(newError("Hold", codes.Internal, fmt.Sprintf("%T before `acquired`", event.GetEvent()), nil))
@@ -139,7 +143,7 @@ func (c *Client) Hold(ctx context.Context, resource string, ttl time.Duration, o
 		ctx:          workCtx,
 		cancelWork:   cancelWork,
 		done:         make(chan struct{}),
-		lock:         lockFromWire(acquired, sent),
+		lock:         lockFromWire(acquired, arrived),
 	}
 	l.mu.Lock()
 	l.arm()
@@ -197,7 +201,7 @@ func (l *Lease) Err() error {
 // Context is cancelled at the moment Done closes, with Err as its cause
 // (context.Cause): hand it to the work done under the lock. Its Err reads
 // the clock as Lease.Err does.
-func (l *Lease) Context() context.Context { return checkedContext{l.ctx, l.Err} }
+func (l *Lease) Context() context.Context { return &checkedContext{l.ctx, l.Err} }
 
 // String shows the lease without its token.
 func (l *Lease) String() string {

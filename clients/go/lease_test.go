@@ -127,6 +127,45 @@ func TestHoldWaitsForTheHoldersRelease(t *testing.T) {
 	}
 }
 
+// A lease that waited longer than its ttl is not lost at birth: its
+// validity counts from the grant's arrival (counted from the request's
+// send, the wait ate it, and Err said lost before the first extension).
+func TestAHoldThatWaitedLongIsNotLostAtOnce(t *testing.T) {
+	c := dial(t, shared.addr)
+	ctx := context.Background()
+	const ttl = time.Second
+	first, err := c.Hold(ctx, resource(t), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *redlockd.Lease, 1)
+	go func() {
+		second, err := c.Hold(ctx, resource(t), ttl, redlockd.WithWait(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- second
+	}()
+	// The second waits 1.5 ttl before the first lets go.
+	time.Sleep(ttl * 3 / 2)
+	if _, err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil {
+		return
+	}
+	if err := second.Err(); err != nil {
+		t.Fatalf("lost at once after a long wait: %v (remaining %s)", err, time.Until(second.Lock().ValidUntil))
+	}
+	if second.Fence() <= first.Fence() {
+		t.Fatalf("fence %d after %d", second.Fence(), first.Fence())
+	}
+	if _, err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCancellingHoldsContextEndsTheSessionAndReleases(t *testing.T) {
 	c := dial(t, shared.addr)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,7 +29,7 @@ session.extend_at) and a slack for a loaded 2-core machine:
 - a SIGSTOPped leader's kernel still answers TCP, so the daemon keeps its
   leadership until the connection's PING goes unanswered (at most
   keepalive_interval + keepalive_timeout): STOP_BOUND = keepalive_interval
-  + keepalive_timeout + TTL * extend_at + SLACK. Its client stops claiming
+  + keepalive_timeout + TTL * extend_at + 2 * SLACK. Its client stops claiming
   the leadership when the last validity (at most TTL) runs out, before that;
 - an observer on the other replica re-reads the election at the latest
   every redlock.wait_fallback: OBSERVE_BOUND = wait_fallback + SLACK after
@@ -69,10 +69,14 @@ KEEPALIVE_INTERVAL = 1.0
 KEEPALIVE_TIMEOUT = 2.0
 EXTEND_AT = 1 / 3
 WAIT_FALLBACK = 1.0
-#: Scheduling, grant rounds and JVM pauses on a loaded 2-core machine.
+#: Scheduling, grant rounds and JVM pauses on a loaded 2-core machine
+#: (twice that after a stop: the keepalive's PING timing adds its own).
 SLACK = 1.0
 KILL_BOUND = TTL * EXTEND_AT + SLACK
-STOP_BOUND = KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT + TTL * EXTEND_AT + SLACK
+STOP_BOUND = KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT + TTL * EXTEND_AT + 2 * SLACK
+#: Observe streams an observer may see end (UNAVAILABLE when too few
+#: masters answered a read in time, as on a loaded machine) and re-open.
+OBSERVER_REOPENS = 2
 OBSERVE_BOUND = WAIT_FALLBACK + SLACK
 #: A resumed leader must report its loss within this of SIGCONT.
 RESUMED_LOST_BOUND = 1.0
@@ -224,16 +228,27 @@ def observed(events: Sequence[Event], replica: int) -> List[Event]:
 
 def check_observer_order(events: Sequence[Event], replica: int) -> Optional[str]:
     """An observer's terms strictly increase; a no-leader comes only after a
-    leader (or first); its stream never broke."""
+    leader (or first); its stream broke at most OBSERVER_REOPENS times, and
+    a re-opened stream may first repeat the state last told, never go
+    back."""
     seen = observed(events, replica)
     if not seen:
         return "told nothing"
     errors = [e for e in events if e.get("ev") == "error" and e.get("replica") == replica]
-    if errors:
-        return f"its stream broke: {errors[0].get('error')}"
+    if len(errors) > OBSERVER_REOPENS:
+        return f"its stream broke {len(errors)} times: {errors[0].get('error')}"
+    timeline = sorted(seen + errors, key=lambda e: int(e["t"]))  # type: ignore[arg-type]
     last = 0
     previous_leader = True
-    for e in seen:
+    reopened = False
+    for e in timeline:
+        if e["ev"] == "error":
+            reopened = True
+            continue
+        repeat = reopened and (int(e["term"]) == last if e["has_leader"] else not previous_leader)  # type: ignore[arg-type]
+        reopened = False
+        if repeat:
+            continue
         if e["has_leader"]:
             if int(e["term"]) <= last:  # type: ignore[arg-type]
                 return f"told term {e['term']} after term {last}"
@@ -541,7 +556,7 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.rounds):
             runner.round(LANGS[(i + 1) % len(LANGS)])
         runner.settle()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+    except (RuntimeError, OSError, KeyError, subprocess.TimeoutExpired) as error:
         failure = str(error)
     finally:
         if runner is not None:
@@ -633,8 +648,12 @@ def selftest() -> int:
         ("a resumed leader never reporting its loss is caught",
          [x for x in good if not (x["ev"] == "lost" and x["pid"] == 22)], check_resumed, False),
         ("an observer going back is caught", observer_back, lambda l: check_observer_order(l, 1), False),
-        ("an observer's broken stream is caught", good + [{"ev": "error", "t": 5, "replica": 0, "error": "x"}],
+        ("an observer's stream broken again and again is caught",
+         good + [{"ev": "error", "t": t, "replica": 0, "error": "x"} for t in (5, 6, 7)],
          lambda l: check_observer_order(l, 0), False),
+        ("an observer's stream re-opened once is tolerated",
+         good + [{"ev": "error", "t": 5, "replica": 0, "error": "x"}],
+         lambda l: check_observer_order(l, 0), True),
         ("an observer missing a term is caught", observer_missed, lambda l: check_observer_complete(l, 0), False),
         ("an observer told late is caught", observer_late, lambda l: check_observer_complete(l, 1), False),
         ("a language never leading is caught", no_java, check_every_lang, False),
@@ -660,6 +679,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.selftest:
         return selftest()
+    # A `timeout` around this script sends SIGTERM: exit through the
+    # `finally` blocks, so no candidate is left SIGSTOPped or running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     missing = [k for k in ("python", "go", "java_classpath") if not getattr(args, k)]
     if missing:
         parser.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))

@@ -21,15 +21,13 @@ pub(super) enum Rpc {
 }
 
 /// A long-polled leader's query: `after=TERM` (0: no leader seen), and
-/// `wait=DURATION` (`30s`, `500ms`; 30 s when absent).
+/// `wait=DURATION` (`30s`, `500ms`; absent: the daemon's default, see
+/// `service::election::long_poll`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Poll {
     pub(super) after: u64,
-    pub(super) wait: Duration,
+    pub(super) wait: Option<Duration>,
 }
-
-/// How long a long poll waits when its query does not say.
-const DEFAULT_POLL_WAIT: Duration = Duration::from_secs(30);
 
 /// Where an election's leader is read.
 const ELECTIONS: &str = "/v1/elections/";
@@ -97,10 +95,7 @@ fn poll(query: Option<&str>) -> Result<Option<Poll>, GatewayError> {
         (None, Some(_)) => Err(GatewayError::bad_query(
             "wait without after: pass the term you last saw (0: none)".into(),
         )),
-        (Some(after), wait) => Ok(Some(Poll {
-            after,
-            wait: wait.unwrap_or(DEFAULT_POLL_WAIT),
-        })),
+        (Some(after), wait) => Ok(Some(Poll { after, wait })),
     }
 }
 
@@ -161,8 +156,8 @@ mod tests {
         assert_eq!(percent_decoded("%ff"), None);
     }
 
-    /// A long poll's query: `after` (and `wait`, 30 s by default); anything
-    /// else is a 400, not ignored.
+    /// A long poll's query: `after` (and `wait`); anything else is a 400,
+    /// not ignored.
     #[test]
     fn long_poll_queries() {
         let leader = |query| route(&Method::GET, "/v1/elections/jobs", Some(query));
@@ -174,10 +169,13 @@ mod tests {
         };
         assert_eq!(
             leader("after=7&wait=500ms"),
-            poll(7, Duration::from_millis(500))
+            poll(7, Some(Duration::from_millis(500)))
         );
-        assert_eq!(leader("wait=2s&after=0"), poll(0, Duration::from_secs(2)));
-        assert_eq!(leader("after=3"), poll(3, DEFAULT_POLL_WAIT));
+        assert_eq!(
+            leader("wait=2s&after=0"),
+            poll(0, Some(Duration::from_secs(2)))
+        );
+        assert_eq!(leader("after=3"), poll(3, None));
         assert_eq!(
             leader(""),
             Ok(Rpc::Leader {

@@ -183,9 +183,24 @@ impl Redlock {
 
     /// Releases a grant whose answer was handed over but never left: the
     /// caller reset its call, or its connection closed, as the grant came
-    /// (see `service::delivery`).
+    /// (see `service::delivery`). With a request id (the lock has an
+    /// epoch) the release first takes the request id's turn again, which
+    /// the acquisition gave up when its answer was handed over: a retry
+    /// through this replica then starts only after this release, as after
+    /// any other (see [`Redlock::acquire_detached_as`]), instead of racing
+    /// it for the same token's keys. A retry that took the turn first is
+    /// safe either way: its epoch keeps this late release off its lock.
     pub(crate) fn release_undelivered(self: &Arc<Self>, lock: Lock) {
-        self.release_orphan(lock, None);
+        if lock.epoch.is_none() {
+            return self.release_orphan(lock, None);
+        }
+        let engine = Arc::clone(self);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let turn = engine.turns.take(&lock.resource, &lock.token).await;
+                engine.release_orphan(lock, Some(turn));
+            });
+        }
     }
 
     /// Attempts until a grant, until `wait` elapses, or until `stop`

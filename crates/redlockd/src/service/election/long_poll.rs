@@ -15,6 +15,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::{Request, Status};
 
+/// How long a long poll waits when its query does not say.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
 /// Whether an election whose leader now has term `now` (0: no leader) has
 /// moved on from `after`, the term the caller last saw (0: no leader):
 /// only forward, as `Observe` tells it (a read from another majority
@@ -25,14 +28,16 @@ fn moved_on(after: u64, now: u64) -> bool {
 
 impl LockApi {
     /// The leader of `request`'s election once it has moved on from term
-    /// `after`, or after `wait` (at most `redlock.max_wait`). A drain ends
-    /// the wait UNAVAILABLE, as it ends an `Observe`: poll another replica.
+    /// `after`, or after `wait` (at most `redlock.max_wait`; absent:
+    /// [`DEFAULT_WAIT`], or `max_wait` if that is shorter). A drain ends the
+    /// wait UNAVAILABLE, as it ends an `Observe`: poll another replica.
     pub(crate) async fn leader_after(
         &self,
         request: Request<pb::LeaderRequest>,
         after: u64,
-        wait: Duration,
+        wait: Option<Duration>,
     ) -> Result<pb::LeaderResponse, Status> {
+        let wait = wait.unwrap_or(DEFAULT_WAIT.min(self.limits.max_wait));
         observed("Leader", async {
             let (identity, _slot) = self.admit(&request)?;
             self.sessions.drain().refuse_new()?;

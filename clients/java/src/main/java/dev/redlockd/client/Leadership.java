@@ -149,6 +149,8 @@ public final class Leadership implements AutoCloseable {
    * Throws the {@link LockLostException} once the leadership is gone; call it between steps. It
    * compares the clock with the validity (less {@link Lease#stopMargin(Duration)}) itself, and ends
    * a leadership past it at once, as the watchdog timer would.
+   * When it is this call that ends it, callbacks registered on {@link #lost()} run on the calling
+   * thread before it throws: keep them short (hand long work, or a close, to an executor).
    */
   public void check() {
     LockLostException reason = goneNow();

@@ -129,6 +129,8 @@ public final class Lease implements AutoCloseable {
    * Throws the {@link LockLostException} once the lock is gone; call it between steps of work. It
    * compares the clock with the validity (less {@link #stopMargin(Duration)}) itself, and ends a
    * lease past it at once, as the watchdog timer would.
+   * When it is this call that ends it, callbacks registered on {@link #lost()} run on the calling
+   * thread before it throws: keep them short (hand long work, or a close, to an executor).
    */
   public void check() {
     LockLostException reason = goneNow();
