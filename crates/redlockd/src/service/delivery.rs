@@ -29,58 +29,36 @@
 use crate::redlock::{Lock, Redlock};
 use http_body::Body as _;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tonic::body::Body;
 use tonic::codegen::http::Response;
 
 /// A grant on its way to the caller, carried in the answer's extensions
-/// until `conn::streams` ties it to the answer's body. Dropped there
-/// unclaimed (an answer that went elsewhere), it releases nothing.
+/// until `conn::streams` ties it to the answer's body. Only the body
+/// releases: dropped anywhere else (an answer that went elsewhere, a clone
+/// the extensions made), it releases nothing.
 #[derive(Clone)]
-pub(crate) struct Undelivered(Arc<Mutex<Option<Grant>>>);
-
-/// The grant and the engine that releases it.
-struct Grant {
+pub(crate) struct Undelivered {
     engine: Arc<Redlock>,
     lock: Lock,
-}
-
-impl Undelivered {
-    /// `lock`, granted by `engine`, in an answer not yet sent.
-    fn new(engine: &Arc<Redlock>, lock: Lock) -> Undelivered {
-        Undelivered(Arc::new(Mutex::new(Some(Grant {
-            engine: Arc::clone(engine),
-            lock,
-        }))))
-    }
-
-    fn take(&self) -> Option<Grant> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
-    }
 }
 
 /// The answer `message`, carrying `lock` until it has left (released if it
 /// never does).
 pub(crate) fn answer<T>(message: T, engine: &Arc<Redlock>, lock: Lock) -> tonic::Response<T> {
     let mut response = tonic::Response::new(message);
-    response
-        .extensions_mut()
-        .insert(Undelivered::new(engine, lock));
+    response.extensions_mut().insert(Undelivered {
+        engine: Arc::clone(engine),
+        lock,
+    });
     response
 }
 
 /// `response` with its grant, if it carries one, released unless its body
 /// is sent to the end.
 pub(crate) fn watch(mut response: Response<Body>) -> Response<Body> {
-    let grant = response
-        .extensions_mut()
-        .remove::<Undelivered>()
-        .and_then(|undelivered| undelivered.take());
-    match grant {
+    match response.extensions_mut().remove::<Undelivered>() {
         // An empty body is no grant's answer (and tonic's `Body::new`
         // would drop the wrapper at once).
         Some(grant) if !response.body().is_end_stream() => response.map(|inner| {
@@ -97,7 +75,7 @@ pub(crate) fn watch(mut response: Response<Body>) -> Response<Body> {
 /// frame was handed out.
 struct Watched {
     inner: Body,
-    grant: Option<Grant>,
+    grant: Option<Undelivered>,
 }
 
 impl tonic::codegen::Body for Watched {
@@ -136,7 +114,7 @@ impl Drop for Watched {
         if self.inner.is_end_stream() {
             return;
         }
-        if let Some(Grant { engine, lock }) = self.grant.take() {
+        if let Some(Undelivered { engine, lock }) = self.grant.take() {
             engine.release_undelivered(lock);
         }
     }
