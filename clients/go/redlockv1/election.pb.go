@@ -127,7 +127,11 @@ type Leader struct {
 	// When the leadership began, by the masters' clocks.
 	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
 	// How long the leadership stays held at least, as a majority sees it.
-	Remaining     *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Remaining *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// 0 for the value the leader campaigned with; higher after each
+	// Proclaim of this term (not a count: a retried Proclaim may skip
+	// numbers). With `term`, orders the values observers are told.
+	ValueVersion  uint64 `protobuf:"varint,6,opt,name=value_version,json=valueVersion,proto3" json:"value_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +199,13 @@ func (x *Leader) GetRemaining() *durationpb.Duration {
 		return x.Remaining
 	}
 	return nil
+}
+
+func (x *Leader) GetValueVersion() uint64 {
+	if x != nil {
+		return x.ValueVersion
+	}
+	return 0
 }
 
 type CampaignRequest struct {
@@ -707,6 +718,122 @@ func (x *ResignResponse) GetWasLeader() bool {
 	return false
 }
 
+type ProclaimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Leadership.token: only the leader's own process has it.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// Leadership.term: refused if another term leads meanwhile.
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The new value (at most limits.max_owner_len bytes).
+	Value         string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_redlock_v1_election_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_redlock_v1_election_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_redlock_v1_election_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProclaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type ProclaimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new value's Leader.value_version.
+	ValueVersion  uint64 `protobuf:"varint,1,opt,name=value_version,json=valueVersion,proto3" json:"value_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimResponse) Reset() {
+	*x = ProclaimResponse{}
+	mi := &file_redlock_v1_election_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimResponse) ProtoMessage() {}
+
+func (x *ProclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_redlock_v1_election_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimResponse.ProtoReflect.Descriptor instead.
+func (*ProclaimResponse) Descriptor() ([]byte, []int) {
+	return file_redlock_v1_election_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ProclaimResponse) GetValueVersion() uint64 {
+	if x != nil {
+		return x.ValueVersion
+	}
+	return 0
+}
+
 type CampaignRequest_Start struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The election's name: as a resource name (non-empty, no control
@@ -724,7 +851,7 @@ type CampaignRequest_Start struct {
 
 func (x *CampaignRequest_Start) Reset() {
 	*x = CampaignRequest_Start{}
-	mi := &file_redlock_v1_election_proto_msgTypes[10]
+	mi := &file_redlock_v1_election_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +863,7 @@ func (x *CampaignRequest_Start) String() string {
 func (*CampaignRequest_Start) ProtoMessage() {}
 
 func (x *CampaignRequest_Start) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_election_proto_msgTypes[10]
+	mi := &file_redlock_v1_election_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +908,7 @@ type CampaignRequest_Resign struct {
 
 func (x *CampaignRequest_Resign) Reset() {
 	*x = CampaignRequest_Resign{}
-	mi := &file_redlock_v1_election_proto_msgTypes[11]
+	mi := &file_redlock_v1_election_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +920,7 @@ func (x *CampaignRequest_Resign) String() string {
 func (*CampaignRequest_Resign) ProtoMessage() {}
 
 func (x *CampaignRequest_Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_election_proto_msgTypes[11]
+	mi := &file_redlock_v1_election_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +945,7 @@ type CampaignResponse_Resigned struct {
 
 func (x *CampaignResponse_Resigned) Reset() {
 	*x = CampaignResponse_Resigned{}
-	mi := &file_redlock_v1_election_proto_msgTypes[12]
+	mi := &file_redlock_v1_election_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +957,7 @@ func (x *CampaignResponse_Resigned) String() string {
 func (*CampaignResponse_Resigned) ProtoMessage() {}
 
 func (x *CampaignResponse_Resigned) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_election_proto_msgTypes[12]
+	mi := &file_redlock_v1_election_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +989,7 @@ type CampaignResponse_Lost struct {
 
 func (x *CampaignResponse_Lost) Reset() {
 	*x = CampaignResponse_Lost{}
-	mi := &file_redlock_v1_election_proto_msgTypes[13]
+	mi := &file_redlock_v1_election_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1001,7 @@ func (x *CampaignResponse_Lost) String() string {
 func (*CampaignResponse_Lost) ProtoMessage() {}
 
 func (x *CampaignResponse_Lost) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_election_proto_msgTypes[13]
+	mi := &file_redlock_v1_election_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1033,7 @@ type CampaignResponse_Draining struct {
 
 func (x *CampaignResponse_Draining) Reset() {
 	*x = CampaignResponse_Draining{}
-	mi := &file_redlock_v1_election_proto_msgTypes[14]
+	mi := &file_redlock_v1_election_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1045,7 @@ func (x *CampaignResponse_Draining) String() string {
 func (*CampaignResponse_Draining) ProtoMessage() {}
 
 func (x *CampaignResponse_Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_redlock_v1_election_proto_msgTypes[14]
+	mi := &file_redlock_v1_election_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,13 +1080,14 @@ const file_redlock_v1_election_proto_rawDesc = "" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\tR\x05token\x125\n" +
 	"\bvalidity\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bvalidity\x12\x14\n" +
-	"\x05value\x18\x05 \x01(\tR\x05value\"\xb1\x01\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\"\xd6\x01\n" +
 	"\x06Leader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x127\n" +
-	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\x85\x02\n" +
+	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12#\n" +
+	"\rvalue_version\x18\x06 \x01(\x04R\fvalueVersion\"\x85\x02\n" +
 	"\x0fCampaignRequest\x12?\n" +
 	"\bcampaign\x18\x01 \x01(\v2!.redlock.v1.CampaignRequest.StartH\x00R\bcampaign\x12<\n" +
 	"\x06resign\x18\x02 \x01(\v2\".redlock.v1.CampaignRequest.ResignH\x00R\x06resign\x1a^\n" +
@@ -1001,12 +1129,20 @@ const file_redlock_v1_election_proto_rawDesc = "" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"/\n" +
 	"\x0eResignResponse\x12\x1d\n" +
 	"\n" +
-	"was_leader\x18\x01 \x01(\bR\twasLeader2\xa4\x02\n" +
+	"was_leader\x18\x01 \x01(\bR\twasLeader\"e\n" +
+	"\x0fProclaimRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\"7\n" +
+	"\x10ProclaimResponse\x12#\n" +
+	"\rvalue_version\x18\x01 \x01(\x04R\fvalueVersion2\xeb\x02\n" +
 	"\x0fElectionService\x12I\n" +
 	"\bCampaign\x12\x1b.redlock.v1.CampaignRequest\x1a\x1c.redlock.v1.CampaignResponse(\x010\x01\x12?\n" +
 	"\x06Leader\x12\x19.redlock.v1.LeaderRequest\x1a\x1a.redlock.v1.LeaderResponse\x12D\n" +
 	"\aObserve\x12\x1a.redlock.v1.ObserveRequest\x1a\x1b.redlock.v1.ObserveResponse0\x01\x12?\n" +
-	"\x06Resign\x12\x19.redlock.v1.ResignRequest\x1a\x1a.redlock.v1.ResignResponseB\x9b\x01\n" +
+	"\x06Resign\x12\x19.redlock.v1.ResignRequest\x1a\x1a.redlock.v1.ResignResponse\x12E\n" +
+	"\bProclaim\x12\x1b.redlock.v1.ProclaimRequest\x1a\x1c.redlock.v1.ProclaimResponseB\x9b\x01\n" +
 	"\x0ecom.redlock.v1B\rElectionProtoP\x01Z1github.com/redlockd/redlockd/clients/go/redlockv1\xa2\x02\x03RXX\xaa\x02\n" +
 	"Redlock.V1\xca\x02\n" +
 	"Redlock\\V1\xe2\x02\x16Redlock\\V1\\GPBMetadata\xea\x02\vRedlock::V1b\x06proto3"
@@ -1023,7 +1159,7 @@ func file_redlock_v1_election_proto_rawDescGZIP() []byte {
 	return file_redlock_v1_election_proto_rawDescData
 }
 
-var file_redlock_v1_election_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_redlock_v1_election_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_redlock_v1_election_proto_goTypes = []any{
 	(*Leadership)(nil),                // 0: redlock.v1.Leadership
 	(*Leader)(nil),                    // 1: redlock.v1.Leader
@@ -1035,39 +1171,43 @@ var file_redlock_v1_election_proto_goTypes = []any{
 	(*ObserveResponse)(nil),           // 7: redlock.v1.ObserveResponse
 	(*ResignRequest)(nil),             // 8: redlock.v1.ResignRequest
 	(*ResignResponse)(nil),            // 9: redlock.v1.ResignResponse
-	(*CampaignRequest_Start)(nil),     // 10: redlock.v1.CampaignRequest.Start
-	(*CampaignRequest_Resign)(nil),    // 11: redlock.v1.CampaignRequest.Resign
-	(*CampaignResponse_Resigned)(nil), // 12: redlock.v1.CampaignResponse.Resigned
-	(*CampaignResponse_Lost)(nil),     // 13: redlock.v1.CampaignResponse.Lost
-	(*CampaignResponse_Draining)(nil), // 14: redlock.v1.CampaignResponse.Draining
-	(*durationpb.Duration)(nil),       // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 16: google.protobuf.Timestamp
+	(*ProclaimRequest)(nil),           // 10: redlock.v1.ProclaimRequest
+	(*ProclaimResponse)(nil),          // 11: redlock.v1.ProclaimResponse
+	(*CampaignRequest_Start)(nil),     // 12: redlock.v1.CampaignRequest.Start
+	(*CampaignRequest_Resign)(nil),    // 13: redlock.v1.CampaignRequest.Resign
+	(*CampaignResponse_Resigned)(nil), // 14: redlock.v1.CampaignResponse.Resigned
+	(*CampaignResponse_Lost)(nil),     // 15: redlock.v1.CampaignResponse.Lost
+	(*CampaignResponse_Draining)(nil), // 16: redlock.v1.CampaignResponse.Draining
+	(*durationpb.Duration)(nil),       // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 18: google.protobuf.Timestamp
 }
 var file_redlock_v1_election_proto_depIdxs = []int32{
-	15, // 0: redlock.v1.Leadership.validity:type_name -> google.protobuf.Duration
-	16, // 1: redlock.v1.Leader.since:type_name -> google.protobuf.Timestamp
-	15, // 2: redlock.v1.Leader.remaining:type_name -> google.protobuf.Duration
-	10, // 3: redlock.v1.CampaignRequest.campaign:type_name -> redlock.v1.CampaignRequest.Start
-	11, // 4: redlock.v1.CampaignRequest.resign:type_name -> redlock.v1.CampaignRequest.Resign
+	17, // 0: redlock.v1.Leadership.validity:type_name -> google.protobuf.Duration
+	18, // 1: redlock.v1.Leader.since:type_name -> google.protobuf.Timestamp
+	17, // 2: redlock.v1.Leader.remaining:type_name -> google.protobuf.Duration
+	12, // 3: redlock.v1.CampaignRequest.campaign:type_name -> redlock.v1.CampaignRequest.Start
+	13, // 4: redlock.v1.CampaignRequest.resign:type_name -> redlock.v1.CampaignRequest.Resign
 	0,  // 5: redlock.v1.CampaignResponse.elected:type_name -> redlock.v1.Leadership
 	0,  // 6: redlock.v1.CampaignResponse.kept:type_name -> redlock.v1.Leadership
-	12, // 7: redlock.v1.CampaignResponse.resigned:type_name -> redlock.v1.CampaignResponse.Resigned
-	13, // 8: redlock.v1.CampaignResponse.lost:type_name -> redlock.v1.CampaignResponse.Lost
-	14, // 9: redlock.v1.CampaignResponse.draining:type_name -> redlock.v1.CampaignResponse.Draining
+	14, // 7: redlock.v1.CampaignResponse.resigned:type_name -> redlock.v1.CampaignResponse.Resigned
+	15, // 8: redlock.v1.CampaignResponse.lost:type_name -> redlock.v1.CampaignResponse.Lost
+	16, // 9: redlock.v1.CampaignResponse.draining:type_name -> redlock.v1.CampaignResponse.Draining
 	1,  // 10: redlock.v1.LeaderResponse.leader:type_name -> redlock.v1.Leader
 	1,  // 11: redlock.v1.ObserveResponse.leader:type_name -> redlock.v1.Leader
-	15, // 12: redlock.v1.CampaignRequest.Start.ttl:type_name -> google.protobuf.Duration
-	15, // 13: redlock.v1.CampaignResponse.Draining.release_in:type_name -> google.protobuf.Duration
+	17, // 12: redlock.v1.CampaignRequest.Start.ttl:type_name -> google.protobuf.Duration
+	17, // 13: redlock.v1.CampaignResponse.Draining.release_in:type_name -> google.protobuf.Duration
 	2,  // 14: redlock.v1.ElectionService.Campaign:input_type -> redlock.v1.CampaignRequest
 	4,  // 15: redlock.v1.ElectionService.Leader:input_type -> redlock.v1.LeaderRequest
 	6,  // 16: redlock.v1.ElectionService.Observe:input_type -> redlock.v1.ObserveRequest
 	8,  // 17: redlock.v1.ElectionService.Resign:input_type -> redlock.v1.ResignRequest
-	3,  // 18: redlock.v1.ElectionService.Campaign:output_type -> redlock.v1.CampaignResponse
-	5,  // 19: redlock.v1.ElectionService.Leader:output_type -> redlock.v1.LeaderResponse
-	7,  // 20: redlock.v1.ElectionService.Observe:output_type -> redlock.v1.ObserveResponse
-	9,  // 21: redlock.v1.ElectionService.Resign:output_type -> redlock.v1.ResignResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
+	10, // 18: redlock.v1.ElectionService.Proclaim:input_type -> redlock.v1.ProclaimRequest
+	3,  // 19: redlock.v1.ElectionService.Campaign:output_type -> redlock.v1.CampaignResponse
+	5,  // 20: redlock.v1.ElectionService.Leader:output_type -> redlock.v1.LeaderResponse
+	7,  // 21: redlock.v1.ElectionService.Observe:output_type -> redlock.v1.ObserveResponse
+	9,  // 22: redlock.v1.ElectionService.Resign:output_type -> redlock.v1.ResignResponse
+	11, // 23: redlock.v1.ElectionService.Proclaim:output_type -> redlock.v1.ProclaimResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1095,7 +1235,7 @@ func file_redlock_v1_election_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_redlock_v1_election_proto_rawDesc), len(file_redlock_v1_election_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	ElectionService_Leader_FullMethodName   = "/redlock.v1.ElectionService/Leader"
 	ElectionService_Observe_FullMethodName  = "/redlock.v1.ElectionService/Observe"
 	ElectionService_Resign_FullMethodName   = "/redlock.v1.ElectionService/Resign"
+	ElectionService_Proclaim_FullMethodName = "/redlock.v1.ElectionService/Proclaim"
 )
 
 // ElectionServiceClient is the client API for ElectionService service.
@@ -57,8 +58,9 @@ type ElectionServiceClient interface {
 	// Leader reads the current leader from a majority of masters.
 	Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error)
 	// Observe streams leader changes: the current state first, then each
-	// change (a new term, or no leader), in term order, never going back to
-	// a term it sent before.
+	// change (a new term, a new value of the same term from Proclaim, or no
+	// leader), in term order, never going back to a term or value it sent
+	// before.
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveResponse], error)
 	// Resign ends a leadership from outside its Campaign stream, by its
 	// token (the leader's own process: only it has the token): the next
@@ -66,6 +68,16 @@ type ElectionServiceClient interface {
 	// learns it at its next extension and is told `lost`. A leadership
 	// already over answers `was_leader = false`.
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
+	// Proclaim changes the leader's value without giving up the leadership
+	// (a leader moving to a new address, publishing what it serves), by the
+	// leadership's token and term, on a majority of masters. Leader and
+	// Observe report the new value, with a higher `value_version`, from
+	// then on. FAILED_PRECONDITION when that term no longer leads (the
+	// leadership was lost or resigned: the value is not changed where it
+	// was not the leader's); UNAVAILABLE when too few masters answered: the
+	// new value may then be seen by some reads and not others until a
+	// Proclaim succeeds (proclaiming again is safe).
+	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error)
 }
 
 type electionServiceClient struct {
@@ -128,6 +140,16 @@ func (c *electionServiceClient) Resign(ctx context.Context, in *ResignRequest, o
 	return out, nil
 }
 
+func (c *electionServiceClient) Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProclaimResponse)
+	err := c.cc.Invoke(ctx, ElectionService_Proclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ElectionServiceServer is the server API for ElectionService service.
 // All implementations must embed UnimplementedElectionServiceServer
 // for forward compatibility.
@@ -148,8 +170,9 @@ type ElectionServiceServer interface {
 	// Leader reads the current leader from a majority of masters.
 	Leader(context.Context, *LeaderRequest) (*LeaderResponse, error)
 	// Observe streams leader changes: the current state first, then each
-	// change (a new term, or no leader), in term order, never going back to
-	// a term it sent before.
+	// change (a new term, a new value of the same term from Proclaim, or no
+	// leader), in term order, never going back to a term or value it sent
+	// before.
 	Observe(*ObserveRequest, grpc.ServerStreamingServer[ObserveResponse]) error
 	// Resign ends a leadership from outside its Campaign stream, by its
 	// token (the leader's own process: only it has the token): the next
@@ -157,6 +180,16 @@ type ElectionServiceServer interface {
 	// learns it at its next extension and is told `lost`. A leadership
 	// already over answers `was_leader = false`.
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
+	// Proclaim changes the leader's value without giving up the leadership
+	// (a leader moving to a new address, publishing what it serves), by the
+	// leadership's token and term, on a majority of masters. Leader and
+	// Observe report the new value, with a higher `value_version`, from
+	// then on. FAILED_PRECONDITION when that term no longer leads (the
+	// leadership was lost or resigned: the value is not changed where it
+	// was not the leader's); UNAVAILABLE when too few masters answered: the
+	// new value may then be seen by some reads and not others until a
+	// Proclaim succeeds (proclaiming again is safe).
+	Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error)
 	mustEmbedUnimplementedElectionServiceServer()
 }
 
@@ -178,6 +211,9 @@ func (UnimplementedElectionServiceServer) Observe(*ObserveRequest, grpc.ServerSt
 }
 func (UnimplementedElectionServiceServer) Resign(context.Context, *ResignRequest) (*ResignResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resign not implemented")
+}
+func (UnimplementedElectionServiceServer) Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Proclaim not implemented")
 }
 func (UnimplementedElectionServiceServer) mustEmbedUnimplementedElectionServiceServer() {}
 func (UnimplementedElectionServiceServer) testEmbeddedByValue()                         {}
@@ -254,6 +290,24 @@ func _ElectionService_Resign_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ElectionService_Proclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ElectionServiceServer).Proclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ElectionService_Proclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ElectionServiceServer).Proclaim(ctx, req.(*ProclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ElectionService_ServiceDesc is the grpc.ServiceDesc for ElectionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -268,6 +322,10 @@ var ElectionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Resign",
 			Handler:    _ElectionService_Resign_Handler,
+		},
+		{
+			MethodName: "Proclaim",
+			Handler:    _ElectionService_Proclaim_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

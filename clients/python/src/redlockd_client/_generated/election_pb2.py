@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19redlock/v1/election.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n\nLeadership\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\r\n\x05token\x18\x03 \x01(\t\x12+\n\x08validity\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05value\x18\x05 \x01(\t\"\x8c\x01\n\x06Leader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0c\n\x04term\x18\x03 \x01(\x04\x12)\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tremaining\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe1\x01\n\x0f\x43\x61mpaignRequest\x12\x35\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32!.redlock.v1.CampaignRequest.StartH\x00\x12\x34\n\x06resign\x18\x02 \x01(\x0b\x32\".redlock.v1.CampaignRequest.ResignH\x00\x1aL\n\x05Start\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x08\n\x06ResignB\t\n\x07request\"\x8a\x03\n\x10\x43\x61mpaignResponse\x12)\n\x07\x65lected\x18\x01 \x01(\x0b\x32\x16.redlock.v1.LeadershipH\x00\x12&\n\x04kept\x18\x02 \x01(\x0b\x32\x16.redlock.v1.LeadershipH\x00\x12\x39\n\x08resigned\x18\x03 \x01(\x0b\x32%.redlock.v1.CampaignResponse.ResignedH\x00\x12\x31\n\x04lost\x18\x04 \x01(\x0b\x32!.redlock.v1.CampaignResponse.LostH\x00\x12\x39\n\x08\x64raining\x18\x05 \x01(\x0b\x32%.redlock.v1.CampaignResponse.DrainingH\x00\x1a\x1e\n\x08Resigned\x12\x12\n\nwas_leader\x18\x01 \x01(\x08\x1a\x16\n\x04Lost\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x39\n\x08\x44raining\x12-\n\nrelease_in\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x07\n\x05\x65vent\"\x1d\n\rLeaderRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x0eLeaderResponse\x12\x12\n\nhas_leader\x18\x01 \x01(\x08\x12\"\n\x06leader\x18\x02 \x01(\x0b\x32\x12.redlock.v1.Leader\"\x1e\n\x0eObserveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"I\n\x0fObserveResponse\x12\x12\n\nhas_leader\x18\x01 \x01(\x08\x12\"\n\x06leader\x18\x02 \x01(\x0b\x32\x12.redlock.v1.Leader\",\n\rResignRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"$\n\x0eResignResponse\x12\x12\n\nwas_leader\x18\x01 \x01(\x08\x32\xa4\x02\n\x0f\x45lectionService\x12I\n\x08\x43\x61mpaign\x12\x1b.redlock.v1.CampaignRequest\x1a\x1c.redlock.v1.CampaignResponse(\x01\x30\x01\x12?\n\x06Leader\x12\x19.redlock.v1.LeaderRequest\x1a\x1a.redlock.v1.LeaderResponse\x12\x44\n\x07Observe\x12\x1a.redlock.v1.ObserveRequest\x1a\x1b.redlock.v1.ObserveResponse0\x01\x12?\n\x06Resign\x12\x19.redlock.v1.ResignRequest\x1a\x1a.redlock.v1.ResignResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19redlock/v1/election.proto\x12\nredlock.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n\nLeadership\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\r\n\x05token\x18\x03 \x01(\t\x12+\n\x08validity\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05value\x18\x05 \x01(\t\"\xa3\x01\n\x06Leader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0c\n\x04term\x18\x03 \x01(\x04\x12)\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tremaining\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rvalue_version\x18\x06 \x01(\x04\"\xe1\x01\n\x0f\x43\x61mpaignRequest\x12\x35\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32!.redlock.v1.CampaignRequest.StartH\x00\x12\x34\n\x06resign\x18\x02 \x01(\x0b\x32\".redlock.v1.CampaignRequest.ResignH\x00\x1aL\n\x05Start\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x08\n\x06ResignB\t\n\x07request\"\x8a\x03\n\x10\x43\x61mpaignResponse\x12)\n\x07\x65lected\x18\x01 \x01(\x0b\x32\x16.redlock.v1.LeadershipH\x00\x12&\n\x04kept\x18\x02 \x01(\x0b\x32\x16.redlock.v1.LeadershipH\x00\x12\x39\n\x08resigned\x18\x03 \x01(\x0b\x32%.redlock.v1.CampaignResponse.ResignedH\x00\x12\x31\n\x04lost\x18\x04 \x01(\x0b\x32!.redlock.v1.CampaignResponse.LostH\x00\x12\x39\n\x08\x64raining\x18\x05 \x01(\x0b\x32%.redlock.v1.CampaignResponse.DrainingH\x00\x1a\x1e\n\x08Resigned\x12\x12\n\nwas_leader\x18\x01 \x01(\x08\x1a\x16\n\x04Lost\x12\x0e\n\x06reason\x18\x01 \x01(\t\x1a\x39\n\x08\x44raining\x12-\n\nrelease_in\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x07\n\x05\x65vent\"\x1d\n\rLeaderRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x0eLeaderResponse\x12\x12\n\nhas_leader\x18\x01 \x01(\x08\x12\"\n\x06leader\x18\x02 \x01(\x0b\x32\x12.redlock.v1.Leader\"\x1e\n\x0eObserveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"I\n\x0fObserveResponse\x12\x12\n\nhas_leader\x18\x01 \x01(\x08\x12\"\n\x06leader\x18\x02 \x01(\x0b\x32\x12.redlock.v1.Leader\",\n\rResignRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"$\n\x0eResignResponse\x12\x12\n\nwas_leader\x18\x01 \x01(\x08\"K\n\x0fProclaimRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\x0c\n\x04term\x18\x03 \x01(\x04\x12\r\n\x05value\x18\x04 \x01(\t\")\n\x10ProclaimResponse\x12\x15\n\rvalue_version\x18\x01 \x01(\x04\x32\xeb\x02\n\x0f\x45lectionService\x12I\n\x08\x43\x61mpaign\x12\x1b.redlock.v1.CampaignRequest\x1a\x1c.redlock.v1.CampaignResponse(\x01\x30\x01\x12?\n\x06Leader\x12\x19.redlock.v1.LeaderRequest\x1a\x1a.redlock.v1.LeaderResponse\x12\x44\n\x07Observe\x12\x1a.redlock.v1.ObserveRequest\x1a\x1b.redlock.v1.ObserveResponse0\x01\x12?\n\x06Resign\x12\x19.redlock.v1.ResignRequest\x1a\x1a.redlock.v1.ResignResponse\x12\x45\n\x08Proclaim\x12\x1b.redlock.v1.ProclaimRequest\x1a\x1c.redlock.v1.ProclaimResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,33 +36,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEADERSHIP']._serialized_start=106
   _globals['_LEADERSHIP']._serialized_end=221
   _globals['_LEADER']._serialized_start=224
-  _globals['_LEADER']._serialized_end=364
-  _globals['_CAMPAIGNREQUEST']._serialized_start=367
-  _globals['_CAMPAIGNREQUEST']._serialized_end=592
-  _globals['_CAMPAIGNREQUEST_START']._serialized_start=495
-  _globals['_CAMPAIGNREQUEST_START']._serialized_end=571
-  _globals['_CAMPAIGNREQUEST_RESIGN']._serialized_start=573
-  _globals['_CAMPAIGNREQUEST_RESIGN']._serialized_end=581
-  _globals['_CAMPAIGNRESPONSE']._serialized_start=595
-  _globals['_CAMPAIGNRESPONSE']._serialized_end=989
-  _globals['_CAMPAIGNRESPONSE_RESIGNED']._serialized_start=867
-  _globals['_CAMPAIGNRESPONSE_RESIGNED']._serialized_end=897
-  _globals['_CAMPAIGNRESPONSE_LOST']._serialized_start=899
-  _globals['_CAMPAIGNRESPONSE_LOST']._serialized_end=921
-  _globals['_CAMPAIGNRESPONSE_DRAINING']._serialized_start=923
-  _globals['_CAMPAIGNRESPONSE_DRAINING']._serialized_end=980
-  _globals['_LEADERREQUEST']._serialized_start=991
-  _globals['_LEADERREQUEST']._serialized_end=1020
-  _globals['_LEADERRESPONSE']._serialized_start=1022
-  _globals['_LEADERRESPONSE']._serialized_end=1094
-  _globals['_OBSERVEREQUEST']._serialized_start=1096
-  _globals['_OBSERVEREQUEST']._serialized_end=1126
-  _globals['_OBSERVERESPONSE']._serialized_start=1128
-  _globals['_OBSERVERESPONSE']._serialized_end=1201
-  _globals['_RESIGNREQUEST']._serialized_start=1203
-  _globals['_RESIGNREQUEST']._serialized_end=1247
-  _globals['_RESIGNRESPONSE']._serialized_start=1249
-  _globals['_RESIGNRESPONSE']._serialized_end=1285
-  _globals['_ELECTIONSERVICE']._serialized_start=1288
-  _globals['_ELECTIONSERVICE']._serialized_end=1580
+  _globals['_LEADER']._serialized_end=387
+  _globals['_CAMPAIGNREQUEST']._serialized_start=390
+  _globals['_CAMPAIGNREQUEST']._serialized_end=615
+  _globals['_CAMPAIGNREQUEST_START']._serialized_start=518
+  _globals['_CAMPAIGNREQUEST_START']._serialized_end=594
+  _globals['_CAMPAIGNREQUEST_RESIGN']._serialized_start=596
+  _globals['_CAMPAIGNREQUEST_RESIGN']._serialized_end=604
+  _globals['_CAMPAIGNRESPONSE']._serialized_start=618
+  _globals['_CAMPAIGNRESPONSE']._serialized_end=1012
+  _globals['_CAMPAIGNRESPONSE_RESIGNED']._serialized_start=890
+  _globals['_CAMPAIGNRESPONSE_RESIGNED']._serialized_end=920
+  _globals['_CAMPAIGNRESPONSE_LOST']._serialized_start=922
+  _globals['_CAMPAIGNRESPONSE_LOST']._serialized_end=944
+  _globals['_CAMPAIGNRESPONSE_DRAINING']._serialized_start=946
+  _globals['_CAMPAIGNRESPONSE_DRAINING']._serialized_end=1003
+  _globals['_LEADERREQUEST']._serialized_start=1014
+  _globals['_LEADERREQUEST']._serialized_end=1043
+  _globals['_LEADERRESPONSE']._serialized_start=1045
+  _globals['_LEADERRESPONSE']._serialized_end=1117
+  _globals['_OBSERVEREQUEST']._serialized_start=1119
+  _globals['_OBSERVEREQUEST']._serialized_end=1149
+  _globals['_OBSERVERESPONSE']._serialized_start=1151
+  _globals['_OBSERVERESPONSE']._serialized_end=1224
+  _globals['_RESIGNREQUEST']._serialized_start=1226
+  _globals['_RESIGNREQUEST']._serialized_end=1270
+  _globals['_RESIGNRESPONSE']._serialized_start=1272
+  _globals['_RESIGNRESPONSE']._serialized_end=1308
+  _globals['_PROCLAIMREQUEST']._serialized_start=1310
+  _globals['_PROCLAIMREQUEST']._serialized_end=1385
+  _globals['_PROCLAIMRESPONSE']._serialized_start=1387
+  _globals['_PROCLAIMRESPONSE']._serialized_end=1428
+  _globals['_ELECTIONSERVICE']._serialized_start=1431
+  _globals['_ELECTIONSERVICE']._serialized_end=1794
 # @@protoc_insertion_point(module_scope)

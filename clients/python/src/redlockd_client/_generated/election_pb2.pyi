@@ -24,18 +24,20 @@ class Leadership(_message.Message):
     def __init__(self, name: _Optional[str] = ..., term: _Optional[int] = ..., token: _Optional[str] = ..., validity: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class Leader(_message.Message):
-    __slots__ = ("name", "value", "term", "since", "remaining")
+    __slots__ = ("name", "value", "term", "since", "remaining", "value_version")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
+    VALUE_VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     value: str
     term: int
     since: _timestamp_pb2.Timestamp
     remaining: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., term: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    value_version: int
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., term: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value_version: _Optional[int] = ...) -> None: ...
 
 class CampaignRequest(_message.Message):
     __slots__ = ("campaign", "resign")
@@ -127,3 +129,21 @@ class ResignResponse(_message.Message):
     WAS_LEADER_FIELD_NUMBER: _ClassVar[int]
     was_leader: bool
     def __init__(self, was_leader: _Optional[bool] = ...) -> None: ...
+
+class ProclaimRequest(_message.Message):
+    __slots__ = ("name", "token", "term", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    token: str
+    term: int
+    value: str
+    def __init__(self, name: _Optional[str] = ..., token: _Optional[str] = ..., term: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+
+class ProclaimResponse(_message.Message):
+    __slots__ = ("value_version",)
+    VALUE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    value_version: int
+    def __init__(self, value_version: _Optional[int] = ...) -> None: ...

@@ -56,6 +56,11 @@ class ElectionServiceStub:
                 request_serializer=redlock_dot_v1_dot_election__pb2.ResignRequest.SerializeToString,
                 response_deserializer=redlock_dot_v1_dot_election__pb2.ResignResponse.FromString,
                 _registered_method=True)
+        self.Proclaim = channel.unary_unary(
+                '/redlock.v1.ElectionService/Proclaim',
+                request_serializer=redlock_dot_v1_dot_election__pb2.ProclaimRequest.SerializeToString,
+                response_deserializer=redlock_dot_v1_dot_election__pb2.ProclaimResponse.FromString,
+                _registered_method=True)
 
 
 class ElectionServiceServicer:
@@ -87,8 +92,9 @@ class ElectionServiceServicer:
 
     def Observe(self, request, context):
         """Observe streams leader changes: the current state first, then each
-        change (a new term, or no leader), in term order, never going back to
-        a term it sent before.
+        change (a new term, a new value of the same term from Proclaim, or no
+        leader), in term order, never going back to a term or value it sent
+        before.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,6 +106,21 @@ class ElectionServiceServicer:
         leader may be elected at once. The Campaign stream
         learns it at its next extension and is told `lost`. A leadership
         already over answers `was_leader = false`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Proclaim(self, request, context):
+        """Proclaim changes the leader's value without giving up the leadership
+        (a leader moving to a new address, publishing what it serves), by the
+        leadership's token and term, on a majority of masters. Leader and
+        Observe report the new value, with a higher `value_version`, from
+        then on. FAILED_PRECONDITION when that term no longer leads (the
+        leadership was lost or resigned: the value is not changed where it
+        was not the leader's); UNAVAILABLE when too few masters answered: the
+        new value may then be seen by some reads and not others until a
+        Proclaim succeeds (proclaiming again is safe).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,6 +148,11 @@ def add_ElectionServiceServicer_to_server(servicer, server):
                     servicer.Resign,
                     request_deserializer=redlock_dot_v1_dot_election__pb2.ResignRequest.FromString,
                     response_serializer=redlock_dot_v1_dot_election__pb2.ResignResponse.SerializeToString,
+            ),
+            'Proclaim': grpc.unary_unary_rpc_method_handler(
+                    servicer.Proclaim,
+                    request_deserializer=redlock_dot_v1_dot_election__pb2.ProclaimRequest.FromString,
+                    response_serializer=redlock_dot_v1_dot_election__pb2.ProclaimResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -239,6 +265,33 @@ class ElectionService:
             '/redlock.v1.ElectionService/Resign',
             redlock_dot_v1_dot_election__pb2.ResignRequest.SerializeToString,
             redlock_dot_v1_dot_election__pb2.ResignResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Proclaim(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/redlock.v1.ElectionService/Proclaim',
+            redlock_dot_v1_dot_election__pb2.ProclaimRequest.SerializeToString,
+            redlock_dot_v1_dot_election__pb2.ProclaimResponse.FromString,
             options,
             channel_credentials,
             insecure,
