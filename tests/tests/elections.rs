@@ -5,16 +5,16 @@
 //! name.
 
 mod common;
+mod election_calls;
 
 use common::*;
+use election_calls::*;
 use redlockd::pb;
 use redlockd::pb::campaign_response::Event;
-use redlockd::pb::election_service_client::ElectionServiceClient;
 use redlockd_testkit::masters::Flavor;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 use tonic::Code;
 
 against_both_servers!(
@@ -25,140 +25,6 @@ against_both_servers!(
     resign_by_token_and_requests_checked,
     the_daemons_own_campaign_is_an_ordinary_leader,
 );
-
-/// An election client of daemon `i`.
-async fn elections(h: &Harness, i: usize) -> ElectionServiceClient<Channel> {
-    let channel = client::endpoint(h.daemons[i].addr)
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
-    ElectionServiceClient::new(channel)
-}
-
-/// A candidate: its requests, and its events.
-struct Candidate {
-    requests: mpsc::Sender<pb::CampaignRequest>,
-    events: tonic::Streaming<pb::CampaignResponse>,
-}
-
-/// Stands as a candidate in `name` with `value` (ttl 2 s).
-async fn campaign(c: &mut ElectionServiceClient<Channel>, name: &str, value: &str) -> Candidate {
-    campaign_for(c, name, value, 2_000).await
-}
-
-/// Stands as a candidate in `name` with `value` and a ttl of `ttl_ms`.
-async fn campaign_for(
-    c: &mut ElectionServiceClient<Channel>,
-    name: &str,
-    value: &str,
-    ttl_ms: u64,
-) -> Candidate {
-    let (requests, outgoing) = mpsc::channel(4);
-    requests
-        .send(pb::CampaignRequest {
-            request: Some(pb::campaign_request::Request::Campaign(
-                pb::campaign_request::Start {
-                    name: name.into(),
-                    value: value.into(),
-                    ttl: ms(ttl_ms),
-                },
-            )),
-        })
-        .await
-        .expect("queue the first message");
-    let events = c
-        .campaign(ReceiverStream::new(outgoing))
-        .await
-        .expect("Campaign opens")
-        .into_inner();
-    Candidate { requests, events }
-}
-
-impl Candidate {
-    /// The next event, within 10 s.
-    async fn next(&mut self) -> Option<Event> {
-        tokio::time::timeout(Duration::from_secs(10), self.events.message())
-            .await
-            .expect("an event within 10 s")
-            .expect("stream ok")
-            .and_then(|e| e.event)
-    }
-
-    /// Waits to be elected (skipping nothing: `elected` must come first).
-    async fn elected(&mut self) -> pb::Leadership {
-        match self.next().await {
-            Some(Event::Elected(leadership)) => leadership,
-            other => panic!("expected `elected`, got {other:?}"),
-        }
-    }
-
-    /// The next event that is not `kept`.
-    async fn next_but_kept(&mut self) -> Option<Event> {
-        loop {
-            match self.next().await {
-                Some(Event::Kept(_)) => {}
-                other => return other,
-            }
-        }
-    }
-
-    /// Whether an event arrives within `within` (a standby must not hear
-    /// `elected` while another leads).
-    async fn quiet_for(&mut self, within: Duration) -> bool {
-        tokio::time::timeout(within, self.events.message())
-            .await
-            .is_err()
-    }
-
-    async fn resign(&self) {
-        self.requests
-            .send(pb::CampaignRequest {
-                request: Some(pb::campaign_request::Request::Resign(
-                    pb::campaign_request::Resign {},
-                )),
-            })
-            .await
-            .expect("send resign");
-    }
-}
-
-/// The next change an observer is told, within 10 s.
-async fn next_change(observed: &mut tonic::Streaming<pb::ObserveResponse>) -> pb::ObserveResponse {
-    tokio::time::timeout(Duration::from_secs(10), observed.message())
-        .await
-        .expect("a change within 10 s")
-        .expect("stream ok")
-        .expect("the stream goes on")
-}
-
-/// Reads changes until one names `term` as leader; every change before it
-/// goes forward (a higher term, or no leader).
-async fn observe_until(
-    observed: &mut tonic::Streaming<pb::ObserveResponse>,
-    last: &mut u64,
-    term: u64,
-) -> pb::Leader {
-    loop {
-        let change = next_change(observed).await;
-        match change.leader {
-            Some(leader) => {
-                assert!(change.has_leader);
-                assert!(
-                    leader.term > *last,
-                    "an observer went back: term {} after {last}",
-                    leader.term
-                );
-                *last = leader.term;
-                if leader.term == term {
-                    return leader;
-                }
-                assert!(leader.term < term, "skipped past term {term}");
-            }
-            None => assert!(!change.has_leader),
-        }
-    }
-}
 
 /// A `wait_fallback` no test waits for: an observer woken in time was
 /// woken by a notice.

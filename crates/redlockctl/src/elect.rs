@@ -89,12 +89,13 @@ fn describe(leader: Option<&pb::Leader>, json: bool, line: bool) -> String {
     match (leader, json, line) {
         (Some(l), true, _) => format!(
             "{{\"has_leader\":true,\"name\":{},\"value\":{},\"term\":{},\"since\":{},\
-             \"remaining_ms\":{}}}",
+             \"remaining_ms\":{},\"value_version\":{}}}",
             json_string(&l.name),
             json_string(&l.value),
             l.term,
             json_string(&since(l)),
-            remaining_ms(l)
+            remaining_ms(l),
+            l.value_version
         ),
         (None, true, _) => "{\"has_leader\":false}".to_owned(),
         (Some(l), false, true) => format!("{}\t{}\t{}", l.term, l.value, since(l)),
@@ -358,6 +359,7 @@ mod tests {
                 seconds: 2,
                 nanos: 0,
             }),
+            value_version: 0,
         }
     }
 
@@ -376,7 +378,7 @@ mod tests {
         );
         assert_eq!(
             describe(Some(&l), true, true),
-            r#"{"has_leader":true,"name":"jobs","value":"10.0.0.1:8080","term":7,"since":"2023-11-14T22:13:20Z","remaining_ms":2000}"#
+            r#"{"has_leader":true,"name":"jobs","value":"10.0.0.1:8080","term":7,"since":"2023-11-14T22:13:20Z","remaining_ms":2000,"value_version":0}"#
         );
         assert_eq!(describe(None, false, false), "REDLOCK_HAS_LEADER=false");
         assert_eq!(describe(None, true, true), r#"{"has_leader":false}"#);

@@ -2,8 +2,8 @@
 //! named like the first two hot resources (so that elections and locks of
 //! one name run side by side: the daemon keeps them on keys of their own,
 //! and the history on resources of their own, `election:NAME`), lead for a while, writing the election's
-//! registers (fenced by the term) in their critical section, then resign
-//! or vanish; half of them send their Resign again a moment after the
+//! registers (fenced by the term) in their critical section, half of
+//! them proclaiming a new value halfway through, then resign or vanish; half of them send their Resign again a moment after the
 //! leadership ended, as a client retrying it would. Observers on every
 //! replica follow each election.
 //!
@@ -14,7 +14,10 @@
 //! check reads it as an exclusive lock. `crate::observers::check` holds every observer to
 //! never going back: within one Observe stream each leader's term above
 //! the last, across its streams never below a term it was told
-//! (`observer_went_back`). The counterfactual `resign-ignores-token` (a
+//! (`observer_went_back`); and `crate::observers::check_values` holds every
+//! value told to its term (the leader's campaign value at version 0, one
+//! it proclaimed for that term above: a Proclaim's value never shows
+//! under another term or another leader). The counterfactual `resign-ignores-token` (a
 //! Resign ends whoever leads) is caught by the first: a retried Resign
 //! ends the next leader's leadership while it still holds a validity, and
 //! a standby is elected inside it.
@@ -34,7 +37,7 @@ use rand::{Rng, SeedableRng};
 use redlockd_proto::pb::campaign_request::{Request, Resign, Start};
 use redlockd_proto::pb::campaign_response::Event;
 use redlockd_proto::pb::election_service_client::ElectionServiceClient;
-use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ResignRequest};
+use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ProclaimRequest, ResignRequest};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -60,6 +63,21 @@ const WORK_MS: (u64, u64) = (50, 500);
 /// how long after (ms): time for a standby to be elected meanwhile.
 const STALE_RESIGN: (f64, (u64, u64)) = (0.5, (5, 150));
 
+/// Share of leaderships that proclaim a new value halfway through their work.
+const PROCLAIMING: f64 = 0.5;
+
+/// The value candidate `client` campaigns with.
+pub(crate) fn campaign_value(client: u32) -> String {
+    format!("candidate-{client}")
+}
+
+/// The value candidate `client`, leader of `term`, proclaims: it names the
+/// term, so that `crate::observers::check_values` can tell a value shown
+/// under another term.
+fn proclaimed(client: u32, term: u64) -> String {
+    format!("{}/term-{term}/moved", campaign_value(client))
+}
+
 /// The history's resource of election `name`.
 pub(crate) fn resource(name: &str) -> String {
     format!("election:{name}")
@@ -77,6 +95,8 @@ pub(crate) struct ElectionLog {
     pub stale_resigns: (usize, usize),
     /// Every change observers were told.
     pub observed: Vec<crate::observers::Observed>,
+    /// Proclaims sent by leaders, and those accepted.
+    pub proclaims: (usize, usize),
 }
 
 /// Runs the candidates and observers until the deadline; their grants
@@ -106,6 +126,8 @@ pub(crate) async fn run(shared: Arc<Shared>, seed: u64) -> (Vec<ClientLog>, Elec
             figures.withdrawn += of_candidate.withdrawn;
             figures.stale_resigns.0 += of_candidate.stale_resigns.0;
             figures.stale_resigns.1 += of_candidate.stale_resigns.1;
+            figures.proclaims.0 += of_candidate.proclaims.0;
+            figures.proclaims.1 += of_candidate.proclaims.1;
         }
     }
     for task in observers {
@@ -173,8 +195,30 @@ async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, Elect
         let registers = &shared.election_registers[election];
         let fenced = registers.check_in(&clock, grant.id, leadership.term, grant.valid_until);
         let read = registers.read_plain();
-        let until = clock.now() + between(&mut rng, WORK_MS);
-        let stop = follow(&shared, &mut events, &mut grant, until).await;
+        let work = between(&mut rng, WORK_MS);
+        let mut last_heard = grant.received;
+        let until = clock.now() + work;
+        let mut stop = Stop::Done;
+        if rng.random_bool(PROCLAIMING) {
+            let half = clock.now() + work / 2;
+            stop = follow(&shared, &mut events, &mut grant, &mut last_heard, half).await;
+            if stop == Stop::Done {
+                let value = proclaimed(id, leadership.term);
+                let request = ProclaimRequest {
+                    name: name.clone(),
+                    token: leadership.token.clone(),
+                    term: leadership.term,
+                    value,
+                };
+                let mut client = ElectionServiceClient::new(channel.clone());
+                figures.proclaims.0 += 1;
+                let answer = tokio::time::timeout(PATIENCE, client.proclaim(request)).await;
+                figures.proclaims.1 += usize::from(matches!(answer, Ok(Ok(_))));
+            }
+        }
+        if stop == Stop::Done {
+            stop = follow(&shared, &mut events, &mut grant, &mut last_heard, until).await;
+        }
         if stop == Stop::Done {
             registers.write_plain(&clock, grant.id, read, grant.valid_until);
             if let Some(read) = fenced {
@@ -234,7 +278,7 @@ async fn elect(channel: Channel, name: &str, id: u32) -> Option<Elected> {
     let start = CampaignRequest {
         request: Some(Request::Campaign(Start {
             name: name.to_owned(),
-            value: format!("candidate-{id}"),
+            value: campaign_value(id),
             ttl: prost_types::Duration::try_from(CAMPAIGN_TTL).ok(),
         })),
     };
@@ -259,15 +303,17 @@ async fn elect(channel: Channel, name: &str, id: u32) -> Option<Elected> {
 
 /// Follows a leadership's events until `until`, as
 /// `crate::hold_stream::follow` does a Hold's: each `kept` a window
-/// counted from when the previous event arrived.
+/// counted from when the previous event arrived (`last_heard`, kept
+/// across calls: a leader follows its events in two parts around a
+/// Proclaim).
 async fn follow(
     shared: &Shared,
     events: &mut Streaming<CampaignResponse>,
     grant: &mut Grant,
+    last_heard: &mut Time,
     until: Time,
 ) -> Stop {
     let clock = shared.clock;
-    let mut last_heard = grant.received;
     loop {
         let left = until.saturating_sub(clock.now());
         if left.is_zero() {
@@ -285,15 +331,15 @@ async fn follow(
                     .validity
                     .and_then(|d| Duration::try_from(d).ok())
                     .unwrap_or_default();
-                grant.extended(last_heard, now, ExtendOutcome::Ok(validity));
-                last_heard = now;
+                grant.extended(*last_heard, now, ExtendOutcome::Ok(validity));
+                *last_heard = now;
             }
             Some(Event::Draining(draining)) => {
                 drained(grant, draining.release_in, clock.now());
                 return Stop::Done;
             }
             Some(Event::Lost(_)) => {
-                grant.extended(last_heard, clock.now(), ExtendOutcome::Lost);
+                grant.extended(*last_heard, clock.now(), ExtendOutcome::Lost);
                 return Stop::Gone;
             }
             _ => return Stop::Gone,

@@ -114,11 +114,13 @@ pub(crate) struct MixFigures {
     pub leftovers: LeftoverFigures,
     /// Elections (`crate::elections`): campaigns opened, and withdrawn
     /// unelected; Resigns sent again after their leadership ended, and
-    /// those that still found it; changes observers were told.
+    /// those that still found it; changes observers were told; Proclaims
+    /// sent by leaders, and those accepted.
     pub campaigns: usize,
     pub campaigns_withdrawn: usize,
     pub stale_resigns: (usize, usize),
     pub observed_changes: usize,
+    pub proclaims: (usize, usize),
 }
 
 /// Whether an UNKNOWN status's message is the transport's (the

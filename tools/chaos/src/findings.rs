@@ -49,11 +49,15 @@ pub(crate) enum Check {
     /// An observer of an election was told a term below one it had been
     /// told, or one term twice in a stream (`crate::elections`).
     ObserverWentBack,
+    /// An observer of an election was told a value its term's leader never
+    /// had: another candidate's, another term's, or a Proclaim's value as
+    /// version 0 (`crate::observers`).
+    ObserverWrongValue,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub(crate) const ALL: [Check; 14] = [
+    pub(crate) const ALL: [Check; 15] = [
         Check::Overlap,
         Check::FenceOrder,
         Check::WasHeld,
@@ -68,6 +72,7 @@ impl Check {
         Check::LockDelay,
         Check::HoldAtLeast,
         Check::ObserverWentBack,
+        Check::ObserverWrongValue,
     ];
 
     /// Name in the report.
@@ -87,6 +92,7 @@ impl Check {
             Check::LockDelay => "lock_delay_cut_short",
             Check::HoldAtLeast => "hold_at_least_cut_short",
             Check::ObserverWentBack => "observer_went_back",
+            Check::ObserverWrongValue => "observer_told_a_value_its_term_never_had",
         }
     }
 }

@@ -1,14 +1,16 @@
 //! Observers of the mix's elections (`crate::elections`): one per replica
 //! and election, following it with `Observe` (a new stream when one ends),
-//! and the check that none was ever told a term going back.
+//! and the checks that none was ever told a step going back (in a stream,
+//! each leader's (term, value version) above the last; across streams,
+//! never a term below one told), nor a value its term never had.
 
 use crate::clients::Shared;
 use crate::findings::{Check, Findings, Violation};
-use crate::history::Time;
+use crate::history::{Grant, Kind, Time};
 use crate::hold_stream::PATIENCE;
 use redlockd_proto::pb::election_service_client::ElectionServiceClient;
 use redlockd_proto::pb::ObserveRequest;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +23,14 @@ pub(crate) struct Observed {
     pub stream: u32,
     /// When it arrived.
     pub at: Time,
+    /// The election's resource in the history (`crate::elections::resource`).
+    pub resource: String,
     /// The leader's term, or none.
     pub term: Option<u64>,
+    /// The leader's value version (a Proclaim's, 0 as elected).
+    pub version: u64,
+    /// The leader's value.
+    pub value: String,
 }
 
 /// One observer of `election` on `replica` until the deadline: every
@@ -50,12 +58,18 @@ pub(crate) async fn observer(
         loop {
             let left = shared.deadline.saturating_sub(clock.now());
             match tokio::time::timeout(left, changes.message()).await {
-                Ok(Ok(Some(change))) => seen.push(Observed {
-                    observer: id,
-                    stream,
-                    at: clock.now(),
-                    term: change.leader.filter(|_| change.has_leader).map(|l| l.term),
-                }),
+                Ok(Ok(Some(change))) => {
+                    let leader = change.leader.filter(|_| change.has_leader);
+                    seen.push(Observed {
+                        observer: id,
+                        stream,
+                        at: clock.now(),
+                        resource: crate::elections::resource(&name),
+                        term: leader.as_ref().map(|l| l.term),
+                        version: leader.as_ref().map_or(0, |l| l.value_version),
+                        value: leader.map(|l| l.value).unwrap_or_default(),
+                    });
+                }
                 Err(_) => break,
                 Ok(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -75,14 +89,18 @@ pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
         by_observer.entry(o.observer).or_default().push(o);
     }
     for changes in by_observer.values() {
-        // The highest term told in all streams, and in the current one.
+        // The highest term told in all streams, and the last (term,
+        // version) in the current one. Across streams a term's version may
+        // seem to go back: a Proclaim that failed may have been written
+        // where one read found it and not where the next did.
         let (mut highest, mut in_stream, mut stream) = (0, None, 0);
         for change in changes {
             if change.stream != stream {
                 (stream, in_stream) = (change.stream, None);
             }
             let Some(term) = change.term else { continue };
-            if term < highest || in_stream.is_some_and(|last| term <= last) {
+            let step = (term, change.version);
+            if term < highest || in_stream.is_some_and(|last| step <= last) {
                 findings.violations.push(Violation {
                     check: Check::ObserverWentBack,
                     detail: format!(
@@ -97,10 +115,50 @@ pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
                 });
             }
             highest = highest.max(term);
-            in_stream = Some(term);
+            in_stream = Some(step);
         }
     }
     observed.len()
+}
+
+/// Holds every value observers were told to its term: a leader elected
+/// with version 0 has the value its candidate campaigned with
+/// (`candidate-ID`), and with a version above 0 one its leader proclaimed
+/// for that term (`candidate-ID/term-T/...`, see
+/// `crate::elections::proclaimed`). A term whose grant the history lacks
+/// (a candidate elected after it withdrew) is not judged.
+pub(crate) fn check_values(observed: &[Observed], grants: &[Grant], findings: &mut Findings) {
+    let leaders: HashMap<(&str, u64), u32> = grants
+        .iter()
+        .filter(|g| g.kind == Kind::Leader)
+        .map(|g| ((g.resource.as_str(), g.fence), g.client))
+        .collect();
+    for o in observed {
+        let Some(term) = o.term else { continue };
+        let Some(&client) = leaders.get(&(o.resource.as_str(), term)) else {
+            continue;
+        };
+        let campaigned = crate::elections::campaign_value(client);
+        let fits = match o.version {
+            0 => o.value == campaigned,
+            _ => o.value.starts_with(&format!("{campaigned}/term-{term}/")),
+        };
+        if !fits {
+            findings.violations.push(Violation {
+                check: Check::ObserverWrongValue,
+                detail: format!(
+                    "observer {} (stream {}) was told {:?} (version {}) for term {term} of \
+                     {} at {:.3}s; its leader campaigned as {campaigned:?}",
+                    o.observer,
+                    o.stream,
+                    o.value,
+                    o.version,
+                    o.resource,
+                    o.at.as_secs_f64(),
+                ),
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -112,7 +170,17 @@ mod tests {
             observer,
             stream,
             at: Time::ZERO,
+            resource: "election:e".into(),
             term,
+            version: 0,
+            value: String::new(),
+        }
+    }
+
+    fn told_version(observer: u32, stream: u32, term: u64, version: u64) -> Observed {
+        Observed {
+            version,
+            ..told(observer, stream, Some(term))
         }
     }
 
@@ -128,19 +196,62 @@ mod tests {
             told(1, 1, Some(5)),
             told(1, 2, Some(5)),
             told(1, 2, Some(9)),
+            told_version(1, 2, 9, 2),
+            told_version(1, 3, 9, 1),
             told(2, 1, Some(4)),
         ];
-        assert_eq!(check(&fine, &mut findings), 7);
+        assert_eq!(check(&fine, &mut findings), 9);
         assert!(findings.violations.is_empty(), "{:?}", findings.violations);
         for bad in [
             vec![told(1, 1, Some(5)), told(1, 1, Some(4))],
             vec![told(1, 1, Some(5)), told(1, 1, Some(5))],
             vec![told(1, 1, Some(5)), told(1, 2, Some(4))],
+            vec![told_version(1, 1, 5, 2), told_version(1, 1, 5, 1)],
+            vec![told_version(1, 1, 5, 2), told_version(1, 1, 5, 2)],
         ] {
             let mut findings = Findings::default();
             check(&bad, &mut findings);
             assert_eq!(findings.violations.len(), 1, "{bad:?}");
             assert_eq!(findings.violations[0].check, Check::ObserverWentBack);
+        }
+    }
+
+    /// A value fits its term: the leader's campaign value at version 0, a
+    /// value it proclaimed for that term above 0; anything else, and only
+    /// terms the history knows, is a violation.
+    #[test]
+    fn observers_are_told_their_terms_values() {
+        let grant = |client: u32, fence: u64| {
+            let mut grant = crate::checks_tests::grant(u64::from(client), fence, 0, 1, 100, 50);
+            (grant.kind, grant.resource, grant.client, grant.fence) =
+                (Kind::Leader, "election:e".into(), client, fence);
+            grant
+        };
+        let grants = [grant(4001, 7), grant(4002, 9)];
+        let value = |term: u64, version: u64, value: &str| Observed {
+            value: value.into(),
+            ..told_version(1, 1, term, version)
+        };
+        let fine = [
+            value(7, 0, "candidate-4001"),
+            value(7, 3, "candidate-4001/term-7/p1"),
+            value(9, 0, "candidate-4002"),
+            value(11, 0, "anyone: term 11 is not in the history"),
+        ];
+        let mut findings = Findings::default();
+        check_values(&fine, &grants, &mut findings);
+        assert!(findings.violations.is_empty(), "{:?}", findings.violations);
+        for bad in [
+            value(7, 0, "candidate-4002"),
+            value(9, 1, "candidate-4001/term-7/p1"),
+            value(9, 2, "candidate-4002/term-7/p1"),
+            value(7, 0, "candidate-4001/term-7/p1"),
+            value(7, 1, "candidate-4001"),
+        ] {
+            let mut findings = Findings::default();
+            check_values(std::slice::from_ref(&bad), &grants, &mut findings);
+            assert_eq!(findings.violations.len(), 1, "{bad:?}");
+            assert_eq!(findings.violations[0].check, Check::ObserverWrongValue);
         }
     }
 }

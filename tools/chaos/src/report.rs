@@ -163,7 +163,8 @@ impl Figures {
              \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
              \"release_unavailable\":{},\"release_unavailable_masters_answering\":{},\
              \"holds_released_early\":{},\"campaigns\":{},\"campaigns_withdrawn\":{},\
-             \"stale_resigns\":{},\"stale_resigns_found_leader\":{},\"observed_changes\":{}}}}}",
+             \"stale_resigns\":{},\"stale_resigns_found_leader\":{},\"observed_changes\":{},\
+             \"proclaims\":{},\"proclaims_accepted\":{}}}}}",
             self.mixed,
             permits(3),
             kinds.pairs_held_together,
@@ -188,7 +189,9 @@ impl Figures {
             m.campaigns_withdrawn,
             m.stale_resigns.0,
             m.stale_resigns.1,
-            m.observed_changes
+            m.observed_changes,
+            m.proclaims.0,
+            m.proclaims.1
         );
         out.pop();
         map(
@@ -306,7 +309,7 @@ impl Figures {
              with all healthy {}, other leftovers {}; {} grants released inside their \
              hold_at_least; elections: {} campaigns ({} withdrawn unelected), {} Resigns \
              sent again after their leadership ended ({} found it still held), {} changes \
-             observed",
+             observed, {} Proclaims ({} accepted)",
             if self.mixed { "on" } else { "off" },
             m.retries,
             m.retried_grants,
@@ -321,7 +324,9 @@ impl Figures {
             m.campaigns_withdrawn,
             m.stale_resigns.0,
             m.stale_resigns.1,
-            m.observed_changes
+            m.observed_changes,
+            m.proclaims.0,
+            m.proclaims.1
         );
         let _ = writeln!(
             s,

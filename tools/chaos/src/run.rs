@@ -335,6 +335,8 @@ pub(crate) async fn run(
     let frozen_figures = frozen::check(&history, &frozen_log, &mut findings);
     let burst_figures = burst::check(&fired, &history.faults, &mut findings);
     mixed.observed_changes = crate::observers::check(&elected.observed, &mut findings);
+    crate::observers::check_values(&elected.observed, &history.grants, &mut findings);
+    mixed.proclaims = elected.proclaims;
     (mixed.campaigns, mixed.campaigns_withdrawn) = (elected.campaigns, elected.withdrawn);
     mixed.stale_resigns = elected.stale_resigns;
     mixed.leftovers = crate::leftovers::check(&probes, &history.faults, &mut findings);

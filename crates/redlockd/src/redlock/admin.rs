@@ -70,6 +70,9 @@ pub(crate) struct HeldLock {
     pub resource: String,
     /// The holder's `owner` label (empty when none was given or recorded).
     pub owner: String,
+    /// The owner's version: 0 as granted, higher after each `Proclaim` of
+    /// an election's leader (`super::proclaim`).
+    pub owner_version: u64,
     /// The grant's fence (0 when no master of the quorum keeps its record).
     pub fence: u64,
     /// When it was acquired, by the masters' wall clock, if recorded.
@@ -88,6 +91,7 @@ impl std::fmt::Debug for HeldLock {
         f.debug_struct("HeldLock")
             .field("resource", &self.resource)
             .field("owner", &self.owner)
+            .field("owner_version", &self.owner_version)
             .field("fence", &self.fence)
             .field("acquired_at", &self.acquired_at)
             .field("remaining", &self.remaining)

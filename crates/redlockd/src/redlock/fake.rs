@@ -12,6 +12,7 @@
 
 use super::claim::{Claim, Epoch};
 use super::fence::{FenceRead, Proposal};
+use super::master::ProclaimVote;
 use super::{AcquireVote, ExtendVote, LockKeys, Master, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
 use std::collections::HashMap;
@@ -40,7 +41,7 @@ pub(crate) enum Behaviour {
     },
 }
 
-/// The five commands of [`Master`].
+/// The commands of [`Master`] a fake records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Acquire,
@@ -49,6 +50,7 @@ pub(crate) enum Op {
     Recreate,
     Release,
     Check,
+    Proclaim,
 }
 
 /// One command a fake master received.
@@ -70,6 +72,8 @@ pub(crate) struct FenceHash {
     /// The committed grant's owner and kind ([`super::Holder`]).
     owner: String,
     kind: String,
+    /// The owner's version (`Proclaim`), 0 as granted.
+    version: u64,
     /// The epoch recorded with the holder (`super::claim`), as the
     /// scripts keep it in `ep`.
     epoch: Option<Epoch>,
@@ -106,6 +110,7 @@ impl State {
             fence: None,
             owner: String::new(),
             kind: String::new(),
+            version: 0,
             epoch: None,
             expiry: now,
         });
@@ -313,10 +318,12 @@ impl Master for FakeMaster {
                     fence: None,
                     owner: String::new(),
                     kind: String::new(),
+                    version: 0,
                     epoch: None,
                     expiry: now,
                 });
                 hash.owner = owner;
+                hash.version = 0;
                 hash.kind = kind;
                 hash.max = f;
                 hash.holder = Some(token.expose().to_owned());
@@ -357,10 +364,12 @@ impl Master for FakeMaster {
                 fence: None,
                 owner: String::new(),
                 kind: String::new(),
+                version: 0,
                 epoch: None,
                 expiry: now,
             });
             hash.owner = owner;
+            hash.version = 0;
             hash.kind = kind;
             hash.max = hash.max.max(fence);
             hash.holder = Some(token.expose().to_owned());
@@ -458,6 +467,33 @@ impl Master for FakeMaster {
         })
     }
 
+    fn proclaim(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        term: u64,
+        version: u64,
+        value: &str,
+    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>> {
+        let value = value.to_owned();
+        self.serve(Op::Proclaim, token, |state, _| {
+            if !state.holds(keys, token) {
+                return (ProclaimVote::NotHeld, false);
+            }
+            match state.fences.get_mut(&keys.fence) {
+                Some(hash) if hash.holder.as_deref() == Some(token.expose()) => {
+                    if hash.fence != Some(term) {
+                        return (ProclaimVote::NotHeld, false);
+                    }
+                    hash.owner = value;
+                    hash.version = version;
+                    (ProclaimVote::Recorded, true)
+                }
+                _ => (ProclaimVote::Unrecorded, false),
+            }
+        })
+    }
+
     /// Read only, answered at once (a `Slow` master's delay is not applied).
     fn inspect(
         &self,
@@ -482,6 +518,7 @@ impl Master for FakeMaster {
                     Some(super::master::Record {
                         fence: hash.fence?,
                         owner: hash.owner.clone(),
+                        version: hash.version,
                         kind: hash.kind.clone(),
                         at_micros: 0,
                     })

@@ -107,6 +107,22 @@ pub struct Record {
     /// The master's clock at the commit (one-round: at the acquire),
     /// microseconds since the Unix epoch.
     pub at_micros: u64,
+    /// The version of `owner`: 0 as granted, higher after each election
+    /// leader's `Proclaim` (`super::proclaim`); a read keeps the owner of
+    /// the highest version among the grant's records.
+    pub version: u64,
+}
+
+/// One master's answer to an election leader's Proclaim ([`Master::proclaim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProclaimVote {
+    /// The value was recorded with the token's grant of that term.
+    Recorded,
+    /// The token does not hold the lock here, or holds it under another term.
+    NotHeld,
+    /// The token holds the lock key, but no record of its grant is kept
+    /// here (the key was re-created after a restart): nothing was written.
+    Unrecorded,
 }
 
 impl std::fmt::Debug for Seen {
@@ -272,6 +288,18 @@ pub trait Master: Send + Sync {
         let _ = (channel, notice);
         Box::pin(async { Ok(()) })
     }
+
+    /// Replaces the owner recorded with `token`'s grant of fence `term`
+    /// by `value`, as version `version` (an election leader's `Proclaim`,
+    /// `super::proclaim`); touches nothing else.
+    fn proclaim(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        term: u64,
+        version: u64,
+        value: &str,
+    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.
     fn check(

@@ -33,6 +33,7 @@ pub(crate) mod kinds;
 pub(crate) mod lease;
 pub(crate) mod master;
 pub(crate) mod notices;
+pub(crate) mod proclaim;
 pub(crate) mod quorum;
 pub(crate) mod recreate;
 pub(crate) mod retry;

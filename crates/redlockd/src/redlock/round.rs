@@ -107,6 +107,15 @@ pub(crate) enum Command {
     },
     /// See [`Master::check`].
     Check,
+    /// See [`Master::proclaim`].
+    Proclaim {
+        /// The leadership's term (its grant's fence).
+        term: u64,
+        /// The new value's version.
+        version: u64,
+        /// The new value.
+        value: Arc<str>,
+    },
 }
 
 /// A master's reply, one variant per [`Command`] (and the all-or-none acquire
@@ -125,6 +134,8 @@ pub(crate) enum Reply {
     Released(bool),
     /// To [`Command::Check`]: remaining PTTL if held.
     Held(Option<Duration>),
+    /// To [`Command::Proclaim`].
+    Proclaimed(super::master::ProclaimVote),
 }
 
 impl Command {
@@ -190,6 +201,15 @@ impl Command {
                 Reply::Released,
             ),
             Command::Check => tagged(index, node.check(keys, token), Reply::Held),
+            Command::Proclaim {
+                term,
+                version,
+                value,
+            } => tagged(
+                index,
+                node.proclaim(keys, token, *term, *version, value),
+                Reply::Proclaimed,
+            ),
         }
     }
 }

@@ -9,7 +9,7 @@ use super::wire::{
 use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
-use crate::redlock::master::Seen;
+use crate::redlock::master::{ProclaimVote, Seen};
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token};
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Value};
@@ -328,6 +328,35 @@ impl Master for ValkeyMaster {
             vec![channel.into(), notice.into()],
         );
         async move { reply.await.map(drop) }.boxed()
+    }
+
+    fn proclaim(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        term: u64,
+        version: u64,
+        value: &str,
+    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>> {
+        let reply = self.run(
+            Op::Proclaim,
+            vec![key(&keys.lock), key(&keys.fence)],
+            vec![
+                token.expose().into(),
+                term.to_string().into(),
+                version.to_string().into(),
+                value.into(),
+            ],
+        );
+        async move {
+            match integer(&reply.await?)? {
+                1 => Ok(ProclaimVote::Recorded),
+                0 => Ok(ProclaimVote::NotHeld),
+                2 => Ok(ProclaimVote::Unrecorded),
+                other => Err(NodeError::Protocol(format!("proclaim: {other}"))),
+            }
+        }
+        .boxed()
     }
 
     fn check(

@@ -96,10 +96,12 @@ pub(super) fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
     let text = |v: &Value| v.as_string().unwrap_or_default();
     match fields.as_slice() {
         [_] => Ok(None),
-        [token, pttl, holder, fence, owner, kind, at] => {
+        [token, pttl, holder, fence, owner, kind, at, proclaimed] => {
             let token = text(token);
-            let record = (text(holder) == token && !text(fence).is_empty()).then(|| Record {
-                fence: text(fence).parse().unwrap_or(0),
+            let fence = text(fence);
+            let record = (text(holder) == token && !fence.is_empty()).then(|| Record {
+                version: owner_version(&text(proclaimed), &fence),
+                fence: fence.parse().unwrap_or(0),
                 owner: text(owner),
                 kind: text(kind),
                 at_micros: text(at).parse().unwrap_or(0),
@@ -112,6 +114,17 @@ pub(super) fn seen(fields: Vec<Value>) -> Result<Option<Seen>, NodeError> {
             }))
         }
         _ => Err(NodeError::Protocol("inspect: unexpected reply".into())),
+    }
+}
+
+/// The version of a record's owner: the `version` of a `pv` of
+/// `term:version` written by `Proclaim` for this grant's fence, else 0 (the
+/// campaign's own value, or a `pv` left by an earlier grant, see
+/// `super::scripts::PROCLAIM`).
+fn owner_version(proclaimed: &str, fence: &str) -> u64 {
+    match proclaimed.split_once(':') {
+        Some((term, version)) if term == fence => version.parse().unwrap_or(0),
+        _ => 0,
     }
 }
 
@@ -134,6 +147,17 @@ pub(super) fn push_optional<const N: usize>(args: &mut Vec<Value>, optional: [Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Proclaim's version counts for the grant of its own term only: a
+    /// `pv` an earlier grant left (another term), or none, is version 0.
+    #[test]
+    fn owner_versions_of_this_term_only() {
+        assert_eq!(owner_version("17:3", "17"), 3);
+        assert_eq!(owner_version("12:9", "17"), 0);
+        assert_eq!(owner_version("", "17"), 0);
+        assert_eq!(owner_version("17:x", "17"), 0);
+        assert_eq!(owner_version("173", "17"), 0);
+    }
 
     /// A round's commands share one copy of the keys and token; a cached
     /// string that no longer says what its field says is never sent.
@@ -174,18 +198,21 @@ mod tests {
             s("cron"),
             s("unary"),
             s("1700000000000000"),
+            s("42:2"),
         ])
         .expect("held")
         .expect("some");
         assert_eq!(held.pttl, Duration::from_millis(1500));
         let record = held.record.expect("this token's record");
         assert_eq!((record.fence, record.owner.as_str()), (42, "cron"));
+        assert_eq!(record.version, 2);
         assert_eq!(record.at_micros, 1_700_000_000_000_000);
         let other = seen(vec![
             s("tok"),
             Value::Integer(-1),
             s("older"),
             s("41"),
+            s(""),
             s(""),
             s(""),
             s(""),

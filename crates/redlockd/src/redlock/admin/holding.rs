@@ -78,8 +78,16 @@ impl Redlock {
                     tally.count(Vote::Yes);
                     masters.push(*index);
                     pttls.push(answer.pttl);
+                    // The newest owner among the grant's records: a
+                    // leader's Proclaim wrote it on a majority, which this
+                    // read shares a master with (`crate::redlock::proclaim`).
                     if let Some(r) = &answer.record {
-                        record = Some(r.clone());
+                        if record
+                            .as_ref()
+                            .is_none_or(|kept: &Record| r.version > kept.version)
+                        {
+                            record = Some(r.clone());
+                        }
                     }
                 }
                 _ => tally.count(Vote::No),
@@ -113,11 +121,13 @@ impl Redlock {
             owner: String::new(),
             kind: String::new(),
             at_micros: 0,
+            version: 0,
         });
         Ok(Some(Holding {
             lock: HeldLock {
                 resource: resource.to_owned(),
                 owner: record.owner,
+                owner_version: record.version,
                 fence: record.fence,
                 acquired_at: (record.at_micros > 0)
                     .then(|| UNIX_EPOCH + Duration::from_micros(record.at_micros)),

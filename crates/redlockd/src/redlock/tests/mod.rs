@@ -851,6 +851,18 @@ impl Master for Far {
         let (keys, token, notice) = (keys.clone(), token.clone(), notice.to_owned());
         self.late(move |n| n.release(&keys, &token, &notice, honour_minimum, epoch))
     }
+    fn proclaim(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        term: u64,
+        version: u64,
+        value: &str,
+    ) -> futures::future::BoxFuture<'static, Result<super::master::ProclaimVote, NodeError>> {
+        let (keys, token, value) = (keys.clone(), token.clone(), value.to_owned());
+        self.late(move |n| n.proclaim(&keys, &token, term, version, &value))
+    }
+
     fn check(
         &self,
         keys: &LockKeys,

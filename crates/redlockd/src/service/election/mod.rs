@@ -16,7 +16,9 @@
 //! `crate::redlock::changes`, `crate::redlock::notices`), when the leader's
 //! last known validity runs out, and otherwise every `redlock.wait_fallback`
 //! (a notice lost on its way). It sends a change only when it moves
-//! forward: a term above the last it sent, or no leader after one. The
+//! forward: a term above the last it sent, a newer value of that term (a
+//! leader's `Proclaim`, `crate::redlock::proclaim`, announced as a new
+//! leader is), or no leader after one. The
 //! gateway's long poll waits the same way (`long_poll`, `watch`).
 
 mod long_poll;
@@ -29,6 +31,7 @@ use crate::pb;
 use crate::pb::election_service_server::ElectionService;
 use crate::redlock::HeldLock;
 use crate::service::drain::Drain;
+use crate::service::request::owner;
 use messages::{checked_name, election_field, resource_of};
 use std::pin::Pin;
 use tokio::sync::mpsc;
@@ -54,6 +57,7 @@ fn leader(name: &str, held: HeldLock) -> pb::Leader {
         term: held.fence,
         since: held.acquired_at.map(prost_types::Timestamp::from),
         remaining: Some(proto_duration(held.remaining)),
+        value_version: held.owner_version,
     }
 }
 
@@ -146,6 +150,30 @@ impl ElectionService for LockApi {
         })
         .await
     }
+
+    async fn proclaim(
+        &self,
+        request: Request<pb::ProclaimRequest>,
+    ) -> Result<Response<pb::ProclaimResponse>, Status> {
+        observed("Proclaim", async {
+            let (identity, _slot) = self.admit(&request)?;
+            let request = request.into_inner();
+            let lock = self
+                .limits
+                .lock_ref(request.name, &request.token)
+                .map_err(election_field)?;
+            let value = owner(request.value).map_err(election_field)?;
+            identity.permit(&lock.resource)?;
+            record_resource(&lock.resource);
+            let resource = resource_of(&lock.resource);
+            let value_version = self
+                .engine
+                .proclaim(&resource, &lock.token, request.term, &value)
+                .await?;
+            Ok(Response::new(pb::ProclaimResponse { value_version }))
+        })
+        .await
+    }
 }
 
 /// One `Observe` stream's task.
@@ -156,34 +184,33 @@ struct Observer {
     drain: Drain,
 }
 
+/// Where a leader stands in an election's history: its term, then its
+/// value's version within the term (`Proclaim`).
+type Step = (u64, u64);
+
 /// What an observer last told its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Told {
     /// Nothing yet.
     Nothing,
-    /// The leader of this term.
-    Leader(u64),
+    /// The leader of this term, with this value's version.
+    Leader(Step),
     /// No leader, after the given term (0: none seen).
     NoLeader(u64),
 }
 
 impl Told {
-    /// The highest term told.
-    fn term(self) -> u64 {
-        match self {
-            Told::Nothing => 0,
-            Told::Leader(term) | Told::NoLeader(term) => term,
-        }
-    }
-
-    /// What to tell after reading the election as `now` (a term, or no
-    /// leader), if anything: only a step forward.
-    fn next(self, now: Option<u64>) -> Option<Told> {
+    /// What to tell after reading the election as `now` (a leader's step,
+    /// or no leader), if anything: only a step forward, a higher term or a
+    /// newer value of the term told; never a term again after "no leader"
+    /// was told of it.
+    fn next(self, now: Option<Step>) -> Option<Told> {
         match (self, now) {
-            (Told::Nothing, Some(term)) => Some(Told::Leader(term)),
+            (Told::Nothing, Some(step)) => Some(Told::Leader(step)),
             (Told::Nothing, None) => Some(Told::NoLeader(0)),
-            (told, Some(term)) if term > told.term() => Some(Told::Leader(term)),
-            (Told::Leader(term), None) => Some(Told::NoLeader(term)),
+            (Told::Leader(told), Some(step)) if step > told => Some(Told::Leader(step)),
+            (Told::NoLeader(term), Some(step)) if step.0 > term => Some(Told::Leader(step)),
+            (Told::Leader((term, _)), None) => Some(Told::NoLeader(term)),
             _ => None,
         }
     }
@@ -203,7 +230,8 @@ impl Observer {
                     return;
                 }
             };
-            if let Some(next) = told.next(held.as_ref().map(|h| h.fence)) {
+            let step = held.as_ref().map(|h| (h.fence, h.owner_version));
+            if let Some(next) = told.next(step) {
                 told = next;
                 let answer = pb::ObserveResponse {
                     has_leader: held.is_some(),
@@ -232,18 +260,30 @@ impl Observer {
 mod tests {
     use super::*;
 
-    /// An observer only ever steps forward: a higher term, or no leader
-    /// after a leader; never a lower or repeated term.
+    /// An observer only ever steps forward: a higher term, a newer value
+    /// of the term it told, or no leader after a leader; never a lower or
+    /// repeated step, nor a term it told was over.
     #[test]
     fn an_observer_never_goes_back() {
         assert_eq!(Told::Nothing.next(None), Some(Told::NoLeader(0)));
-        assert_eq!(Told::Nothing.next(Some(4)), Some(Told::Leader(4)));
-        assert_eq!(Told::Leader(4).next(Some(4)), None);
-        assert_eq!(Told::Leader(4).next(Some(3)), None);
-        assert_eq!(Told::Leader(4).next(Some(6)), Some(Told::Leader(6)));
-        assert_eq!(Told::Leader(4).next(None), Some(Told::NoLeader(4)));
+        assert_eq!(Told::Nothing.next(Some((4, 0))), Some(Told::Leader((4, 0))));
+        assert_eq!(Told::Leader((4, 0)).next(Some((4, 0))), None);
+        assert_eq!(Told::Leader((4, 0)).next(Some((3, 7))), None);
+        assert_eq!(
+            Told::Leader((4, 0)).next(Some((4, 2))),
+            Some(Told::Leader((4, 2)))
+        );
+        assert_eq!(Told::Leader((4, 2)).next(Some((4, 1))), None);
+        assert_eq!(
+            Told::Leader((4, 2)).next(Some((6, 0))),
+            Some(Told::Leader((6, 0)))
+        );
+        assert_eq!(Told::Leader((4, 2)).next(None), Some(Told::NoLeader(4)));
         assert_eq!(Told::NoLeader(4).next(None), None);
-        assert_eq!(Told::NoLeader(4).next(Some(4)), None);
-        assert_eq!(Told::NoLeader(4).next(Some(5)), Some(Told::Leader(5)));
+        assert_eq!(Told::NoLeader(4).next(Some((4, 3))), None);
+        assert_eq!(
+            Told::NoLeader(4).next(Some((5, 0))),
+            Some(Told::Leader((5, 0)))
+        );
     }
 }

@@ -133,21 +133,28 @@ impl NamesLock for LockRef {
     }
 }
 
+/// Checks an owner label (an election's value): it is shown to operators
+/// and observers, so it is short and printable.
+pub(crate) fn owner(owner: String) -> Result<String, InvalidRequest> {
+    if owner.len() > MAX_OWNER_LEN {
+        return Err(invalid(
+            "owner",
+            format!("longer than {MAX_OWNER_LEN} bytes"),
+        ));
+    }
+    if owner.chars().any(char::is_control) {
+        return Err(invalid("owner", "contains control characters"));
+    }
+    Ok(owner)
+}
+
 impl RequestBounds {
     /// Checks an Acquire.
     pub(crate) fn acquire(
         &self,
-        request: pb::AcquireRequest,
+        mut request: pb::AcquireRequest,
     ) -> Result<AcquireArgs, InvalidRequest> {
-        if request.owner.len() > MAX_OWNER_LEN {
-            return Err(invalid(
-                "owner",
-                format!("longer than {MAX_OWNER_LEN} bytes"),
-            ));
-        }
-        if request.owner.chars().any(char::is_control) {
-            return Err(invalid("owner", "contains control characters"));
-        }
+        let owner = owner(std::mem::take(&mut request.owner))?;
         let request_id = match request.request_id.as_str() {
             "" => None,
             text => Some(RequestId::parse(text).map_err(|e| invalid("request_id", e.to_string()))?),
@@ -198,7 +205,7 @@ impl RequestBounds {
             wait: self.wait(request.wait)?,
             resource,
             resources,
-            owner: request.owner,
+            owner,
             lock_delay: at_most("lock_delay", request.lock_delay, self.max_lock_delay)?,
             hold_at_least: at_most(
                 "hold_at_least",

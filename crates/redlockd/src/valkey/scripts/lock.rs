@@ -197,6 +197,21 @@ pub(crate) const ANNOUNCE: &str = include_str!("lua/announce.lua");
 pub(crate) const CHECK: &str = include_str!("lua/check.lua");
 
 /// KEYS: lock, fence. Read only: `{''}` when the lock key is absent, else
-/// `{token, pttl, holder, fence, owner, kind, at}` (the fence hash's fields,
-/// '' where absent), for `Inspect` and `List` (`crate::redlock::admin`).
+/// `{token, pttl, holder, fence, owner, kind, at, pv}` (the fence hash's
+/// fields, '' where absent), for `Inspect` and `List`
+/// (`crate::redlock::admin`) and an election's `Leader`.
 pub(crate) const INSPECT: &str = include_str!("lua/inspect.lua");
+
+/// KEYS: lock, fence. ARGV: token, term (the grant's fence), version,
+/// value. An election leader's `Proclaim` (`crate::redlock::proclaim`):
+/// where the token holds the lock key and the fence hash's record is its
+/// grant's, of that term, it replaces the record's `owner` with the value
+/// and records `pv` = `term:version`, so that a read keeps the value of
+/// the highest version among the records of one grant; a `pv` left by an
+/// earlier grant names another term and counts as version 0 (no grant
+/// script has to clear it). Writes nothing anywhere else: never creates
+/// the hash, never touches the lock key, its expiry or the fence counter.
+/// Returns 1 if written, 0 if the token does not hold the key or the
+/// record is of another term, 2 if the token holds the key but the hash
+/// keeps no record of its grant (re-created after a restart).
+pub(crate) const PROCLAIM: &str = include_str!("lua/proclaim.lua");

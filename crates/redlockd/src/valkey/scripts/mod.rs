@@ -10,7 +10,9 @@ pub(crate) mod multi;
 pub(crate) mod rw;
 pub(crate) mod semaphore;
 
-pub(crate) use lock::{ACQUIRE, ANNOUNCE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, RECREATE, RELEASE};
+pub(crate) use lock::{
+    ACQUIRE, ANNOUNCE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, PROCLAIM, RECREATE, RELEASE,
+};
 
 use crate::config::Counterfactuals;
 use fred::prelude::Value;
@@ -52,11 +54,13 @@ pub(crate) enum Op {
     AcquireAll = 15,
     /// [`ANNOUNCE`].
     Announce = 16,
+    /// [`PROCLAIM`].
+    Proclaim = 17,
 }
 
 impl Op {
     /// Every operation, in the order of their codes.
-    pub(crate) const ALL: [Op; 16] = [
+    pub(crate) const ALL: [Op; 17] = [
         Op::Acquire,
         Op::CommitFence,
         Op::Extend,
@@ -73,6 +77,7 @@ impl Op {
         Op::CheckShared,
         Op::AcquireAll,
         Op::Announce,
+        Op::Proclaim,
     ];
 
     /// A short fixed name for metrics.
@@ -94,6 +99,7 @@ impl Op {
             Op::CheckShared => "check_shared",
             Op::AcquireAll => "acquire_all",
             Op::Announce => "announce",
+            Op::Proclaim => "proclaim",
         }
     }
 
@@ -130,6 +136,7 @@ impl Op {
             Op::CheckShared => rw::CHECK_SHARED,
             Op::AcquireAll => multi::ACQUIRE_ALL,
             Op::Announce => ANNOUNCE,
+            Op::Proclaim => PROCLAIM,
         }
     }
 }
