@@ -141,7 +141,7 @@ impl Campaign {
             };
             tracing::info!(election = %self.name, term = lock.fence, "this daemon leads");
             self.engine.announce_leadership(&lock.resource);
-            metrics::leadership_delta(1.0);
+            metrics::leadership_began(lock.fence);
             self.publish(Some(Leading::of(&lock, &self.value)));
             let end = self
                 .engine
@@ -154,7 +154,7 @@ impl Campaign {
                 )
                 .await;
             self.publish(None);
-            metrics::leadership_delta(-1.0);
+            metrics::leadership_ended();
             match end {
                 HoldEnd::Stopped => {
                     // The daemon drains: hand the leadership over now.

@@ -47,6 +47,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
             &LATENCY_BUCKETS,
         )?
         .set_buckets_for_metric(Matcher::Full(WAIT_DURATION.into()), &LATENCY_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(HANDOFF_GAP.into()), &LATENCY_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(GRANT_VALIDITY_RATIO.into()), &RATIO_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(ACQUIRE_ATTEMPTS.into()), &ATTEMPT_BUCKETS)?
         .build_recorder();
@@ -61,6 +62,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     counter!(ABANDONED_GRANTS_TOTAL).increment(0);
     counter!(ELECTION_LEADERSHIPS_TOTAL).increment(0);
     gauge!(ELECTIONS_LED).set(0.0);
+    gauge!(ELECTION_TERM).set(0.0);
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     process_collector().describe();
     *slot = Some(handle.clone());
@@ -257,12 +259,28 @@ pub(crate) fn session_delta(delta: f64) {
     gauge!(SESSIONS_ACTIVE).increment(delta);
 }
 
-/// A Campaign was elected (+1), or its leadership ended (-1).
-pub(crate) fn leadership_delta(delta: f64) {
-    if delta > 0.0 {
-        counter!(ELECTION_LEADERSHIPS_TOTAL).increment(1);
-    }
-    gauge!(ELECTIONS_LED).increment(delta);
+/// A Campaign was elected with `term`.
+pub(crate) fn leadership_began(term: u64) {
+    counter!(ELECTION_LEADERSHIPS_TOTAL).increment(1);
+    gauge!(ELECTIONS_LED).increment(1.0);
+    // Precision: terms are fences (microseconds since the epoch, about
+    // 2^51), below f64's 2^53 of exact integers.
+    gauge!(ELECTION_TERM).set(term as f64);
+}
+
+/// A Campaign's leadership ended.
+pub(crate) fn leadership_ended() {
+    gauge!(ELECTIONS_LED).decrement(1.0);
+}
+
+/// A waiter was granted a resource that had stood free for `gap` since
+/// its holder's end, as the waiter learned it; for an election, the time
+/// without a leader (`kind` `election`, else `lock`).
+pub(crate) fn stood_free(election: bool, gap: Duration) {
+    static GAPS: OnceLock<[Histogram; 2]> = OnceLock::new();
+    let gaps = GAPS
+        .get_or_init(|| ["lock", "election"].map(|kind| histogram!(HANDOFF_GAP, "kind" => kind)));
+    gaps[usize::from(election)].record(gap.as_secs_f64());
 }
 
 /// A session's lock was lost.

@@ -58,6 +58,13 @@ pub(crate) const NODE_CLOCK_OFFSET: &str = "redlock_node_clock_offset_seconds";
 pub(crate) const ELECTION_LEADERSHIPS_TOTAL: &str = "redlock_election_leaderships_total";
 /// Leaderships held through this replica's `Campaign` sessions now.
 pub(crate) const ELECTIONS_LED: &str = "redlock_elections_led";
+/// The term of the leadership most recently begun through this replica
+/// (never labelled with the election).
+pub(crate) const ELECTION_TERM: &str = "redlock_election_term";
+/// How long a resource stood free between its holder's end and the grant
+/// to a waiter behind it, by `kind` (`election`: the time without a
+/// leader; `lock`: every other kind).
+pub(crate) const HANDOFF_GAP: &str = "redlock_handoff_gap_seconds";
 /// Session locks lost (an extension could not keep them).
 pub(crate) const LOCKS_LOST_TOTAL: &str = "redlock_locks_lost_total";
 /// Locks released by an operator (`LockAdmin.ForceRelease`).
@@ -93,7 +100,7 @@ pub(super) enum Kind {
 
 /// Every metric's HELP text (Prometheus shows it; `promtool check metrics`
 /// requires it). One row per metric above, so none goes undescribed.
-pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 31] = [
+pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 33] = [
     (
         ACQUISITIONS_QUEUED,
         Kind::Gauge,
@@ -189,6 +196,16 @@ pub(super) const DESCRIPTIONS: [(&str, Kind, &str); 31] = [
         ELECTIONS_LED,
         Kind::Gauge,
         "Leaderships held through this replica's Campaign sessions now; sum over replicas for the fleet.",
+    ),
+    (
+        ELECTION_TERM,
+        Kind::Gauge,
+        "The term of the leadership most recently begun through this replica's Campaign sessions (every election together: with one election, max over replicas is its current term).",
+    ),
+    (
+        HANDOFF_GAP,
+        Kind::Histogram,
+        "Time a resource stood free between its holder's end (its keys' expiry, or its release heard) and the grant to a waiter behind it, by kind: election (time without a leader) or lock.",
     ),
     (
         LOCKS_HELD,

@@ -5,7 +5,7 @@
 
 use super::attempt::{AttemptStats, Claimant};
 use super::turns::Turn;
-use super::{Claim, Epoch, Holder, Lock, LockError, Redlock, RequestId, Token};
+use super::{keys, Claim, Epoch, Holder, Lock, LockError, Redlock, RequestId, Token};
 use crate::metrics;
 use std::future::Future;
 use std::sync::Arc;
@@ -254,6 +254,9 @@ impl Redlock {
                 Box::pin(self.poll(resource, who, ttl, give_up_at, stop, &mut stats)).await
             };
             metrics::waited(started.elapsed());
+            if let (Ok(_), Some(gap)) = (&result, stats.stood_free) {
+                metrics::stood_free(keys::is_election(resource), gap);
+            }
             result
         };
         metrics::acquisition(stats.attempts, stats.contended);

@@ -70,6 +70,11 @@ pub(crate) struct AttemptStats {
     /// several resources, `super::kinds::multi`): its waiter tells their
     /// wake-ups from a holder's release by them.
     pub cleanup_notices: Vec<u64>,
+    /// For a grant after a wait behind a holder: how long the resource
+    /// stood free before it, as the waiter learned of the holder's end
+    /// (see `Redlock::wait_in_queue`). For an election, the time without
+    /// a leader.
+    pub stood_free: Option<Duration>,
 }
 
 /// Whom an acquisition is for: the holder its grant records beside the

@@ -184,6 +184,28 @@ impl LockKeys {
 /// resource names cannot contain. The scripts spell it `'\31'`.
 pub(crate) const PERMIT_SEPARATOR: char = '\u{1f}';
 
+/// The first character of every election's resource: a control
+/// character no resource a client names may hold, so an election and a
+/// lock never share keys whatever their names (`crate::service::election`).
+pub(crate) const ELECTION_MARK: char = '\u{1e}';
+
+/// The resource an election's leadership is the lock of.
+pub(crate) fn election_resource(name: &str) -> String {
+    format!("{ELECTION_MARK}election/{name}")
+}
+
+/// The election a resource is the leadership of, if it is one.
+pub(crate) fn election_name(resource: &str) -> Option<&str> {
+    resource
+        .strip_prefix(ELECTION_MARK)
+        .and_then(|rest| rest.strip_prefix("election/"))
+}
+
+/// Whether a resource is an election's leadership.
+pub(crate) fn is_election(resource: &str) -> bool {
+    election_name(resource).is_some()
+}
+
 /// The pub/sub channel on which releases are announced under `prefix`.
 pub(crate) fn release_channel(prefix: &str) -> String {
     format!("{prefix}released")

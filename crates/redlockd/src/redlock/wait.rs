@@ -54,6 +54,10 @@ impl Redlock {
         let mut last_error = None;
         // After a split vote: no attempt before this, whatever wakes us.
         let mut backing_off_until: Option<Instant> = None;
+        // When the holder's lock ended, as far as this waiter knows: when
+        // its keys expire (a refused attempt's `holder_free_in`, or the
+        // lock granted to the waiter ahead), or a release heard before.
+        let mut free_since: Option<Instant> = None;
         loop {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
@@ -64,10 +68,13 @@ impl Redlock {
                     .await
                 {
                     Ok(granted) => {
+                        let now = Instant::now();
+                        stats.stood_free =
+                            free_since.map(|since| now.saturating_duration_since(since));
                         // A semaphore's next waiter tries at once: other
                         // permits may be free (see `super::kinds::semaphore`).
                         if who.holder.limit <= 1 {
-                            place.granted(Instant::now() + ttl);
+                            place.granted(now + ttl);
                         }
                         return Ok(granted);
                     }
@@ -79,6 +86,11 @@ impl Redlock {
                         let now = Instant::now();
                         if now >= give_up_at || ends_the_wait(&failure.error) {
                             return Err(failure.error);
+                        }
+                        if let (LockError::Contended(_), Some(free_in)) =
+                            (&failure.error, failure.holder_free_in)
+                        {
+                            free_since = Some(now + free_in);
                         }
                         let pause = self.pause_after(&failure, now - started);
                         try_at = Some(now + pause);
@@ -92,6 +104,10 @@ impl Redlock {
                 () = sleep_until_some(due) => {}
                 wake = place.woken() => {
                     let now = Instant::now();
+                    free_since = match wake {
+                        Wake::Released { .. } => Some(free_since.map_or(now, |since| since.min(now))),
+                        Wake::Front { holder_expires } => holder_expires.or(free_since),
+                    };
                     let woken_at = match wake {
                         Wake::Released { at_once: true, .. } | Wake::Front { holder_expires: None } => now,
                         Wake::Released { at_once: false, .. } => now + jitter(TIE_BREAK_JITTER),

@@ -8,20 +8,7 @@ use crate::redlock::Lock;
 use crate::service::proto_duration;
 use crate::service::request::{invalid, AcquireArgs, InvalidRequest, RequestBounds};
 
-/// The first character of every election's resource (see the module doc).
-pub(crate) const MARK: char = '\u{1e}';
-
-/// The resource an election's leadership is the lock of.
-pub(crate) fn resource_of(name: &str) -> String {
-    format!("{MARK}election/{name}")
-}
-
-/// The election a resource is the leadership of, if it is one.
-pub(crate) fn name_of(resource: &str) -> Option<&str> {
-    resource
-        .strip_prefix(MARK)
-        .and_then(|rest| rest.strip_prefix("election/"))
-}
+pub(crate) use crate::redlock::keys::{election_name as name_of, election_resource as resource_of};
 
 /// A Campaign's opening as the acquisition it is: its name checked as a
 /// resource, its value as an owner label, its ttl as a Hold's; it waits

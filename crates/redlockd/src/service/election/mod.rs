@@ -1,7 +1,7 @@
 //! `redlock.v1.ElectionService`: leader election over the lock engine.
 //!
 //! An election `NAME` is the lock on the resource [`resource_of`]`(NAME)`:
-//! a name that starts with a control character (`messages.rs`), a control character no resource a
+//! a name that starts with a control character (`crate::redlock::keys::ELECTION_MARK`), which no resource a
 //! client names may hold (`RequestBounds::resource` refuses them), so an
 //! election and a lock never share keys whatever their names. Its leader is
 //! that lock's holder, held by a `Campaign` session (a `Hold` that waits

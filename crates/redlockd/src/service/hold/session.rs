@@ -53,15 +53,15 @@ impl Drop for ActiveSession {
 struct Leading;
 
 impl Leading {
-    fn start() -> Leading {
-        metrics::leadership_delta(1.0);
+    fn start(term: u64) -> Leading {
+        metrics::leadership_began(term);
         Leading
     }
 }
 
 impl Drop for Leading {
     fn drop(&mut self) {
-        metrics::leadership_delta(-1.0);
+        metrics::leadership_ended();
     }
 }
 
@@ -80,7 +80,7 @@ impl<W: Wire> Session<W> {
         // replica, re-read the leader at once (a leadership notice).
         let _leading = W::WAITS_UNTIL_GRANTED.then(|| {
             self.engine.announce_leadership(&lock.resource);
-            Leading::start()
+            Leading::start(lock.fence)
         });
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, "session acquired");
         if Box::pin(self.send(W::acquired(lock.clone(), &self.args)))
