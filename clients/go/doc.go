@@ -14,8 +14,9 @@
 //
 // Elections: Campaign stands for an election and blocks until elected; the
 // returned *Leadership ends as a Lease does (Done, Context, Err), and its
-// Term fences the leader's writes. Leader reads the current leader and
-// Observe ranges over its changes, in term order.
+// Term fences the leader's writes; its Proclaim publishes a new value
+// under the same term. Leader reads the current leader and Observe ranges
+// over its changes, in (term, value version) order.
 //
 // Every outcome the daemon reports as a gRPC status code is an *Error that
 // works with errors.Is (ErrHeld, ErrNotHeld, ErrUnavailable, ErrLost, ...)

@@ -49,11 +49,18 @@ type Leader struct {
 	// Remaining is how long the leadership stays held at least, as a
 	// majority of masters saw it when the daemon read it.
 	Remaining time.Duration
+	// ValueVersion is 0 for the value the leader campaigned with, and
+	// higher after each Proclaim of the same term (not a count: a retried
+	// Proclaim may skip numbers). A leader's value can change while its
+	// Term stays, so (Term, ValueVersion) orders what observers see, not
+	// Term alone.
+	ValueVersion uint64
 }
 
 // String shows the leader.
 func (l Leader) String() string {
-	return fmt.Sprintf("Leader{Name: %q, Value: %q, Term: %d, Remaining: %s}", l.Name, l.Value, l.Term, l.Remaining)
+	return fmt.Sprintf("Leader{Name: %q, Value: %q, Term: %d, ValueVersion: %d, Remaining: %s}",
+		l.Name, l.Value, l.Term, l.ValueVersion, l.Remaining)
 }
 
 // leaderFromWire converts the contract's Leader (nil when has is false).
@@ -62,10 +69,11 @@ func leaderFromWire(has bool, w *pb.Leader) *Leader {
 		return nil
 	}
 	l := &Leader{
-		Name:      w.GetName(),
-		Value:     w.GetValue(),
-		Term:      w.GetTerm(),
-		Remaining: w.GetRemaining().AsDuration(),
+		Name:         w.GetName(),
+		Value:        w.GetValue(),
+		Term:         w.GetTerm(),
+		Remaining:    w.GetRemaining().AsDuration(),
+		ValueVersion: w.GetValueVersion(),
 	}
 	if w.GetSince() != nil {
 		l.Since = w.GetSince().AsTime()
@@ -91,13 +99,18 @@ func (c *Client) Leader(ctx context.Context, name string) (*Leader, error) {
 
 // Observe streams the election's leader changes: ranging over it opens an
 // Observe stream (each range its own) and yields the current leader first
-// (nil: none), then each change, a new leader (a higher term than any
-// yielded before) or nil (the leader is gone, none yet elected).
+// (nil: none), then each change: a new leader (a higher term than any
+// yielded before), a new value of the same leader (its Proclaim: the same
+// term, a higher ValueVersion), or nil (the leader is gone, none yet
+// elected). Each leader yielded comes after the one before it in
+// (Term, ValueVersion) order.
 //
 // It ends without an error when ctx ends or the loop breaks. Otherwise it
 // ends with one last (nil, err): an *Error (ErrUnavailable when too few
 // masters answered, or the daemon stopped or went away: observe again,
-// perhaps on another replica, and ignore terms not above the last seen).
+// perhaps on another replica, and ignore a leader that does not come
+// after the last seen: a lower term, or the same term and a ValueVersion
+// not above).
 func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[*Leader, error] {
 	return func(yield func(*Leader, error) bool) {
 		if name == "" {

@@ -247,6 +247,104 @@ func TestLeaderAndObserveSeeChangesInTermOrder(t *testing.T) {
 	}
 }
 
+func TestProclaimChangesTheValueUnderTheSameTerm(t *testing.T) {
+	c := dial(t, shared.addr)
+	ctx := t.Context()
+	name := resource(t)
+	steps := make(chan observed, 16)
+	go func() {
+		for leader, err := range c.Observe(ctx, name) {
+			select {
+			case steps <- observed{leader, err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var last *redlockd.Leader
+	// next reads the next leader observed, passing over moments with none;
+	// each comes after the one before: a higher term, or the same term
+	// with a higher ValueVersion.
+	next := func() *redlockd.Leader {
+		t.Helper()
+		for {
+			var step observed
+			select {
+			case step = <-steps:
+			case <-time.After(bound):
+				t.Fatalf("no change observed within %s", bound)
+			}
+			switch {
+			case step.err != nil:
+				t.Fatalf("Observe: %v", step.err)
+			case step.leader == nil:
+				continue
+			case last != nil && (step.leader.Term < last.Term ||
+				step.leader.Term == last.Term && step.leader.ValueVersion <= last.ValueVersion):
+				t.Fatalf("observed %v after %v", step.leader, last)
+			}
+			last = step.leader
+			return last
+		}
+	}
+
+	first, err := c.Campaign(ctx, name, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.Term != first.Term() || got.Value != "first" || got.ValueVersion != 0 {
+		t.Fatalf("observed %v, want %v at version 0", got, first)
+	}
+	for _, value := range []string{"moved", "moved again"} {
+		before := last.ValueVersion
+		if err := first.Proclaim(ctx, value); err != nil {
+			t.Fatalf("proclaim %q: %v", value, err)
+		}
+		if first.Value() != value || first.Err() != nil {
+			t.Fatalf("after proclaiming %q: %v, err %v", value, first, first.Err())
+		}
+		leaderIs(t, c, name, first)
+		got, err := c.Leader(ctx, name)
+		if err != nil || got.ValueVersion <= before {
+			t.Fatalf("Leader = %v, %v: want a version above %d", got, err, before)
+		}
+		// Told at once, as a new leader is; the same term, a higher version.
+		if seen := next(); seen.Term != first.Term() || seen.Value != value || seen.ValueVersion != got.ValueVersion {
+			t.Fatalf("observed %v, want %v", seen, got)
+		}
+	}
+
+	// Resigned by token elsewhere: the daemon refuses the old term's
+	// Proclaim (this side may not know yet), and the next leader's value
+	// stays.
+	standby := campaign(ctx, c, name, "standby")
+	if wasLeader, err := c.Resign(ctx, name, first.Token()); err != nil || !wasLeader {
+		t.Fatalf("resign by token: %v %v", wasLeader, err)
+	}
+	second := elected(t, standby)
+	e := wantKind(t, first.Proclaim(ctx, "too late"), redlockd.ErrNotHeld, codes.FailedPrecondition)
+	if e.Op != "Proclaim" || errors.Is(e, redlockd.ErrLost) {
+		t.Fatalf("a refused Proclaim: %#v", e)
+	}
+	leaderIs(t, c, name, second)
+	if seen := next(); seen.Term != second.Term() || seen.Value != "standby" || seen.ValueVersion != 0 {
+		t.Fatalf("observed %v, want %v at version 0", seen, second)
+	}
+
+	// Resigned here: refused at once, with the same kind.
+	if _, err := second.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e = wantKind(t, second.Proclaim(ctx, "too late"), redlockd.ErrNotHeld, codes.FailedPrecondition)
+	if !strings.Contains(e.Message, "resigned at the client's request") {
+		t.Fatalf("message %q", e.Message)
+	}
+	if second.Value() != "standby" {
+		t.Fatalf("a refused Proclaim changed Value to %q", second.Value())
+	}
+	leaderIs(t, c, name, nil)
+}
+
 func TestCampaignsContextWithdrawsOrEnds(t *testing.T) {
 	c := dial(t, shared.addr)
 	ctx := t.Context()

@@ -17,7 +17,9 @@ var (
 	// ErrHeld (ABORTED): the resource stayed held by someone else for the whole wait.
 	ErrHeld = errors.New("held elsewhere")
 	// ErrNotHeld (FAILED_PRECONDITION): the token no longer holds the lock
-	// (it expired, was taken over, or was never held).
+	// (it expired, was taken over, or was never held). From
+	// Leadership.Proclaim: that term no longer leads (a leadership is a
+	// lock the daemon keeps), and the value was not changed.
 	ErrNotHeld = errors.New("not held")
 	// ErrUnavailable (UNAVAILABLE): too few masters answered, or the daemon
 	// is unreachable; nothing is left locked by the call: safe to retry.
@@ -72,7 +74,7 @@ var kinds = map[codes.Code]error{
 type Error struct {
 	// Op is the call that failed: "Acquire", "Extend", "Release",
 	// "Validate", "Hold", "Dial" or "Lease"; for elections "Campaign",
-	// "Leader", "Observe", "Resign" or "Leadership".
+	// "Leader", "Observe", "Resign", "Proclaim" or "Leadership".
 	Op string
 	// Kind is one of the Err* values above.
 	Kind error

@@ -34,11 +34,11 @@ import (
 // earlier leader's.
 type Leadership struct {
 	name         string
-	value        string
 	term         uint64
 	token        string
 	ttl          time.Duration
 	callTimeout  time.Duration
+	election     pb.ElectionServiceClient
 	stream       grpc.BidiStreamingClient[pb.CampaignRequest, pb.CampaignResponse]
 	cancelStream context.CancelFunc
 	ctx          context.Context
@@ -60,6 +60,11 @@ type Leadership struct {
 	resignErr error
 	// draining is set when the daemon said it is stopping.
 	draining bool
+	// value is the value published last, and valueVersion its
+	// Leader.ValueVersion (0: the campaign's), so that of two Proclaims
+	// answered out of order the later one stays.
+	value        string
+	valueVersion uint64
 }
 
 // Campaign stands as a candidate in the election name, publishing value
@@ -124,6 +129,7 @@ func (c *Client) Campaign(ctx context.Context, name, value string, opts ...Campa
 		token:        elected.GetToken(),
 		ttl:          cfg.ttl,
 		callTimeout:  c.callTimeout,
+		election:     c.election,
 		stream:       stream,
 		cancelStream: cancelStream,
 		ctx:          workCtx,
@@ -145,8 +151,13 @@ func (c *Client) Campaign(ctx context.Context, name, value string, opts ...Campa
 // Name is the election's name.
 func (l *Leadership) Name() string { return l.name }
 
-// Value is what this leader campaigned with (what Leader and Observe show).
-func (l *Leadership) Value() string { return l.value }
+// Value is what this leader publishes (what Leader and Observe show): the
+// value it campaigned with, or the last one Proclaim set.
+func (l *Leadership) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
 
 // Term is the leadership's fencing token: strictly greater than every
 // earlier leader's term of the same election. Pass it with every write.
@@ -221,7 +232,7 @@ func (l *Leadership) Context() context.Context { return &checkedContext{l.ctx, l
 
 // String shows the leadership without its token.
 func (l *Leadership) String() string {
-	return fmt.Sprintf("Leadership{Name: %q, Value: %q, Term: %d, Validity: %s}", l.name, l.value, l.term, l.Validity())
+	return fmt.Sprintf("Leadership{Name: %q, Value: %q, Term: %d, Validity: %s}", l.name, l.Value(), l.term, l.Validity())
 }
 
 // GoString shows the leadership without its token (%#v).
@@ -277,6 +288,49 @@ func (l *Leadership) Resign(ctx context.Context) (wasLeader bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.wasLeader, l.resignErr
+}
+
+// Proclaim changes the value this leader publishes (an address it moved
+// to, what it serves) without giving up the leadership: the term stays,
+// and Leader and Observe show the new value with a higher ValueVersion,
+// so standbys and followers learn it without an election. It sends the
+// leadership's name, token and term on a majority of masters; on success
+// Value is the new value.
+//
+// A term that no longer leads is refused with ErrNotHeld
+// (FAILED_PRECONDITION), the value unchanged where another term leads: the
+// leadership was lost or resigned, maybe before this side knew it. A
+// Leadership already over (Err not nil) is refused so at once, without a
+// call: a leader that has been told it no longer leads must not publish
+// as one. ErrUnavailable when too few masters answered: the new value may
+// then be seen by some reads and not others until a Proclaim succeeds, and
+// proclaiming again is safe. A context without a deadline gets the call
+// timeout.
+func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if err := l.Err(); err != nil {
+		reason := err.Error()
+		var e *Error
+		if errors.As(err, &e) {
+			reason = e.Reason
+		}
+		return newError("Proclaim", codes.FailedPrecondition,
+			fmt.Sprintf("the leadership of %s is over: %s", l.name, reason), nil)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.callTimeout)
+		defer cancel()
+	}
+	resp, err := l.election.Proclaim(ctx, &pb.ProclaimRequest{Name: l.name, Token: l.token, Term: l.term, Value: value})
+	if err != nil {
+		return fromRPC("Proclaim", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := resp.GetValueVersion(); v >= l.valueVersion {
+		l.value, l.valueVersion = value, v
+	}
+	return nil
 }
 
 // watch reads the session's events until the stream ends.

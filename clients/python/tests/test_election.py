@@ -1,9 +1,10 @@
 """Leader election through `with client.campaign(...)`, `client.leader`,
-`client.observe` and `client.resign`, blocking and asyncio, against the
-real daemon: one leader and a standby, the standby elected with a higher
-term once the leader resigns, observers told each change in term order,
-and every way a leadership ends without its leader asking setting
-`leadership.lost`. Every wait is bounded."""
+`client.observe`, `client.resign` and `proclaim`, blocking and asyncio,
+against the real daemon: one leader and a standby, the standby elected
+with a higher term once the leader resigns, a leader's proclaimed value
+seen under the same term, observers told each change in (term,
+value_version) order, and every way a leadership ends without its leader
+asking setting `leadership.lost`. Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import queue
 import signal
 import threading
 import time
-from typing import Callable, List, Optional, Union
+from typing import Callable, List, Optional, Tuple, Union
 
+import grpc
 import pytest
 
 from redlockd_client import (
@@ -25,6 +27,7 @@ from redlockd_client import (
     Leadership,
     LeadershipLost,
     LockLost,
+    LockNotHeld,
     Observation,
     PermissionDenied,
     Unauthenticated,
@@ -70,15 +73,17 @@ class Changes:
         return item
 
     def until(
-        self, last: int, condition: Callable[[Optional[Leader]], bool]
-    ) -> tuple[Optional[Leader], int]:
+        self, last: Tuple[int, int], condition: Callable[[Optional[Leader]], bool]
+    ) -> Tuple[Optional[Leader], Tuple[int, int]]:
         """Reads changes until one meets `condition`; every change on the
-        way goes forward (a higher term than `last`, or no leader)."""
+        way goes forward: no leader, or a (term, value_version) above
+        `last` (a higher term, or the same term's proclaimed value)."""
         while True:
             change = self.next()
             if change is not None:
-                assert change.term > last, f"an observer went back: {change.term} after {last}"
-                last = change.term
+                now = (change.term, change.value_version)
+                assert now > last, f"an observer went back: {now} after {last}"
+                last = now
             if condition(change):
                 return change, last
 
@@ -145,7 +150,7 @@ def test_one_leader_a_standby_and_observers_in_term_order(client: Client, resour
         assert (leader.name, leader.value, leader.term) == (resource, "10.0.0.1:8080", first.term)
         assert leader.since is not None and leader.since.tzinfo is not None
         assert 0 < leader.remaining <= 2
-        seen, last = changes.until(0, lambda c: c is not None)
+        seen, last = changes.until((0, 0), lambda c: c is not None)
         assert seen == Leader(resource, "10.0.0.1:8080", first.term, seen.since, seen.remaining)
 
         standby = Standby(client, resource, "10.0.0.2:8080")
@@ -169,6 +174,49 @@ def test_one_leader_a_standby_and_observers_in_term_order(client: Client, resour
     standby.stop()
     assert second.was_leader is True
     changes.until(last, lambda c: c is None)
+    assert client.leader(resource) is None
+    changes.close()
+
+
+def test_proclaim_changes_the_value_under_the_same_term(client: Client, resource: str) -> None:
+    changes = Changes(client.observe(resource))
+    assert changes.next() is None
+    campaign = client.campaign(resource, value="first", ttl=5)
+    with campaign as leadership:
+        seen, last = changes.until((0, 0), lambda c: c is not None)
+        assert seen is not None and (seen.value, seen.value_version) == ("first", 0)
+        assert leadership.value_version == 0
+        # From the block's leadership, and from the campaign: the same call.
+        proclaims = [("moved", leadership.proclaim), ("moved again", campaign.proclaim)]
+        for value, proclaim in proclaims:
+            version = proclaim(value)
+            assert version > last[1], (version, last)
+            assert (leadership.value, leadership.value_version) == (value, version)
+            leadership.check()  # still the leader
+            leader = client.leader(resource)
+            assert leader is not None
+            assert (leader.value, leader.term, leader.value_version) == (
+                value, leadership.term, version,
+            )
+            # Told at once, as a new leader is: the same term, a higher version.
+            seen, last = changes.until(last, lambda c: c is not None)
+            assert seen is not None and (seen.value, seen.term, seen.value_version) == (
+                value, leadership.term, version,
+            )
+
+        # Resigned by token elsewhere: the daemon refuses the old term (this
+        # side may not know yet) and changes nothing.
+        assert client.resign(leadership) is True
+        with pytest.raises(LockNotHeld) as refused:
+            leadership.proclaim("too late")
+        assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION
+        assert leadership.value == "moved again"
+        assert client.leader(resource) is None
+        changes.until(last, lambda c: c is None)
+    # Over and known so: refused at once, with the same error.
+    with pytest.raises(LockNotHeld) as refused:
+        campaign.proclaim("later still")
+    assert "is over" in refused.value.details, refused.value.details
     assert client.leader(resource) is None
     changes.close()
 
@@ -258,7 +306,7 @@ def test_lost_and_unobserved_when_the_daemon_ends(own_cluster, resource: str, ho
         assert changes.next() is None
         with client.campaign(resource, value="me", ttl=5) as leadership:
             leadership.check()
-            changes.until(0, lambda c: c is not None and c.term == leadership.term)
+            changes.until((0, 0), lambda c: c is not None and c.term == leadership.term)
             own_cluster.daemon.send_signal(how)
             assert leadership.lost.wait(LIMIT), f"no lost signal after {how.name}"
             assert reason in (leadership.reason or ""), leadership.reason
@@ -394,6 +442,42 @@ def test_async_resign_by_token_and_timeout(daemon, resource: str) -> None:
             assert await client.resign(resource, leadership.token) is False
             async with client.campaign(resource, value="next", ttl=5, timeout=LIMIT) as after:
                 assert after.term > leadership.term
+
+    run(scenario())
+
+
+def test_async_proclaim(daemon, resource: str) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(daemon.address, timeout=30) as client:
+            observation = client.observe(resource)
+            assert await asyncio.wait_for(observation.__anext__(), LIMIT) is None
+            campaign = client.campaign(resource, value="first", ttl=5)
+            async with campaign as leadership:
+                seen = await asyncio.wait_for(observation.__anext__(), LIMIT)
+                assert seen is not None and (seen.value, seen.value_version) == ("first", 0)
+                last = (seen.term, seen.value_version)
+                proclaims = [("moved", leadership.proclaim), ("moved again", campaign.proclaim)]
+                for value, proclaim in proclaims:
+                    version = await proclaim(value)
+                    assert (leadership.value, leadership.value_version) == (value, version)
+                    leader = await client.leader(resource)
+                    assert leader is not None
+                    assert (leader.value, leader.term, leader.value_version) == (
+                        value, leadership.term, version,
+                    )
+                    seen = await asyncio.wait_for(observation.__anext__(), LIMIT)
+                    assert seen is not None and seen.value == value
+                    assert (seen.term, seen.value_version) > last, (seen, last)
+                    last = (seen.term, seen.value_version)
+                assert await client.resign(leadership) is True
+                with pytest.raises(LockNotHeld) as refused:
+                    await leadership.proclaim("too late")
+                assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION
+                assert await client.leader(resource) is None
+            with pytest.raises(LockNotHeld) as refused:
+                await campaign.proclaim("later still")
+            assert "is over" in refused.value.details, refused.value.details
+            observation.close()
 
     run(scenario())
 

@@ -1,7 +1,7 @@
 // Command runner is the Go client's conformance runner: it runs
 // clients/conformance/scenarios.json through the redlockd Go module's public
 // API (Dial, Client, Lease, Campaign, Leadership, Leader, Observe, Resign,
-// the Err* kinds with errors.Is).
+// Proclaim, the Err* kinds with errors.Is).
 //
 // Usage: runner SCENARIOS ENV (started by clients/conformance/harness.py,
 // whose docstring describes ENV and the line protocol on stdout/stdin).
@@ -116,7 +116,9 @@ type change struct {
 type observation struct {
 	changes chan change
 	cancel  context.CancelFunc
-	last    uint64
+	// last is the last leader observed (nil: none yet), which the next
+	// must come after.
+	last *redlockd.Leader
 }
 
 type state struct {
@@ -450,8 +452,8 @@ func (r *runner) step(step Step, st *state) error {
 		lease := st.leases[step.Lease]
 		return until(within(step), "draining", func() (bool, error) { return lease.Draining(), nil })
 	case "campaign", "campaign_async", "expect_not_elected", "await_elected", "expect_term_above",
-		"leader", "resign", "resign_token", "await_leadership_lost", "observe", "observe_next",
-		"close_observation":
+		"leader", "resign", "resign_token", "proclaim", "await_leadership_lost", "observe",
+		"observe_next", "close_observation":
 		return r.electionStep(step, st)
 	case "pause":
 		time.Sleep(time.Duration(step.Ms) * time.Millisecond)
@@ -602,6 +604,19 @@ func checkLeader(step Step, st *state, leader *redlockd.Leader) error {
 	return nil
 }
 
+// after says whether leader comes after last (nil: nothing yet) in
+// (term, value version) order.
+func after(leader, last *redlockd.Leader) bool {
+	switch {
+	case last == nil:
+		return true
+	case leader.Term != last.Term:
+		return leader.Term > last.Term
+	default:
+		return leader.ValueVersion > last.ValueVersion
+	}
+}
+
 func checkWasLeader(step Step, wasLeader bool) error {
 	if step.WasLeader != nil && wasLeader != *step.WasLeader {
 		return fmt.Errorf("was_leader %v, expected %v", wasLeader, *step.WasLeader)
@@ -715,6 +730,12 @@ func (r *runner) electionStep(step Step, st *state) error {
 			return err
 		}
 		return checkWasLeader(step, wasLeader)
+	case "proclaim":
+		l, ok := st.leaderships[step.Leadership]
+		if !ok {
+			return fmt.Errorf("no leadership %q to proclaim by", step.Leadership)
+		}
+		return outcome(step, l.Proclaim(ctx, step.Value))
 	case "await_leadership_lost":
 		l := st.leaderships[step.Leadership]
 		select {
@@ -759,11 +780,13 @@ func (r *runner) electionStep(step Step, st *state) error {
 				return fmt.Errorf("the observation ended: %s: %v", kindOf(ch.err), ch.err)
 			}
 			if ch.leader != nil {
-				// Terms only ever increase along one observation.
-				if ch.leader.Term <= o.last {
-					return fmt.Errorf("observed term %d after %d", ch.leader.Term, o.last)
+				// Along one observation each leader comes after the one
+				// before: a higher term, or the same term's proclaimed
+				// value (a higher value version).
+				if !after(ch.leader, o.last) {
+					return fmt.Errorf("observed %v after %v", ch.leader, o.last)
 				}
-				o.last = ch.leader.Term
+				o.last = ch.leader
 			}
 			if ch.leader == nil && step.SkipNone && !step.None {
 				continue

@@ -1,6 +1,6 @@
 """The Python client's conformance runner: runs clients/conformance/scenarios.json
 through redlockd_client's public API (Client, Hold, Lease, campaign,
-Leadership, leader, observe, resign, the error classes).
+Leadership, leader, observe, resign, proclaim, the error classes).
 
 Usage: runner.py SCENARIOS ENV (started by clients/conformance/harness.py,
 whose docstring describes ENV and the line protocol on stdout/stdin).
@@ -78,7 +78,8 @@ class Runner:
             "locks": {}, "leases": {}, "pending": {}, "fences": {},
             # Elections, by the steps' names: (Campaign, Leadership) of a
             # leader; (thread, box, Campaign) of a candidacy under way; the
-            # Observation; [queue of what it yielded, last term seen].
+            # Observation; [queue of what it yielded, (term, value_version)
+            # of the last leader seen, or None].
             "leaderships": {}, "candidates": {}, "observations": {}, "observed": {},
         }
         try:
@@ -403,6 +404,11 @@ class Runner:
             was_leader = self.outcome(step, state, lambda: client.resign(self.election(step), leadership.token))
             if "was_leader" in step and was_leader != step["was_leader"]:
                 raise Failure(f"was_leader {was_leader}, expected {step['was_leader']}")
+        elif op == "proclaim":
+            if step["leadership"] not in state["leaderships"]:
+                raise Failure(f"no leadership {step['leadership']!r} to proclaim by")
+            campaign, _ = state["leaderships"][step["leadership"]]
+            self.outcome(step, state, lambda: campaign.proclaim(step["value"]))
         elif op == "await_leadership_lost":
             _, leadership = state["leaderships"][step["leadership"]]
             if not leadership.lost.wait(step["within_ms"] / 1000):
@@ -420,7 +426,7 @@ class Runner:
 
             threading.Thread(target=read_changes, daemon=True).start()
             state["observations"][step["as"]] = observation
-            state["observed"][step["as"]] = [changes, 0]
+            state["observed"][step["as"]] = [changes, None]
         elif op == "observe_next":
             changes, last = state["observed"][step["observation"]]
             limit = time.monotonic() + step.get("within_ms", STEP_LIMIT * 1000) / 1000
@@ -432,10 +438,13 @@ class Runner:
                 if kind == "error":
                     raise Failure(f"the observation ended: {kind_of(value)}: {value}")
                 if value is not None:
-                    # Terms only ever increase along one observation.
-                    if not value.term > last:
-                        raise Failure(f"observed term {value.term} after {last}")
-                    last = value.term
+                    # Along one observation each leader comes after the one
+                    # before: a higher term, or the same term's proclaimed
+                    # value (a higher value_version).
+                    now = (value.term, value.value_version)
+                    if last is not None and not now > last:
+                        raise Failure(f"observed (term, value_version) {now} after {last}")
+                    last = now
                     state["observed"][step["observation"]][1] = last
                 if value is None and step.get("skip_none") and not step.get("none"):
                     continue
@@ -450,8 +459,8 @@ class Runner:
 #: The election steps (see the README's Steps).
 ELECTION_OPS = {
     "campaign", "campaign_async", "expect_not_elected", "await_elected", "expect_term_above",
-    "leader", "resign", "resign_token", "await_leadership_lost", "observe", "observe_next",
-    "close_observation",
+    "leader", "resign", "resign_token", "proclaim", "await_leadership_lost", "observe",
+    "observe_next", "close_observation",
 }
 
 

@@ -20,7 +20,8 @@ Blocking::
         leadership.check()  # raises LeadershipLost once it is gone
         ...  # lead, passing leadership.term (a fence) with every write
 
-Leader election: ``client.campaign`` (above), ``client.leader(name)`` (a
+Leader election: ``client.campaign`` (above), ``leadership.proclaim(value)``
+(a new value under the same term), ``client.leader(name)`` (a
 :class:`Leader` or None), ``client.observe(name)`` (each change).
 
 asyncio: :class:`AsyncClient`, the same calls awaited, ``async with

@@ -23,7 +23,7 @@ from ._election import (
     not_elected,
     observation_ended,
 )
-from ._errors import RedlockdError, from_rpc_error
+from ._errors import LockNotHeld, RedlockdError, from_rpc_error
 from ._generated import election_pb2, election_pb2_grpc
 from ._types import Metadata, from_duration
 
@@ -34,10 +34,21 @@ class AsyncLeadership(LeadershipState):
     gone without a resignation from this side; :meth:`check` raises
     :class:`LeadershipLost` then."""
 
-    def __init__(self, name: str, value: str) -> None:
+    def __init__(self, name: str, value: str, campaign: Optional[AsyncCampaign] = None) -> None:
         super().__init__(name, value)
         #: Set as soon as the leadership is gone without being resigned here.
         self.lost = asyncio.Event()
+        self._campaign = campaign
+
+    async def proclaim(self, value: str, *, timeout: Optional[float] = None) -> int:
+        """:meth:`AsyncCampaign.proclaim`, from inside the ``async with``
+        block."""
+        if self._campaign is None:
+            raise LockNotHeld(
+                f"the leadership of {self.name} has no campaign to proclaim through",
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+        return await self._campaign.proclaim(value, timeout=timeout)
 
     def _lost_signalled(self) -> bool:
         return self.lost.is_set()
@@ -63,12 +74,14 @@ class AsyncCampaign:
         self._metadata = metadata
         self._start = start
         self._timeout = timeout
+        # The client's default timeout (None: none), which bounds proclaim.
+        self._call_timeout = resign_wait
         self._resign_wait = RESIGN_WAIT if resign_wait is None else max(resign_wait, 1.0)
         self._establish_wait = from_duration(start.campaign.ttl) + ESTABLISH_SLACK
         self._call: Optional[grpc.aio.StreamStreamCall] = None
         self._reader: Optional[asyncio.Task[None]] = None
         self._ready = asyncio.Event()
-        self.leadership = AsyncLeadership(start.campaign.name, start.campaign.value)
+        self.leadership = AsyncLeadership(start.campaign.name, start.campaign.value, self)
 
     async def __aenter__(self) -> AsyncLeadership:
         call = self._stub.Campaign(metadata=self._metadata)
@@ -132,6 +145,20 @@ class AsyncCampaign:
         except asyncio.TimeoutError:
             call.cancel()  # the daemon ends the leadership on cancellation too
         return leadership.was_leader if not leadership.is_lost() else None
+
+    async def proclaim(self, value: str, *, timeout: Optional[float] = None) -> int:
+        """As :meth:`Campaign.proclaim`."""
+        request = self.leadership._proclaim_request(value)
+        try:
+            response = await self._stub.Proclaim(
+                request,
+                timeout=self._call_timeout if timeout is None else timeout,
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        self.leadership._proclaimed(value, response.value_version)
+        return int(response.value_version)
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         leadership = self.leadership

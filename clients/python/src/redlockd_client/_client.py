@@ -305,7 +305,8 @@ class Client:
         daemon keeps the leadership while the block runs (``ttl``: how long
         a frozen or killed leader keeps it); leaving resigns. ``value`` is
         what the leader publishes to :meth:`leader` and :meth:`observe`
-        (an address, a pod name)."""
+        (an address, a pod name); ``leadership.proclaim(value)`` publishes
+        another under the same term."""
         return Campaign(
             self._elections,
             self._metadata,
@@ -330,11 +331,13 @@ class Client:
     def observe(self, name: str) -> Observation:
         """The election's leader changes, as an iterator of
         ``Optional[Leader]``: the current state first, then each change (a
-        higher term, or None: no leader), never going back. It runs until
-        closed (``close()``, or ``with client.observe(name) as changes:``);
-        the client's default ``timeout`` does not apply. A stream the
-        daemon ends raises (:class:`Unavailable` when it stops): observe
-        again, ignoring terms not above the last one seen."""
+        higher term, the same term's proclaimed value with a higher
+        ``value_version``, or None: no leader), never going back in
+        ``(term, value_version)``. It runs until closed (``close()``, or
+        ``with client.observe(name) as changes:``); the client's default
+        ``timeout`` does not apply. A stream the daemon ends raises
+        (:class:`Unavailable` when it stops): observe again, ignoring any
+        leader not after the last one seen."""
         call = self._elections.Observe(
             election_pb2.ObserveRequest(name=name), metadata=self._metadata
         )

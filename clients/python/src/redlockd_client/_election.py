@@ -20,6 +20,7 @@ from ._errors import (
     DeadlineExceeded,
     LeadershipLost,
     LockLost,
+    LockNotHeld,
     RedlockdError,
     Unavailable,
     from_rpc_error,
@@ -45,6 +46,11 @@ class Leader:
     leader's. ``since`` is when the leadership began by the masters' clocks
     (UTC; None if the daemon did not say), ``remaining`` how long, in
     seconds, a majority keeps it at least from when the daemon answered.
+    ``value_version`` is 0 for the value the leader campaigned with, and
+    higher after each ``proclaim`` of the same term (not a count: a retried
+    one may skip numbers): a leader's value can change while its term
+    stays, so ``(term, value_version)`` orders what observers see, not the
+    term alone.
     """
 
     name: str
@@ -52,6 +58,7 @@ class Leader:
     term: int
     since: Optional[datetime.datetime]
     remaining: float
+    value_version: int = 0
 
 
 def leader_of(has_leader: bool, message: election_pb2.Leader) -> Optional[Leader]:
@@ -70,6 +77,7 @@ def leader_of(has_leader: bool, message: election_pb2.Leader) -> Optional[Leader
         term=message.term,
         since=since,
         remaining=from_duration(message.remaining),
+        value_version=message.value_version,
     )
 
 
@@ -112,11 +120,16 @@ class LeadershipState(SessionState):
         super().__init__()
         #: The election's name.
         self.name: str = name
-        #: The value this leader campaigned with.
+        #: The value this leader publishes: the one it campaigned with, or
+        #: the last one ``proclaim`` set.
         self.value: str = value
+        #: ``value``'s :attr:`Leader.value_version` (0: the campaign's).
+        self.value_version: int = 0
         #: The leadership's fence: pass it with every write made as leader;
         #: strictly greater than every earlier leader's.
         self.term: int = 0
+        # Two proclaims answered out of order (threads): the later stays.
+        self._proclaimed_lock = threading.Lock()
 
     @property
     def fence(self) -> int:
@@ -139,6 +152,33 @@ class LeadershipState(SessionState):
             f"{type(self).__name__}(name={self.name!r}, value={self.value!r}, "
             f"term={self.term}, lost={self.is_lost()}, reason={self.reason!r})"
         )
+
+    def _proclaim_request(self, value: str) -> election_pb2.ProclaimRequest:
+        """Proclaim's request, by this leadership's name, token and term.
+        Raises :class:`LockNotHeld`, as the daemon would, when this side
+        knows the leadership is over already (never elected, lost, or
+        resigned): a leader told it no longer leads must not publish as
+        one."""
+        if not self._token:
+            reason = "not elected"
+        elif self.is_lost():
+            reason = self.reason or "lost"
+        elif self._release_requested:
+            reason = self._ENDED_HERE
+        else:
+            return election_pb2.ProclaimRequest(
+                name=self.name, token=self._token, term=self.term, value=value
+            )
+        raise LockNotHeld(
+            f"the leadership of {self.name} is over: {reason}",
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+
+    def _proclaimed(self, value: str, value_version: int) -> None:
+        """The daemon took ``value`` as ``value_version``."""
+        with self._proclaimed_lock:
+            if value_version >= self.value_version:
+                self.value, self.value_version = value, value_version
 
     def _ready(self) -> bool:
         """Whether entering the block may return: the leadership is
@@ -178,10 +218,20 @@ class Leadership(LeadershipState):
     :meth:`check` (raises :class:`LeadershipLost`) before each step of the
     work done as leader."""
 
-    def __init__(self, name: str, value: str) -> None:
+    def __init__(self, name: str, value: str, campaign: Optional[Campaign] = None) -> None:
         super().__init__(name, value)
         #: Set as soon as the leadership is gone without being resigned here.
         self.lost = threading.Event()
+        self._campaign = campaign
+
+    def proclaim(self, value: str, *, timeout: Optional[float] = None) -> int:
+        """:meth:`Campaign.proclaim`, from inside the ``with`` block."""
+        if self._campaign is None:
+            raise LockNotHeld(
+                f"the leadership of {self.name} has no campaign to proclaim through",
+                grpc.StatusCode.FAILED_PRECONDITION,
+            )
+        return self._campaign.proclaim(value, timeout=timeout)
 
     def _lost_signalled(self) -> bool:
         return self.lost.is_set()
@@ -220,6 +270,8 @@ class Campaign:
         self._metadata = metadata
         self._start = start
         self._timeout = timeout
+        # The client's default timeout (None: none), which bounds proclaim.
+        self._call_timeout = resign_wait
         self._resign_wait = RESIGN_WAIT if resign_wait is None else max(resign_wait, 1.0)
         self._establish_wait = from_duration(start.campaign.ttl) + ESTABLISH_SLACK
         self._requests: queue.Queue[Optional[election_pb2.CampaignRequest]] = queue.Queue()
@@ -228,7 +280,7 @@ class Campaign:
         self._done = threading.Event()
         self._error: Optional[RedlockdError] = None
         self._call: Optional[grpc.Future] = None
-        self.leadership = Leadership(start.campaign.name, start.campaign.value)
+        self.leadership = Leadership(start.campaign.name, start.campaign.value, self)
 
     def __enter__(self) -> Leadership:
         self._requests.put(self._start)
@@ -275,6 +327,33 @@ class Campaign:
             # Cancelling ends the leadership on the daemon's side as well.
             self._abandon()
         return leadership.was_leader if not leadership.is_lost() else None
+
+    def proclaim(self, value: str, *, timeout: Optional[float] = None) -> int:
+        """Publishes ``value`` (an address the leader moved to, what it
+        serves) without giving up the leadership: the term stays, and
+        :meth:`Client.leader` and observers see the new value with a higher
+        ``value_version``, which this returns (``leadership.value`` is then
+        ``value``). It sends the leadership's name, token and term, on a
+        majority of masters. ``timeout`` defaults to the client's.
+
+        :class:`LockNotHeld` (FAILED_PRECONDITION) when that term no longer
+        leads (lost or resigned, maybe before this side knew it): the value
+        is not changed where another term leads; raised at once, without a
+        call, once this side knows the leadership is over.
+        :class:`Unavailable` when too few masters answered: some reads may
+        then show the new value and others not until a proclaim succeeds;
+        proclaiming again is safe."""
+        request = self.leadership._proclaim_request(value)
+        try:
+            response = self._stub.Proclaim(
+                request,
+                timeout=self._call_timeout if timeout is None else timeout,
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        self.leadership._proclaimed(value, response.value_version)
+        return int(response.value_version)
 
     def _abandon(self) -> None:
         """Cancels the stream (the daemon drops the candidacy, or releases
@@ -329,12 +408,15 @@ def observation_ended() -> Unavailable:
 
 class Observation:
     """The leader changes :meth:`Client.observe` streams: iterate it for
-    the current state first, then each change, in term order (a
-    :class:`Leader` of a higher term, or None: no leader). ``close()`` (or
-    leaving its ``with`` block) ends it; the iteration then stops. A
-    stream the daemon ends raises: the mapped error (too few masters), or
-    :class:`Unavailable` when it ended it without one (it is stopping).
-    Observe again then, ignoring any term not above the last one seen."""
+    the current state first, then each change, in ``(term,
+    value_version)`` order (a :class:`Leader` of a higher term, the same
+    leader's proclaimed value with a higher ``value_version``, or None: no
+    leader). ``close()`` (or leaving its ``with`` block) ends it; the
+    iteration then stops. A stream the daemon ends raises: the mapped error
+    (too few masters), or :class:`Unavailable` when it ended it without one
+    (it is stopping). Observe again then, ignoring any leader not after the
+    last one seen (a lower term, or the same term and a ``value_version``
+    not above)."""
 
     def __init__(self, call: Iterator[election_pb2.ObserveResponse]) -> None:
         self._call = call
