@@ -28,6 +28,7 @@
 //! grant's is, and a longer wait would leave it empty.
 
 use crate::clients::{ClientLog, Shared};
+use crate::election_values::{campaign_value, proclaimed, resource};
 use crate::history::{
     ExtendOutcome, Failure, Grant, Kind, ReleaseRecord, Time, Via, Window, Workload,
 };
@@ -65,23 +66,6 @@ const STALE_RESIGN: (f64, (u64, u64)) = (0.5, (5, 150));
 
 /// Share of leaderships that proclaim a new value halfway through their work.
 const PROCLAIMING: f64 = 0.5;
-
-/// The value candidate `client` campaigns with.
-pub(crate) fn campaign_value(client: u32) -> String {
-    format!("candidate-{client}")
-}
-
-/// The value candidate `client`, leader of `term`, proclaims: it names the
-/// term, so that `crate::observers::check_values` can tell a value shown
-/// under another term.
-fn proclaimed(client: u32, term: u64) -> String {
-    format!("{}/term-{term}/moved", campaign_value(client))
-}
-
-/// The history's resource of election `name`.
-pub(crate) fn resource(name: &str) -> String {
-    format!("election:{name}")
-}
 
 /// The elections' figures and observations.
 #[derive(Debug, Default)]

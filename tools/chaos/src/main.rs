@@ -41,6 +41,7 @@ mod checks;
 mod checks_tests;
 mod clients;
 mod cluster;
+mod election_values;
 mod elections;
 mod exclusion;
 mod faults;

@@ -23,7 +23,7 @@ pub(crate) struct Observed {
     pub stream: u32,
     /// When it arrived.
     pub at: Time,
-    /// The election's resource in the history (`crate::elections::resource`).
+    /// The election's resource in the history (`crate::election_values::resource`).
     pub resource: String,
     /// The leader's term, or none.
     pub term: Option<u64>,
@@ -64,7 +64,7 @@ pub(crate) async fn observer(
                         observer: id,
                         stream,
                         at: clock.now(),
-                        resource: crate::elections::resource(&name),
+                        resource: crate::election_values::resource(&name),
                         term: leader.as_ref().map(|l| l.term),
                         version: leader.as_ref().map_or(0, |l| l.value_version),
                         value: leader.map(|l| l.value).unwrap_or_default(),
@@ -125,7 +125,7 @@ pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
 /// with version 0 has the value its candidate campaigned with
 /// (`candidate-ID`), and with a version above 0 one its leader proclaimed
 /// for that term (`candidate-ID/term-T/...`, see
-/// `crate::elections::proclaimed`). A term whose grant the history lacks
+/// `crate::election_values::proclaimed`). A term whose grant the history lacks
 /// (a candidate elected after it withdrew) is not judged.
 pub(crate) fn check_values(observed: &[Observed], grants: &[Grant], findings: &mut Findings) {
     let leaders: HashMap<(&str, u64), u32> = grants
@@ -138,7 +138,7 @@ pub(crate) fn check_values(observed: &[Observed], grants: &[Grant], findings: &m
         let Some(&client) = leaders.get(&(o.resource.as_str(), term)) else {
             continue;
         };
-        let campaigned = crate::elections::campaign_value(client);
+        let campaigned = crate::election_values::campaign_value(client);
         let fits = match o.version {
             0 => o.value == campaigned,
             _ => o.value.starts_with(&format!("{campaigned}/term-{term}/")),

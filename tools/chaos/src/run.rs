@@ -141,7 +141,7 @@ pub(crate) async fn run(
         election_registers: hot
             .iter()
             .take(crate::elections::ELECTIONS)
-            .map(|h| Arc::new(Registers::new(crate::elections::resource(h))))
+            .map(|h| Arc::new(Registers::new(crate::election_values::resource(h))))
             .collect(),
         hot,
         next_grant: AtomicU64::new(0),
