@@ -1,6 +1,6 @@
 // The client: one gRPC channel to a daemon, the four unary calls, Hold
 // sessions (`hold` for a lease, `using` for a callback), and leader election
-// (`campaign`, `leader`, `observe`, `resign`).
+// (`campaign`, `leader`, `observe`, `resign`; `proclaim` on a Leadership).
 
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -347,7 +347,8 @@ export class Client {
         if (failed) return undefined;
         if (event.event === 'elected') {
           signal?.removeEventListener('abort', withdraw);
-          leadership = new Leadership(call, event.elected, ttlMs, this.deadlineMs);
+          leadership = new Leadership(call, event.elected, ttlMs, this.deadlineMs, (request, callOptions) =>
+            this._unary('Proclaim', request, this._deadline(callOptions, 0), this._elections));
           return resolve(leadership);
         }
         call.cancel();
@@ -386,11 +387,12 @@ export class Client {
   /**
    * The election's leader changes, for `for await`: the current leader
    * first (null: none), then each change, a new leader (a term above every
-   * one given before) or null (no leader now). It ends quietly when the
+   * one given before), a new value of the same term (its leader's
+   * `proclaim()`, a higher `valueVersion`) or null (no leader now). It ends quietly when the
    * loop breaks, `options.signal` aborts or the client is closed; otherwise
    * it throws: UnavailableError when too few masters answered or the
    * daemon ended the stream (it is stopping): observe again, perhaps on
-   * another replica, and ignore terms not above the last seen.
+   * another replica, and ignore (term, valueVersion) not above the last seen.
    */
   async *observe(name, options = {}) {
     const request = { name: requireString(name, 'name') };
@@ -410,7 +412,9 @@ export class Client {
         if (stopped) return;
         const leader = response.has_leader ? new Leader(response.leader, now()) : null;
         if (!stepsForward(told, leader)) continue;
-        told = leader ? { term: leader.term, leader: true } : { term: told?.term ?? 0n, leader: false };
+        told = leader
+          ? { term: leader.term, valueVersion: leader.valueVersion, leader: true }
+          : { term: told?.term ?? 0n, valueVersion: told?.valueVersion ?? 0n, leader: false };
         yield leader;
       }
     } catch (error) {

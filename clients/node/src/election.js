@@ -8,11 +8,12 @@
 //   - the stream ends or breaks (daemon gone, connection cut, client closed);
 //   - no extension (`kept`) arrived before the last known validity ran out,
 //     less a margin (the daemon or the network went quiet);
+//   - the daemon refused a `proclaim()`: the term no longer leads;
 //   - `resign()` was called (the leadership is given up on purpose).
 
 import { inspect } from 'node:util';
 import grpc from '@grpc/grpc-js';
-import { DeadlineExceededError, LockLostError, fromStatus, codeName } from './errors.js';
+import { DeadlineExceededError, LockLostError, LockNotHeldError, fromStatus, codeName, invalidArgument } from './errors.js';
 import { stopMargin } from './lease.js';
 import { fromDuration, now } from './wire.js';
 
@@ -28,10 +29,16 @@ export class Leader {
   constructor(wire, since) {
     /** The election's name. */
     this.name = wire.name;
-    /** What the leader campaigned with (an address, a pod name). */
+    /** The leader's value (an address, a pod name): what it campaigned with, or last proclaimed. */
     this.value = wire.value;
     /** The leadership's fence: strictly greater than every earlier leader's term. */
     this.term = BigInt(wire.term);
+    /**
+     * Which of this term's values `value` is: 0n for the campaign's, higher
+     * after each Proclaim (not a count: a retried Proclaim may skip numbers).
+     * With `term` it orders the values observers are told.
+     */
+    this.valueVersion = BigInt(wire.value_version ?? 0);
     /** When the leadership began, by the masters' clocks (null if not said). */
     this.since = wire.since ? new Date(Number(wire.since.seconds) * 1000 + Math.floor(wire.since.nanos / 1e6)) : null;
     /** How long the leadership stays held at least, as a majority saw it (the contract's `remaining`), in ms. */
@@ -51,33 +58,43 @@ export class Leader {
       name: this.name,
       value: this.value,
       term: this.term.toString(),
+      valueVersion: this.valueVersion.toString(),
       since: this.since?.toISOString() ?? null,
       validityMs: this.validityMs,
     };
   }
 
   [inspect.custom]() {
-    return `Leader { name: ${JSON.stringify(this.name)}, value: ${JSON.stringify(this.value)}, term: ${this.term}n, validityMs: ${this.validityMs} }`;
+    return `Leader { name: ${JSON.stringify(this.name)}, value: ${JSON.stringify(this.value)}, term: ${this.term}n, valueVersion: ${this.valueVersion}n, validityMs: ${this.validityMs} }`;
   }
 }
 
 /**
  * Whether an Observe reading steps forward from what was last given
- * (`told`: null before the first, else `{ term, leader }`): a term above
- * every one given, or no leader after a leader. The daemon sends only
- * those; the client holds it to that.
+ * (`told`: null before the first, else `{ term, valueVersion, leader }`, of
+ * the last leader given): a leader after it, by a higher term or by a higher
+ * `valueVersion` of the same term (a Proclaim), or no leader after a leader.
+ * The daemon sends only those; the client holds it to that. A value is
+ * ordered by its version, not by differing: a reading of an older value,
+ * from masters a failed Proclaim did not reach, must not undo a newer one.
  */
 export function stepsForward(told, leader) {
   if (told === null) return true;
-  if (leader !== null) return leader.term > told.term;
+  if (leader !== null) {
+    return leader.term > told.term || (leader.term === told.term && leader.valueVersion > (told.valueVersion ?? 0n));
+  }
   return told.leader;
 }
 
 /** An election won by a Campaign session, kept by the daemon while it is open. */
 export class Leadership {
-  /** @internal Use `Client.campaign`. */
-  constructor(call, wire, ttlMs, resignTimeoutMs) {
+  /**
+   * @internal Use `Client.campaign`. `proclaim(request, options)` is the
+   * client's Proclaim call (its channel, credentials and deadline).
+   */
+  constructor(call, wire, ttlMs, resignTimeoutMs, proclaim) {
     this._call = call;
+    this._proclaim = proclaim;
     this._ttlMs = ttlMs;
     this._resignTimeoutMs = resignTimeoutMs;
     this._controller = new AbortController();
@@ -86,10 +103,12 @@ export class Leadership {
     this._resigned = null; // the promise resign() returns, once called
     /** The election's name. */
     this.name = wire.name;
-    /** What this leader campaigned with (what `leader()` and `observe()` show). */
+    /** What this leader publishes (what `leader()` and `observe()` show): its campaign's value, or the last proclaimed. */
     this.value = wire.value;
     /** The leadership's fencing token: pass it with every write the leader makes. */
     this.term = BigInt(wire.term);
+    /** The version of `value`: 0n for the campaign's, then what the last successful `proclaim()` resolved to. */
+    this.valueVersion = 0n;
     /** The secret proving this leadership (for `Client.resign`). Never log it. */
     this.token = wire.token;
     /** How many extensions (`kept`) the daemon has made. */
@@ -115,10 +134,56 @@ export class Leadership {
    * stands down before its work's own timers run.
    */
   check() {
-    if (!this.signal.aborted && now() >= this.validUntil - stopMargin(this._ttlMs)) {
-      this._lapse();
-    }
+    this._lapseIfDue();
     this._controller.signal.throwIfAborted();
+  }
+
+  /**
+   * Changes the value this leader publishes (a new address, what it serves)
+   * without giving up the leadership: a Proclaim by its name, token and
+   * term, on a majority of masters. From then on `leader()` and observers
+   * show `value` under the same term with a higher `valueVersion`; resolves
+   * to that version (a BigInt). `options.deadlineMs` bounds the call (else
+   * the client's deadline).
+   *
+   * Rejects with LockNotHeldError (kind `not_held`, as any call by a token
+   * that no longer holds) when this term no longer leads: the value was not
+   * changed. Being an act of the leader, it is refused at once, with no
+   * call, when the leadership is already known over (as `check()` would
+   * throw, the clock included; the LockLostError is the error's `cause`).
+   * When the daemon refuses it, the leadership ends here too (the signal
+   * aborts) rather than at the session's next extension: stop acting as
+   * leader now. UnavailableError when too few masters answered: some reads
+   * may show the new value and others the old until a Proclaim succeeds;
+   * proclaiming again is safe.
+   */
+  async proclaim(value, options = {}) {
+    if (typeof value !== 'string') throw invalidArgument('value', 'must be a string');
+    this._lapseIfDue();
+    if (this.signal.aborted) {
+      const over = this.signal.reason;
+      const refused = new LockNotHeldError(`Proclaim: FAILED_PRECONDITION: ${over.details}`, grpc.status.FAILED_PRECONDITION, over.details);
+      refused.cause = over;
+      throw refused;
+    }
+    const request = { name: this.name, token: this.token, term: this.term.toString(), value };
+    let answer;
+    try {
+      answer = await this._proclaim(request, options);
+    } catch (error) {
+      if (error instanceof LockNotHeldError) {
+        this._gone('Proclaim: the term no longer leads');
+        this._call.cancel();
+      }
+      throw error;
+    }
+    const version = BigInt(answer.value_version);
+    // Of two Proclaims answered out of order, the newer value stays.
+    if (version > this.valueVersion) {
+      this.value = value;
+      this.valueVersion = version;
+    }
+    return version;
   }
 
   /** Milliseconds of guaranteed leadership left now (0 once it ran out). */
@@ -161,7 +226,7 @@ export class Leadership {
 
   /** The token is a secret: JSON without it, the term as a decimal string. */
   toJSON() {
-    return { name: this.name, value: this.value, term: this.term.toString(), validityMs: this.validityMs };
+    return { name: this.name, value: this.value, term: this.term.toString(), valueVersion: this.valueVersion.toString(), validityMs: this.validityMs };
   }
 
   /** console.log and util.inspect show the leadership without its token. */
@@ -245,6 +310,13 @@ export class Leadership {
     const delay = this.validUntil - stopMargin(this._ttlMs) - now();
     this._timer = setTimeout(() => this._lapse(), Math.max(0, delay));
     this._timer.unref?.();
+  }
+
+  /** Ends the leadership now if its validity, less the margin, ran out (the timer may be late). */
+  _lapseIfDue() {
+    if (!this.signal.aborted && now() >= this.validUntil - stopMargin(this._ttlMs)) {
+      this._lapse();
+    }
   }
 
   /** The validity ran out unrenewed: the leadership ends. */

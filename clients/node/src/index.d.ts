@@ -181,10 +181,15 @@ export declare class Leader {
   private constructor();
   /** The election's name. */
   readonly name: string;
-  /** What the leader campaigned with. */
+  /** The leader's value: what it campaigned with, or last proclaimed. */
   readonly value: string;
   /** The leadership's fence: strictly greater than every earlier leader's term. */
   readonly term: bigint;
+  /**
+   * Which of this term's values `value` is: 0n for the campaign's, higher
+   * after each Proclaim (not a count). With `term`, orders what observers are told.
+   */
+  readonly valueVersion: bigint;
   /** When the leadership began, by the masters' clocks (null if the daemon did not say). */
   readonly since: Date | null;
   /** How long the leadership stays held at least, as a majority saw it when read (ms). */
@@ -194,7 +199,7 @@ export declare class Leader {
   /** Milliseconds left of it now (0 once run out). */
   remainingMs(): number;
   /** JSON with the term as a decimal string. */
-  toJSON(): { name: string; value: string; term: string; since: string | null; validityMs: number };
+  toJSON(): { name: string; value: string; term: string; valueVersion: string; since: string | null; validityMs: number };
 }
 
 /** An election won by a Campaign session, kept by the daemon while it is open. */
@@ -202,10 +207,12 @@ export declare class Leadership {
   private constructor();
   /** The election's name. */
   readonly name: string;
-  /** What this leader campaigned with. */
+  /** What this leader publishes: its campaign's value, or the last one `proclaim()` set. */
   readonly value: string;
   /** The leadership's fencing token: strictly greater than every earlier leader's. Pass it with every write. */
   readonly term: bigint;
+  /** The version of `value`: 0n for the campaign's, then what the last successful `proclaim()` resolved to. */
+  readonly valueVersion: bigint;
   /** The secret proving this leadership (for `Client.resign`); never log it. */
   readonly token: string;
   /** Guaranteed validity the daemon last reported (`elected` or `kept`), in ms. */
@@ -228,8 +235,16 @@ export declare class Leadership {
   remainingMs(): number;
   /** Sends `resign`, waits for `resigned`; resolves to `was_leader` (false if already gone). */
   resign(): Promise<boolean>;
-  /** JSON without the token, the term as a decimal string. */
-  toJSON(): { name: string; value: string; term: string; validityMs: number };
+  /**
+   * Changes the published value without giving up the term (Proclaim by
+   * name, token and term); resolves to the new `valueVersion`.
+   * LockNotHeldError when this term no longer leads (at once, with no call,
+   * once the leadership is known over; a refusal aborts the signal);
+   * UnavailableError when too few masters answered (proclaiming again is safe).
+   */
+  proclaim(value: string, options?: CallOptions): Promise<bigint>;
+  /** JSON without the token, the term and value version as decimal strings. */
+  toJSON(): { name: string; value: string; term: string; valueVersion: string; validityMs: number };
 }
 
 /** A connection to one redlockd daemon. */
@@ -266,7 +281,8 @@ export declare class Client {
   leader(name: string, options?: CallOptions): Promise<Leader | null>;
   /**
    * The election's leader changes: the current leader first (null: none),
-   * then each change, in term order. Ends when the loop breaks, the signal
+   * then each change (a new term, a proclaimed value, no leader), in
+   * (term, valueVersion) order. Ends when the loop breaks, the signal
    * aborts or the client closes; UnavailableError when the daemon ends it.
    */
   observe(name: string, options?: ObserveOptions): AsyncGenerator<Leader | null, void, undefined>;

@@ -1,12 +1,13 @@
 // Leader election against a real daemon: one leader and a standby, the
 // standby elected with a higher term once the leader resigns; leader() and
-// observe() see the changes in term order; an AbortSignal withdraws a
-// candidacy; Client.resign by token; bad input named.
+// observe() see the changes in term order; a leader proclaims new values
+// under its term; an AbortSignal withdraws a candidacy; Client.resign by
+// token; bad input named.
 
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { after, before, test } from 'node:test';
-import { Client, InvalidArgumentError, Leader, Leadership, LockLostError } from '../src/index.js';
+import { Client, InvalidArgumentError, Leader, Leadership, LockLostError, LockNotHeldError } from '../src/index.js';
 import { startDaemon } from './daemon.js';
 import { LIMIT_MS, aborted, until } from './poll.js';
 
@@ -117,6 +118,50 @@ test('leader() and observe() see the changes in term order', async () => {
   assert.equal((await step).done, true);
 });
 
+test('proclaim changes the value under the same term; once the term is resigned it is refused, LockNotHeldError', async () => {
+  const name = 'election/proclaimed';
+  const controller = new AbortController();
+  const changes = client.observe(name, { signal: controller.signal });
+  assert.equal(await next(changes, 'the current state (no leader)'), null);
+  const leadership = await client.campaign(name, { value: 'first', ttlMs: 2000 });
+  assert.equal(leadership.valueVersion, 0n);
+  const campaigned = await next(changes, 'the leader');
+  assert.equal(campaigned.value, 'first');
+  assert.equal(campaigned.valueVersion, 0n);
+
+  const moved = await leadership.proclaim('moved');
+  assert.equal(typeof moved, 'bigint');
+  assert.ok(moved > 0n, `${moved}`);
+  assert.equal(leadership.value, 'moved');
+  assert.equal(leadership.valueVersion, moved);
+  const read = await client.leader(name);
+  assert.equal(read.value, 'moved');
+  assert.equal(read.term, leadership.term);
+  assert.equal(read.valueVersion, moved);
+  let seen = await next(changes, 'the proclaimed value');
+  assert.equal(seen.value, 'moved');
+  assert.equal(seen.term, leadership.term, 'the same term, not a new leader');
+  assert.equal(seen.valueVersion, moved);
+
+  const again = await leadership.proclaim('moved again');
+  assert.ok(again > moved, `${again} > ${moved}`);
+  seen = await next(changes, 'the value proclaimed again');
+  assert.equal(seen.value, 'moved again');
+  assert.equal(seen.term, leadership.term);
+  assert.equal(seen.valueVersion, again);
+  assert.equal(leadership.signal.aborted, false, 'proclaiming keeps the leadership');
+
+  assert.equal(await client.resign(name, leadership.token), true);
+  await assert.rejects(leadership.proclaim('too late'), (e) => e instanceof LockNotHeldError && e.kind === 'not_held');
+  assert.ok(leadership.signal.reason instanceof LockLostError, 'a refused Proclaim ends the leadership here too');
+  // Known over now: refused without a call, the same class, the lost reason as cause.
+  await assert.rejects(leadership.proclaim('later still'), (e) => e instanceof LockNotHeldError && e.cause instanceof LockLostError);
+  assert.equal(leadership.value, 'moved again', 'a refused value is not taken');
+  assert.equal(await client.leader(name), null);
+  assert.equal(await next(changes, 'no leader after the resignation'), null);
+  controller.abort();
+});
+
 test("Client.resign by token ends the leadership from outside; its session's signal aborts", async () => {
   const leadership = await client.campaign('election/resign', { ttlMs: 2000 });
   assert.equal(await client.resign(leadership.name, leadership.token), true);
@@ -179,6 +224,10 @@ test('bad input is refused naming the field', async () => {
   await assert.rejects(client.leader(''), (e) => e instanceof InvalidArgumentError && e.field === 'name');
   await assert.rejects(client.resign('election/bad', ''), (e) => e instanceof InvalidArgumentError && e.field === 'token');
   await assert.rejects(client.observe('').next(), (e) => e instanceof InvalidArgumentError && e.field === 'name');
+  const leadership = await client.campaign('election/bad', { ttlMs: 2000 });
+  await assert.rejects(leadership.proclaim(undefined), (e) => e instanceof InvalidArgumentError && e.field === 'value');
+  assert.equal(leadership.signal.aborted, false, 'a refused argument does not end the leadership');
+  assert.equal(await leadership.resign(), true);
 });
 
 test('a frozen daemon sends no `kept`, and the leadership ends before its validity does', async () => {

@@ -97,6 +97,24 @@ test('an observation only steps forward: a higher term, or no leader after a lea
   assert.equal(stepsForward({ term: 4n, leader: false }, at(5n)), true);
 });
 
+test("an observation orders one term's proclaimed values by valueVersion", () => {
+  const at = (term, valueVersion) => ({ term, valueVersion });
+  const told = { term: 4n, valueVersion: 2n, leader: true };
+  assert.equal(stepsForward(told, at(4n, 3n)), true, 'a newer value of the term');
+  assert.equal(stepsForward(told, at(4n, 2n)), false, 'the same value again');
+  assert.equal(stepsForward(told, at(4n, 1n)), false, 'an older value of the term');
+  assert.equal(stepsForward(told, at(3n, 9n)), false, 'an older term, whatever its version');
+  assert.equal(stepsForward(told, at(5n, 0n)), true, 'a new term starts at 0');
+  assert.equal(stepsForward({ ...told, leader: false }, at(4n, 2n)), false, 'after no leader, not the last leader again');
+});
+
+test('a Leader without value_version is the campaign value (0n); JSON gives it as a string', () => {
+  const leader = new Leader({ name: 'e', value: 'v', term: '2', value_version: '18446744073709551615', since: null, remaining: null }, 0);
+  assert.equal(leader.valueVersion, 18446744073709551615n);
+  assert.equal(JSON.parse(JSON.stringify(leader)).valueVersion, '18446744073709551615');
+  assert.equal(new Leader({ name: 'e', value: 'v', term: '2', since: null, remaining: null }, 0).valueVersion, 0n);
+});
+
 // A session whose validity has already run out, as a process finds it on
 // resuming from a pause: the timer that aborts the signal has not run yet
 // (it cannot before this synchronous code ends), yet check() must throw.
@@ -129,6 +147,17 @@ test('a lapsed leadership fails check() before its timer runs; a late kept ends 
   second._event({ event: 'kept', kept: { ...elected, validity: { seconds: '60', nanos: 0 } } });
   assert.equal(second.signal.aborted, true, 'revived by a late kept');
   assert.equal(second.extensions, 0);
+});
+
+test('proclaim by a lapsed leadership is refused at once, without a call, as LockNotHeldError', async () => {
+  const elected = { name: 'e', value: 'v', term: '3', token: 't', validity: { seconds: '0', nanos: 0 } };
+  const leadership = new Leadership(fakeCall(), elected, 1000, 1000, () => assert.fail('Proclaim was sent'));
+  await assert.rejects(leadership.proclaim('moved'), (e) =>
+    e instanceof api.LockNotHeldError && e.kind === 'not_held' && e.cause instanceof api.LockLostError);
+  assert.equal(leadership.signal.aborted, true);
+  assert.equal(leadership.value, 'v');
+  assert.equal(leadership.valueVersion, 0n);
+  await assert.rejects(leadership.proclaim(42), (e) => e instanceof api.InvalidArgumentError && e.field === 'value');
 });
 
 test('a valid lease passes check()', () => {

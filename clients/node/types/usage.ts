@@ -55,6 +55,8 @@ async function usage(): Promise<bigint> {
   const leftToLead: number = leadership.remainingMs() + leadership.validUntil + leadership.validityMs + leadership.extensions;
   const current: Leader | null = await client.leader('scheduler', { deadlineMs: 1000 });
   const since: Date | null = current?.since ?? null;
+  const proclaimed: bigint = await leadership.proclaim('pod-a:9090', { deadlineMs: 1000 });
+  const published: bigint = leadership.valueVersion + (current?.valueVersion ?? 0n) + proclaimed;
   for await (const change of client.observe('scheduler', { signal: leadership.signal })) {
     if (change !== null && change.term > term) break;
   }
@@ -85,9 +87,11 @@ async function usage(): Promise<bigint> {
   await client.campaign('scheduler', { value: 'pod-a' });
   // @ts-expect-error terms are BigInt, not number
   const wrongTerm: number = leadership.term;
+  // @ts-expect-error a proclaimed value is a string
+  await leadership.proclaim(8080);
 
   client.close();
-  return fence + term + BigInt(total + Number(wasHeld) + Number(released) + validity.validityMs + wrong + leftToLead + wrongTerm + Number(wasLeader) + Number(since));
+  return fence + term + published + BigInt(total + Number(wasHeld) + Number(released) + validity.validityMs + wrong + leftToLead + wrongTerm + Number(wasLeader) + Number(since));
 }
 
 export { usage };

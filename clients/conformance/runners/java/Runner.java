@@ -72,7 +72,8 @@ public final class Runner {
   private final Map<String, CompletableFuture<Leadership>> candidates = new HashMap<>();
   private final Map<String, Observation> observations = new HashMap<>();
   private final Map<String, BlockingQueue<Object>> observed = new HashMap<>();
-  private final Map<String, Long> lastObserved = new HashMap<>();
+  // The last leader each observation yielded, as {term, value_version} (null before the first).
+  private final Map<String, long[]> lastObserved = new HashMap<>();
 
   Runner(Map<String, Object> env) {
     this.env = env;
@@ -365,6 +366,7 @@ public final class Runner {
       case "leader":
       case "resign":
       case "resign_token":
+      case "proclaim":
       case "await_leadership_lost":
       case "observe":
       case "observe_next":
@@ -563,6 +565,15 @@ public final class Runner {
         checkWasLeader(step, outcome(step, () -> client.resign(election(step), leadership.token())));
         return;
       }
+      case "proclaim": {
+        // The leadership's own Proclaim (its name, token and term); the refused kind is not_held.
+        Leadership leadership = leaderships.get((String) step.get("leadership"));
+        Long version = outcome(step, () -> leadership.proclaim((String) step.get("value")));
+        if (version != null && version == 0L) {
+          throw new Failure("proclaimed with value_version 0, the campaign's own");
+        }
+        return;
+      }
       case "await_leadership_lost": {
         Leadership leadership = leaderships.get((String) step.get("leadership"));
         await(leadership.lost(), within(step), "lost");
@@ -576,7 +587,7 @@ public final class Runner {
         observation.ended().whenComplete((done, error) -> changes.add(error != null ? error : "ended"));
         observations.put((String) step.get("as"), observation);
         observed.put((String) step.get("as"), changes);
-        lastObserved.put((String) step.get("as"), 0L);
+        lastObserved.put((String) step.get("as"), null);
         return;
       }
       case "observe_next": {
@@ -592,12 +603,21 @@ public final class Runner {
           @SuppressWarnings("unchecked")
           Optional<Leader> leader = (Optional<Leader>) next;
           if (leader.isPresent()) {
-            // Terms only ever increase along one observation.
-            long last = lastObserved.get(name);
-            if (Long.compareUnsigned(leader.get().term(), last) <= 0) {
-              throw new Failure("observed term " + leader.get().term() + " after " + last);
+            // (term, value_version) only ever increases along one observation: a new leader, or
+            // a value its leader proclaimed since.
+            long[] last = lastObserved.get(name);
+            long term = leader.get().term();
+            long version = leader.get().valueVersion();
+            if (last != null) {
+              int byTerm = Long.compareUnsigned(term, last[0]);
+              if (byTerm < 0 || (byTerm == 0 && Long.compareUnsigned(version, last[1]) <= 0)) {
+                throw new Failure(
+                    "observed term " + Long.toUnsignedString(term) + " value_version " + Long.toUnsignedString(version)
+                        + " after term " + Long.toUnsignedString(last[0]) + " value_version "
+                        + Long.toUnsignedString(last[1]));
+              }
             }
-            lastObserved.put(name, leader.get().term());
+            lastObserved.put(name, new long[] {term, version});
           }
           if (leader.isEmpty() && Boolean.TRUE.equals(step.get("skip_none")) && !Boolean.TRUE.equals(step.get("none"))) {
             continue;

@@ -256,6 +256,7 @@ async function runStep(step, state) {
     case 'leader':
     case 'resign':
     case 'resign_token':
+    case 'proclaim':
     case 'await_leadership_lost':
     case 'observe':
     case 'observe_next':
@@ -373,7 +374,7 @@ function observation(c, name) {
     }
   })();
   return {
-    last: 0n, // the term of the last leader it yielded
+    last: null, // { term, valueVersion } of the last leader it yielded
     close: () => controller.abort(),
     next(ms) {
       if (queue.length > 0) return Promise.resolve(queue.shift());
@@ -471,6 +472,15 @@ async function electionStep(step, state) {
       }
       break;
     }
+    case 'proclaim': {
+      // The leadership's own Proclaim (its name, token and term); the refused kind is not_held.
+      const leadership = state.leaderships.get(step.leadership);
+      const version = await outcome(step, () => leadership.proclaim(step.value));
+      if (version !== undefined && !(version > 0n)) {
+        throw new Failure(`proclaimed with value_version ${version}, the campaign's own`);
+      }
+      break;
+    }
     case 'await_leadership_lost': {
       const leadership = state.leaderships.get(step.leadership);
       await until(() => leadership.signal.aborted, step.within_ms, 'lost');
@@ -494,9 +504,15 @@ async function electionStep(step, state) {
         if (item.ended) throw new Failure('the observation ended');
         const { leader } = item;
         if (leader !== null) {
-          // Terms only ever increase along one observation.
-          if (!(leader.term > watched.last)) throw new Failure(`observed term ${leader.term} after ${watched.last}`);
-          watched.last = leader.term;
+          // (term, valueVersion) only ever increases along one observation:
+          // a new leader, or a value its leader proclaimed since.
+          const { last } = watched;
+          if (last !== null && !(leader.term > last.term || (leader.term === last.term && leader.valueVersion > last.valueVersion))) {
+            throw new Failure(
+              `observed term ${leader.term} value_version ${leader.valueVersion} after term ${last.term} value_version ${last.valueVersion}`,
+            );
+          }
+          watched.last = { term: leader.term, valueVersion: leader.valueVersion };
         }
         if (leader === null && step.skip_none && !step.none) continue;
         checkLeader(step, state, leader);

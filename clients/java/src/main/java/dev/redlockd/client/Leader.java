@@ -16,13 +16,16 @@ public final class Leader {
   private final long term;
   private final Instant since;
   private final Duration remaining;
+  private final long valueVersion;
 
-  private Leader(String name, String value, long term, Instant since, Duration remaining) {
+  private Leader(
+      String name, String value, long term, Instant since, Duration remaining, long valueVersion) {
     this.name = name;
     this.value = value;
     this.term = term;
     this.since = since;
     this.remaining = remaining;
+    this.valueVersion = valueVersion;
   }
 
   static Leader fromWire(Election.Leader wire) {
@@ -31,7 +34,12 @@ public final class Leader {
             ? Instant.ofEpochSecond(wire.getSince().getSeconds(), wire.getSince().getNanos())
             : null;
     return new Leader(
-        wire.getName(), wire.getValue(), wire.getTerm(), since, Wire.fromProto(wire.getRemaining()));
+        wire.getName(),
+        wire.getValue(),
+        wire.getTerm(),
+        since,
+        Wire.fromProto(wire.getRemaining()),
+        wire.getValueVersion());
   }
 
   /** The election's name. */
@@ -39,7 +47,10 @@ public final class Leader {
     return name;
   }
 
-  /** The value the leader campaigned with (an address, a pod name). */
+  /**
+   * The leader's value (an address, a pod name): the one it campaigned with, or the last it
+   * proclaimed ({@link Leadership#proclaim}).
+   */
   public String value() {
     return value;
   }
@@ -62,10 +73,22 @@ public final class Leader {
     return remaining;
   }
 
+  /**
+   * Which of this term's values {@link #value()} is: 0 for the one the leader campaigned with,
+   * higher after each {@link Leadership#proclaim} (not a count: a retried Proclaim may skip
+   * numbers). With {@link #term()} it orders the values observers are told: of two readings of
+   * the same term, the higher version is the newer value. The contract's uint64: compare with
+   * {@link Long#compareUnsigned}.
+   */
+  public long valueVersion() {
+    return valueVersion;
+  }
+
   @Override
   public boolean equals(Object other) {
     return other instanceof Leader that
         && term == that.term
+        && valueVersion == that.valueVersion
         && name.equals(that.name)
         && value.equals(that.value)
         && Objects.equals(since, that.since)
@@ -74,7 +97,7 @@ public final class Leader {
 
   @Override
   public int hashCode() {
-    return Objects.hash(name, value, term, since, remaining);
+    return Objects.hash(name, value, term, valueVersion, since, remaining);
   }
 
   @Override
@@ -85,6 +108,8 @@ public final class Leader {
         + value
         + "\", term="
         + Long.toUnsignedString(term)
+        + ", valueVersion="
+        + Long.toUnsignedString(valueVersion)
         + ", since="
         + since
         + ", remaining="

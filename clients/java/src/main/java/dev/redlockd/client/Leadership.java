@@ -11,8 +11,11 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 import redlock.v1.Election.CampaignRequest;
 import redlock.v1.Election.CampaignResponse;
+import redlock.v1.Election.ProclaimRequest;
+import redlock.v1.Election.ProclaimResponse;
 
 /**
  * The leadership of an election, won by a Campaign session from {@link LockClient#campaign}. The
@@ -27,12 +30,14 @@ import redlock.v1.Election.CampaignResponse;
  *   <li>the stream ends or breaks (daemon gone, connection cut, client closed);
  *   <li>no extension arrived before the last known validity ran out, less {@link
  *       Lease#stopMargin(Duration)} (the daemon or the network went quiet);
+ *   <li>the daemon refused a {@link #proclaim(String)}: the term no longer leads;
  *   <li>{@link #resign()} or {@link #close()} gave the leadership up on purpose.
  * </ul>
  *
  * <p>Act as leader only while {@link #check()} passes, and pass {@link #term()} (the leadership's
- * fence) with every write made as leader. Use it in try-with-resources: {@link #close()} resigns.
- * Its {@link #toString()} leaves the token out.
+ * fence) with every write made as leader. {@link #proclaim(String)} changes the value it publishes
+ * without giving the term up. Use it in try-with-resources: {@link #close()} resigns. Its {@link
+ * #toString()} leaves the token out.
  */
 public final class Leadership implements AutoCloseable {
   /** Why the leadership is gone when its validity, less the stop margin, ran out unextended. */
@@ -42,6 +47,8 @@ public final class Leadership implements AutoCloseable {
   private final Duration resignTimeout;
   private final ScheduledExecutorService scheduler;
   private final Runnable onFinish;
+  /** The client's Proclaim call (its channel, credentials and deadline). */
+  private final Function<ProclaimRequest, ProclaimResponse> proclaimCall;
   private final CompletableFuture<Void> elected = new CompletableFuture<>();
   private final CompletableFuture<LockLostException> lost = new CompletableFuture<>();
   private final Object guard = new Object();
@@ -58,17 +65,27 @@ public final class Leadership implements AutoCloseable {
   private volatile boolean draining;
   private volatile State state;
   private volatile LockLostException gone;
+  // Written under `guard`, so that of two Proclaims answered out of order the newer value stays.
+  private volatile Published published;
 
   /** What the daemon last told of the leadership, its validity placed on the monotonic clock. */
   private record State(
       String name, String value, long term, String token, Duration validity, long validUntilNanos) {}
 
+  /** A value this leader proclaimed, and its version (Leader.value_version) the daemon gave it. */
+  private record Published(String value, long version) {}
+
   Leadership(
-      Duration ttl, Duration resignTimeout, ScheduledExecutorService scheduler, Runnable onFinish) {
+      Duration ttl,
+      Duration resignTimeout,
+      ScheduledExecutorService scheduler,
+      Runnable onFinish,
+      Function<ProclaimRequest, ProclaimResponse> proclaimCall) {
     this.ttl = ttl;
     this.resignTimeout = resignTimeout;
     this.scheduler = scheduler;
     this.onFinish = onFinish;
+    this.proclaimCall = proclaimCall;
   }
 
   /** The election's name. */
@@ -76,9 +93,22 @@ public final class Leadership implements AutoCloseable {
     return state.name();
   }
 
-  /** The value this leader campaigned with (what {@link LockClient#leader} shows others). */
+  /**
+   * The value this leader publishes (what {@link LockClient#leader} shows others): the one it
+   * campaigned with, or the last one {@link #proclaim(String)} set.
+   */
   public String value() {
-    return state.value();
+    Published last = published;
+    return last != null ? last.value() : state.value();
+  }
+
+  /**
+   * The version of {@link #value()}, as {@link Leader#valueVersion()} shows it: 0 for the value
+   * campaigned with, then what the last successful {@link #proclaim(String)} returned.
+   */
+  public long valueVersion() {
+    Published last = published;
+    return last != null ? last.version() : 0L;
   }
 
   /**
@@ -174,6 +204,67 @@ public final class Leadership implements AutoCloseable {
   }
 
   /**
+   * Changes the value this leader publishes (a new address, what it serves) without giving up the
+   * leadership: a Proclaim by its name, token and term, on a majority of masters. From then on
+   * {@link LockClient#leader} and observers report {@code value} under the same term, with a higher
+   * {@link Leader#valueVersion()}; returns that version. Bounded by the client's deadline.
+   *
+   * <p>It is an act of the leader, so a leadership already known to be over (as {@link #check()}
+   * would tell, the clock included) is refused at once, without a call. When the daemon answers
+   * that the term no longer leads, the leadership ends here too ({@link #lost()} completes) rather
+   * than at the session's next extension: the caller must stop acting as leader now.
+   *
+   * @param value the new value (at most the daemon's {@code limits.max_owner_len} bytes)
+   * @return the new value's version (the contract's uint64: compare with {@link
+   *     Long#compareUnsigned})
+   * @throws LockNotHeldException when this term no longer leads (lost, resigned, expired): the
+   *     value was not changed. The same type as any call by a token that no longer holds (kind
+   *     {@code not_held}); when refused without a call, its cause is the {@link LockLostException}
+   *     that {@link #check()} throws
+   * @throws UnavailableException when too few masters answered: some reads may show the new value
+   *     and others the old until a Proclaim succeeds; proclaiming again is safe
+   */
+  public long proclaim(String value) {
+    Wire.requireNonNull(value, "value");
+    LockLostException over = goneNow();
+    if (over != null) {
+      throw notLeading(over);
+    }
+    State now = state;
+    ProclaimRequest request =
+        ProclaimRequest.newBuilder()
+            .setName(now.name())
+            .setToken(now.token())
+            .setTerm(now.term())
+            .setValue(value)
+            .build();
+    long version;
+    try {
+      version = proclaimCall.apply(request).getValueVersion();
+    } catch (LockNotHeldException refused) {
+      markGone("Proclaim: the term no longer leads", Status.Code.FAILED_PRECONDITION, refused);
+      cancel("the term no longer leads");
+      throw refused;
+    }
+    synchronized (guard) {
+      Published last = published;
+      if (last == null || Long.compareUnsigned(version, last.version()) > 0) {
+        published = new Published(value, version);
+      }
+    }
+    return version;
+  }
+
+  /** The FAILED_PRECONDITION a Proclaim refused without a call throws, as the daemon's would be. */
+  private static LockNotHeldException notLeading(LockLostException over) {
+    return new LockNotHeldException(
+        "Proclaim: " + Status.Code.FAILED_PRECONDITION + ": " + over.details(),
+        Status.Code.FAILED_PRECONDITION,
+        over.details(),
+        over);
+  }
+
+  /**
    * Resigns: sends {@code resign} and waits for the daemon's {@code resigned}. Returns {@code
    * was_leader}: false when the leadership had already ended (expired, or resigned from outside).
    * Calling it again returns the same answer. Past the client's deadline the session is cancelled,
@@ -252,7 +343,7 @@ public final class Leadership implements AutoCloseable {
             : "name=\""
                 + now.name()
                 + "\", value=\""
-                + now.value()
+                + value()
                 + "\", term="
                 + Long.toUnsignedString(now.term())
                 + ", validity="

@@ -52,8 +52,9 @@ import redlock.v1.LockServiceGrpc;
 /**
  * A connection to one redlockd daemon (any replica of a deployment): the four unary calls, Hold
  * sessions as {@link Lease}s, and leader election ({@link #campaign}, {@link #leader}, {@link
- * #observe}, {@link #resign}). Thread-safe; make one per process and {@link #close()} it at
- * the end (open sessions are then cancelled, so the daemon releases their locks).
+ * #observe}, {@link #resign}; {@link Leadership#proclaim} from the leader). Thread-safe; make one
+ * per process and {@link #close()} it at the end (open sessions are then cancelled, so the daemon
+ * releases their locks).
  *
  * <pre>{@code
  * try (LockClient client = LockClient.builder("127.0.0.1:7400").build();
@@ -309,7 +310,12 @@ public final class LockClient implements AutoCloseable {
     }
     Leadership[] self = new Leadership[1];
     Leadership leadership =
-        new Leadership(ttl, deadline, shared.scheduler, () -> shared.campaigns.remove(self[0]));
+        new Leadership(
+            ttl,
+            deadline,
+            shared.scheduler,
+            () -> shared.campaigns.remove(self[0]),
+            request -> electionCall("Proclaim", stub -> stub.proclaim(request)));
     self[0] = leadership;
     shared.campaigns.add(leadership);
     try {
@@ -335,7 +341,8 @@ public final class LockClient implements AutoCloseable {
 
   /**
    * Observes the election {@code name}: {@code listener} gets its current state first, then each
-   * change (a leader of a higher term, or no leader after one), in term order. The returned
+   * change (a leader of a higher term, a new value of the same term from {@link
+   * Leadership#proclaim}, or no leader after one), in (term, value version) order. The returned
    * {@link Observation} runs until closed, until the daemon stops, or until the stream breaks
    * ({@link Observation#ended()}); observe again then.
    */

@@ -10,11 +10,12 @@ import redlock.v1.Election.ObserveResponse;
 /**
  * A subscription to an election's leader changes, from {@link LockClient#observe}: an Observe
  * stream whose events go to a {@link Listener}, the current state first, then each change (a
- * leader of a higher term, or no leader after one), never going back to a term already told. Close
- * it to stop; {@link #ended()} says when and why the stream ended.
+ * leader of a higher term, a new value of the same term from {@link Leadership#proclaim}, or no
+ * leader after one), never going back to a term or value already told. Close it to stop; {@link
+ * #ended()} says when and why the stream ended.
  */
 public final class Observation implements AutoCloseable {
-  /** Receives an election's leader changes, in term order, one at a time. */
+  /** Receives an election's leader changes, in (term, value version) order, one at a time. */
   @FunctionalInterface
   public interface Listener {
     /**
@@ -40,6 +41,7 @@ public final class Observation implements AutoCloseable {
   private boolean told;
   private boolean toldLeader;
   private long lastTerm;
+  private long lastValueVersion;
 
   Observation(String name, Listener listener, Runnable onFinish) {
     this.name = name;
@@ -99,15 +101,20 @@ public final class Observation implements AutoCloseable {
 
   /**
    * Whether an event moves the state forward, as the daemon only ever sends: the first state, a
-   * term above every term told, or no leader after a leader. A later stream (the caller's next
-   * observation) starts afresh.
+   * leader after the last one told (a higher term, or the same term with a higher value version:
+   * a Proclaim), or no leader after a leader. A value is ordered by its version, not by being
+   * different: a reading of an older value, from masters a failed Proclaim did not reach, must not
+   * undo a newer one already told. A later stream (the caller's next observation) starts afresh.
    */
   private boolean forward(ObserveResponse event) {
     if (!told) {
       return true;
     }
     if (event.getHasLeader()) {
-      return Long.compareUnsigned(event.getLeader().getTerm(), lastTerm) > 0;
+      int term = Long.compareUnsigned(event.getLeader().getTerm(), lastTerm);
+      return term > 0
+          || (term == 0
+              && Long.compareUnsigned(event.getLeader().getValueVersion(), lastValueVersion) > 0);
     }
     return toldLeader;
   }
@@ -129,6 +136,7 @@ public final class Observation implements AutoCloseable {
       toldLeader = event.getHasLeader();
       if (toldLeader) {
         lastTerm = event.getLeader().getTerm();
+        lastValueVersion = event.getLeader().getValueVersion();
       }
       Optional<Leader> leader =
           event.getHasLeader() ? Optional.of(Leader.fromWire(event.getLeader())) : Optional.empty();

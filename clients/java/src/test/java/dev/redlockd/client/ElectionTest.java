@@ -25,8 +25,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Leader election (ElectionService) against a real daemon over five real masters: a leader and a
- * standby, terms that only grow, Leader and Observe seeing each change in term order, a bounded
- * campaign, resigning from outside by token, a closed client ending its leadership, bad input.
+ * standby, terms that only grow, Leader and Observe seeing each change in term order, a leader
+ * proclaiming new values under its term, a bounded campaign, resigning from outside by token, a
+ * closed client ending its leadership, bad input.
  * Every wait is bounded ({@link Poll#LIMIT}); nothing sleeps and hopes.
  */
 class ElectionTest {
@@ -162,6 +163,63 @@ class ElectionTest {
     assertTrue(observation.isEnded());
   }
 
+  /**
+   * Proclaim changes the leader's value under the same term: Leader reads it, Observe tells each
+   * value with a higher value version; once the term is resigned by token, Proclaim is refused
+   * (LockNotHeldException), ends the leadership here at once, and changes nothing.
+   */
+  @Test
+  void proclaimChangesTheValueUnderTheSameTermUntilTheTermNoLongerLeads() throws Exception {
+    String name = "election/proclaimed";
+    BlockingQueue<Optional<Leader>> told = new LinkedBlockingQueue<>();
+    Observation observation = client.observe(name, told::add);
+    try {
+      assertEquals(Optional.empty(), next(told), "no leader yet, told first");
+      Leadership leadership = client.campaign(name, "first", TTL);
+      assertEquals(0L, leadership.valueVersion());
+      Leader campaigned = next(told).orElseThrow();
+      assertEquals("first", campaigned.value());
+      assertEquals(0L, campaigned.valueVersion());
+
+      long moved = leadership.proclaim("moved");
+      assertTrue(Long.compareUnsigned(moved, 0L) > 0, "version " + moved);
+      assertEquals("moved", leadership.value());
+      assertEquals(moved, leadership.valueVersion());
+      Leader read = client.leader(name).orElseThrow();
+      assertEquals("moved", read.value());
+      assertEquals(leadership.term(), read.term());
+      assertEquals(moved, read.valueVersion());
+      Leader seen = next(told).orElseThrow();
+      assertEquals("moved", seen.value());
+      assertEquals(leadership.term(), seen.term(), "the same term, not a new leader");
+      assertEquals(moved, seen.valueVersion());
+
+      long again = leadership.proclaim("moved again");
+      assertTrue(Long.compareUnsigned(again, moved) > 0, again + " after " + moved);
+      seen = next(told).orElseThrow();
+      assertEquals("moved again", seen.value());
+      assertEquals(leadership.term(), seen.term());
+      assertEquals(again, seen.valueVersion());
+      assertFalse(leadership.isLost(), "proclaiming keeps the leadership");
+
+      assertTrue(other.resign(name, leadership.token()), "was leader");
+      LockNotHeldException refused =
+          assertThrows(LockNotHeldException.class, () -> leadership.proclaim("too late"));
+      assertEquals("not_held", refused.kind());
+      assertTrue(leadership.isLost(), "a refused Proclaim ends the leadership here too");
+      // Known over now: refused without a call, with the same type and the lost reason as cause.
+      LockNotHeldException known =
+          assertThrows(LockNotHeldException.class, () -> leadership.proclaim("later still"));
+      assertInstanceOf(LockLostException.class, known.getCause());
+      assertEquals("moved again", leadership.value(), "a refused value is not taken");
+      assertEquals(Optional.empty(), client.leader(name));
+      assertEquals(Optional.empty(), next(told), "no leader after the resignation");
+      leadership.close();
+    } finally {
+      observation.close();
+    }
+  }
+
   @Test
   void aBoundedCampaignWithdrawsAndTheQueueMovesOn() throws Exception {
     String name = "election/bounded";
@@ -268,6 +326,12 @@ class ElectionTest {
     assertEquals(
         "token",
         assertThrows(InvalidArgumentException.class, () -> client.resign("e", "")).field());
+    try (Leadership leadership = client.campaign("election/bad-input", "v", TTL)) {
+      assertEquals(
+          "value",
+          assertThrows(InvalidArgumentException.class, () -> leadership.proclaim(null)).field());
+      assertFalse(leadership.isLost(), "a refused argument does not end the leadership");
+    }
     // The daemon's own refusals arrive mapped, through the Campaign stream too.
     assertEquals(
         "name",

@@ -2,6 +2,7 @@ package dev.redlockd.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,10 +13,13 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import redlock.v1.Election.CampaignResponse;
+import redlock.v1.Election.ProclaimRequest;
+import redlock.v1.Election.ProclaimResponse;
 import redlock.v1.LockOuterClass.HoldEvent;
 
 /**
@@ -29,6 +33,11 @@ class LapseTest {
   private static final Duration TTL = Duration.ofSeconds(1);
   private static final Duration OVER = Lease.stopMargin(TTL);
   private static final String EXPIRED = "no extension arrived before the validity ran out";
+  /** There is no daemon: a Proclaim that reaches the wire fails the test. */
+  private static final Function<ProclaimRequest, ProclaimResponse> NO_CALL =
+      request -> {
+        throw new AssertionError("Proclaim was sent: " + request.getValue());
+      };
 
   private final CountDownLatch busy = new CountDownLatch(1);
   private final CountDownLatch free = new CountDownLatch(1);
@@ -98,7 +107,7 @@ class LapseTest {
   }
 
   private Leadership elect(Duration validity) {
-    Leadership leadership = new Leadership(TTL, TTL, stalled, () -> {});
+    Leadership leadership = new Leadership(TTL, TTL, stalled, () -> {}, NO_CALL);
     leadership.observer().onNext(elected(validity));
     return leadership.awaitElected(Duration.ZERO);
   }
@@ -137,6 +146,21 @@ class LapseTest {
     assertEquals(1, told.get());
   }
 
+  /**
+   * Proclaim is an act of the leader: past the validity it is refused at once, as the daemon would
+   * refuse a term that no longer leads, and nothing is sent.
+   */
+  @Test
+  void proclaimPastTheValidityIsRefusedWithoutACall() {
+    Leadership leadership = elect(OVER);
+    LockNotHeldException refused =
+        assertThrows(LockNotHeldException.class, () -> leadership.proclaim("moved"));
+    assertEquals("not_held", refused.kind());
+    assertEquals(EXPIRED, assertInstanceOf(LockLostException.class, refused.getCause()).reason());
+    assertTrue(leadership.isLost());
+    assertEquals(0L, leadership.valueVersion());
+  }
+
   @Test
   void isLostEndsALeadershipPastItsValidityBeforeTheWatchdogRuns() {
     Leadership leadership = elect(OVER);
@@ -146,7 +170,7 @@ class LapseTest {
 
   @Test
   void aKeptReadAfterTheLapseDoesNotReviveTheLeadership() throws InterruptedException {
-    Leadership leadership = new Leadership(TTL, TTL, stalled, () -> {});
+    Leadership leadership = new Leadership(TTL, TTL, stalled, () -> {}, NO_CALL);
     var events = leadership.observer();
     events.onNext(elected(OVER));
     leadership.awaitElected(Duration.ZERO);

@@ -17,7 +17,7 @@ import redlock.v1.Election.ObserveResponse;
 
 /**
  * Pure logic: status mapping, the stop margin, durations, the token kept out of strings, an
- * observation's term order.
+ * observation's (term, value version) order.
  */
 class UnitTest {
   private static RedlockdException map(Status.Code code, String details) {
@@ -117,6 +117,49 @@ class UnitTest {
     assertTrue(observation.isEnded());
   }
 
+  private static ObserveResponse leaderOf(long term, long valueVersion) {
+    return ObserveResponse.newBuilder()
+        .setHasLeader(true)
+        .setLeader(
+            redlock.v1.Election.Leader.newBuilder()
+                .setName("e")
+                .setValue("v" + valueVersion)
+                .setTerm(term)
+                .setValueVersion(valueVersion))
+        .build();
+  }
+
+  /**
+   * A proclaimed value of the same term steps forward only with a higher value version; a term
+   * below, even with a higher version, never does.
+   */
+  @Test
+  void anObservationOrdersTheSameTermsValuesByVersion() {
+    List<String> told = new ArrayList<>();
+    Observation observation =
+        new Observation(
+            "e",
+            leader -> told.add(leader.map(l -> l.term() + "/" + l.valueVersion()).orElse("none")),
+            () -> {});
+    var events = observation.observer();
+    for (ObserveResponse event :
+        List.of(
+            leaderOf(5, 0),
+            leaderOf(5, 2),
+            leaderOf(5, 1),
+            leaderOf(5, 2),
+            leaderOf(4, 9),
+            leaderOf(5, 3),
+            leaderOf(6, 0),
+            leaderOf(5, 7),
+            ObserveResponse.getDefaultInstance(),
+            leaderOf(6, 0),
+            leaderOf(7, 0))) {
+      events.onNext(event);
+    }
+    assertEquals(List.of("5/0", "5/2", "5/3", "6/0", "none", "7/0"), told);
+  }
+
   @Test
   void aLeaderFromTheWireKeepsItsFieldsAndAnAbsentSinceIsNull() {
     Leader leader =
@@ -125,5 +168,6 @@ class UnitTest {
     assertTrue(leader.toString().contains("pod-1"), leader.toString());
     assertNull(leader.since(), "no since: null");
     assertEquals(Duration.ZERO, leader.remaining());
+    assertEquals(0L, leader.valueVersion(), "no value_version: the campaign's value");
   }
 }
