@@ -12,7 +12,6 @@
 
 use super::claim::{Claim, Epoch};
 use super::fence::{FenceRead, Proposal};
-use super::master::ProclaimVote;
 use super::{AcquireVote, ExtendVote, LockKeys, Master, NodeError, Token};
 use futures::future::{self, BoxFuture, FutureExt};
 use std::collections::HashMap;
@@ -474,22 +473,22 @@ impl Master for FakeMaster {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>> {
+    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>> {
         let value = value.to_owned();
         self.serve(Op::Proclaim, token, |state, _| {
             if !state.holds(keys, token) {
-                return (ProclaimVote::NotHeld, false);
+                return (Some(false), false);
             }
             match state.fences.get_mut(&keys.fence) {
                 Some(hash) if hash.holder.as_deref() == Some(token.expose()) => {
                     if hash.fence != Some(term) {
-                        return (ProclaimVote::NotHeld, false);
+                        return (Some(false), false);
                     }
                     hash.owner = value;
                     hash.version = version;
-                    (ProclaimVote::Recorded, true)
+                    (Some(true), true)
                 }
-                _ => (ProclaimVote::Unrecorded, false),
+                _ => (None, false),
             }
         })
     }

@@ -113,18 +113,6 @@ pub struct Record {
     pub version: u64,
 }
 
-/// One master's answer to an election leader's Proclaim ([`Master::proclaim`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProclaimVote {
-    /// The value was recorded with the token's grant of that term.
-    Recorded,
-    /// The token does not hold the lock here, or holds it under another term.
-    NotHeld,
-    /// The token holds the lock key, but no record of its grant is kept
-    /// here (the key was re-created after a restart): nothing was written.
-    Unrecorded,
-}
-
 impl std::fmt::Debug for Seen {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Seen")
@@ -291,7 +279,10 @@ pub trait Master: Send + Sync {
 
     /// Replaces the owner recorded with `token`'s grant of fence `term`
     /// by `value`, as version `version` (an election leader's `Proclaim`,
-    /// `super::proclaim`); touches nothing else.
+    /// `super::proclaim`); touches nothing else. `Some(true)`: recorded;
+    /// `Some(false)`: the token does not hold the lock here, or holds it
+    /// under another term; `None`: the token holds the key but no record of
+    /// its grant is kept here (re-created after a restart), nothing written.
     fn proclaim(
         &self,
         keys: &LockKeys,
@@ -299,7 +290,7 @@ pub trait Master: Send + Sync {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>>;
+    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.
     fn check(

@@ -17,7 +17,6 @@
 //! Proclaim cannot grant, extend or end anything, so the model of the
 //! lock scripts (`tools/model`) is unchanged by it.
 
-use super::master::ProclaimVote;
 use super::quorum::Vote;
 use super::round::{Command, Reply};
 use super::{Decision, LockError, Redlock, Tally, Token};
@@ -54,10 +53,10 @@ impl Redlock {
         let votes = self
             .round(&subject, self.all(), command, |_, reply, tally| {
                 tally.count(match reply {
-                    Reply::Proclaimed(ProclaimVote::Recorded) => Vote::Yes,
+                    Reply::Proclaimed(Some(true)) => Vote::Yes,
                     // Held, but with nothing to write to: not a refusal
                     // (the token does hold it there), and not a success.
-                    Reply::Proclaimed(ProclaimVote::Unrecorded) => Vote::Failed,
+                    Reply::Proclaimed(None) => Vote::Failed,
                     _ => Vote::No,
                 });
             })

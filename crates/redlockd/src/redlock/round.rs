@@ -134,8 +134,8 @@ pub(crate) enum Reply {
     Released(bool),
     /// To [`Command::Check`]: remaining PTTL if held.
     Held(Option<Duration>),
-    /// To [`Command::Proclaim`].
-    Proclaimed(super::master::ProclaimVote),
+    /// To [`Command::Proclaim`] (see [`Master::proclaim`]).
+    Proclaimed(Option<bool>),
 }
 
 impl Command {

@@ -9,7 +9,7 @@ use super::wire::{
 use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
-use crate::redlock::master::{ProclaimVote, Seen};
+use crate::redlock::master::Seen;
 use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token};
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Value};
@@ -337,7 +337,7 @@ impl Master for ValkeyMaster {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<ProclaimVote, NodeError>> {
+    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>> {
         let reply = self.run(
             Op::Proclaim,
             vec![key(&keys.lock), key(&keys.fence)],
@@ -350,9 +350,9 @@ impl Master for ValkeyMaster {
         );
         async move {
             match integer(&reply.await?)? {
-                1 => Ok(ProclaimVote::Recorded),
-                0 => Ok(ProclaimVote::NotHeld),
-                2 => Ok(ProclaimVote::Unrecorded),
+                1 => Ok(Some(true)),
+                0 => Ok(Some(false)),
+                2 => Ok(None),
                 other => Err(NodeError::Protocol(format!("proclaim: {other}"))),
             }
         }

@@ -858,7 +858,7 @@ impl Master for Far {
         term: u64,
         version: u64,
         value: &str,
-    ) -> futures::future::BoxFuture<'static, Result<super::master::ProclaimVote, NodeError>> {
+    ) -> futures::future::BoxFuture<'static, Result<Option<bool>, NodeError>> {
         let (keys, token, value) = (keys.clone(), token.clone(), value.to_owned());
         self.late(move |n| n.proclaim(&keys, &token, term, version, &value))
     }
