@@ -38,8 +38,8 @@
 #   fourway     one lock, four runtimes: a Python, a Node, a Go and a Java
 #               process contend through Hold; no overlap, fences increasing
 #               (scripts/check-fourway.sh; reuses the four client steps' caches)
-#   takeover    one election, three runtimes: a Python, a Go and a Java
-#               candidate over two replicas, the leader SIGKILLed and
+#   takeover    one election, four runtimes: a Python, a Go, a Java and a
+#               Node candidate over two replicas, the leader SIGKILLed and
 #               SIGSTOPped; one leader at a time, terms increasing, take-over
 #               within its bound, a resumed leader stands down before it acts
 #               (scripts/check-takeover.sh; reuses the client steps' caches)

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""Leader election, measured: a Python, a Go and a Java candidate campaign
-for one election (``takeover``) through their own client's election API,
-spread over two daemon replicas of five real valkey-server masters, while
-one observer per replica records every change it is told. The harness
-SIGKILLs the leader, then SIGSTOPs the next one past its ttl and resumes it,
-for a few rounds, and checks the shared log (see python/candidate.py for
-its lines):
+"""Leader election, measured: a Python, a Go, a Java and a Node candidate
+campaign for one election (``takeover``) through their own client's
+election API, two on each of two daemon replicas of five real
+valkey-server masters, while one observer per replica records every change
+it is told. Each round, the harness SIGKILLs the leader (and the next ones
+until the round's language leads), then SIGSTOPs that one past its ttl and
+resumes it; one round per language by default. It checks the shared log
+(see python/candidate.py for its lines):
 
 - exactly one leader at a time: no act of a term after a higher term was
   elected, act intervals of different terms disjoint, terms strictly
   increasing;
 - a take-over within its bound after each kill and each stop (below);
 - a frozen leader, resumed, reports its loss and never acts on its old term;
-- each observer's terms strictly increase, and it sees every term.
+- each observer's terms strictly increase, and it sees every term;
+- every language led and acted and, in a run of one round per language,
+  was frozen and resumed.
 
     python3 harness.py --python VENV_PYTHON --go GO_CANDIDATE_BINARY \\
-        --java-classpath CP [--rounds 3]
+        --java-classpath CP [--node NODE] [--rounds 4]
     python3 harness.py --selftest     # the checks catch bad logs
 
 The bounds, from the daemon's settings this run passes (TTL, the keepalive,
@@ -59,9 +62,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # clients/: cluster.py
 from cluster import Cluster  # noqa: E402
 
-LANGS = ("python", "go", "java")
-#: The replica (daemon index) each candidate campaigns on.
-REPLICA = {"python": 0, "java": 0, "go": 1}
+LANGS = ("python", "go", "java", "node")
+#: The replica (daemon index) each candidate campaigns on: two on each.
+REPLICA = {"python": 0, "java": 0, "go": 1, "node": 1}
 #: The leadership's ttl every candidate asks for, in seconds.
 TTL = 2.0
 #: The daemon settings the bounds are derived from (passed explicitly).
@@ -291,11 +294,19 @@ def check_observer_complete(events: Sequence[Event], replica: int) -> Optional[s
 
 
 def check_every_lang(events: Sequence[Event]) -> Optional[str]:
-    """Each language was elected, acted and lost (kill or stop) at least once."""
+    """Each language was elected and acted at least once."""
     led = {str(e["lang"]) for e in of(events, "elected")}
     acted = {str(e["lang"]) for e in of(events, "act")}
     missing = [lang for lang in LANGS if lang not in led or lang not in acted]
     return f"never led: {missing} (led: {sorted(led)})" if missing else None
+
+
+def check_every_lang_frozen(events: Sequence[Event]) -> Optional[str]:
+    """Each language's leader was SIGSTOPped and resumed at least once (a
+    run of one round per language or more)."""
+    frozen = {str(e["lang"]) for e in of(events, "cont")}
+    missing = [lang for lang in LANGS if lang not in frozen]
+    return f"never frozen: {missing} (frozen: {sorted(frozen)})" if missing else None
 
 
 def check_no_errors(events: Sequence[Event], problems: Sequence[str]) -> Optional[str]:
@@ -323,6 +334,8 @@ def evaluate(events: Sequence[Event], problems: Sequence[str], rounds: int,
         (f"take-over after SIGSTOP within {STOP_BOUND:.2f} s", check_takeover(events, "stop", STOP_BOUND, rounds)),
         (f"a resumed leader reports lost within {RESUMED_LOST_BOUND:g} s, before acting", check_resumed(events)),
     ]
+    if rounds >= len(LANGS):
+        results.append(("every language frozen and resumed", check_every_lang_frozen(events)))
     for replica in (0, 1):
         results.append((f"observer on replica {replica}: terms only increase", check_observer_order(events, replica)))
         results.append((f"observer on replica {replica}: every term, within {OBSERVE_BOUND:.2f} s",
@@ -442,6 +455,7 @@ class Run:
             "go": [self.args.go, address, self.log, ttl_ms],
             "java": ["java", "-cp", self.args.java_classpath, os.path.join(HERE, "java", "Candidate.java"),
                      address, self.log, ttl_ms],
+            "node": [self.args.node, os.path.join(HERE, "node", "candidate.mjs"), address, self.log, ttl_ms],
         }[lang]
         pid = self.spawn(lang, command)
         self.wait(f"{lang}'s campaign", lambda evs: next(
@@ -480,10 +494,10 @@ class Run:
         return self.wait(f"a leader after the {fault['ev']} of term {fault['term']}",
                          lambda evs: next_election(evs, fault), STEP_LIMIT)
 
-    def kill(self) -> str:
-        """SIGKILLs the leader, waits for the next, starts the killed
-        candidate's language again (a fresh process, back in the queue);
-        the new leader's language."""
+    def kill(self, restart: bool = True) -> Tuple[str, str]:
+        """SIGKILLs the leader, waits for the next and, with `restart`,
+        starts the killed candidate's language again (a fresh process, back
+        in the queue); the new leader's language and the killed one's."""
         lead = self.settle()
         pid = int(lead["pid"])  # type: ignore[arg-type]
         name, child = self.children[pid]
@@ -493,8 +507,9 @@ class Run:
         child.wait(10)
         del self.children[pid]
         successor = self.successor(of(self.read(), "kill")[-1])
-        self.candidate(name)
-        return str(successor["lang"])
+        if restart:
+            self.candidate(name)
+        return str(successor["lang"]), name
 
     def stop(self) -> None:
         """SIGSTOPs the leader until the next is elected (longer than its
@@ -517,14 +532,22 @@ class Run:
         self.faulted.discard(pid)
 
     def round(self, target: str) -> None:
-        """One kill, more kills until `target`'s candidate leads (at most
-        two: the queue turns), then a stop of it: every language's client
-        gets frozen and resumed once in three rounds."""
-        leading = self.kill()
+        """One kill, more kills until `target`'s candidate leads, then a
+        stop of it: every language's client gets frozen and resumed once in
+        four rounds. The candidates killed on the way are started again
+        only once `target` leads: a replica wakes its own waiting candidate
+        first, so kills alone would hand the leadership back and forth
+        between the two on one replica. Each such kill takes one other
+        language out of the queues: at most three."""
+        leading, _ = self.kill()
+        down: List[str] = []
         for _ in range(len(LANGS) - 1):
             if leading == target:
                 break
-            leading = self.kill()
+            leading, killed = self.kill(restart=False)
+            down.append(killed)
+        for name in down:
+            self.candidate(name)
         self.stop()
 
     def close(self) -> None:
@@ -595,7 +618,8 @@ def selftest() -> int:
     def acts(lang: str, pid: int, term: int, start: float, end: float) -> List[Event]:
         return [e("act", start + i * 0.05, lang, pid, term) for i in range(int((end - start) / 0.05) + 1)]
 
-    # python leads (1), is killed; go (2) is stopped; java (3) leads; python again (4).
+    # python leads (1), is killed; go (2) is stopped; java (3) leads, is killed;
+    # python again (4), stopped; go (5), killed; node (6).
     good: List[Event] = [
         e("elected", 1.0, "python", 11, 1), *acts("python", 11, 1, 1.0, 2.0), e("kill", 2.01, "python", 11, 1),
         e("elected", 2.2, "go", 22, 2), *acts("go", 22, 2, 2.2, 3.5), e("stop", 3.52, "go", 22, 2),
@@ -603,12 +627,14 @@ def selftest() -> int:
         e("lost", 6.95, "go", 22, 2),
         e("elected", 8.2, "python", 44, 4), *acts("python", 44, 4, 8.2, 9.0), e("kill", 8.1, "java", 33, 3),
         e("stop", 9.01, "python", 44, 4), e("elected", 12.0, "go", 55, 5), *acts("go", 55, 5, 12.0, 12.5),
-        e("cont", 12.3, "python", 44, 4), e("lost", 12.31, "python", 44, 4),
+        e("cont", 12.3, "python", 44, 4), e("lost", 12.31, "python", 44, 4), e("kill", 12.6, "go", 55, 5),
+        e("elected", 12.7, "node", 66, 6), *acts("node", 66, 6, 12.7, 13.5),
     ]
     good[good.index(e("kill", 8.1, "java", 33, 3))]["t"] = int(8.05 * S)
     for replica in (0, 1):
         good += [obs(replica, 0.5, 0), obs(replica, 1.1 + replica * 0.5, 1), obs(replica, 2.1, 0),
-                 obs(replica, 2.3, 2), obs(replica, 6.6, 3), obs(replica, 8.3, 4), obs(replica, 12.4, 5)]
+                 obs(replica, 2.3, 2), obs(replica, 6.6, 3), obs(replica, 8.3, 4), obs(replica, 12.4, 5),
+                 obs(replica, 12.8, 6)]
 
     def without(*kinds: str) -> List[Event]:
         return [x for x in good if x["ev"] not in kinds]
@@ -623,7 +649,7 @@ def selftest() -> int:
     slow_kill = [x if not (x["ev"] == "elected" and x["term"] == 2) else e("elected", 2.01 + KILL_BOUND + 0.1, "go", 22, 2)
                  for x in good]
     slow_stop = [x if not (x["ev"] == "elected" and x["term"] == 5) else e("elected", 9.01 + STOP_BOUND + 0.1, "go", 55, 5)
-                 for x in good]
+                 for x in good if x.get("lang") != "node"]
     unresumed = without("cont")
     acted_first = good + [e("act", 6.91, "go", 22, 2)]
     observer_back = good + [obs(1, 12.45, 3)]
@@ -640,9 +666,9 @@ def selftest() -> int:
         ("a term going back is caught", back, check_terms, False),
         ("a slow take-over after a kill is caught", slow_kill, lambda l: check_takeover(l, "kill", KILL_BOUND, 2), False),
         ("a slow take-over after a stop is caught", slow_stop, lambda l: check_takeover(l, "stop", STOP_BOUND, 2), False),
-        ("a missing take-over is caught", [x for x in good if x.get("term") != 5 or x["ev"] != "elected"],
+        ("a missing take-over is caught", [x for x in good if x["ev"] != "elected" or x["term"] in (1, 2, 3, 4)],
          lambda l: check_takeover(l, "stop", STOP_BOUND, 2), False),
-        ("too few rounds are caught", good, lambda l: check_takeover(l, "kill", KILL_BOUND, 3), False),
+        ("too few rounds are caught", good, lambda l: check_takeover(l, "stop", STOP_BOUND, 3), False),
         ("a leader never resumed is caught", unresumed, check_resumed, False),
         ("a resumed leader acting before its loss is caught", acted_first, check_resumed, False),
         ("a resumed leader never reporting its loss is caught",
@@ -657,6 +683,11 @@ def selftest() -> int:
         ("an observer missing a term is caught", observer_missed, lambda l: check_observer_complete(l, 0), False),
         ("an observer told late is caught", observer_late, lambda l: check_observer_complete(l, 1), False),
         ("a language never leading is caught", no_java, check_every_lang, False),
+        ("node never leading is caught", [x for x in good if x.get("lang") != "node"], check_every_lang, False),
+        ("a language never frozen is caught", good, check_every_lang_frozen, False),
+        ("every language frozen passes",
+         good + [e(ev, 20 + i, lang, 70 + i, 7) for i, lang in enumerate(LANGS) for ev in ("stop", "cont")],
+         check_every_lang_frozen, True),
         ("a failed campaign is caught", good + [e("error", 3.0, "go", 22, error="unavailable")],
          lambda l: check_no_errors(l, []), False),
         ("a malformed line is caught", good, lambda l: check_no_errors(l, parse("{\"ev\": 1}\n")[1]), False),
@@ -675,7 +706,10 @@ def main() -> int:
     parser.add_argument("--python", help="a Python with redlockd_client installed")
     parser.add_argument("--go", help="the Go candidate, built")
     parser.add_argument("--java-classpath", help="clients/java's classes and dependencies")
-    parser.add_argument("--rounds", type=int, default=3, help="kill and stop rounds")
+    parser.add_argument("--node", default="node",
+                        help="the node binary (clients/node/node_modules installed), default `node`")
+    parser.add_argument("--rounds", type=int, default=len(LANGS),
+                        help="kill and stop rounds (default one per language)")
     args = parser.parse_args()
     if args.selftest:
         return selftest()
@@ -686,7 +720,8 @@ def main() -> int:
     if missing:
         parser.error("missing " + ", ".join("--" + k.replace("_", "-") for k in missing))
     # The processes run in HERE: a path given relative to the caller's directory.
-    args.python, args.go = (p if os.sep not in p else os.path.abspath(p) for p in (args.python, args.go))
+    args.python, args.go, args.node = (p if os.sep not in p else os.path.abspath(p)
+                                       for p in (args.python, args.go, args.node))
     return run(args)
 
 

@@ -18,7 +18,7 @@ O_APPEND write to LOG:
     {"ev": "observe",  "replica": I, "pid": P, "has_leader": B, "term": T, "value": V, "t": NS}
 
 ``t`` is CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns``), the clock
-the Go and Java candidates and the harness read too. An act's ``t`` is
+the Go, Java and Node candidates and the harness read too. An act's ``t`` is
 read before the check that lets it happen: the check is the gate a
 resumed leader must not pass with a stale term. ``rem_ms`` is the
 validity the client says is left at that act.
