@@ -91,10 +91,10 @@ async fn a_waiting_leader_counts_the_time_without_one(flavor: Flavor) {
     );
 
     let mut locks = LockServiceClient::new(channel);
-    acquire(&mut locks, "metered", 500, 0)
+    acquire(&mut locks, "metered", 2_000, 0)
         .await
         .expect("a lock of the same name: apart from the election");
-    acquire(&mut locks, "metered", 5_000, 5_000)
+    acquire(&mut locks, "metered", 5_000, 10_000)
         .await
         .expect("granted once the first expired");
     eventually(LIMIT, "the lock's gap counted", || async {

@@ -723,9 +723,9 @@ type ProclaimRequest struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Leadership.token: only the leader's own process has it.
 	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
-	// Leadership.term: refused if another term leads meanwhile.
+	// Leadership.term (required): refused if another term leads meanwhile.
 	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	// The new value (at most limits.max_owner_len bytes).
+	// The new value (at most 128 bytes, no control characters).
 	Value         string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -839,8 +839,8 @@ type CampaignRequest_Start struct {
 	// The election's name: as a resource name (non-empty, no control
 	// characters, at most limits.max_resource_len bytes).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// What the leader publishes: an address, a pod name (at most
-	// limits.max_owner_len bytes).
+	// What the leader publishes: an address, a pod name (at most 128
+	// bytes, no control characters).
 	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// The leadership's ttl: how long a frozen or killed leader keeps it
 	// (at least session.min_ttl). A standby takes over within about this.

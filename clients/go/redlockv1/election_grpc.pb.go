@@ -70,13 +70,16 @@ type ElectionServiceClient interface {
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
 	// Proclaim changes the leader's value without giving up the leadership
 	// (a leader moving to a new address, publishing what it serves), by the
-	// leadership's token and term, on a majority of masters. Leader and
-	// Observe report the new value, with a higher `value_version`, from
-	// then on. FAILED_PRECONDITION when that term no longer leads (the
-	// leadership was lost or resigned: the value is not changed where it
-	// was not the leader's); UNAVAILABLE when too few masters answered: the
-	// new value may then be seen by some reads and not others until a
-	// Proclaim succeeds (proclaiming again is safe).
+	// leadership's token and term, on a majority of masters: a read of the
+	// leadership (as Leader's) and a write. Leader and Observe report the
+	// new value, with a higher `value_version`, from then on.
+	// FAILED_PRECONDITION when that term no longer leads (the leadership was
+	// lost or resigned: the value is not changed where it was not the
+	// leader's); UNAVAILABLE when too few masters answered, or too few still
+	// keep the leadership's record (masters restarted without their data:
+	// resign and campaign again): the new value may then be seen by some
+	// reads and not others until a Proclaim succeeds (proclaiming again is
+	// safe).
 	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error)
 }
 
@@ -182,13 +185,16 @@ type ElectionServiceServer interface {
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
 	// Proclaim changes the leader's value without giving up the leadership
 	// (a leader moving to a new address, publishing what it serves), by the
-	// leadership's token and term, on a majority of masters. Leader and
-	// Observe report the new value, with a higher `value_version`, from
-	// then on. FAILED_PRECONDITION when that term no longer leads (the
-	// leadership was lost or resigned: the value is not changed where it
-	// was not the leader's); UNAVAILABLE when too few masters answered: the
-	// new value may then be seen by some reads and not others until a
-	// Proclaim succeeds (proclaiming again is safe).
+	// leadership's token and term, on a majority of masters: a read of the
+	// leadership (as Leader's) and a write. Leader and Observe report the
+	// new value, with a higher `value_version`, from then on.
+	// FAILED_PRECONDITION when that term no longer leads (the leadership was
+	// lost or resigned: the value is not changed where it was not the
+	// leader's); UNAVAILABLE when too few masters answered, or too few still
+	// keep the leadership's record (masters restarted without their data:
+	// resign and campaign again): the new value may then be seen by some
+	// reads and not others until a Proclaim succeeds (proclaiming again is
+	// safe).
 	Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error)
 	mustEmbedUnimplementedElectionServiceServer()
 }

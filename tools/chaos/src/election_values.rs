@@ -7,11 +7,11 @@ pub(crate) fn campaign_value(client: u32) -> String {
     format!("candidate-{client}")
 }
 
-/// The value candidate `client`, leader of `term`, proclaims: it names the
-/// term, so that `crate::observers::check_values` can tell a value shown
-/// under another term.
-pub(crate) fn proclaimed(client: u32, term: u64) -> String {
-    format!("{}/term-{term}/moved", campaign_value(client))
+/// The `n`th value candidate `client`, leader of `term`, proclaims: it
+/// names the term, so that `crate::observers::check_values` can tell a
+/// value shown under another term.
+pub(crate) fn proclaimed(client: u32, term: u64, n: u32) -> String {
+    format!("{}/term-{term}/p{n}", campaign_value(client))
 }
 
 /// The history's resource of election `name`.

@@ -184,15 +184,21 @@ async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, Elect
         let until = clock.now() + work;
         let mut stop = Stop::Done;
         if rng.random_bool(PROCLAIMING) {
-            let half = clock.now() + work / 2;
-            stop = follow(&shared, &mut events, &mut grant, &mut last_heard, half).await;
-            if stop == Stop::Done {
-                let value = proclaimed(id, leadership.term);
+            // One to three Proclaims, spread over the work: each a value of
+            // its own (`p1`, `p2`, ...), so that observers are held to
+            // one value per version and to the leader's own order.
+            let proclaims = rng.random_range(1..=3u32);
+            for n in 1..=proclaims {
+                let at = clock.now() + work / (proclaims + 1);
+                stop = follow(&shared, &mut events, &mut grant, &mut last_heard, at).await;
+                if stop != Stop::Done {
+                    break;
+                }
                 let request = ProclaimRequest {
                     name: name.clone(),
                     token: leadership.token.clone(),
                     term: leadership.term,
-                    value,
+                    value: proclaimed(id, leadership.term, n),
                 };
                 let mut client = ElectionServiceClient::new(channel.clone());
                 figures.proclaims.0 += 1;

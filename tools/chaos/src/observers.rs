@@ -125,16 +125,40 @@ pub(crate) fn check(observed: &[Observed], findings: &mut Findings) -> usize {
 /// with version 0 has the value its candidate campaigned with
 /// (`candidate-ID`), and with a version above 0 one its leader proclaimed
 /// for that term (`candidate-ID/term-T/...`, see
-/// `crate::election_values::proclaimed`). A term whose grant the history lacks
-/// (a candidate elected after it withdrew) is not judged.
+/// `crate::election_values::proclaimed`); and every observer told one
+/// version of a term was told the same value for it. A term whose grant
+/// the history lacks (a candidate elected after it withdrew) is only held
+/// to the second.
 pub(crate) fn check_values(observed: &[Observed], grants: &[Grant], findings: &mut Findings) {
     let leaders: HashMap<(&str, u64), u32> = grants
         .iter()
         .filter(|g| g.kind == Kind::Leader)
         .map(|g| ((g.resource.as_str(), g.fence), g.client))
         .collect();
+    check_order(observed, findings);
+    // One value per version of a term, whoever was told it.
+    let mut values: HashMap<(&str, u64, u64), &str> = HashMap::new();
     for o in observed {
         let Some(term) = o.term else { continue };
+        let told = values
+            .entry((o.resource.as_str(), term, o.version))
+            .or_insert(o.value.as_str());
+        if *told != o.value {
+            findings.violations.push(Violation {
+                check: Check::ObserverWrongValue,
+                detail: format!(
+                    "observer {} (stream {}) was told {:?} as version {} of term {term} of {} \
+                     at {:.3}s; another was told {:?} for it",
+                    o.observer,
+                    o.stream,
+                    o.value,
+                    o.version,
+                    o.resource,
+                    o.at.as_secs_f64(),
+                    told,
+                ),
+            });
+        }
         let Some(&client) = leaders.get(&(o.resource.as_str(), term)) else {
             continue;
         };
@@ -157,6 +181,45 @@ pub(crate) fn check_values(observed: &[Observed], grants: &[Grant], findings: &m
                     o.at.as_secs_f64(),
                 ),
             });
+        }
+    }
+}
+
+/// Holds the versions of each term to the order its leader proclaimed
+/// in: a leader proclaims one value after another (`p1`, `p2`, ...), so a
+/// higher version never carries an earlier value, whoever was told it.
+fn check_order(observed: &[Observed], findings: &mut Findings) {
+    /// A term's versions, each with its Proclaim's index and who was told it.
+    type Versions<'a> = BTreeMap<u64, (u32, &'a Observed)>;
+    let mut by_term: BTreeMap<(&str, u64), Versions> = BTreeMap::new();
+    for o in observed {
+        let Some(term) = o.term else { continue };
+        let n = o
+            .value
+            .rsplit_once("/p")
+            .and_then(|(_, n)| n.parse().ok())
+            .unwrap_or(0);
+        by_term
+            .entry((o.resource.as_str(), term))
+            .or_default()
+            .insert(o.version, (n, o));
+    }
+    for versions in by_term.values() {
+        let mut last: Option<(u64, u32)> = None;
+        for (&version, &(n, o)) in versions {
+            if let Some((before, earlier_n)) = last.filter(|&(_, earlier_n)| n < earlier_n) {
+                findings.violations.push(Violation {
+                    check: Check::ObserverWrongValue,
+                    detail: format!(
+                        "term {} of {}: version {version} carries {:?} (Proclaim {n}), above \
+                         version {before} of Proclaim {earlier_n}",
+                        o.term.unwrap_or_default(),
+                        o.resource,
+                        o.value,
+                    ),
+                });
+            }
+            last = Some((version, n));
         }
     }
 }
@@ -241,6 +304,24 @@ mod tests {
         let mut findings = Findings::default();
         check_values(&fine, &grants, &mut findings);
         assert!(findings.violations.is_empty(), "{:?}", findings.violations);
+        let split = [
+            value(7, 3, "candidate-4001/term-7/p1"),
+            value(7, 3, "candidate-4001/term-7/p2"),
+        ];
+        let mut findings = Findings::default();
+        check_values(&split, &grants, &mut findings);
+        assert_eq!(findings.violations.len(), 1, "one version, two values");
+        let reordered = [
+            value(7, 3, "candidate-4001/term-7/p2"),
+            value(7, 5, "candidate-4001/term-7/p1"),
+        ];
+        let mut findings = Findings::default();
+        check_values(&reordered, &grants, &mut findings);
+        assert_eq!(
+            findings.violations.len(),
+            1,
+            "a later version, an earlier value"
+        );
         for bad in [
             value(7, 0, "candidate-4002"),
             value(9, 1, "candidate-4001/term-7/p1"),

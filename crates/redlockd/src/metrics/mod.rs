@@ -47,7 +47,7 @@ pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
             &LATENCY_BUCKETS,
         )?
         .set_buckets_for_metric(Matcher::Full(WAIT_DURATION.into()), &LATENCY_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Full(HANDOFF_GAP.into()), &LATENCY_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(HANDOFF_GAP.into()), &GAP_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(GRANT_VALIDITY_RATIO.into()), &RATIO_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(ACQUIRE_ATTEMPTS.into()), &ATTEMPT_BUCKETS)?
         .build_recorder();

@@ -265,6 +265,11 @@ pub(super) const LATENCY_BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
+/// A hand-off's gap: milliseconds after a release, up to a crashed
+/// holder's whole ttl after its last extension.
+pub(super) const GAP_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
 pub(super) const RATIO_BUCKETS: [f64; 10] =
     [0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999, 1.0];
 pub(super) const ATTEMPT_BUCKETS: [f64; 9] = [1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];

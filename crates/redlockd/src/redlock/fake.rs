@@ -208,6 +208,22 @@ impl FakeMaster {
         state.fences.get(&keys.fence).map_or(0, |hash| hash.max)
     }
 
+    /// Rewrites the record of `keys`' fence hash as a grant of `fence`
+    /// whose owner is `owner` at `version` (a Proclaim that landed here, or
+    /// a commit that did not); the hash must exist.
+    pub(crate) fn set_record(&self, keys: &LockKeys, fence: u64, owner: &str, version: u64) {
+        let mut state = self.state();
+        let hash = state.fences.get_mut(&keys.fence).expect("a fence hash");
+        (hash.fence, hash.owner, hash.version) = (Some(fence), owner.to_owned(), version);
+    }
+
+    /// The fence, owner and owner's version the record of `keys` keeps.
+    pub(crate) fn record(&self, keys: &LockKeys) -> Option<(Option<u64>, String, u64)> {
+        let state = self.state();
+        let hash = state.fences.get(&keys.fence)?;
+        Some((hash.fence, hash.owner.clone(), hash.version))
+    }
+
     pub(crate) fn calls(&self) -> Vec<Call> {
         self.state().calls.clone()
     }
@@ -473,22 +489,28 @@ impl Master for FakeMaster {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>> {
+    ) -> BoxFuture<'static, Result<Option<u64>, NodeError>> {
         let value = value.to_owned();
         self.serve(Op::Proclaim, token, |state, _| {
             if !state.holds(keys, token) {
-                return (Some(false), false);
+                return (None, false);
             }
             match state.fences.get_mut(&keys.fence) {
-                Some(hash) if hash.holder.as_deref() == Some(token.expose()) => {
-                    if hash.fence != Some(term) {
-                        return (Some(false), false);
+                Some(hash)
+                    if hash.holder.as_deref() == Some(token.expose())
+                        && hash.fence == Some(term) =>
+                {
+                    if hash.version > version {
+                        return (Some(hash.version), false);
+                    }
+                    if hash.version == version && hash.owner != value {
+                        return (Some(version + 1), false);
                     }
                     hash.owner = value;
                     hash.version = version;
-                    (Some(true), true)
+                    (Some(version), true)
                 }
-                _ => (None, false),
+                _ => (Some(0), false),
             }
         })
     }

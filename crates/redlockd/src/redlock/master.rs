@@ -278,11 +278,13 @@ pub trait Master: Send + Sync {
     }
 
     /// Replaces the owner recorded with `token`'s grant of fence `term`
-    /// by `value`, as version `version` (an election leader's `Proclaim`,
-    /// `super::proclaim`); touches nothing else. `Some(true)`: recorded;
-    /// `Some(false)`: the token does not hold the lock here, or holds it
-    /// under another term; `None`: the token holds the key but no record of
-    /// its grant is kept here (re-created after a restart), nothing written.
+    /// by `value`, as version `version`, unless the record keeps a higher
+    /// one (an election leader's `Proclaim`, `super::proclaim`); touches
+    /// nothing else. `None`: the token does not hold the lock here;
+    /// `Some(kept)`: the version the record keeps after the call (`version`:
+    /// this value is recorded; above: a newer value stays; 0: the token
+    /// holds the key but no record of its grant of that term is kept here,
+    /// nothing written). See `crate::valkey::scripts::PROCLAIM`.
     fn proclaim(
         &self,
         keys: &LockKeys,
@@ -290,7 +292,7 @@ pub trait Master: Send + Sync {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>>;
+    ) -> BoxFuture<'static, Result<Option<u64>, NodeError>>;
 
     /// The lock's remaining PTTL here if `token` holds it, else `None`.
     fn check(

@@ -135,7 +135,7 @@ pub(crate) enum Reply {
     /// To [`Command::Check`]: remaining PTTL if held.
     Held(Option<Duration>),
     /// To [`Command::Proclaim`] (see [`Master::proclaim`]).
-    Proclaimed(Option<bool>),
+    Proclaimed(Option<u64>),
 }
 
 impl Command {

@@ -337,7 +337,7 @@ impl Master for ValkeyMaster {
         term: u64,
         version: u64,
         value: &str,
-    ) -> BoxFuture<'static, Result<Option<bool>, NodeError>> {
+    ) -> BoxFuture<'static, Result<Option<u64>, NodeError>> {
         let reply = self.run(
             Op::Proclaim,
             vec![key(&keys.lock), key(&keys.fence)],
@@ -349,11 +349,11 @@ impl Master for ValkeyMaster {
             ],
         );
         async move {
-            match integer(&reply.await?)? {
-                1 => Ok(Some(true)),
-                0 => Ok(Some(false)),
-                2 => Ok(None),
-                other => Err(NodeError::Protocol(format!("proclaim: {other}"))),
+            let kept = integer(&reply.await?)?;
+            match u64::try_from(kept) {
+                Ok(kept) => Ok(Some(kept)),
+                Err(_) if kept == -1 => Ok(None),
+                Err(_) => Err(NodeError::Protocol(format!("proclaim: {kept}"))),
             }
         }
         .boxed()

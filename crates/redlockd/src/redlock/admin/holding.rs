@@ -78,14 +78,15 @@ impl Redlock {
                     tally.count(Vote::Yes);
                     masters.push(*index);
                     pttls.push(answer.pttl);
-                    // The newest owner among the grant's records: a
+                    // The grant's committed record (a master where only
+                    // the one-round proposal landed keeps a lower fence
+                    // for the same token), and of it the newest owner: a
                     // leader's Proclaim wrote it on a majority, which this
                     // read shares a master with (`crate::redlock::proclaim`).
+                    // The owner breaks a tie, so that every read ranks the
+                    // same records alike.
                     if let Some(r) = &answer.record {
-                        if record
-                            .as_ref()
-                            .is_none_or(|kept: &Record| r.version > kept.version)
-                        {
+                        if record.as_ref().is_none_or(|kept| rank(r) > rank(kept)) {
                             record = Some(r.clone());
                         }
                     }
@@ -138,4 +139,10 @@ impl Redlock {
             masters,
         }))
     }
+}
+
+/// How a read ranks one token's records: by fence, then by the owner's
+/// version, then by the owner itself.
+fn rank(record: &Record) -> (u64, u64, &str) {
+    (record.fence, record.version, record.owner.as_str())
 }

@@ -4,6 +4,7 @@
 //! operation against instant masters takes exactly zero time.
 
 mod deadline;
+mod proclaim;
 
 use super::fake::{self, Behaviour, FakeMaster, Op};
 use super::*;
@@ -858,7 +859,7 @@ impl Master for Far {
         term: u64,
         version: u64,
         value: &str,
-    ) -> futures::future::BoxFuture<'static, Result<Option<bool>, NodeError>> {
+    ) -> futures::future::BoxFuture<'static, Result<Option<u64>, NodeError>> {
         let (keys, token, value) = (keys.clone(), token.clone(), value.to_owned());
         self.late(move |n| n.proclaim(&keys, &token, term, version, &value))
     }

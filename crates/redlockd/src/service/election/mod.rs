@@ -31,7 +31,7 @@ use crate::pb;
 use crate::pb::election_service_server::ElectionService;
 use crate::redlock::HeldLock;
 use crate::service::drain::Drain;
-use crate::service::request::owner;
+use crate::service::request::{invalid, owner};
 use messages::{checked_name, election_field, resource_of};
 use std::pin::Pin;
 use tokio::sync::mpsc;
@@ -163,6 +163,9 @@ impl ElectionService for LockApi {
                 .lock_ref(request.name, &request.token)
                 .map_err(election_field)?;
             let value = owner(request.value).map_err(election_field)?;
+            if request.term == 0 {
+                return Err(invalid("term", "is required (Leadership.term)").into());
+            }
             identity.permit(&lock.resource)?;
             record_resource(&lock.resource);
             let resource = resource_of(&lock.resource);

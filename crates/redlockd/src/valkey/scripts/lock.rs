@@ -206,12 +206,16 @@ pub(crate) const INSPECT: &str = include_str!("lua/inspect.lua");
 /// value. An election leader's `Proclaim` (`crate::redlock::proclaim`):
 /// where the token holds the lock key and the fence hash's record is its
 /// grant's, of that term, it replaces the record's `owner` with the value
-/// and records `pv` = `term:version`, so that a read keeps the value of
-/// the highest version among the records of one grant; a `pv` left by an
-/// earlier grant names another term and counts as version 0 (no grant
-/// script has to clear it). Writes nothing anywhere else: never creates
-/// the hash, never touches the lock key, its expiry or the fence counter.
-/// Returns 1 if written, 0 if the token does not hold the key or the
-/// record is of another term, 2 if the token holds the key but the hash
-/// keeps no record of its grant (re-created after a restart).
+/// and records `pv` = `term:version`, unless the record keeps a version at
+/// least as high (a later Proclaim landed first: it stays). A `pv` left by
+/// an earlier grant names another term and counts as version 0, so no
+/// grant script has to clear it. Writes nothing else: never creates the
+/// hash, never touches the lock key, its expiry or the fence counter.
+/// Returns the version the record keeps after the call (the one asked:
+/// written, or already there with this value; a higher one: a newer value
+/// stays, or another value at this very version, answered as one above it
+/// so that the Proclaim goes again higher); 0 where the token holds the
+/// key but no record of its grant of that term is kept (re-created after a
+/// restart, or its commit never landed here); -1 where the token does not
+/// hold the key.
 pub(crate) const PROCLAIM: &str = include_str!("lua/proclaim.lua");
