@@ -7,38 +7,18 @@
 mod common;
 mod election_calls;
 
-use common::process::{free_addr, DaemonCommand, DaemonProcess};
 use common::*;
 use election_calls::*;
 use redlockd::pb::election_service_client::ElectionServiceClient;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd_testkit::masters::Flavor;
 use redlockd_testkit::metrics::counter;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 against_both_servers!(a_waiting_leader_counts_the_time_without_one);
 
 const LIMIT: Duration = Duration::from_secs(10);
 const GAP: &str = "redlock_handoff_gap_seconds";
-
-/// A daemon process with metrics on.
-async fn replica(h: &Harness) -> (DaemonProcess, SocketAddr, tonic::transport::Channel) {
-    let metrics = free_addr().expect("a free port");
-    let daemon = DaemonCommand::workspace(&h.masters.urls())
-        .expect("redlockd binary")
-        .set("metrics.enabled", true)
-        .set("metrics.listen", metrics)
-        .spawn()
-        .expect("start redlockd");
-    let channel = client::endpoint(daemon.addr)
-        .expect("endpoint")
-        .connect_lazy();
-    client::wait_serving(channel.clone(), LIMIT)
-        .await
-        .expect("SERVING at start");
-    (daemon, metrics, channel)
-}
 
 /// A standby elected when the leader's client vanishes (its stream
 /// dropped: the daemon releases at once and the release wakes the
@@ -48,7 +28,7 @@ async fn replica(h: &Harness) -> (DaemonProcess, SocketAddr, tonic::transport::C
 /// for the first leader: no gap for it.
 async fn a_waiting_leader_counts_the_time_without_one(flavor: Flavor) {
     let h = Harness::start(flavor).await;
-    let (_daemon, metrics, channel) = replica(&h).await;
+    let (_daemon, metrics, channel) = h.metered_daemon().await;
     let started = Instant::now();
     let mut elections = ElectionServiceClient::new(channel.clone());
     let mut first = campaign_for(&mut elections, "metered", "a", 30_000).await;

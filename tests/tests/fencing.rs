@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::process::{free_addr, DaemonCommand, DaemonProcess};
+use common::process::DaemonProcess;
 use common::*;
 use redlockd::pb;
 use redlockd::pb::lock_admin_service_client::LockAdminServiceClient;
@@ -240,19 +240,7 @@ const LIMIT: Duration = Duration::from_secs(10);
 /// A daemon process over the harness's masters with its metrics endpoint
 /// on (at default settings otherwise), and a client of it.
 async fn replica_with_metrics(h: &Harness) -> (DaemonProcess, SocketAddr, LockClient) {
-    let metrics = free_addr().expect("a free port");
-    let daemon = DaemonCommand::workspace(&h.masters.urls())
-        .expect("redlockd binary")
-        .set("metrics.enabled", true)
-        .set("metrics.listen", metrics)
-        .spawn()
-        .expect("start redlockd");
-    let channel = client::endpoint(daemon.addr)
-        .expect("endpoint")
-        .connect_lazy();
-    client::wait_serving(channel.clone(), LIMIT)
-        .await
-        .expect("SERVING at start");
+    let (daemon, metrics, channel) = h.metered_daemon().await;
     (daemon, metrics, LockServiceClient::new(channel))
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::process::{free_addr, DaemonCommand, DaemonProcess};
+use common::process::DaemonProcess;
 use common::*;
 use redlockd::pb;
 use redlockd::pb::lock_service_client::LockServiceClient;
@@ -29,19 +29,7 @@ fn locks_held(metrics: SocketAddr) -> Option<f64> {
 
 /// A daemon process with metrics on, and a client of it.
 async fn replica(h: &Harness) -> (DaemonProcess, SocketAddr, LockClient) {
-    let metrics = free_addr().expect("a free port");
-    let daemon = DaemonCommand::workspace(&h.masters.urls())
-        .expect("redlockd binary")
-        .set("metrics.enabled", true)
-        .set("metrics.listen", metrics)
-        .spawn()
-        .expect("start redlockd");
-    let channel = client::endpoint(daemon.addr)
-        .expect("endpoint")
-        .connect_lazy();
-    client::wait_serving(channel.clone(), LIMIT)
-        .await
-        .expect("SERVING at start");
+    let (daemon, metrics, channel) = h.metered_daemon().await;
     (daemon, metrics, LockServiceClient::new(channel))
 }
 

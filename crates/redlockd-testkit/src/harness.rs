@@ -112,6 +112,33 @@ impl Harness {
         self.daemons.len() - 1
     }
 
+    /// A daemon process (the workspace's binary, default settings) over
+    /// these masters, with its metrics endpoint on a free port, SERVING:
+    /// for tests that read a real daemon's metrics. The process, the
+    /// metrics address and a channel to its gRPC port.
+    pub async fn metered_daemon(
+        &self,
+    ) -> (
+        crate::process::DaemonProcess,
+        std::net::SocketAddr,
+        tonic::transport::Channel,
+    ) {
+        let metrics = crate::process::free_addr().expect("a free port");
+        let daemon = crate::process::DaemonCommand::workspace(&self.masters.urls())
+            .expect("redlockd binary")
+            .set("metrics.enabled", true)
+            .set("metrics.listen", metrics)
+            .spawn()
+            .expect("start redlockd");
+        let channel = crate::client::endpoint(daemon.addr)
+            .expect("endpoint")
+            .connect_lazy();
+        crate::client::wait_serving(channel.clone(), Duration::from_secs(10))
+            .await
+            .expect("SERVING at start");
+        (daemon, metrics, channel)
+    }
+
     /// A client of daemon `i`.
     pub async fn client_of(&self, i: usize) -> LockClient {
         crate::client::connect(self.daemons[i].addr)
