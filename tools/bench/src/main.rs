@@ -43,6 +43,10 @@
 //!   process holding a lock through `Hold` with each ttl of `--frozen-ttls`
 //!   is SIGSTOPped; the time until a waiting client gets the lock, beside
 //!   the daemon's keepalive bound.
+//! - **Script cost** ([`script_cost`], not in the default list, `--dev`
+//!   only): one master's CPU per plain cycle of the batch script by batch
+//!   size (`--script-batches`), without the fence's record, and of
+//!   rslock's commands.
 //! - **Read-write locks** ([`rw`], not in the default list): plain,
 //!   shared and mixed Acquire + Release cycles at C=64, with the masters'
 //!   CPU per cycle.
@@ -85,6 +89,7 @@ mod peers;
 mod proc;
 mod report;
 mod rw;
+mod script_cost;
 mod semaphore;
 mod setup;
 mod stats;
@@ -184,6 +189,9 @@ pub struct Args {
     /// (repeatable); the rest are the defaults.
     #[arg(long = "daemon-set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     daemon_settings: Vec<(String, String)>,
+    /// Script cost: operations per script call, one run each per variant.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64", value_parser = clap::value_parser!(u16).range(1..=128))]
+    script_batches: Vec<u16>,
     /// Frozen client: the session ttls, one frozen holder each.
     #[arg(long, value_delimiter = ',', default_value = "1s,2s,5s", value_parser = parse_duration)]
     frozen_ttls: Vec<Duration>,
@@ -219,6 +227,9 @@ pub enum Workload {
     Rw,
     /// A semaphore's permits beside the plain lock, C = 64.
     Semaphore,
+    /// One master's CPU per cycle of the batch script, by batch size,
+    /// with and without the fence's record, beside rslock's commands.
+    Script,
     /// Locks on several resources at once beside the plain lock.
     Multi,
 }
@@ -338,6 +349,10 @@ async fn run_all(args: &Args, masters: Option<&LocalMasters>) -> Result<report::
                 rw::run_all(args, masters, &nodes).await?;
             }
             Workload::Semaphore => reports.semaphore = semaphore::run_all(args, masters).await?,
+            Workload::Script => {
+                let batches: Vec<usize> = args.script_batches.iter().map(|&b| b.into()).collect();
+                script_cost::run_all(&batches, args.duration, masters).await?;
+            }
             Workload::Multi => reports.multi = multi::run_all(args, masters, &nodes).await?,
         }
     }

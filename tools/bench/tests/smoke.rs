@@ -31,23 +31,41 @@ fn number(line: &Value, field: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number {field:?} in {line}"))
 }
 
-/// Every workload runs and reports well-formed, non-zero figures: W1 in
-/// every mode, W2 with wake-ups and polling, W3 on a daemon process.
-#[test]
-fn every_workload_reports_well_formed_non_zero_lines() {
-    let modes = w1_modes().join(",");
+/// Runs `redlockd-bench` with `args`, which must succeed: its stdout.
+fn bench(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_redlockd-bench"))
-        .args(["--dev", "--duration", "1", "--concurrency", "2"])
-        .args(["--modes", &modes, "--contenders", "2"])
-        .args(["--sessions", "20", "--w3-duration", "2"])
+        .args(args)
         .output()
         .expect("redlockd-bench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "redlockd-bench failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    stdout
+}
+
+/// Every workload runs and reports well-formed, non-zero figures: W1 in
+/// every mode, W2 with wake-ups and polling, W3 on a daemon process.
+#[test]
+fn every_workload_reports_well_formed_non_zero_lines() {
+    let modes = w1_modes().join(",");
+    let stdout = bench(&[
+        "--dev",
+        "--duration",
+        "1",
+        "--concurrency",
+        "2",
+        "--modes",
+        &modes,
+        "--contenders",
+        "2",
+        "--sessions",
+        "20",
+        "--w3-duration",
+        "2",
+    ]);
     let lines = json_lines(&stdout);
     let of = |workload: &str| -> Vec<&Value> {
         lines.iter().filter(|l| l["workload"] == workload).collect()
@@ -115,4 +133,50 @@ fn every_workload_reports_well_formed_non_zero_lines() {
     ] {
         assert!(stdout.contains(table), "no {table:?} table:\n{stdout}");
     }
+}
+
+/// The script workload runs the daemon's batch script, its two ablations
+/// and rslock's commands on a master directly, and checks every reply as
+/// a grant with its fence or a release: a change of the script's layout
+/// that the bench no longer matches fails here, not silently in a figure.
+#[test]
+fn script_cost_runs_every_variant_and_checks_its_replies() {
+    let stdout = bench(&[
+        "--dev",
+        "--workloads",
+        "script",
+        "--duration",
+        "0.3",
+        "--script-batches",
+        "1,4",
+    ]);
+    let lines = json_lines(&stdout);
+    let seen: Vec<(String, f64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["variant"].as_str().unwrap_or("").to_owned(),
+                number(l, "batch"),
+            )
+        })
+        .collect();
+    let variants = [
+        "daemon",
+        "no fence record",
+        "no fence record, reads",
+        "rslock",
+    ];
+    let want: Vec<(String, f64)> = variants
+        .iter()
+        .flat_map(|v| [((*v).to_owned(), 1.0), ((*v).to_owned(), 4.0)])
+        .collect();
+    assert_eq!(seen, want, "{stdout}");
+    for line in &lines {
+        assert!(number(line, "cycles") > 0.0, "{line}");
+        assert!(number(line, "master_cpu_us") >= 0.0, "{line}");
+    }
+    assert!(
+        stdout.contains("One master's CPU per plain cycle"),
+        "{stdout}"
+    );
 }

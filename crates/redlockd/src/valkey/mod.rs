@@ -25,6 +25,10 @@ pub(crate) mod subscriber;
 mod watch;
 mod wire;
 
+/// For `redlockd-bench --workloads script` only: the batch script, and the
+/// same without the fence's record, to run on a master directly.
+#[doc(hidden)]
+pub use scripts::cost as script_cost;
 pub use watch::mark_duplicates;
 
 use crate::redlock::NodeError;

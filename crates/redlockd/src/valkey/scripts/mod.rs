@@ -5,6 +5,7 @@
 //! carries the operations of every caller waiting for that master at that
 //! moment. Key layout: see `crate::redlock::keys`.
 
+pub mod cost;
 mod lock;
 pub(crate) mod multi;
 pub(crate) mod rw;
@@ -237,10 +238,15 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
 /// (`crate::valkey::server_info::MIN_VERSION`) lacks.
 pub(crate) fn batch_script(counterfactuals: Counterfactuals, constants: Constants) -> String {
+    assemble(constants, |op| op.lua_with(counterfactuals))
+}
+
+/// The batch script with each operation's Lua body from `body`.
+fn assemble(constants: Constants, body: impl Fn(Op) -> String) -> String {
     let mut lua = String::from(include_str!("lua/batch_head.lua"));
     for op in Op::ALL {
         lua.push_str("function(k, a, na)\n");
-        lua.push_str(&at_offsets(op.lua_with(counterfactuals).trim()));
+        lua.push_str(&at_offsets(body(op).trim()));
         lua.push_str("\nend,\n");
     }
     lua.push_str(include_str!("lua/batch_tail.lua"));

@@ -95,3 +95,28 @@ fn batch_script_holds_every_op_in_code_order() {
         from = at + 1;
     }
 }
+
+/// The bench's ablated script differs from the daemon's only in the
+/// acquire's fence record: its two writes are gone, the rest is the same.
+#[test]
+fn script_without_fence_record_drops_only_the_record() {
+    let daemon = super::cost::daemon_script();
+    let ablated = super::cost::script_without_fence_record().expect("record lines present");
+    assert!(daemon.contains("'holder', ARGV[a + 0], 'fence', ARGV[a + 2]"));
+    assert!(!ablated.contains("'holder', ARGV[a + 0], 'fence', ARGV[a + 2]"));
+    let removed = daemon.lines().count() - ablated.lines().count();
+    assert_eq!(removed, 2, "the HSET of the record and the hash's PEXPIRE");
+    assert_eq!(
+        daemon,
+        batch_script(
+            Counterfactuals::default(),
+            Constants::of(&crate::config::Config::default().redlock)
+        )
+    );
+    let without_reads = super::cost::script_without_fence_record_or_reads().expect("reads present");
+    assert_eq!(
+        without_reads.matches("redis.call('HMGET'").count() + 2,
+        daemon.matches("redis.call('HMGET'").count()
+    );
+    assert_eq!(without_reads.lines().count(), ablated.lines().count());
+}

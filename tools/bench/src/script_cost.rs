@@ -1,0 +1,405 @@
+//! **Script cost** (`--workloads script`, `--dev` only): what one master
+//! spends per plain lock cycle (acquire + release) of the batch script, by
+//! the number of operations a script call carries, beside what the same
+//! master spends on rslock's commands. No daemon, no engine: this bench
+//! writes the script calls itself on one connection to the first master,
+//! as a daemon's batcher would (at most [`IN_FLIGHT`] calls out at once),
+//! and reads the master's CPU from `/proc` over the window.
+//!
+//! Four variants, each at every `--script-batches` size:
+//! - `daemon`: the batch script a daemon at the default settings sends
+//!   (`redlockd::valkey::script_cost::daemon_script`), with the arguments of
+//!   a plain acquire with its one-round fence and of a plain release;
+//! - `no fence record`: the same, with the acquire's two writes of the fence
+//!   record (`HSET` of its fields, `PEXPIRE` of the hash) removed: the
+//!   difference is what the fence itself costs the master;
+//! - `no fence record, reads`: also without the acquire's and the
+//!   release's `HMGET` of the fence hash: what is left is the script's own
+//!   machinery around `SET NX` and `DELIFEQ` (the batch, the operation's
+//!   call, `TIME`, the horizon, the replies);
+//! - `rslock`: what the rslock crate sends per lock per master, `SET NX PX`
+//!   and a compare-and-delete script, pipelined (the batch size is how many
+//!   of each are written together).
+//!
+//! Every reply is checked (a grant that took its fence, a release that
+//! deleted): a script whose layout changed fails the run instead of
+//! measuring something else. The master is flushed before each run (it is
+//! the bench's own, `--dev`): fence records accumulate otherwise.
+
+use crate::proc::ProcSample;
+use crate::stats::print_columns;
+use crate::BoxError;
+use redlockd::valkey::script_cost;
+use redlockd_testkit::masters::LocalMasters;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Script calls (or pipelined groups of commands) out at once, as a
+/// daemon's batcher allows per master (`MAX_IN_FLIGHT`).
+const IN_FLIGHT: usize = 4;
+
+/// The lock's ttl, as W1's.
+const TTL_MS: &str = "10000";
+
+/// What rslock sends to release (its compare-and-delete script).
+const RSLOCK_UNLOCK: &str =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+/// One run's figures.
+pub(crate) struct ScriptReport {
+    variant: &'static str,
+    batch: usize,
+    cycles: usize,
+    duration: Duration,
+    /// The master's CPU per cycle, core-microseconds.
+    master_us: f64,
+}
+
+/// The variants, in the order they run.
+const VARIANTS: [&str; 4] = [
+    "daemon",
+    "no fence record",
+    "no fence record, reads",
+    "rslock",
+];
+
+/// Runs every variant at every batch size against the first `--dev`
+/// master, for `duration` each, and prints the table.
+pub(crate) async fn run_all(
+    batches: &[usize],
+    duration: Duration,
+    masters: Option<&LocalMasters>,
+) -> Result<Vec<ScriptReport>, BoxError> {
+    let Some(masters) = masters else {
+        tracing::warn!("script skipped: it flushes a master, so it runs only on --dev masters");
+        return Ok(Vec::new());
+    };
+    let (port, pid) = (
+        masters.port(0),
+        masters.pid(0).ok_or("master 0 has no pid")?,
+    );
+    let sizes = batches.to_vec();
+    let reports = tokio::task::spawn_blocking(move || -> Result<Vec<ScriptReport>, BoxError> {
+        let mut reports = Vec::new();
+        for variant in VARIANTS {
+            for &batch in &sizes {
+                tracing::info!(variant, batch, "script cost for {duration:?}");
+                let report = run(variant, batch, duration, port, pid)?;
+                crate::emit(&report.json_line());
+                reports.push(report);
+            }
+        }
+        Ok(reports)
+    })
+    .await??;
+    print(&reports, batches);
+    Ok(reports)
+}
+
+/// One variant at one batch size.
+fn run(
+    variant: &'static str,
+    batch: usize,
+    duration: Duration,
+    port: u16,
+    pid: u32,
+) -> Result<ScriptReport, BoxError> {
+    let mut master = Resp::connect(port)?;
+    master.expect_ok(&command(&["FLUSHALL"]))?;
+    let script = match variant {
+        "daemon" => script_cost::daemon_script(),
+        "no fence record" => script_cost::script_without_fence_record()
+            .ok_or("the acquire's fence record is no longer where the bench removes it")?,
+        "no fence record, reads" => script_cost::script_without_fence_record_or_reads()
+            .ok_or("the fence hash's reads are no longer where the bench removes them")?,
+        _ => RSLOCK_UNLOCK.to_owned(),
+    };
+    let sha = master.bulk(&command(&["SCRIPT", "LOAD", &script]))?;
+    let acquire_header = script_cost::acquire_header(5).ok_or("acquire header")?;
+    let release_header = script_cost::release_header(4).ok_or("release header")?;
+    let token = format!("{:032x}", rand::random::<u128>());
+    // A resource per operation slot, each locked and released again every
+    // round, as W1's workers reuse theirs: the fence record is rewritten,
+    // not created.
+    let names: Vec<Vec<String>> = (0..IN_FLIGHT)
+        .map(|call| (0..batch).map(|op| format!("r{call}-{op}")).collect())
+        .collect();
+    let mut cycles = 0usize;
+    let cpu_before = ProcSample::read(pid)?.cpu_s;
+    let started = Instant::now();
+    while started.elapsed() < duration {
+        // One round: IN_FLIGHT calls of `batch` acquires, then as many of
+        // `batch` releases of the same locks. Each round's proposal is
+        // above the last (the clock moved on), as a daemon's are.
+        let proposal = (now_micros() + 300_000).to_string();
+        let rslock = variant == "rslock";
+        let acquires = names.iter().flat_map(|group| match rslock {
+            true => group
+                .iter()
+                .flat_map(|name| {
+                    let key = format!("redlock:lock:{name}");
+                    command(&["SET", &key, &token, "NX", "PX", TTL_MS])
+                })
+                .collect(),
+            false => script_call(&sha, group, |name| {
+                let lock = format!("redlock:lock:{name}");
+                let keys = vec![lock, format!("redlock:fence:{name}")];
+                let args = [
+                    &acquire_header.to_string(),
+                    &token,
+                    TTL_MS,
+                    &proposal,
+                    "",
+                    "unary",
+                ];
+                (keys, args.map(|s| s.to_owned()).to_vec())
+            }),
+        });
+        master.send(&acquires.collect::<Vec<u8>>())?;
+        for group in &names {
+            match rslock {
+                true => group.iter().try_for_each(|_| master.expect_ok_reply())?,
+                false => master.expect_grants(group.len())?,
+            }
+        }
+        let releases = names.iter().flat_map(|group| match rslock {
+            true => group
+                .iter()
+                .flat_map(|name| {
+                    let key = format!("redlock:lock:{name}");
+                    command(&["EVALSHA", &sha, "1", &key, &token])
+                })
+                .collect(),
+            false => script_call(&sha, group, |name| {
+                let fence = format!("redlock:fence:{name}");
+                let keys = vec![format!("redlock:lock:{name}"), fence.clone(), fence];
+                let args = [
+                    &release_header.to_string(),
+                    &token,
+                    "redlock:release",
+                    name,
+                    "1",
+                ];
+                (keys, args.map(|s| s.to_owned()).to_vec())
+            }),
+        });
+        master.send(&releases.collect::<Vec<u8>>())?;
+        for group in &names {
+            match rslock {
+                true => group.iter().try_for_each(|_| master.expect_integer(1))?,
+                false => master.expect_releases(group.len())?,
+            }
+        }
+        cycles += IN_FLIGHT * batch;
+    }
+    let duration = started.elapsed();
+    let used = ProcSample::read(pid)?.cpu_s - cpu_before;
+    master.expect_ok(&command(&["FLUSHALL"]))?;
+    Ok(ScriptReport {
+        variant,
+        batch,
+        cycles,
+        duration,
+        master_us: used * 1e6 / cycles.max(1) as f64,
+    })
+}
+
+impl ScriptReport {
+    fn json_line(&self) -> String {
+        format!(
+            "{{\"workload\":\"script\",\"variant\":\"{}\",\"batch\":{},\"duration_s\":{:.3},\"cycles\":{},\"cycles_per_s\":{:.1},\"master_cpu_us\":{:.2},\"five_masters_cpu_us\":{:.1}}}",
+            self.variant,
+            self.batch,
+            self.duration.as_secs_f64(),
+            self.cycles,
+            self.cycles as f64 / self.duration.as_secs_f64(),
+            self.master_us,
+            self.master_us * 5.0,
+        )
+    }
+}
+
+fn print(reports: &[ScriptReport], batches: &[usize]) {
+    if reports.is_empty() {
+        return;
+    }
+    let heads: Vec<String> = batches.iter().map(|b| format!("batch {b}")).collect();
+    let rows: Vec<(&str, Vec<String>)> = VARIANTS
+        .iter()
+        .map(|&variant| {
+            let cells = batches
+                .iter()
+                .map(|&b| {
+                    reports
+                        .iter()
+                        .find(|r| r.variant == variant && r.batch == b)
+                        .map_or("-".to_owned(), |r| format!("{:.1} us", r.master_us))
+                })
+                .collect();
+            (variant, cells)
+        })
+        .collect();
+    print_columns(
+        "One master's CPU per plain cycle (acquire + release); five masters: x5",
+        &heads,
+        &rows,
+    );
+}
+
+/// One batch script call (EVALSHA) of an operation per resource of
+/// `group`: the horizon key, then each operation's keys; the operations'
+/// count, then each one's header and arguments (`op` gives both, the
+/// header first among the arguments), as a daemon's batcher lays them out.
+fn script_call(
+    sha: &str,
+    group: &[String],
+    op: impl Fn(&str) -> (Vec<String>, Vec<String>),
+) -> Vec<u8> {
+    let ops: Vec<(Vec<String>, Vec<String>)> = group.iter().map(|name| op(name)).collect();
+    let key_count = 1 + ops.iter().map(|(keys, _)| keys.len()).sum::<usize>();
+    let mut call = vec![
+        "EVALSHA".to_owned(),
+        sha.to_owned(),
+        key_count.to_string(),
+        "redlock:horizon".to_owned(),
+    ];
+    call.extend(ops.iter().flat_map(|(keys, _)| keys.iter().cloned()));
+    call.push(ops.len().to_string());
+    call.extend(ops.into_iter().flat_map(|(_, args)| args));
+    command(&call)
+}
+
+fn now_micros() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// A RESP array of bulk strings.
+fn command<S: AsRef<str>>(parts: &[S]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", parts.len()).into_bytes();
+    for part in parts {
+        let part = part.as_ref().as_bytes();
+        out.extend(format!("${}\r\n", part.len()).as_bytes());
+        out.extend(part);
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+/// A reply as far as this bench reads them.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Status(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+/// One blocking RESP2 connection.
+struct Resp {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Resp {
+    fn connect(port: u16) -> Result<Resp, BoxError> {
+        let writer = TcpStream::connect(("127.0.0.1", port))?;
+        writer.set_nodelay(true)?;
+        writer.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let reader = BufReader::new(writer.try_clone()?);
+        Ok(Resp { writer, reader })
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), BoxError> {
+        Ok(self.writer.write_all(bytes)?)
+    }
+
+    fn read(&mut self) -> Result<Reply, BoxError> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let line = line.trim_end_matches("\r\n");
+        let (kind, rest) = line.split_at_checked(1).ok_or("connection closed")?;
+        match kind {
+            "+" => Ok(Reply::Status(rest.to_owned())),
+            "-" => Err(format!("master error: {rest}").into()),
+            ":" => Ok(Reply::Integer(rest.parse()?)),
+            "$" => {
+                let Ok(len) = usize::try_from(rest.parse::<i64>()?) else {
+                    return Ok(Reply::Bulk(None));
+                };
+                let mut data = vec![0; len + 2];
+                self.reader.read_exact(&mut data)?;
+                data.truncate(len);
+                Ok(Reply::Bulk(Some(data)))
+            }
+            "*" => {
+                let n = rest.parse::<i64>()?.max(0);
+                (0..n)
+                    .map(|_| self.read())
+                    .collect::<Result<_, _>>()
+                    .map(Reply::Array)
+            }
+            _ => Err(format!("unexpected reply: {line}").into()),
+        }
+    }
+
+    fn expect_ok(&mut self, bytes: &[u8]) -> Result<(), BoxError> {
+        self.send(bytes)?;
+        self.expect_ok_reply()
+    }
+
+    fn expect_ok_reply(&mut self) -> Result<(), BoxError> {
+        match self.read()? {
+            Reply::Status(s) if s == "OK" => Ok(()),
+            other => Err(format!("expected OK, got {other:?}").into()),
+        }
+    }
+
+    fn expect_integer(&mut self, want: i64) -> Result<(), BoxError> {
+        match self.read()? {
+            Reply::Integer(n) if n == want => Ok(()),
+            other => Err(format!("expected {want}, got {other:?}").into()),
+        }
+    }
+
+    fn bulk(&mut self, bytes: &[u8]) -> Result<String, BoxError> {
+        self.send(bytes)?;
+        match self.read()? {
+            Reply::Bulk(Some(data)) => Ok(String::from_utf8(data)?),
+            other => Err(format!("expected a string, got {other:?}").into()),
+        }
+    }
+
+    /// A batch of `n` acquires, each granted with its proposal taken as the
+    /// fence: `{1, old max, now, 1}`.
+    fn expect_grants(&mut self, n: usize) -> Result<(), BoxError> {
+        match self.read()? {
+            Reply::Array(items) if items.len() == n => {
+                for item in items {
+                    let granted = matches!(&item, Reply::Array(f) if f.len() == 4
+                        && f[0] == Reply::Integer(1) && f[3] == Reply::Integer(1));
+                    if !granted {
+                        return Err(format!("not a grant with its fence: {item:?}").into());
+                    }
+                }
+                Ok(())
+            }
+            other => Err(format!("expected {n} acquire replies, got {other:?}").into()),
+        }
+    }
+
+    /// A batch of `n` releases, each deleting its lock: `1`.
+    fn expect_releases(&mut self, n: usize) -> Result<(), BoxError> {
+        match self.read()? {
+            Reply::Array(items) if items.len() == n => {
+                match items.iter().find(|i| **i != Reply::Integer(1)) {
+                    Some(item) => Err(format!("not a release: {item:?}").into()),
+                    None => Ok(()),
+                }
+            }
+            other => Err(format!("expected {n} release replies, got {other:?}").into()),
+        }
+    }
+}
