@@ -88,6 +88,7 @@ mod multi;
 mod peers;
 mod proc;
 mod report;
+mod resp;
 mod rw;
 mod script_cost;
 mod semaphore;
