@@ -45,8 +45,8 @@
 //!   the daemon's keepalive bound.
 //! - **Script cost** ([`script_cost`], not in the default list, `--dev`
 //!   only): one master's CPU per plain cycle of the batch script by batch
-//!   size (`--script-batches`), without the fence's record, and of
-//!   rslock's commands.
+//!   size (`--script-batches`), without the fence's record, also without
+//!   its reads, and of rslock's commands.
 //! - **Read-write locks** ([`rw`], not in the default list): plain,
 //!   shared and mixed Acquire + Release cycles at C=64, with the masters'
 //!   CPU per cycle.
@@ -229,7 +229,7 @@ pub enum Workload {
     /// A semaphore's permits beside the plain lock, C = 64.
     Semaphore,
     /// One master's CPU per cycle of the batch script, by batch size,
-    /// with and without the fence's record, beside rslock's commands.
+    /// with and without the fence's record and reads, beside rslock's commands.
     Script,
     /// Locks on several resources at once beside the plain lock.
     Multi,

@@ -35,8 +35,8 @@ use redlockd_testkit::masters::LocalMasters;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Script calls (or pipelined groups of commands) out at once, as a
-/// daemon's batcher allows per master (`MAX_IN_FLIGHT`).
-const IN_FLIGHT: usize = 4;
+/// daemon's batcher allows per master.
+const IN_FLIGHT: usize = script_cost::CALLS_IN_FLIGHT;
 
 /// The lock's ttl, as W1's.
 const TTL_MS: &str = "10000";
@@ -47,7 +47,7 @@ const RSLOCK_UNLOCK: &str =
 
 /// One run's figures.
 pub(crate) struct ScriptReport {
-    variant: &'static str,
+    variant: Variant,
     batch: usize,
     cycles: usize,
     duration: Duration,
@@ -55,13 +55,49 @@ pub(crate) struct ScriptReport {
     master_us: f64,
 }
 
-/// The variants, in the order they run.
-const VARIANTS: [&str; 4] = [
-    "daemon",
-    "no fence record",
-    "no fence record, reads",
-    "rslock",
-];
+/// What runs on the master, in the order of [`Variant::ALL`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// The daemon's batch script.
+    Daemon,
+    /// Without the acquire's fence record.
+    NoFenceRecord,
+    /// Without the record and the fence hash's reads.
+    NoFenceRecordOrReads,
+    /// rslock's commands.
+    Rslock,
+}
+
+impl Variant {
+    const ALL: [Variant; 4] = [
+        Variant::Daemon,
+        Variant::NoFenceRecord,
+        Variant::NoFenceRecordOrReads,
+        Variant::Rslock,
+    ];
+
+    /// Its name in the JSON lines and the table.
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Daemon => "daemon",
+            Variant::NoFenceRecord => "no fence record",
+            Variant::NoFenceRecordOrReads => "no fence record, reads",
+            Variant::Rslock => "rslock",
+        }
+    }
+
+    /// The script it loads: the batch script, or rslock's release.
+    fn script(self) -> Result<String, BoxError> {
+        Ok(match self {
+            Variant::Daemon => script_cost::daemon_script(),
+            Variant::NoFenceRecord => script_cost::script_without_fence_record()
+                .ok_or("the acquire's fence record is no longer where the bench removes it")?,
+            Variant::NoFenceRecordOrReads => script_cost::script_without_fence_record_or_reads()
+                .ok_or("the fence hash's reads are no longer where the bench removes them")?,
+            Variant::Rslock => RSLOCK_UNLOCK.to_owned(),
+        })
+    }
+}
 
 /// Runs every variant at every batch size against the first `--dev`
 /// master, for `duration` each, and prints the table.
@@ -81,9 +117,10 @@ pub(crate) async fn run_all(
     let sizes = batches.to_vec();
     let reports = tokio::task::spawn_blocking(move || -> Result<Vec<ScriptReport>, BoxError> {
         let mut reports = Vec::new();
-        for variant in VARIANTS {
+        for variant in Variant::ALL {
             for &batch in &sizes {
-                tracing::info!(variant, batch, "script cost for {duration:?}");
+                let name = variant.name();
+                tracing::info!(variant = name, batch, "script cost for {duration:?}");
                 let report = run(variant, batch, duration, port, pid)?;
                 crate::emit(&report.json_line());
                 reports.push(report);
@@ -98,7 +135,7 @@ pub(crate) async fn run_all(
 
 /// One variant at one batch size.
 fn run(
-    variant: &'static str,
+    variant: Variant,
     batch: usize,
     duration: Duration,
     port: u16,
@@ -106,14 +143,7 @@ fn run(
 ) -> Result<ScriptReport, BoxError> {
     let mut master = Resp::connect(port)?;
     master.expect_ok(&command(&["FLUSHALL"]))?;
-    let script = match variant {
-        "daemon" => script_cost::daemon_script(),
-        "no fence record" => script_cost::script_without_fence_record()
-            .ok_or("the acquire's fence record is no longer where the bench removes it")?,
-        "no fence record, reads" => script_cost::script_without_fence_record_or_reads()
-            .ok_or("the fence hash's reads are no longer where the bench removes them")?,
-        _ => RSLOCK_UNLOCK.to_owned(),
-    };
+    let script = variant.script()?;
     let sha = master.bulk(&command(&["SCRIPT", "LOAD", &script]))?;
     let acquire_header = script_cost::acquire_header(5).ok_or("acquire header")?;
     let release_header = script_cost::release_header(4).ok_or("release header")?;
@@ -124,6 +154,7 @@ fn run(
     let names: Vec<Vec<String>> = (0..IN_FLIGHT)
         .map(|call| (0..batch).map(|op| format!("r{call}-{op}")).collect())
         .collect();
+    let rslock = variant == Variant::Rslock;
     let mut cycles = 0usize;
     let cpu_before = ProcSample::read(pid)?.cpu_s;
     let started = Instant::now();
@@ -132,7 +163,6 @@ fn run(
         // `batch` releases of the same locks. Each round's proposal is
         // above the last (the clock moved on), as a daemon's are.
         let proposal = (now_micros() + 300_000).to_string();
-        let rslock = variant == "rslock";
         let acquires = names.iter().flat_map(|group| match rslock {
             true => group
                 .iter()
@@ -208,7 +238,7 @@ impl ScriptReport {
     fn json_line(&self) -> String {
         format!(
             "{{\"workload\":\"script\",\"variant\":\"{}\",\"batch\":{},\"duration_s\":{:.3},\"cycles\":{},\"cycles_per_s\":{:.1},\"master_cpu_us\":{:.2},\"five_masters_cpu_us\":{:.1}}}",
-            self.variant,
+            self.variant.name(),
             self.batch,
             self.duration.as_secs_f64(),
             self.cycles,
@@ -224,7 +254,7 @@ fn print(reports: &[ScriptReport], batches: &[usize]) {
         return;
     }
     let heads: Vec<String> = batches.iter().map(|b| format!("batch {b}")).collect();
-    let rows: Vec<(&str, Vec<String>)> = VARIANTS
+    let rows: Vec<(&str, Vec<String>)> = Variant::ALL
         .iter()
         .map(|&variant| {
             let cells = batches
@@ -236,7 +266,7 @@ fn print(reports: &[ScriptReport], batches: &[usize]) {
                         .map_or("-".to_owned(), |r| format!("{:.1} us", r.master_us))
                 })
                 .collect();
-            (variant, cells)
+            (variant.name(), cells)
         })
         .collect();
     print_columns(

@@ -1,13 +1,14 @@
 //! What `redlockd-bench --workloads script` needs to run the batch script
 //! on a master by itself and take its cost apart (docs/benchmarks.md,
 //! "What a master spends per cycle"): the script a daemon at the default
-//! settings sends, the same script without the fence's record (and without
-//! its reads), and the headers of a plain acquire and release. Not an API: the bench is its only
-//! user, and a change of the script's layout shows there as replies that
-//! no longer read as grants and releases.
+//! settings sends, the same without the fence's record (and without its
+//! reads), the headers of a plain acquire and release, and how many calls
+//! a daemon keeps out per master. Not an API: the bench is its only user,
+//! and a change of the script's layout shows there as replies that no
+//! longer read as grants and releases.
 
 use super::{assemble, batch_script, header, Constants, Op, ACQUIRE, RELEASE};
-use crate::config::{Config, Counterfactuals};
+use crate::config::Counterfactuals;
 
 /// The lines of [`ACQUIRE`] that write the fence's record where a proposal
 /// is taken: the record's fields, and the fence hash's expiry.
@@ -31,9 +32,12 @@ const FENCE_READS: [(Op, &str, &str); 2] = [
     ),
 ];
 
+/// Script calls a daemon keeps out at one master at once.
+pub const CALLS_IN_FLIGHT: usize = crate::valkey::batch::MAX_IN_FLIGHT;
+
 /// The batch script of a daemon at the default settings, as it is sent.
 pub fn daemon_script() -> String {
-    batch_script(Counterfactuals::default(), default_constants())
+    batch_script(Counterfactuals::default(), Constants::defaults())
 }
 
 /// [`daemon_script`] with a plain acquire that writes no fence record (it
@@ -74,7 +78,7 @@ fn ablated(without_reads: bool) -> Option<String> {
             *body = body.replace(read, none);
         }
     }
-    Some(assemble(default_constants(), |op| match op {
+    Some(assemble(Constants::defaults(), |op| match op {
         Op::Acquire => acquire.clone(),
         Op::Release => release.clone(),
         other => other.lua().to_owned(),
@@ -91,8 +95,4 @@ pub fn acquire_header(args: usize) -> Option<i64> {
 /// fence hash and the resource's own fence hash).
 pub fn release_header(args: usize) -> Option<i64> {
     header(Op::Release, 3, args)
-}
-
-fn default_constants() -> Constants {
-    Constants::of(&Config::default().redlock)
 }

@@ -283,6 +283,11 @@ impl Constants {
         }
     }
 
+    /// The constants of the default settings.
+    pub(crate) fn defaults() -> Constants {
+        Constants::of(&crate::config::Config::default().redlock)
+    }
+
     /// `lua` with each constant's name replaced by its value.
     fn write_into(self, lua: &str) -> String {
         lua.replace("ALLOWANCE", &self.horizon_allowance.as_millis().to_string())
@@ -351,8 +356,7 @@ impl BatchScript {
     /// Builds and hashes [`batch_script`], with no counterfactual and the
     /// constants of the default settings.
     pub(crate) fn new() -> BatchScript {
-        let defaults = crate::config::Config::default().redlock;
-        BatchScript::with(Counterfactuals::default(), Constants::of(&defaults))
+        BatchScript::with(Counterfactuals::default(), Constants::defaults())
     }
 
     /// Builds and hashes [`batch_script`] with `counterfactuals` (the
