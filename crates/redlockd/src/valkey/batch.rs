@@ -1,5 +1,6 @@
 //! Coalescing of commands to one master: every operation waiting for the
-//! master when its batcher wakes up goes out as one script call
+//! master when its batcher wakes up, and what the tasks ready then submit
+//! before it runs again (one yield, no timer), goes out as one script call
 //! ([`super::scripts::batch_script`]).
 //!
 //! Why: a library sends each caller's commands separately, so the master
@@ -208,6 +209,10 @@ async fn run(
             },
         };
         batch.push(first);
+        // Let the tasks ready now (a round's other callers, gRPC handlers)
+        // submit theirs into this batch rather than the next; alone, the
+        // batch goes out after one scheduler pass (docs/benchmarks.md).
+        tokio::task::yield_now().await;
         // Whatever queued up while the previous batch was being sent.
         while batch.len() < MAX_BATCH {
             match queued.try_recv() {
