@@ -46,7 +46,9 @@
 //! - **Script cost** ([`script_cost`], not in the default list, `--dev`
 //!   only): one master's CPU per plain cycle of the batch script by batch
 //!   size (`--script-batches`), without the fence's record, also without
-//!   its reads, and of rslock's commands.
+//!   its reads, and of rslock's commands; and, from the master's own
+//!   counters, its time inside script calls as the commands they ran and
+//!   the Lua around them.
 //! - **Read-write locks** ([`rw`], not in the default list): plain,
 //!   shared and mixed Acquire + Release cycles at C=64, with the masters'
 //!   CPU per cycle.
@@ -83,6 +85,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod burst;
+mod commandstats;
 mod frozen;
 mod multi;
 mod peers;

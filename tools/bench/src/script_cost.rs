@@ -25,7 +25,13 @@
 //! deleted): a script whose layout changed fails the run instead of
 //! measuring something else. The master is flushed before each run (it is
 //! the bench's own, `--dev`): fence records accumulate otherwise.
+//!
+//! The master's own counters (`INFO commandstats`, reset before each run)
+//! then say how much of its time was inside the script calls, and of that
+//! how much in the commands the scripts ran and how much in the Lua around
+//! them ([`crate::commandstats`]).
 
+use crate::commandstats::ScriptTime;
 use crate::proc::ProcSample;
 use crate::resp::{command, Resp};
 use crate::stats::print_columns;
@@ -53,6 +59,8 @@ pub(crate) struct ScriptReport {
     duration: Duration,
     /// The master's CPU per cycle, core-microseconds.
     master_us: f64,
+    /// The master's own account of its time in script calls.
+    script_time: ScriptTime,
 }
 
 /// What runs on the master, in the order of [`Variant::ALL`].
@@ -143,6 +151,7 @@ fn run(
 ) -> Result<ScriptReport, BoxError> {
     let mut master = Resp::connect(port)?;
     master.expect_ok(&command(&["FLUSHALL"]))?;
+    master.expect_ok(&command(&["CONFIG", "RESETSTAT"]))?;
     let script = variant.script()?;
     let sha = master.bulk(&command(&["SCRIPT", "LOAD", &script]))?;
     let acquire_header = script_cost::acquire_header(5).ok_or("acquire header")?;
@@ -224,6 +233,8 @@ fn run(
     }
     let duration = started.elapsed();
     let used = ProcSample::read(pid)?.cpu_s - cpu_before;
+    let stats = master.bulk(&command(&["INFO", "commandstats"]))?;
+    let top_level: &[&str] = if rslock { &["set"] } else { &[] };
     master.expect_ok(&command(&["FLUSHALL"]))?;
     Ok(ScriptReport {
         variant,
@@ -231,13 +242,14 @@ fn run(
         cycles,
         duration,
         master_us: used * 1e6 / cycles.max(1) as f64,
+        script_time: ScriptTime::of(&stats, top_level),
     })
 }
 
 impl ScriptReport {
     fn json_line(&self) -> String {
         format!(
-            "{{\"workload\":\"script\",\"variant\":\"{}\",\"batch\":{},\"duration_s\":{:.3},\"cycles\":{},\"cycles_per_s\":{:.1},\"master_cpu_us\":{:.2},\"five_masters_cpu_us\":{:.1}}}",
+            "{{\"workload\":\"script\",\"variant\":\"{}\",\"batch\":{},\"duration_s\":{:.3},\"cycles\":{},\"cycles_per_s\":{:.1},\"master_cpu_us\":{:.2},\"five_masters_cpu_us\":{:.1},\"in_scripts_us\":{:.2},\"scripts_commands_us\":{:.2},\"scripts_lua_us\":{:.2}}}",
             self.variant.name(),
             self.batch,
             self.duration.as_secs_f64(),
@@ -245,7 +257,15 @@ impl ScriptReport {
             self.cycles as f64 / self.duration.as_secs_f64(),
             self.master_us,
             self.master_us * 5.0,
+            self.per_cycle(self.script_time.in_scripts),
+            self.per_cycle(self.script_time.scripts_commands),
+            self.per_cycle(self.script_time.lua()),
         )
+    }
+
+    /// Microseconds of the whole run as microseconds per cycle.
+    fn per_cycle(&self, usec: u64) -> f64 {
+        usec as f64 / self.cycles.max(1) as f64
     }
 }
 
@@ -253,6 +273,34 @@ fn print(reports: &[ScriptReport], batches: &[usize]) {
     if reports.is_empty() {
         return;
     }
+    print_table(
+        reports,
+        batches,
+        "One master's CPU per plain cycle (acquire + release); five masters: x5",
+        |r| format!("{:.1} us", r.master_us),
+    );
+    print_table(
+        reports,
+        batches,
+        "Of which inside script calls, per cycle: the commands they ran + the Lua around them (the master's commandstats)",
+        |r| {
+            let time = r.script_time;
+            format!(
+                "{:.1} + {:.1} us",
+                r.per_cycle(time.scripts_commands),
+                r.per_cycle(time.lua())
+            )
+        },
+    );
+}
+
+/// A table of one figure, a row per variant and a column per batch size.
+fn print_table(
+    reports: &[ScriptReport],
+    batches: &[usize],
+    title: &str,
+    cell: impl Fn(&ScriptReport) -> String,
+) {
     let heads: Vec<String> = batches.iter().map(|b| format!("batch {b}")).collect();
     let rows: Vec<(&str, Vec<String>)> = Variant::ALL
         .iter()
@@ -263,17 +311,13 @@ fn print(reports: &[ScriptReport], batches: &[usize]) {
                     reports
                         .iter()
                         .find(|r| r.variant == variant && r.batch == b)
-                        .map_or("-".to_owned(), |r| format!("{:.1} us", r.master_us))
+                        .map_or("-".to_owned(), &cell)
                 })
                 .collect();
             (variant.name(), cells)
         })
         .collect();
-    print_columns(
-        "One master's CPU per plain cycle (acquire + release); five masters: x5",
-        &heads,
-        &rows,
-    );
+    print_columns(title, &heads, &rows);
 }
 
 /// One batch script call (EVALSHA) of an operation per resource of

@@ -24,17 +24,17 @@ if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
 if OPT[10] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', OPT[10]) end
 -- one-round fence: take the proposal ARGV[3] if it fits
 local p, now = tonumber(ARGV[3]), now_micros()
-local t = tonumber(now)
+local t = now_us()
 if p > tonumber(max) and p >= t and p <= t + PROPOSAL_WINDOW_US then
   raise(ARGV[2])
   redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])
   local nowm = now_ms()
-  if tonumber(OPT[7]) > 0 then
+  if OPT[7] ~= '0' and tonumber(OPT[7]) > 0 then
     redis.call('HSET', KEYS[2], 'delay', OPT[7], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(OPT[7])))
   elseif f[2] or f[3] then
     redis.call('HDEL', KEYS[2], 'delay', 'nb')
   end
-  if tonumber(OPT[8]) > 0 then
+  if OPT[8] ~= '0' and tonumber(OPT[8]) > 0 then
     redis.call('HSET', KEYS[2], 'lu', string.format('%d', nowm + tonumber(OPT[8])))
   elseif f[4] then
     redis.call('HDEL', KEYS[2], 'lu')

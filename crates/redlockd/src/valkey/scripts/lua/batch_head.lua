@@ -1,13 +1,20 @@
-local now
+local now, now_n, now_m
 local function now_micros()
   if not now then
     local t = redis.call('TIME')
-    now = t[1] .. string.format('%06d', tonumber(t[2]))
+    local s, us = tonumber(t[1]), tonumber(t[2])
+    now = t[1] .. string.format('%06d', us)
+    now_n, now_m = s * 1000000 + us, s * 1000 + math.floor(us / 1000)
   end
   return now
 end
+local function now_us()
+  now_micros()
+  return now_n
+end
 local function now_ms()
-  return math.floor(tonumber(now_micros()) / 1000)
+  now_micros()
+  return now_m
 end
 local function mark(h, ttl, cur)
   local t, nowm = tonumber(ttl), now_ms()
