@@ -15,6 +15,7 @@ use redlockd::pb;
 use redlockd::pb::lock_admin_service_client::LockAdminServiceClient;
 use redlockd::pb::lock_service_client::LockServiceClient;
 use redlockd::server::build_engine;
+use redlockd_testkit::commandstats;
 use redlockd_testkit::masters::Flavor;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -38,19 +39,7 @@ async fn commands(h: &Harness) -> Vec<u64> {
     for i in 0..5 {
         let info = h.raw(i, "INFO", vec!["commandstats".into()]).await;
         let text = info.as_string().unwrap_or_default();
-        let calls = text
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum();
-        counts.push(calls);
+        counts.push(commandstats::calls(&text, &["evalsha", "eval"]));
     }
     counts
 }

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use redlockd::config::Config;
 use redlockd::server::build_engine;
+use redlockd_testkit::commandstats;
 use redlockd_testkit::masters::Flavor;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,18 +71,7 @@ async fn publishes(h: &Harness) -> u64 {
     for i in 0..5 {
         let info = h.raw(i, "INFO", vec!["commandstats".into()]).await;
         let text = info.as_string().unwrap_or_default();
-        calls += text
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_publish:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum::<u64>();
+        calls += commandstats::calls(&text, &["publish"]);
     }
     calls
 }

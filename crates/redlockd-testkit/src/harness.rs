@@ -199,16 +199,7 @@ impl Harness {
     pub async fn lock_commands(&self, i: usize) -> u64 {
         let info = self.raw(i, "INFO", vec!["commandstats".into()]).await;
         let text = info.as_string().unwrap_or_default();
-        text.lines()
-            .filter(|l| {
-                l.starts_with("cmdstat_evalsha:")
-                    || l.starts_with("cmdstat_eval:")
-                    || l.starts_with("cmdstat_delifeq:")
-            })
-            .filter_map(|l| l.split("calls=").nth(1))
-            .filter_map(|rest| rest.split(',').next())
-            .filter_map(|n| n.parse::<u64>().ok())
-            .sum()
+        crate::commandstats::calls(&text, &["evalsha", "eval", "delifeq"])
     }
 }
 

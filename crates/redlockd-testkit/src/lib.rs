@@ -8,6 +8,7 @@
 //! - [`process`]: a `redlockd` process started from the workspace's binary
 //!   with `REDLOCKD__*` settings, and [`bin`] to find that binary;
 //! - [`client`]: connect-with-retry and "wait until SERVING";
+//! - [`commandstats`]: a master's `INFO commandstats`, read;
 //! - [`proxy`]: the one TCP fault proxy (slow, blackholed, frozen, closed);
 //! - [`pki`]: a private CA and certificates for TLS tests;
 //! - [`metrics`]: scraping a daemon's Prometheus endpoint;
@@ -22,6 +23,7 @@
 
 pub mod bin;
 pub mod client;
+pub mod commandstats;
 pub mod ctl;
 pub mod daemon;
 pub mod harness;

@@ -4,7 +4,9 @@
 //! the difference is the Lua around the commands: argument and reply
 //! conversion, the script's own code, each `redis.call`'s dispatch.
 //! [`crate::script_cost`] resets the counters before a run and reads them
-//! after it.
+//! after it. The reply is read by `redlockd_testkit::commandstats`.
+
+use redlockd_testkit::commandstats::{self, CommandStat};
 
 /// Commands that are the bench's own housekeeping, not the workload's.
 const HOUSEKEEPING: [&str; 3] = ["info", "flushall", "ping"];
@@ -24,7 +26,7 @@ impl ScriptTime {
     /// the bench sent itself (rslock's `SET`), which no script ran.
     pub(crate) fn of(info: &str, top_level: &[&str]) -> ScriptTime {
         let mut time = ScriptTime::default();
-        for (name, usec) in info.lines().filter_map(command_usec) {
+        for CommandStat { name, usec, .. } in commandstats::parse(info) {
             if name == "evalsha" || name == "eval" {
                 time.in_scripts += usec;
             } else if !name.contains('|')
@@ -42,17 +44,6 @@ impl ScriptTime {
     pub(crate) fn lua(&self) -> u64 {
         self.in_scripts.saturating_sub(self.scripts_commands)
     }
-}
-
-/// One `cmdstat_<name>:calls=..,usec=..,..` line's name and `usec`.
-fn command_usec(line: &str) -> Option<(&str, u64)> {
-    let (name, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-    let usec = fields
-        .split(',')
-        .find_map(|field| field.strip_prefix("usec="))?
-        .parse()
-        .ok()?;
-    Some((name, usec))
 }
 
 #[cfg(test)]
@@ -82,9 +73,10 @@ mod tests {
     }
 
     #[test]
-    fn other_lines_are_skipped() {
-        assert_eq!(command_usec("# Commandstats"), None);
-        assert_eq!(command_usec("cmdstat_get:calls=1"), None);
-        assert_eq!(ScriptTime::of("", &[]), ScriptTime::default());
+    fn nothing_read_is_nothing_spent() {
+        assert_eq!(
+            ScriptTime::of("# Commandstats\r\n", &[]),
+            ScriptTime::default()
+        );
     }
 }
