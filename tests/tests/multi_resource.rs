@@ -11,6 +11,7 @@
 mod common;
 
 use common::*;
+use futures::FutureExt;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use redlockd::pb;
@@ -289,16 +290,30 @@ async fn extend_and_validate_through_any_name() {
     assert_eq!(extended.fence, lock.fence);
     assert_eq!(extended.token, lock.token);
     assert!(std_duration(extended.validity) > Duration::from_secs(30));
-    for resource in names {
-        for i in 0..5 {
-            let key = format!("redlock:lock:{resource}");
-            let pttl = h
-                .raw(i, "PTTL", vec![key.into()])
-                .await
-                .as_i64()
-                .unwrap_or(-2);
-            assert!(pttl > 30_000, "{resource} on master {i}: pttl {pttl}");
+    // The reply stands on a quorum of extensions (the round stops once
+    // decided); the last masters' commands are sent and land just after.
+    let extended_on = |resource: &'static str| {
+        let h = &h;
+        async move {
+            let mut n = 0;
+            for i in 0..5 {
+                let key = format!("redlock:lock:{resource}");
+                let pttl = h.raw(i, "PTTL", vec![key.into()]).await.as_i64();
+                n += usize::from(pttl.is_some_and(|pttl| pttl > 30_000));
+            }
+            n
         }
+    };
+    for resource in names {
+        let now = extended_on(resource).await;
+        assert!(
+            now >= 3,
+            "{resource}: extended on {now} masters at the reply"
+        );
+        eventually(Duration::from_secs(2), "extended on every master", || {
+            extended_on(resource).map(|n| n == 5)
+        })
+        .await;
         let v = validate(&mut b, &through(&lock, resource))
             .await
             .expect("Validate");
