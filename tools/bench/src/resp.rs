@@ -10,10 +10,10 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// A RESP array of bulk strings.
-pub(crate) fn command<S: AsRef<str>>(parts: &[S]) -> Vec<u8> {
+pub(crate) fn command<S: AsRef<[u8]>>(parts: &[S]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", parts.len()).into_bytes();
     for part in parts {
-        let part = part.as_ref().as_bytes();
+        let part = part.as_ref();
         out.extend(format!("${}\r\n", part.len()).as_bytes());
         out.extend(part);
         out.extend(b"\r\n");

@@ -323,7 +323,8 @@ fn print_table(
 /// One batch script call (EVALSHA) of an operation per resource of
 /// `group`: the horizon key, then each operation's keys; the operations'
 /// count, then each one's header and arguments (`op` gives both, the
-/// header first among the arguments), as a daemon's batcher lays them out.
+/// header first among the arguments), packed into one value from
+/// `PACKED_FROM` operations on, as a daemon's batcher lays them out.
 fn script_call(
     sha: &str,
     group: &[String],
@@ -331,15 +332,25 @@ fn script_call(
 ) -> Vec<u8> {
     let ops: Vec<(Vec<String>, Vec<String>)> = group.iter().map(|name| op(name)).collect();
     let key_count = 1 + ops.iter().map(|(keys, _)| keys.len()).sum::<usize>();
-    let mut call = vec![
-        "EVALSHA".to_owned(),
-        sha.to_owned(),
-        key_count.to_string(),
-        "redlock:horizon".to_owned(),
+    let mut call: Vec<Vec<u8>> = vec![
+        b"EVALSHA".to_vec(),
+        sha.into(),
+        key_count.to_string().into(),
+        b"redlock:horizon".to_vec(),
     ];
-    call.extend(ops.iter().flat_map(|(keys, _)| keys.iter().cloned()));
-    call.push(ops.len().to_string());
-    call.extend(ops.into_iter().flat_map(|(_, args)| args));
+    call.extend(
+        ops.iter()
+            .flat_map(|(keys, _)| keys.iter().map(|key| key.clone().into())),
+    );
+    let count = ops.len().to_string();
+    let args = std::iter::once(count.as_bytes()).chain(
+        ops.iter()
+            .flat_map(|(_, args)| args.iter().map(|arg| arg.as_bytes())),
+    );
+    match ops.len() >= script_cost::PACKED_FROM {
+        true => call.push(script_cost::packed_args(args)),
+        false => call.extend(args.map(<[u8]>::to_vec)),
+    }
     command(&call)
 }
 

@@ -7,6 +7,7 @@
 //! and a change of the script's layout shows there as replies that no
 //! longer read as grants and releases.
 
+use super::pack::Pack;
 use super::{assemble, batch_script, header, Constants, Op, ACQUIRE, RELEASE};
 use crate::config::Counterfactuals;
 
@@ -83,6 +84,21 @@ fn ablated(without_reads: bool) -> Option<String> {
         Op::Release => release.clone(),
         other => other.lua().to_owned(),
     }))
+}
+
+/// Batches of at least this many operations carry their arguments packed
+/// ([`packed_args`]); smaller ones as one value each.
+pub const PACKED_FROM: usize = crate::valkey::batch::PACK_FROM;
+
+/// A batch's arguments (the operations' count, then each one's header and
+/// arguments) as the one value the batch script takes them in
+/// ([`super::pack`]).
+pub fn packed_args<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut packed = Pack::default();
+    for arg in args {
+        packed.push(arg);
+    }
+    packed.finish()
 }
 
 /// The header of a plain acquire with `args` arguments (keys: the lock and

@@ -8,6 +8,7 @@
 pub mod cost;
 mod lock;
 pub(crate) mod multi;
+pub(crate) mod pack;
 pub(crate) mod rw;
 pub(crate) mod semaphore;
 
@@ -202,9 +203,12 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// answers `{'!err', message}` and the others still run.
 ///
 /// Layout: `KEYS[1]` is the master's horizon key, then come every
-/// operation's keys in order; `ARGV[1]` the number of operations, then per
-/// operation one header ([`header`]: its code, number of keys and number
-/// of arguments in one number) and the arguments.
+/// operation's keys in order. The arguments: the number of operations,
+/// then per operation one header ([`header`]: its code, number of keys and
+/// number of arguments in one number) and the arguments; a batch of
+/// several operations sends them as one value, a packed array ([`pack`]),
+/// which the script unpacks first into the table it reads as `ARGV` (one
+/// argument: packed; a plain layout has at least two).
 ///
 /// What a master parses is most of what it spends per operation (each
 /// argument becomes a Lua string), so an operation sends only what varies:

@@ -1,3 +1,5 @@
+local ARGV = ARGV
+if #ARGV == 1 then ARGV = cmsgpack.unpack(ARGV[1]) end
 local now, now_n, now_m
 local function now_micros()
   if not now then
