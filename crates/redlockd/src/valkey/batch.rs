@@ -33,14 +33,15 @@
 //! sent anyway and its reply dropped, which is what the engine wants of a
 //! straggler.
 
+mod encode;
 mod timer;
 
 use super::quarantine::Peers;
-use super::scripts::pack::Pack;
 use super::scripts::{header, BatchScript, Op, ERROR_MARKER};
 use super::state::NodeState;
 use crate::metrics;
 use crate::redlock::NodeError;
+use encode::{encode, packable};
 use fred::clients::WithOptions;
 use fred::prelude::{Client, ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
@@ -62,6 +63,8 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// the wire; the rest wait in the queue, where their `node_timeout` has not
 /// started, and coalesce into full batches.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
+
+pub(crate) use encode::PACK_FROM;
 
 /// One operation waiting for its batch.
 struct Queued {
@@ -297,84 +300,6 @@ async fn run(
     // The batcher was dropped: the batches still out get their answers
     // (or time out) as before, then the task ends.
     while in_flight.next().await.is_some() {}
-}
-
-/// Batches of at least this many operations send their arguments packed
-/// into one value ([`super::scripts::pack`]); smaller ones send each as
-/// its own. Unpacking has a fixed cost on the master (a call to
-/// `cmsgpack.unpack` and a table, about 1 us per call there) that a batch
-/// of one operation's few arguments does not win back
-/// (docs/benchmarks.md, "One value for a batch's arguments").
-pub(crate) const PACK_FROM: usize = 2;
-
-/// Whether `arg` is of a kind the batch script takes (and [`Pack`] packs):
-/// anything else is refused at submission, not guessed at.
-fn packable(arg: &Value) -> bool {
-    matches!(arg, Value::Bytes(_) | Value::String(_) | Value::Integer(_))
-}
-
-/// EVAL's (or EVALSHA's) arguments for `batch` (emptied) and the reply
-/// channels in order: the horizon key, then every operation's keys; then
-/// the operations' count, then each one's header and arguments, packed
-/// into one value from [`PACK_FROM`] operations on (see `batch_script`).
-fn encode(
-    script: Value,
-    horizon_key: &Value,
-    batch: &mut Vec<Queued>,
-) -> (Vec<Value>, Vec<Awaiting>) {
-    let keys: usize = 1 + batch.iter().map(|q| q.keys.len()).sum::<usize>();
-    let packed = batch.len() >= PACK_FROM;
-    let args: usize = match packed {
-        true => 1,
-        false => 1 + batch.iter().map(|q| 1 + q.args.len()).sum::<usize>(),
-    };
-    let mut argv: Vec<Value> = Vec::with_capacity(2 + keys + args);
-    argv.push(script);
-    argv.push(Value::Integer(keys as i64));
-    // Cloning a key value shares its bytes.
-    argv.push(horizon_key.clone());
-    argv.extend(batch.iter().flat_map(|q| q.keys.iter().cloned()));
-    let mut replies = Vec::with_capacity(batch.len());
-    if packed {
-        let bytes = batch
-            .iter()
-            .flat_map(|q| &q.args)
-            .map(packed_len)
-            .sum::<usize>();
-        let mut pack = Pack::with_capacity(8 + 8 * batch.len() + bytes);
-        pack.push_integer(batch.len() as i64);
-        for queued in batch.drain(..) {
-            pack.push_integer(queued.header);
-            for arg in &queued.args {
-                match arg {
-                    Value::Bytes(bytes) => pack.push(bytes),
-                    Value::String(text) => pack.push(text.as_bytes()),
-                    Value::Integer(n) => pack.push_integer(*n),
-                    // Refused at submission (`packable`).
-                    _ => pack.push(b""),
-                }
-            }
-            replies.push(queued.awaiting);
-        }
-        argv.push(Value::Bytes(pack.finish().into()));
-    } else {
-        argv.push(Value::Integer(batch.len() as i64));
-        for mut queued in batch.drain(..) {
-            argv.push(Value::Integer(queued.header));
-            argv.append(&mut queued.args);
-            replies.push(queued.awaiting);
-        }
-    }
-    (argv, replies)
-}
-
-/// About what `arg` takes packed, to size the buffer once.
-fn packed_len(arg: &Value) -> usize {
-    match arg {
-        Value::Bytes(bytes) => 5 + bytes.len(),
-        Value::String(text) => 5 + text.len(),
-        _ => 21,
-    }
 }
 
 /// Hands each operation its part of the batch's reply, and records that
