@@ -105,9 +105,10 @@ async fn longest_and_non_ascii_arguments_arrive_intact(flavor: Flavor) {
     }))
     .await;
 
-    // Some batch carried several operations, so their arguments went packed
-    // (`redlockd::valkey::batch::PACK_FROM`): fewer script calls than the
-    // acquires' reads of the fence hash, one per operation.
+    // Some batch carried several operations (fewer script calls than the
+    // acquires' reads of the fence hash, one per operation), and such a
+    // batch's arguments go packed (`PACK_FROM`; the layout is unit-tested
+    // in `redlockd::valkey::batch::encode`): the packed path ran here.
     let (calls, operations) = script_calls(&h).await;
     let (calls, operations) = (calls - calls_before.0, operations - calls_before.1);
     assert!(

@@ -63,6 +63,7 @@ impl Redlock {
             // rounds every sleep up to its 1 ms tick).
             if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
+                place.attempting();
                 match self
                     .attempt(resource, who, ttl, stats, true, stop.as_mut())
                     .await
@@ -118,17 +119,27 @@ impl Redlock {
                     try_at = Some(backing_off_until.map_or(woken_at, |until| until.max(woken_at)));
                 }
                 () = tokio::time::sleep_until(give_up_at) => {
+                    if let Some(error) = last_error {
+                        return Err(error);
+                    }
                     // Never attempted (others were ahead): the front's
                     // latest outage, or too many masters silent now, if
                     // that is what stood in the way; else the resource
-                    // stayed held.
-                    let outage = || {
-                        place
-                            .outage()
-                            .or_else(|| self.silent_majority())
-                            .map(LockError::NoQuorum)
-                    };
-                    return Err(last_error.or_else(outage).unwrap_or(LockError::StillHeld));
+                    // stayed held. With the front's attempt still under
+                    // way (its masters may be hung), its outcome first,
+                    // for at most a round's longest deadline.
+                    let outage = || place.outage().or_else(|| self.silent_majority());
+                    let mut found = outage();
+                    if found.is_none() {
+                        let round = self.settings.node_timeout * (1 + super::round::QUEUE_ALLOWANCE);
+                        tokio::select! {
+                            () = place.attempt_ended() => {}
+                            () = tokio::time::sleep(round) => {}
+                            () = &mut stop => return Err(LockError::Cancelled),
+                        }
+                        found = outage();
+                    }
+                    return Err(found.map_or(LockError::StillHeld, LockError::NoQuorum));
                 }
                 () = &mut stop => return Err(LockError::Cancelled),
             }

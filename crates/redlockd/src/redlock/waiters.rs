@@ -10,7 +10,7 @@
 use super::Tally;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
 /// Why a waiter was woken.
@@ -69,6 +69,12 @@ struct Queue {
     /// (none after a refusal): a waiter that gives up without having
     /// attempted itself tells its caller this, not "held".
     outage: Option<Tally>,
+    /// Whether the front waiter has an attempt under way.
+    attempting: bool,
+    /// Told when the front's attempt ends (failed, or it left the queue):
+    /// a waiter whose wait ends during that attempt learns what it found
+    /// (see [`Place::attempt_ended`]).
+    ended: Arc<Notify>,
 }
 
 /// All local waiters of one engine, by resource.
@@ -152,6 +158,9 @@ impl Waiters {
         };
         queue.slots.remove(position);
         if position == 0 {
+            // Its attempt, if one was under way, ended with it.
+            queue.attempting = false;
+            queue.ended.notify_waiters();
             if let Some(next) = queue.slots.front() {
                 let _ = next.wake.send(Wake::Front {
                     holder_expires: granted_until,
@@ -204,11 +213,49 @@ impl Place {
         }
     }
 
+    /// Records that this (front) waiter starts an attempt.
+    pub(crate) fn attempting(&self) {
+        if let Some(queue) = self.waiters.lock().by_resource.get_mut(&self.resource) {
+            queue.attempting = true;
+        }
+    }
+
     /// Records what this (front) waiter's failed attempt ran into: the
     /// counts of an outage, or `None` for a refusal.
     pub(crate) fn attempted(&self, outage: Option<Tally>) {
         if let Some(queue) = self.waiters.lock().by_resource.get_mut(&self.resource) {
             queue.outage = outage;
+            queue.attempting = false;
+            queue.ended.notify_waiters();
+        }
+    }
+
+    /// Waits for the front waiter's attempt under way, if there is one, to
+    /// end; at once otherwise. Why: a waiter whose wait ends without its
+    /// turn answers what stood in the way, and while the front's attempt
+    /// runs (its masters silent for up to a round's deadline) the queue
+    /// knows nothing yet. The caller bounds the wait.
+    pub(crate) async fn attempt_ended(&self) {
+        let ended = {
+            let queues = self.waiters.lock();
+            match queues.by_resource.get(&self.resource) {
+                Some(queue) if queue.attempting => Arc::clone(&queue.ended),
+                _ => return,
+            }
+        };
+        let notified = ended.notified();
+        tokio::pin!(notified);
+        // Registered before the state is read again: an end between the
+        // two is not missed.
+        notified.as_mut().enable();
+        let still = self
+            .waiters
+            .lock()
+            .by_resource
+            .get(&self.resource)
+            .is_some_and(|queue| queue.attempting);
+        if still {
+            notified.await;
         }
     }
 
@@ -237,91 +284,4 @@ impl Drop for Place {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn waiters(per_resource: usize, total: usize) -> Arc<Waiters> {
-        Arc::new(Waiters::new(per_resource, total))
-    }
-
-    /// The first waiter is the front; the others move up in arrival order.
-    #[tokio::test]
-    async fn first_come_first_served() {
-        let w = waiters(10, 10);
-        let first = w.join("r").expect("room");
-        let mut second = w.join("r").expect("room");
-        let mut third = w.join("r").expect("room");
-        assert!(first.is_front() && !second.is_front() && !third.is_front());
-        drop(first);
-        assert_eq!(
-            second.woken().await,
-            Wake::Front {
-                holder_expires: None
-            }
-        );
-        assert!(second.is_front() && !third.is_front());
-        let until = Instant::now() + Duration::from_secs(3);
-        second.granted(until);
-        assert_eq!(
-            third.woken().await,
-            Wake::Front {
-                holder_expires: Some(until)
-            }
-        );
-        assert_eq!(w.len(), 1);
-    }
-
-    /// A release wakes only the front waiter of that resource.
-    #[tokio::test]
-    async fn release_wakes_the_front_only() {
-        let w = waiters(10, 10);
-        let mut front = w.join("r").expect("room");
-        let mut back = w.join("r").expect("room");
-        let mut other = w.join("s").expect("room");
-        w.released("r", true, 7);
-        assert_eq!(
-            front.woken().await,
-            Wake::Released {
-                at_once: true,
-                notice: 7
-            }
-        );
-        assert!(back.woken.try_recv().is_err());
-        assert!(other.woken.try_recv().is_err());
-    }
-
-    /// A waiter leaving from the middle does not disturb the front.
-    #[tokio::test]
-    async fn leaving_from_the_middle() {
-        let w = waiters(10, 10);
-        let mut front = w.join("r").expect("room");
-        let middle = w.join("r").expect("room");
-        let mut back = w.join("r").expect("room");
-        drop(middle);
-        assert!(front.woken.try_recv().is_err());
-        drop(front);
-        assert_eq!(
-            back.woken().await,
-            Wake::Front {
-                holder_expires: None
-            }
-        );
-        drop(back);
-        assert!(w.is_empty());
-        assert!(w.lock().by_resource.is_empty(), "empty queues are removed");
-    }
-
-    /// Both limits answer at once, and free up when waiters leave.
-    #[tokio::test]
-    async fn limits() {
-        let w = waiters(2, 3);
-        let a = w.join("r").expect("room");
-        let _b = w.join("r").expect("room");
-        assert_eq!(w.join("r").err(), Some(WaitLimit::PerResource(2)));
-        let _c = w.join("s").expect("room");
-        assert_eq!(w.join("t").err(), Some(WaitLimit::Total(3)));
-        drop(a);
-        assert!(w.join("t").is_ok());
-    }
-}
+mod tests;

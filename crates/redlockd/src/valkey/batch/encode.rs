@@ -10,9 +10,9 @@ use fred::prelude::Value;
 /// Batches of at least this many operations send their arguments packed
 /// into one value ([`crate::valkey::scripts::pack`]); smaller ones send each as
 /// its own. Unpacking has a fixed cost on the master (a call to
-/// `cmsgpack.unpack` and a table, about 1 us per call there) that a batch
-/// of one operation's few arguments does not win back
-/// (docs/benchmarks.md, "One value for a batch's arguments").
+/// `cmsgpack.unpack` and a table) that a batch of one operation's few
+/// arguments does not win back (docs/benchmarks.md, "One value for a
+/// batch's arguments").
 pub(crate) const PACK_FROM: usize = 2;
 
 /// Whether `arg` is of a kind the batch script takes (and [`Pack`] packs):
@@ -30,6 +30,10 @@ pub(super) fn encode(
     horizon_key: &Value,
     batch: &mut Vec<Queued>,
 ) -> (Vec<Value>, Vec<Awaiting>) {
+    // A batch holds its first operation before it is cut (`run`): a plain
+    // layout always has at least two arguments, the count and a header,
+    // which is how the script tells it from a packed one (one argument).
+    debug_assert!(!batch.is_empty(), "an empty batch");
     let keys: usize = 1 + batch.iter().map(|q| q.keys.len()).sum::<usize>();
     let packed = batch.len() >= PACK_FROM;
     let args: usize = match packed {
@@ -82,5 +86,73 @@ fn packed_len(arg: &Value) -> usize {
         Value::Bytes(bytes) => 5 + bytes.len(),
         Value::String(text) => 5 + text.len(),
         _ => 21,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::valkey::scripts::Op;
+    use fred::bytes::Bytes;
+    use std::time::Instant;
+
+    fn queued(header: i64, args: Vec<Value>) -> Queued {
+        Queued {
+            header,
+            keys: vec![Value::from("k")],
+            args,
+            awaiting: Awaiting {
+                op: Op::Release,
+                submitted: Instant::now(),
+                reply: tokio::sync::oneshot::channel().0,
+            },
+        }
+    }
+
+    /// One operation: its count, header and arguments each a value, as
+    /// before packing. Two: one value, the packed array of the same
+    /// strings, integers as their digits.
+    #[test]
+    fn one_operation_plain_several_packed() {
+        let script = Value::from("sha");
+        let horizon = Value::from("h");
+        let mut one = vec![queued(7, vec![Value::from("tok"), Value::Integer(30)])];
+        let (argv, replies) = encode(script.clone(), &horizon, &mut one);
+        assert_eq!(replies.len(), 1);
+        assert_eq!(
+            argv,
+            vec![
+                script.clone(),
+                Value::Integer(2),
+                horizon.clone(),
+                Value::from("k"),
+                Value::Integer(1),
+                Value::Integer(7),
+                Value::from("tok"),
+                Value::Integer(30),
+            ]
+        );
+        let mut two = vec![
+            queued(7, vec![Value::from("tok"), Value::Integer(30)]),
+            queued(8, vec![Value::Bytes(Bytes::from_static(b"\xff"))]),
+        ];
+        let (argv, replies) = encode(script.clone(), &horizon, &mut two);
+        assert_eq!(replies.len(), 2);
+        assert!(two.is_empty());
+        let mut pack = Pack::default();
+        for element in [&b"2"[..], b"7", b"tok", b"30", b"8", b"\xff"] {
+            pack.push(element);
+        }
+        assert_eq!(
+            argv,
+            vec![
+                script,
+                Value::Integer(3),
+                horizon,
+                Value::from("k"),
+                Value::from("k"),
+                Value::Bytes(pack.finish().into()),
+            ]
+        );
     }
 }

@@ -1,21 +1,24 @@
 //! A batch's arguments as one value: a MessagePack array of strings, which
-//! the batch script unpacks with `cmsgpack.unpack` (shipped with the Lua of
-//! every Redis since 2.6 and of Valkey) into the table it reads as `ARGV`.
+//! the batch script unpacks with `cmsgpack.unpack` into the table it reads
+//! as `ARGV`. Valkey and Redis 6 and later (the oldest the daemon accepts,
+//! `crate::valkey::server_info::MIN_VERSION`) ship lua-cmsgpack 0.4, which
+//! decodes every `str` form (0.3 lacked `str 8`); the tests check both
+//! servers (`tests/tests/packed_arguments.rs`).
 //!
 //! Why: a master parses each argument of a command separately (a bulk
 //! string, then a Lua string in `ARGV`), and a batch of 17 operations
-//! carries about a hundred. One value instead saves the master ~6 us of
-//! request parsing per call of 17 operations, and the daemon frames one
-//! value instead of a hundred; unpacking costs the master about 1 us per
-//! call, so a batch of one operation is sent unpacked
-//! (`crate::valkey::batch::PACK_FROM`; docs/benchmarks.md, "One value for
-//! a batch's arguments").
+//! carries about a hundred. One value instead spares the master that
+//! parsing, and the daemon frames one value instead of a hundred;
+//! unpacking has a fixed cost per call that a lone operation's few
+//! arguments do not win back, so a batch of one is sent unpacked
+//! (`crate::valkey::batch::PACK_FROM`; the figures: docs/benchmarks.md,
+//! "One value for a batch's arguments").
 //! The keys still travel as `KEYS`: a script must name what it touches.
 //!
 //! Every element is a string, as `ARGV`'s are: a number is sent as its
 //! decimal digits, so the scripts read the same values either way. Strings
 //! are sent as MessagePack `str`, whatever their bytes: `cmsgpack` does
-//! not check UTF-8, and a `str` is what every version of it decodes.
+//! not check UTF-8, and decodes `str` and `bin` alike.
 
 /// The packed elements of an array under construction, and how many.
 #[derive(Debug, Default)]
@@ -25,8 +28,8 @@ pub(crate) struct Pack {
 }
 
 /// Room an array's header takes: the `array 32` marker and its count, always
-/// in that form so it can be written last, in place (MessagePack lets an
-/// encoder use a longer form than it needs).
+/// in that form, whatever the count (MessagePack lets an encoder use a
+/// longer form than it needs): one form to write, and to test.
 const ARRAY_HEADER: usize = 5;
 
 impl Pack {
