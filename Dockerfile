@@ -24,8 +24,11 @@ RUN cargo chef prepare --recipe-path recipe.json
 
 FROM chef AS build
 COPY --from=planner /src/recipe.json recipe.json
-# Build settings (mimalloc's lazy arena commit).
+# Build settings (mimalloc's lazy arena commit), and the patched crates the
+# workspace's [patch.crates-io] points at (vendor/README.md): dependencies,
+# built in this layer, that the recipe does not carry.
 COPY .cargo ./.cargo
+COPY vendor ./vendor
 RUN cargo chef cook --profile dist --locked --no-default-features -p redlockd -p redlockctl --recipe-path recipe.json
 COPY . .
 # `dist`: no debug info, stripped. Without the `dev` feature: no --dev mode
