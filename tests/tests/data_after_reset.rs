@@ -17,52 +17,33 @@
 //! that failed, and writes the client's frames by hand (no HTTP/2 library
 //! sends them on purpose). Without the patch it fails on the first call.
 
+mod common;
+
+use common::frames::{
+    header_block, put_frame, ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PREFACE,
+    RST_STREAM, SETTINGS,
+};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const ACK: u8 = 0x1;
+/// RST_STREAM's error code CANCEL: the client no longer wants the call.
 const CANCEL: u32 = 8;
 
 /// Calls cancelled on the connection before the last one.
 const CANCELLED: u32 = 50;
 
-/// One HTTP/2 frame.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).expect("a small frame");
-    let mut out = len.to_be_bytes()[1..].to_vec();
-    out.extend_from_slice(&[kind, flags]);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// The HEADERS of a gRPC call: each field an HPACK literal with a new name,
-/// neither indexed nor Huffman-coded.
-fn call_headers(stream: u32, flags: u8) -> Vec<u8> {
-    let mut block = Vec::new();
-    for (name, value) in [
+/// The HEADERS of a gRPC call, its fields plain literals.
+fn call_headers(out: &mut Vec<u8>, stream: u32, flags: u8) {
+    let block = header_block(&[
         (":method", "POST"),
         (":scheme", "http"),
         (":authority", "localhost"),
         (":path", "/redlock.v1.LockService/Validate"),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
-    ] {
-        block.push(0x00);
-        for text in [name, value] {
-            block.push(u8::try_from(text.len()).expect("a one-byte length"));
-            block.extend_from_slice(text.as_bytes());
-        }
-    }
-    frame(HEADERS, END_HEADERS | flags, stream, &block)
+    ]);
+    put_frame(out, HEADERS, END_HEADERS | flags, stream, &block);
 }
 
 /// The client's end of the connection.
@@ -93,7 +74,9 @@ impl Client {
                 panic!("the server sent GOAWAY, error code {code} (1: PROTOCOL_ERROR)");
             }
             if kind == SETTINGS && flags & ACK == 0 {
-                self.send(&frame(SETTINGS, ACK, 0, &[])).await;
+                let mut ack = Vec::new();
+                put_frame(&mut ack, SETTINGS, ACK, 0, &[]);
+                self.send(&ack).await;
             }
             if kind == HEADERS && id == stream && flags & END_STREAM != 0 {
                 return;
@@ -132,12 +115,14 @@ async fn data_after_the_clients_own_reset_keeps_the_connection() {
         Ok::<_, h2::Error>(())
     });
     let mut client = Client { io: client_io };
-    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    hello.extend(frame(SETTINGS, 0, 0, &[]));
+    let mut hello = PREFACE.to_vec();
+    put_frame(&mut hello, SETTINGS, 0, 0, &[]);
     client.send(&hello).await;
     let mut stream = 1;
     for _ in 0..CANCELLED {
-        client.send(&call_headers(stream, 0)).await;
+        let mut opened = Vec::new();
+        call_headers(&mut opened, stream, 0);
+        client.send(&opened).await;
         let took = tokio::time::timeout(Duration::from_secs(10), taken.recv())
             .await
             .expect("the server took the call up within 10 s");
@@ -145,13 +130,16 @@ async fn data_after_the_clients_own_reset_keeps_the_connection() {
             let ended = server.await.expect("the server's task");
             panic!("the server's connection ended: {ended:?}");
         }
-        let mut then = frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes());
-        then.extend(frame(DATA, END_STREAM, stream, &[0; 5]));
+        let mut then = Vec::new();
+        put_frame(&mut then, RST_STREAM, 0, stream, &CANCEL.to_be_bytes());
+        put_frame(&mut then, DATA, END_STREAM, stream, &[0; 5]);
         client.send(&then).await;
         let _ = written.send(());
         stream += 2;
     }
-    client.send(&call_headers(stream, END_STREAM)).await;
+    let mut last = Vec::new();
+    call_headers(&mut last, stream, END_STREAM);
+    client.send(&last).await;
     tokio::time::timeout(Duration::from_secs(10), client.answered(stream))
         .await
         .expect("the last call answered within 10 s");

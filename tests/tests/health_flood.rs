@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::frames::{self as frame, header_block, put_frame};
 use common::process::{free_addr, DaemonCommand, DaemonProcess};
 use common::*;
 use redlockd::pb;
@@ -28,43 +29,6 @@ const CONNECTIONS: usize = 4;
 const STREAMS: u32 = 10_000;
 /// `limits.max_unauthenticated_calls` at its default.
 const DEFAULT_MAX_UNAUTHENTICATED: usize = 1_024;
-
-/// HTTP/2 frame types and flags the flood reads or writes (RFC 9113 §6).
-mod frame {
-    pub(super) const DATA: u8 = 0x0;
-    pub(super) const HEADERS: u8 = 0x1;
-    pub(super) const RST_STREAM: u8 = 0x3;
-    pub(super) const SETTINGS: u8 = 0x4;
-    pub(super) const PING: u8 = 0x6;
-    pub(super) const GOAWAY: u8 = 0x7;
-    pub(super) const END_STREAM: u8 = 0x1;
-    pub(super) const ACK: u8 = 0x1;
-    pub(super) const END_HEADERS: u8 = 0x4;
-}
-
-/// Appends one frame to `out`.
-fn put_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-    let len = u32::try_from(payload.len()).expect("small frame");
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-}
-
-/// A HPACK header block of literal fields without indexing (RFC 7541
-/// §6.2.2), every string shorter than 127 bytes and not Huffman-coded.
-fn header_block(fields: &[(&str, &str)]) -> Vec<u8> {
-    let mut block = Vec::new();
-    for (name, value) in fields {
-        block.push(0x00);
-        for s in [name, value] {
-            block.push(u8::try_from(s.len()).expect("short string"));
-            block.extend_from_slice(s.as_bytes());
-        }
-    }
-    block
-}
 
 /// The bytes of one connection's flood: the preface, then `STREAMS`
 /// `grpc.health.v1.Health/Watch` calls, each a HEADERS frame and a DATA
@@ -121,7 +85,7 @@ impl Answers {
 /// watches stay open while they are held).
 async fn flood(addr: SocketAddr) -> (Answers, TcpStream) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    let mut preface = frame::PREFACE.to_vec();
     put_frame(&mut preface, frame::SETTINGS, 0, 0, &[]);
     stream.write_all(&preface).await.expect("preface");
     let (mut rd, mut wr) = stream.into_split();

@@ -76,12 +76,7 @@ async fn a_retry_answers_the_same_lock(flavor: Flavor) {
         (first.token.as_str(), first.fence)
     );
     // An answer stands on a quorum; the last masters' writes follow it.
-    eventually(
-        Duration::from_secs(2),
-        "the lock on all five masters",
-        || async { h.holders("idem", &first.token).await == 5 },
-    )
-    .await;
+    h.held_everywhere("idem", &first.token).await;
     assert!(release(&mut c, &again).await.expect("release"));
 }
 
@@ -101,12 +96,7 @@ async fn another_request_id_is_aborted(flavor: Flavor) {
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     // The grant's last masters may answer after it; the refusals removed
     // nothing.
-    eventually(
-        Duration::from_secs(2),
-        "the lock on all five masters",
-        || async { h.holders("idem", &first.token).await == 5 },
-    )
-    .await;
+    h.held_everywhere("idem", &first.token).await;
 }
 
 /// A lock acquired with a request id expires on every master (observed on

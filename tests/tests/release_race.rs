@@ -25,12 +25,7 @@ async fn a_release_is_not_overtaken_by_recreation() {
     let mut c = h.client().await;
     let lock = acquire(&mut c, "raced", 60_000, 0).await.expect("granted");
     // The grant stands on a quorum when answered; the last masters follow.
-    eventually(
-        Duration::from_secs(2),
-        "the lock on all five masters",
-        || async { h.holders("raced", &lock.token).await == 5 },
-    )
-    .await;
+    h.held_everywhere("raced", &lock.token).await;
     h.raw(2, "DEL", vec!["redlock:lock:raced".into()]).await;
     signal_master(&h, 3, Signal::SIGSTOP);
     let outcome = async {

@@ -194,6 +194,18 @@ impl Harness {
         n
     }
 
+    /// Waits (at most 2 s) until all five masters hold `token` for
+    /// `resource`. An Acquire is answered once a quorum holds the lock
+    /// (its round stops there); the last masters follow.
+    pub async fn held_everywhere(&self, resource: &str, token: &str) {
+        eventually(
+            Duration::from_secs(2),
+            &format!("{resource} held on all five masters"),
+            || async { self.holders(resource, token).await == 5 },
+        )
+        .await;
+    }
+
     /// Calls of the lock scripts and DELIFEQ so far on master `i` (from
     /// `INFO commandstats`): how many lock commands reached it.
     pub async fn lock_commands(&self, i: usize) -> u64 {

@@ -8,6 +8,8 @@ pub(crate) use redlockd_testkit::{
     against_both_servers, bin, client, daemon, masters, process, proxy,
 };
 
+pub(crate) mod frames;
+
 /// Running programs against the daemon: redlockctl, scratch files, waits.
 pub(crate) mod ctl {
     pub(crate) use redlockd_testkit::ctl::*;

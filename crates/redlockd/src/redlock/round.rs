@@ -271,12 +271,18 @@ impl Redlock {
     /// backstop. Otherwise (test fakes that never time out by themselves)
     /// the round's own `node_timeout` is the bound.
     pub(super) fn round_deadline(&self, start: Instant) -> Instant {
-        let timeout = self.settings.node_timeout;
         if self.nodes.iter().all(|node| node.bounds_own_commands()) {
-            start + timeout * (1 + QUEUE_ALLOWANCE)
+            start + self.longest_round()
         } else {
-            start + timeout
+            start + self.settings.node_timeout
         }
+    }
+
+    /// The longest a round waits for its masters: its `node_timeout` and
+    /// the [`QUEUE_ALLOWANCE`] backstop after it (4 × 50 ms at the
+    /// defaults).
+    pub(super) fn longest_round(&self) -> Duration {
+        self.settings.node_timeout * (1 + QUEUE_ALLOWANCE)
     }
 
     /// How a master still silent at a [`Redlock::round_deadline`] counts:
@@ -379,8 +385,7 @@ impl Redlock {
     /// waiter that never got to attempt (others were ahead of it) tells its
     /// caller, UNAVAILABLE rather than "held".
     pub(super) fn silent_majority(&self) -> Option<Tally> {
-        let round = self.settings.node_timeout * (1 + QUEUE_ALLOWANCE);
-        let since = Instant::now().checked_sub(round)?;
+        let since = Instant::now().checked_sub(self.longest_round())?;
         let mut tally = Tally::new(self.quorum);
         for node in &self.nodes {
             if node.is_silent() || !node.answered_since(since) {

@@ -131,10 +131,9 @@ impl Redlock {
                     let outage = || place.outage().or_else(|| self.silent_majority());
                     let mut found = outage();
                     if found.is_none() {
-                        let round = self.settings.node_timeout * (1 + super::round::QUEUE_ALLOWANCE);
                         tokio::select! {
                             () = place.attempt_ended() => {}
-                            () = tokio::time::sleep(round) => {}
+                            () = tokio::time::sleep(self.longest_round()) => {}
                             () = &mut stop => return Err(LockError::Cancelled),
                         }
                         found = outage();
