@@ -278,9 +278,7 @@ impl Redlock {
         }
     }
 
-    /// The longest a round waits for its masters: its `node_timeout` and
-    /// the [`QUEUE_ALLOWANCE`] backstop after it (4 × 50 ms at the
-    /// defaults).
+    /// The longest a round waits: `node_timeout`, then [`QUEUE_ALLOWANCE`].
     pub(super) fn longest_round(&self) -> Duration {
         self.settings.node_timeout * (1 + QUEUE_ALLOWANCE)
     }
