@@ -231,14 +231,17 @@ async fn certificate_identities() {
     let mut jobs = tls_client(addr, as_client(&["spiffe://example.test/jobs"]))
         .await
         .expect("mTLS");
-    acquire(&mut jobs, "jobs/1", 5_000, 0)
+    let jobs_lock = acquire(&mut jobs, "jobs/1", 5_000, 0)
         .await
         .expect("a URI SAN identity");
     let mut stranger = tls_client(addr, as_client(&["stranger.clients.test"]))
         .await
         .expect("the handshake passes: the CA signed it");
-    // Let the grants' last per-master commands land before counting.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The grants are answered on a quorum; their last masters' commands
+    // land before counting.
+    h.held_everywhere(&lock.resource, &lock.token).await;
+    h.held_everywhere(&jobs_lock.resource, &jobs_lock.token)
+        .await;
     let before = lock_commands(&h).await;
 
     let status = acquire(&mut orders, "jobs/2", 5_000, 0).await.unwrap_err();
