@@ -72,6 +72,8 @@ async fn newcomer_trusts_certified_masters_but_not_a_restarted_one(flavor: Flavo
         .await
         .expect("granted");
     let held_until = Instant::now() + held.validity;
+    // The grant is answered on a quorum; the last masters follow.
+    h.held_everywhere("held", held.token.expose()).await;
     for i in 0..5 {
         let pttl = h.raw(i, "PTTL", vec!["redlock:horizon".into()]).await;
         assert!(

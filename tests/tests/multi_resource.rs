@@ -265,6 +265,7 @@ async fn release_through_any_name(flavor: Flavor) {
     let lock = acquire_multi(&mut a, multi(&names, 30_000, 0))
         .await
         .expect("free");
+    h.held_everywhere("rel/y", &lock.token).await;
     assert!(!release(&mut b, &through(&lock, "rel/other"))
         .await
         .expect("not its name"));
