@@ -79,7 +79,7 @@ fn print_w1(reports: &[W1Report]) {
             .iter()
             .find(|r| r.mode == mode && r.concurrency == c)
     };
-    // The targets of issue 33 (docs/benchmarks.md, "Peers in the same
+    // The performance targets (docs/benchmarks.md, "Peers in the same
     // run"): same-run ratios against rslock (`library`) and etcd.
     let rate = |r: &W1Report| r.cycles_per_s().max(f64::MIN_POSITIVE);
     if let (Some(grpc), Some(library)) = (find("grpc", 64), find("library", 64)) {
