@@ -11,6 +11,7 @@
 //! - [`server`]: wiring and serving ([`run`]), used by the binary and tests;
 //! - [`config`]: the one typed configuration, loaded once;
 //! - [`metrics`], [`metrics_endpoint`], [`health`]: what operators see;
+//! - [`runtime`]: the async runtime, sized by `server.worker_threads`;
 //! - [`signal`](mod@signal): SIGTERM/SIGINT;
 //! - [`tls`]: TLS material for the gRPC port and for `rediss://` masters.
 //!
@@ -26,6 +27,7 @@ pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod metrics_endpoint;
 pub mod redlock;
+pub mod runtime;
 pub mod server;
 pub mod service;
 pub mod signal;

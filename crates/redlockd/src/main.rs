@@ -51,13 +51,6 @@ fn main() -> ExitCode {
         Err(error) => return config_error(&error),
     };
     init_logging(config.log.format);
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!(%error, "cannot start the async runtime");
-            return ExitCode::FAILURE;
-        }
-    };
     // Kept alive until the daemon stops; dropping it stops the masters.
     let dev_masters = if args.dev {
         match dev::start(&mut config) {
@@ -77,6 +70,16 @@ fn main() -> ExitCode {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    let runtime = match redlockd::runtime::build(config.server.worker_threads) {
+        Ok((runtime, workers)) => {
+            tracing::info!(workers, "async runtime started");
+            runtime
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
     let code = runtime.block_on(serve(config, dev_masters.is_some()));
     drop(dev_masters);
     code

@@ -74,9 +74,14 @@ pub(crate) fn spawn_daemon(
 /// Spawns the gRPC floor (`redlockd-echo-floor`, next to this binary) on a
 /// free loopback port: started as a daemon is, since it reads the daemon's
 /// `server.listen` variable and stops on SIGTERM ([`stop_process`]).
-pub(crate) fn spawn_floor() -> Result<DaemonProcess, BoxError> {
+/// `settings` are set as for a daemon; it reads `server.worker_threads`.
+pub(crate) fn spawn_floor(settings: &[(String, String)]) -> Result<DaemonProcess, BoxError> {
     let binary = redlockd_testkit::bin::path("redlockd-echo-floor")?;
-    DaemonCommand::new(binary, &[]).spawn()
+    let mut command = DaemonCommand::new(binary, &[]);
+    for (key, value) in settings {
+        command = command.set(key, value);
+    }
+    command.spawn()
 }
 
 /// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.

@@ -346,7 +346,7 @@ async fn open(mode: Mode, args: &Args, dev: bool, nodes: &[String]) -> Result<Ta
         }
         Mode::Floor => {
             // Whatever the masters: the floor needs none.
-            let floor = setup::spawn_floor()?;
+            let floor = setup::spawn_floor(&args.daemon_settings)?;
             let addr = floor.addr;
             Target::Grpc {
                 daemon: Some(Box::new(floor)),

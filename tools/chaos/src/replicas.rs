@@ -314,6 +314,12 @@ fn spawn(config: &ReplicaConfig, replica: &Replica, i: usize) -> Result<Child, B
             humantime::format_duration(SHUTDOWN_GRACE),
         )
         .log_to(&log_path(&config.log_dir, i));
+    // Every other replica serves on the single-threaded runtime (the
+    // sidecar manifests' setting), the others at the default, so that the
+    // mixed runs cover both.
+    if i % 2 == 1 {
+        command = command.set("server.worker_threads", 1);
+    }
     for (key, value) in &config.extra {
         command = command.set(key, value);
     }

@@ -159,6 +159,12 @@ pub struct ServerConfig {
     /// their next call.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Threads the daemon serves on: 0 (the default) is one per core the
+    /// process may use (a container's CPU quota counts), 1 is a
+    /// single-threaded runtime, which costs less CPU per call on a host
+    /// whose cores the masters or the applications share (see
+    /// `crate::runtime`).
+    pub worker_threads: usize,
 }
 
 impl Default for ServerConfig {
@@ -173,6 +179,7 @@ impl Default for ServerConfig {
             deadline_reserve: Duration::from_millis(20),
             tls_handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(300),
+            worker_threads: 0,
         }
     }
 }

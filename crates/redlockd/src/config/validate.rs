@@ -112,6 +112,9 @@ pub(crate) const MAX_REQUEST_BYTES_LIMIT: usize = 4 * 1024 * 1024;
 /// short deadline without trying.
 pub(super) const DEADLINE_RESERVE_MAX: Duration = Duration::from_secs(1);
 
+/// Most `server.worker_threads`.
+const WORKER_THREADS_MAX: usize = 1024;
+
 /// Shortest `server.keepalive_interval` / `keepalive_timeout`.
 pub(crate) const KEEPALIVE_MIN: Duration = Duration::from_millis(100);
 /// Longest `server.keepalive_interval` / `keepalive_timeout`.
@@ -168,6 +171,12 @@ impl ServerConfig {
                     ),
                 ));
             }
+        }
+        if self.worker_threads > WORKER_THREADS_MAX {
+            return Err(invalid(
+                "server.worker_threads",
+                format!("{} is over {WORKER_THREADS_MAX}", self.worker_threads),
+            ));
         }
         if self.deadline_reserve > DEADLINE_RESERVE_MAX {
             return Err(invalid(

@@ -18,8 +18,10 @@
 //!   `keepalive_interval`, `keepalive_timeout / keepalive_interval` probes
 //!   (the daemon's `conn::accept`);
 //! - decoding limit `server.max_request_bytes`; the generated server with
-//!   the contract's small-buffer codec; mimalloc; a multi-threaded tokio
-//!   runtime with a worker per core; logs at `RUST_LOG` (warn) to stderr.
+//!   the contract's small-buffer codec; mimalloc; the daemon's runtime for
+//!   `server.worker_threads` (`redlockd::runtime`; `--worker-threads` or
+//!   the daemon's variable, so the bench's `--daemon-set` reaches both);
+//!   logs at `RUST_LOG` (warn) to stderr.
 //!
 //! Not copied, as they are the daemon's own work above the floor: its
 //! accept loop's connection caps and idle timeout, the streams layer, the
@@ -55,11 +57,19 @@ struct Args {
         default_value = "127.0.0.1:50051"
     )]
     listen: SocketAddr,
+    /// Worker threads, as the daemon's `server.worker_threads` (0: one per
+    /// core; 1: the single-threaded runtime).
+    #[arg(long, env = "REDLOCKD__SERVER__WORKER_THREADS", default_value_t = 0)]
+    worker_threads: usize,
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = Args::parse();
+    let (runtime, _) = redlockd::runtime::build(args.worker_threads)?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()

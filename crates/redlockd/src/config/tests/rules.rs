@@ -406,7 +406,7 @@ fn plaintext_shared_password_and_weak_token_warned() {
 #[test]
 fn connection_and_quota_bounds_name_their_key() {
     type Breaks = fn(&mut Config);
-    let cases: [(&str, Breaks); 8] = [
+    let cases: [(&str, Breaks); 9] = [
         ("limits.max_connections", |c| c.limits.max_connections = 0),
         ("limits.max_connections_per_peer", |c| {
             c.limits.max_connections_per_peer = 0
@@ -429,6 +429,7 @@ fn connection_and_quota_bounds_name_their_key() {
         ("session.min_ttl", |c| {
             c.session.min_ttl = Duration::from_secs(61)
         }),
+        ("server.worker_threads", |c| c.server.worker_threads = 1025),
     ];
     for (key, breaks) in cases {
         let mut c = valid();
