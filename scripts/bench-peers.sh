@@ -11,7 +11,9 @@
 # with cargo, and tools/peers with go build, next to redlockd-bench (Go
 # modules from the Go module proxy; Go's caches under the target directory
 # unless GOMODCACHE and GOCACHE are set).
-#   bash scripts/bench-peers.sh [SECONDS_PER_RUN]     (default 10)
+#   bash scripts/bench-peers.sh [SECONDS_PER_RUN [REDLOCKD_BENCH_ARGS...]]
+# SECONDS_PER_RUN defaults to 10; further arguments go to redlockd-bench, e.g.
+# `--daemon-set server.worker_threads=1` for the sidecar manifests' setting.
 # Prints the load average before and after the run around redlockd-bench's
 # output (a JSON line per run, then the tables).
 set -euo pipefail
@@ -19,6 +21,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 seconds="${1:-10}"
+shift || true
 if [ -z "${REDLOCKD_VALKEY_BIN:-}" ]; then
   bash scripts/setup.sh >/dev/null
   # shellcheck source=/dev/null
@@ -42,5 +45,5 @@ timeout 1200 go build -C tools/peers -buildvcs=false -o "$target/release/redlock
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$target/release/redlockd-bench" --dev --workloads w1,w2 --duration "$seconds" --concurrency 1,64 \
-  --modes grpc,floor,engine,raw,library,redsync,etcd --w2-modes wake,poll,redsync,etcd
+  --modes grpc,floor,engine,raw,library,redsync,etcd --w2-modes wake,poll,redsync,etcd "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,8 +10,9 @@
 //! Why one worker is offered at all: on a host whose cores the masters or
 //! the applications also use (a sidecar with a CPU limit of one core, the
 //! bench's 2-core machine), the multi-thread runtime's parked workers are
-//! woken for work another worker could have done, and the daemon spent
-//! 9 to 17% more CPU per call for it (docs/benchmarks.md, "Worker
+//! woken for work another worker could have done: there the daemon spent
+//! about 40% more CPU per call at 64 callers, and 25% more per contended
+//! hand-off, on two workers than on one (docs/benchmarks.md, "Worker
 //! threads").
 
 use std::num::NonZeroUsize;
