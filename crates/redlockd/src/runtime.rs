@@ -21,7 +21,7 @@ use tokio::runtime::{Builder, Runtime};
 /// How many worker threads `server.worker_threads = configured` gives on a
 /// machine where the process may use `available` cores (`None`: unknown,
 /// taken as one).
-pub fn worker_count(configured: usize, available: Option<NonZeroUsize>) -> usize {
+fn worker_count(configured: usize, available: Option<NonZeroUsize>) -> usize {
     match configured {
         0 => available.map_or(1, NonZeroUsize::get),
         n => n,
