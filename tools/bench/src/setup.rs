@@ -64,11 +64,7 @@ pub(crate) fn spawn_daemon(
     nodes: &[String],
     settings: &[(String, String)],
 ) -> Result<DaemonProcess, BoxError> {
-    let mut command = DaemonCommand::workspace(nodes)?;
-    for (key, value) in settings {
-        command = command.set(key, value);
-    }
-    command.spawn()
+    with_settings(DaemonCommand::workspace(nodes)?, settings).spawn()
 }
 
 /// Spawns the gRPC floor (`redlockd-echo-floor`, next to this binary) on a
@@ -77,11 +73,14 @@ pub(crate) fn spawn_daemon(
 /// `settings` are set as for a daemon; it reads `server.worker_threads`.
 pub(crate) fn spawn_floor(settings: &[(String, String)]) -> Result<DaemonProcess, BoxError> {
     let binary = redlockd_testkit::bin::path("redlockd-echo-floor")?;
-    let mut command = DaemonCommand::new(binary, &[]);
-    for (key, value) in settings {
-        command = command.set(key, value);
-    }
-    command.spawn()
+    with_settings(DaemonCommand::new(binary, &[]), settings).spawn()
+}
+
+/// `command` with each of `settings` (dotted keys) set.
+fn with_settings(command: DaemonCommand, settings: &[(String, String)]) -> DaemonCommand {
+    settings
+        .iter()
+        .fold(command, |command, (key, value)| command.set(key, value))
 }
 
 /// Stops a daemon process (SIGTERM, 15 s); a failure is a warning.
