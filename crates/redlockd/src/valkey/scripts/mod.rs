@@ -246,12 +246,23 @@ pub(crate) fn batch_script(counterfactuals: Counterfactuals, constants: Constant
 }
 
 /// The batch script with each operation's Lua body from `body`.
+///
+/// Each operation's function is made the first time a call runs an
+/// operation of its code (`body(op)` in the script, kept in `ops` for the
+/// rest of the call), not one per code on every call: a script's top-level
+/// functions are closures made anew each time it runs, and seventeen of
+/// them were about 1.5 µs of every call, most of a small batch's fixed cost
+/// (docs/benchmarks.md, "Operations made on first use"). An unknown code
+/// gets no function and answers `{'!err', ..}` as before.
 fn assemble(constants: Constants, body: impl Fn(Op) -> String) -> String {
     let mut lua = String::from(include_str!("lua/batch_head.lua"));
     for op in Op::ALL {
-        lua.push_str("function(k, a, na)\n");
+        lua.push_str(&format!(
+            "if op == {} then return function(k, a, na)\n",
+            op as usize
+        ));
         lua.push_str(&at_offsets(body(op).trim()));
-        lua.push_str("\nend,\n");
+        lua.push_str("\nend end\n");
     }
     lua.push_str(include_str!("lua/batch_tail.lua"));
     constants.write_into(&lua)

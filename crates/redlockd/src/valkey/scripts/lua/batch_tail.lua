@@ -1,10 +1,16 @@
-}
+end
+local ops = {}
 local out, k, a = {}, 2, 2
 for i = 1, tonumber(ARGV[1]) do
   local h = tonumber(ARGV[a])
   local op, nk, na = h % 100, math.floor(h / 100) % 10000, math.floor(h / 1000000)
   a = a + 1
-  local ok, r = pcall(ops[op], k, a, na)
+  local f = ops[op]
+  if not f then
+    f = body(op)
+    ops[op] = f
+  end
+  local ok, r = pcall(f, k, a, na)
   if ok then out[i] = r else out[i] = {'!err', type(r) == 'table' and r.err or tostring(r)} end
   k, a = k + nk, a + na
 end
