@@ -248,7 +248,7 @@ pub(crate) fn batch_script(counterfactuals: Counterfactuals, constants: Constant
 /// The batch script with each operation's Lua body from `body`.
 ///
 /// Each operation's function is made the first time a call runs an
-/// operation of its code (`body(op)` in the script, kept in `ops` for the
+/// operation of its code (`make_op(op)` in the script, kept in `ops` for the
 /// rest of the call), not one per code on every call: a script's top-level
 /// functions are closures made anew each time it runs, and seventeen of
 /// them were about 1.5 µs of every call, most of a small batch's fixed cost

@@ -29,4 +29,4 @@ local function raise(ttl)
   ttl = tonumber(ttl)
   if ttl and ttl > horizon then horizon = ttl end
 end
-local function body(op)
+local function make_op(op)

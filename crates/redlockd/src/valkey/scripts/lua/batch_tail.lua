@@ -7,7 +7,7 @@ for i = 1, tonumber(ARGV[1]) do
   a = a + 1
   local f = ops[op]
   if not f then
-    f = body(op)
+    f = make_op(op)
     ops[op] = f
   end
   local ok, r = pcall(f, k, a, na)
