@@ -4,8 +4,10 @@
 //! and the history on resources of their own, `election:NAME`), lead for a while, writing the election's
 //! registers (fenced by the term) in their critical section, half of
 //! them proclaiming a new value halfway through, then resign or vanish; half of them send their Resign again a moment after the
-//! leadership ended, as a client retrying it would. Observers on every
-//! replica follow each election.
+//! leadership ended, as a client retrying it would (after a stream lost
+//! with its killed replica, that Resign can still end the leadership on
+//! the masters: it is then its release, `crate::resigns`). Observers on
+//! every replica follow each election.
 //!
 //! A leadership is a grant of kind `leader` on the resource
 //! `election:NAME` ([`resource`]): the ordinary checks hold it to one
@@ -33,9 +35,10 @@ use crate::history::{
     ExtendOutcome, Failure, Grant, Kind, ReleaseRecord, Time, Via, Window, Workload,
 };
 use crate::hold_stream::{between, drained, validity, Stop, PATIENCE, RELEASE_MARGIN};
+use crate::resigns;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redlockd_proto::pb::campaign_request::{Request, Resign, Start};
+use redlockd_proto::pb::campaign_request::{Request, Start};
 use redlockd_proto::pb::campaign_response::Event;
 use redlockd_proto::pb::election_service_client::ElectionServiceClient;
 use redlockd_proto::pb::{CampaignRequest, CampaignResponse, Lock, ProclaimRequest, ResignRequest};
@@ -220,7 +223,7 @@ async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, Elect
             let resign_in_stream =
                 grant.cs_end + RELEASE_MARGIN < grant.valid_until && rng.random_bool(0.5);
             grant.release = Some(match resign_in_stream {
-                true => resign(&shared, &requests, &mut events).await,
+                true => resigns::resign(&shared, &requests, &mut events).await,
                 // Vanishes: the daemon releases at once.
                 false => {
                     let now = clock.now();
@@ -235,7 +238,6 @@ async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, Elect
             });
         }
         drop((requests, events));
-        log.grants.push(grant);
         let (share, after) = STALE_RESIGN;
         if rng.random_bool(share) {
             tokio::time::sleep(between(&mut rng, after)).await;
@@ -243,12 +245,17 @@ async fn candidate(id: u32, shared: Arc<Shared>, seed: u64) -> (ClientLog, Elect
                 name,
                 token: leadership.token,
             };
-            let mut client = ElectionServiceClient::new(channel);
-            if let Ok(Ok(answer)) = tokio::time::timeout(PATIENCE, client.resign(request)).await {
+            let resigned = resigns::resign_again(&shared, id as usize, request).await;
+            if let Ok(was_leader) = resigned.outcome {
                 figures.stale_resigns.0 += 1;
-                figures.stale_resigns.1 += usize::from(answer.into_inner().was_leader);
+                figures.stale_resigns.1 += usize::from(was_leader);
             }
+            // A leadership whose stream was lost (its replica killed) holds
+            // on the masters until its ttl runs out or this Resign ends it:
+            // then this Resign is its release, and its window ends here.
+            grant.release.get_or_insert(resigned);
         }
+        log.grants.push(grant);
     }
     (log, figures)
 }
@@ -333,49 +340,6 @@ async fn follow(
                 return Stop::Gone;
             }
             _ => return Stop::Gone,
-        }
-    }
-}
-
-/// Sends `resign` and waits for `resigned`, skipping late `kept`s.
-async fn resign(
-    shared: &Shared,
-    requests: &mpsc::Sender<CampaignRequest>,
-    events: &mut Streaming<CampaignResponse>,
-) -> ReleaseRecord {
-    let clock = shared.clock;
-    let sent = clock.now();
-    let message = CampaignRequest {
-        request: Some(Request::Resign(Resign {})),
-    };
-    let mut outcome = Err(Failure::TimedOut);
-    if requests.send(message).await.is_ok() {
-        outcome = resigned(events).await;
-    }
-    ReleaseRecord {
-        sent,
-        received: clock.now(),
-        outcome,
-        calls: 1,
-        first_failure: None,
-    }
-}
-
-/// Waits for `resigned` after a `resign`.
-async fn resigned(events: &mut Streaming<CampaignResponse>) -> Result<bool, Failure> {
-    let give_up = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        match tokio::time::timeout_at(give_up, events.message()).await {
-            Ok(Ok(Some(CampaignResponse {
-                event: Some(Event::Resigned(resigned)),
-            }))) => return Ok(resigned.was_leader),
-            Ok(Ok(Some(CampaignResponse {
-                event: Some(Event::Lost(_)),
-            }))) => return Err(Failure::Status(tonic::Code::Aborted)),
-            Ok(Ok(Some(_))) => continue,
-            Ok(Ok(None)) => return Err(Failure::Status(tonic::Code::Unavailable)),
-            Ok(Err(status)) => return Err(Failure::Status(status.code())),
-            Err(_) => return Err(Failure::TimedOut),
         }
     }
 }

@@ -68,6 +68,7 @@ mod register_checks;
 mod registers;
 mod replicas;
 mod report;
+mod resigns;
 mod run;
 mod sessions;
 
