@@ -269,24 +269,7 @@ async fn hold_as(
     tonic::Streaming<pb::HoldEvent>,
     pb::Lock,
 ) {
-    let (requests, outgoing) = tokio::sync::mpsc::channel(4);
-    let first = pb::HoldRequest {
-        request: Some(pb::hold_request::Request::Acquire(request(
-            resource, request_id, 1_000,
-        ))),
-    };
-    requests.send(first).await.expect("queue the first message");
-    let mut events = client
-        .hold(tokio_stream::wrappers::ReceiverStream::new(outgoing))
-        .await
-        .expect("Hold opens")
-        .into_inner();
-    match events.message().await {
-        Ok(Some(pb::HoldEvent {
-            event: Some(pb::hold_event::Event::Acquired(lock)),
-        })) => (requests, events, lock),
-        other => panic!("expected `acquired`, got {other:?}"),
-    }
+    hold_asking(client, request(resource, request_id, 1_000)).await
 }
 
 /// A Hold with a request id holds; the client retries the Hold with the

@@ -226,19 +226,33 @@ pub async fn hold(
     tonic::Streaming<pb::HoldEvent>,
     pb::Lock,
 ) {
+    let request = pb::AcquireRequest {
+        resource: resource.into(),
+        ttl: ms(ttl_ms),
+        wait: ms(wait_ms),
+        owner: "test".into(),
+        request_id: String::new(),
+        ..Default::default()
+    };
+    hold_asking(client, request).await
+}
+
+/// Opens a `Hold` session whose first message asks `acquire` (a request
+/// id, a kind, terms) and waits for `acquired`.
+pub async fn hold_asking(
+    client: &mut LockClient,
+    acquire: pb::AcquireRequest,
+) -> (
+    tokio::sync::mpsc::Sender<pb::HoldRequest>,
+    tonic::Streaming<pb::HoldEvent>,
+    pb::Lock,
+) {
     use pb::hold_event::Event;
     use pb::hold_request::Request;
     let (requests, outgoing) = tokio::sync::mpsc::channel(4);
     requests
         .send(pb::HoldRequest {
-            request: Some(Request::Acquire(pb::AcquireRequest {
-                resource: resource.into(),
-                ttl: ms(ttl_ms),
-                wait: ms(wait_ms),
-                owner: "test".into(),
-                request_id: String::new(),
-                ..Default::default()
-            })),
+            request: Some(Request::Acquire(acquire)),
         })
         .await
         .expect("queue the first message");

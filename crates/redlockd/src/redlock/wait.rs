@@ -1,7 +1,9 @@
 //! Acquiring a resource that may be held: waiting without blind polling.
 //!
 //! A caller that may wait joins the resource's local queue
-//! ([`super::waiters`]); only the front waiter attempts. After a refused
+//! ([`super::waiters`]); only the front waiter attempts (and, once on
+//! joining, an acquisition with a request id whose token already holds the
+//! lock the others wait for: [`Redlock::holds_already`]). After a refused
 //! attempt it sleeps until the earliest of:
 //! - a release of the resource, through this replica or (via a release
 //!   notice on the masters' pub/sub) any other;
@@ -50,7 +52,8 @@ impl Redlock {
     ) -> Result<Lock, LockError> {
         let mut place = self.waiters.join(resource)?;
         tokio::pin!(stop);
-        let mut try_at = place.is_front().then(Instant::now);
+        let mut out_of_turn = !place.is_front() && self.holds_already(resource, who).await;
+        let mut try_at = (place.is_front() || out_of_turn).then(Instant::now);
         let mut last_error = None;
         // After a split vote: no attempt before this, whatever wakes us.
         let mut backing_off_until: Option<Instant> = None;
@@ -61,9 +64,15 @@ impl Redlock {
         loop {
             // Due now: attempt without going through a timer (tokio's timer
             // rounds every sleep up to its 1 ms tick).
-            if place.is_front() && try_at.is_some_and(|at| at <= Instant::now()) {
+            let turn = place.is_front() || out_of_turn;
+            if turn && try_at.is_some_and(|at| at <= Instant::now()) {
                 let started = Instant::now();
-                place.attempting();
+                // The queue's attempt under way is its front's only.
+                let front = place.is_front();
+                if front {
+                    place.attempting();
+                }
+                out_of_turn = false;
                 match self
                     .attempt(resource, who, ttl, stats, true, stop.as_mut())
                     .await
@@ -80,10 +89,12 @@ impl Redlock {
                         return Ok(granted);
                     }
                     Err(failure) => {
-                        place.attempted(match failure.error {
-                            LockError::NoQuorum(votes) => Some(votes),
-                            _ => None,
-                        });
+                        if front {
+                            place.attempted(match failure.error {
+                                LockError::NoQuorum(votes) => Some(votes),
+                                _ => None,
+                            });
+                        }
                         let now = Instant::now();
                         if now >= give_up_at || ends_the_wait(&failure.error) {
                             return Err(failure.error);
@@ -142,6 +153,27 @@ impl Redlock {
                 }
                 () = &mut stop => return Err(LockError::Cancelled),
             }
+        }
+    }
+
+    /// Whether an exclusive acquisition with a request id, queued behind
+    /// other waiters, may hold the lock already: its token holds the key
+    /// on a majority (a read, no attempt). Then it attempts at once,
+    /// wherever it stands: the waiters ahead of it wait for that very lock,
+    /// and behind them it would wait out its `wait` and be told ABORTED
+    /// about its own lock, which would pass to them when the earlier call's
+    /// session ended. Its attempt finds its own token's key and takes the
+    /// lock over (`Redlock::resume_own`). Only a read: a first call
+    /// (clients send a request id with every acquisition) that attempted
+    /// ahead of the queue could take a lock just freed from its front
+    /// waiter, or split the vote with it.
+    async fn holds_already(&self, resource: &str, who: Claimant<'_>) -> bool {
+        let exclusive = who.holder.limit <= 1 && !who.holder.shared;
+        match who.fixed {
+            Some(token) if exclusive => {
+                matches!(self.validate_one(resource, token).await, Ok(Some(_)))
+            }
+            _ => false,
         }
     }
 
