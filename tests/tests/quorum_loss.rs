@@ -6,8 +6,6 @@
 mod common;
 
 use common::*;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -98,23 +96,6 @@ async fn three_masters_down_is_unavailable(flavor: Flavor) {
     .await;
 }
 
-/// Sends `signal` to master `i`.
-fn signal_master(h: &Harness, i: usize, signal: Signal) {
-    let pid = h.masters.pid(i).expect("master running");
-    kill(Pid::from_raw(i32::try_from(pid).expect("pid")), signal).expect("signal the master");
-}
-
-/// Resumes the hung masters whatever the test's outcome.
-struct Resume<'a>(&'a Harness, Vec<usize>);
-
-impl Drop for Resume<'_> {
-    fn drop(&mut self) {
-        for &i in &self.1 {
-            signal_master(self.0, i, Signal::SIGCONT);
-        }
-    }
-}
-
 /// A resource held while two masters are hung (SIGSTOP: connected, silent)
 /// or dead (connection refused): another caller is told ABORTED, with or
 /// without a wait, because the three live masters refuse. (The round used
@@ -128,9 +109,7 @@ async fn held_with_two_masters_hung_or_dead_is_aborted(flavor: Flavor) {
         .await
         .expect("granted");
     {
-        signal_master(&h, 3, Signal::SIGSTOP);
-        signal_master(&h, 4, Signal::SIGSTOP);
-        let _resume = Resume(&h, vec![3, 4]);
+        let _paused = h.pause_masters(&[3, 4]);
         refused_as_held(&mut other, "two masters hung").await;
     }
     h.masters.stop(3).expect("stop");
@@ -179,9 +158,7 @@ async fn held_by_a_split_majority_with_two_masters_hung_is_aborted(flavor: Flavo
     assert_eq!(h.lock_value(2, "split").await, None, "master 2 missed it");
     let other_daemon = h.start_daemon().await;
     let mut other = h.client_of(other_daemon).await;
-    signal_master(&h, 3, Signal::SIGSTOP);
-    signal_master(&h, 4, Signal::SIGSTOP);
-    let _resume = Resume(&h, vec![3, 4]);
+    let paused = h.pause_masters(&[3, 4]);
     for wait_ms in [0, 300] {
         let status = acquire(&mut other, "split", 1_000, wait_ms)
             .await
@@ -194,7 +171,7 @@ async fn held_by_a_split_majority_with_two_masters_hung_is_aborted(flavor: Flavo
         assert!(status.message().contains("2 no"), "{status:?}");
     }
     cut.set(proxy::Mode::Pass);
-    drop(_resume);
+    drop(paused);
     assert!(release(&mut holder, &lock).await.expect("release"));
 }
 
@@ -211,10 +188,7 @@ async fn three_masters_hung_are_unavailable_never_overload(flavor: Flavor) {
     let held = acquire(&mut holder, "hung-held", 30_000, 0)
         .await
         .expect("granted");
-    for i in 2..5 {
-        signal_master(&h, i, Signal::SIGSTOP);
-    }
-    let _resume = Resume(&h, vec![2, 3, 4]);
+    let paused = h.pause_masters(&[2, 3, 4]);
     let mut callers = Vec::new();
     for caller in 0..8 {
         let mut c = h.client().await;
@@ -253,6 +227,6 @@ async fn three_masters_hung_are_unavailable_never_overload(flavor: Flavor) {
         took[took.len() / 2],
         took[took.len() - 1]
     );
-    drop(_resume);
+    drop(paused);
     let _ = release(&mut holder, &held).await;
 }

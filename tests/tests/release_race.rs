@@ -8,16 +8,8 @@
 mod common;
 
 use common::*;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use redlockd_testkit::masters::Flavor;
 use std::time::{Duration, Instant};
-
-/// Sends `signal` to master `i`.
-fn signal_master(h: &Harness, i: usize, signal: Signal) {
-    let pid = h.masters.pid(i).expect("master running");
-    kill(Pid::from_raw(i32::try_from(pid).expect("pid")), signal).expect("signal the master");
-}
 
 #[tokio::test]
 async fn a_release_is_not_overtaken_by_recreation() {
@@ -27,8 +19,8 @@ async fn a_release_is_not_overtaken_by_recreation() {
     // The grant stands on a quorum when answered; the last masters follow.
     h.held_everywhere("raced", &lock.token).await;
     h.raw(2, "DEL", vec!["redlock:lock:raced".into()]).await;
-    signal_master(&h, 3, Signal::SIGSTOP);
-    let outcome = async {
+    let paused = h.pause_masters(&[3]);
+    {
         extend(&mut c, &lock, 60_000)
             .await
             .expect("extended on a majority");
@@ -45,12 +37,8 @@ async fn a_release_is_not_overtaken_by_recreation() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    signal_master(&h, 3, Signal::SIGCONT);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
     }
+    drop(paused);
     eventually(
         Duration::from_secs(10),
         "nothing left on any master",

@@ -15,6 +15,7 @@
 //! - [`harness`]: five masters plus daemons plus raw master connections,
 //!   the integration tests' fixture, and [`ctl`] for tests that run
 //!   programs (redlockctl, examples) against it;
+//! - [`pause`]: masters hung (SIGSTOP) for as long as a guard lives;
 //! - the `redlockd-cluster` binary (`src/bin/`): masters and daemon
 //!   processes for the tests of the other languages, driven over its
 //!   stdin and stdout.
@@ -28,6 +29,7 @@ pub mod ctl;
 pub mod daemon;
 pub mod harness;
 pub mod metrics;
+pub mod pause;
 pub mod pki;
 pub mod process;
 pub mod proxy;

@@ -170,7 +170,7 @@ impl Campaign {
                     // the drift allowance) is over, as for a lost session.
                     let drift = validity::drift(self.ttl, self.engine.settings().drift_factor);
                     tokio::time::sleep_until(lock.deadline.mono + drift).await;
-                    let _ = self.engine.release_held_now(&lock).await;
+                    let _ = self.engine.release_lapsed(&lock).await;
                     self.engine.announce_leadership(&lock.resource);
                     tokio::time::sleep(RECAMPAIGN_AFTER).await;
                 }

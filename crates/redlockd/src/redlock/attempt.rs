@@ -5,7 +5,7 @@
 
 use super::admission::Admitted;
 use super::fence::{self, FenceRead};
-use super::master::AcquireVote;
+use super::master::{AcquireVote, Ending};
 use super::quorum::Vote;
 use super::round::{Command, Reply, Subject};
 use super::{
@@ -257,7 +257,7 @@ impl Redlock {
             self.release_everywhere(
                 subject,
                 cleanup,
-                false,
+                Ending::Forced,
                 self.cleanup_deadline(start.mono()),
                 Vote::Failed,
             )
@@ -295,7 +295,7 @@ impl Redlock {
                     self.release_everywhere(
                         subject,
                         cleanup,
-                        false,
+                        Ending::Forced,
                         self.cleanup_deadline(start.mono()),
                         Vote::Failed,
                     )
@@ -331,7 +331,7 @@ impl Redlock {
                 self.release_everywhere(
                     subject,
                     cleanup,
-                    false,
+                    Ending::Forced,
                     self.cleanup_deadline(start.mono()),
                     Vote::Failed,
                 )

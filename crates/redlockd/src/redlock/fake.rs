@@ -455,7 +455,7 @@ impl Master for FakeMaster {
         _notice: &str,
         // The fakes model neither lock-delay nor hold-at-least (both live in
         // the masters' scripts; tests/lock_terms.rs runs them on real ones).
-        _honour_minimum: bool,
+        _ending: super::Ending,
         epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         self.serve(Op::Release, token, |state, _| {

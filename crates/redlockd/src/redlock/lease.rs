@@ -5,8 +5,8 @@
 use super::notices::Notice;
 use super::round::{Command, Reply, Subject};
 use super::{
-    fence, recreate, round, token, validity, Claim, Decision, Epoch, ExtendVote, Lock, LockError,
-    Redlock, Tally, Token, Vote, WakeWaiters,
+    fence, recreate, round, token, validity, Claim, Decision, Ending, Epoch, ExtendVote, Lock,
+    LockError, Redlock, Tally, Token, Vote, WakeWaiters,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,28 +171,37 @@ impl Redlock {
     /// This is a client's own Release with its token: it deletes whatever
     /// acquisition of the token's request id holds the lock.
     pub async fn release(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, None, true).await
+        self.release_as(resource, token, None, Ending::Released)
+            .await
     }
 
     /// [`Redlock::release_now`] of an operator: whatever the grant's
     /// `hold_at_least` and whichever acquisition holds it.
     pub async fn release_now(&self, resource: &str, token: &Token) -> Result<bool, LockError> {
-        self.release_as(resource, token, None, false).await
+        self.release_as(resource, token, None, Ending::Forced).await
     }
 
     /// The release of `lock` by the acquisition that holds it (a session's
     /// end): deletes nothing where another acquisition of its request id
     /// took it over ([`claim`](super::claim)).
     pub async fn release_held(&self, lock: &Lock) -> Result<bool, LockError> {
-        self.release_as(&lock.resource, &lock.token, lock.epoch, true)
+        self.release_as(&lock.resource, &lock.token, lock.epoch, Ending::Released)
             .await
     }
 
     /// [`Redlock::release_held`] that deletes whatever the grant's
-    /// `hold_at_least`: a grant nobody received, or what is left of a lost
-    /// lock.
+    /// `hold_at_least`, and ends its `lock_delay`: a grant nobody received.
     pub(crate) async fn release_held_now(&self, lock: &Lock) -> Result<bool, LockError> {
-        self.release_as(&lock.resource, &lock.token, lock.epoch, false)
+        self.release_as(&lock.resource, &lock.token, lock.epoch, Ending::Forced)
+            .await
+    }
+
+    /// What is left of a lost `lock` (a session's, a leadership's), once
+    /// its last validity is over: deleted whatever the grant's
+    /// `hold_at_least`, but its `lock_delay` stays on the masters
+    /// ([`Ending::Lapsed`]), as after any lock that ran out.
+    pub(crate) async fn release_lapsed(&self, lock: &Lock) -> Result<bool, LockError> {
+        self.release_as(&lock.resource, &lock.token, lock.epoch, Ending::Lapsed)
             .await
     }
 
@@ -201,18 +210,12 @@ impl Redlock {
         resource: &str,
         token: &Token,
         epoch: Option<Epoch>,
-        honour_minimum: bool,
+        ending: Ending,
     ) -> Result<bool, LockError> {
         self.held.forget(token);
         match token::members(token) {
-            Some(members) => {
-                self.release_multi(resource, &members, token, honour_minimum)
-                    .await
-            }
-            None => {
-                self.release_one(resource, token, epoch, honour_minimum)
-                    .await
-            }
+            Some(members) => self.release_multi(resource, &members, token, ending).await,
+            None => self.release_one(resource, token, epoch, ending).await,
         }
     }
 
@@ -222,7 +225,7 @@ impl Redlock {
         resource: &str,
         token: &Token,
         epoch: Option<Epoch>,
-        honour_minimum: bool,
+        ending: Ending,
     ) -> Result<bool, LockError> {
         self.recreations.cancel(resource, token).await;
         let subject = self.subject_of(resource, token.clone(), epoch);
@@ -231,7 +234,7 @@ impl Redlock {
             .release_everywhere(
                 &subject,
                 WakeWaiters::AtOnce,
-                honour_minimum,
+                ending,
                 deadline,
                 self.silent_vote(),
             )
@@ -308,12 +311,12 @@ impl Redlock {
         &self,
         subject: &Arc<Subject>,
         wake: WakeWaiters,
-        honour_minimum: bool,
+        ending: Ending,
         deadline: Instant,
         silent: Vote,
     ) -> Tally {
         let notice = Notice::new(&subject.resource);
-        self.release_noticed(subject, notice, wake, honour_minimum, deadline, silent)
+        self.release_noticed(subject, notice, wake, ending, deadline, silent)
             .await
     }
 
@@ -325,13 +328,13 @@ impl Redlock {
         subject: &Arc<Subject>,
         notice: Notice,
         wake: WakeWaiters,
-        honour_minimum: bool,
+        ending: Ending,
         deadline: Instant,
         silent: Vote,
     ) -> Tally {
         let command = Command::Release {
             notice: notice.encode().into(),
-            honour_minimum,
+            ending,
         };
         let mut pending = self.send_to(subject, self.all(), &command);
         if wake == WakeWaiters::AtOnce {

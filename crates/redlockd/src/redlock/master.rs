@@ -123,6 +123,27 @@ impl std::fmt::Debug for Seen {
     }
 }
 
+/// How a release ends a grant's terms on a master (its hold-at-least and
+/// lock-delay, [`Holder::with_terms`]). The delay is for a holder that did
+/// not let go: writes it may still have in flight drain before anyone else
+/// gets the lock (docs/api.md). So only a lock that ran out keeps it, and
+/// a lock a session lost (its extensions failed) ran out: its holder was
+/// told a validity, and may not even have read `lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The holder lets go (Release, a session's orderly end): before the
+    /// grant's hold-at-least has run, the key is shortened to end then
+    /// instead; the lock-delay ends.
+    Released,
+    /// Deleted now whatever the terms, and the lock-delay ended: an
+    /// operator's ForceRelease, a grant nobody received, a failed
+    /// attempt's keys.
+    Forced,
+    /// What is left of a lost lock once its last validity is over (an
+    /// extension's keys on a minority): deleted now, its lock-delay kept.
+    Lapsed,
+}
+
 /// A Valkey/Redis master as the Redlock algorithm sees it.
 pub trait Master: Send + Sync {
     /// A short name for logs and metrics (never a password).
@@ -253,10 +274,9 @@ pub trait Master: Send + Sync {
     /// replica has waiters: the field `wm` of [`LockKeys::base_fence`]),
     /// it also publishes
     /// `notice` on the release channel ([`LockKeys::channel`]), so waiters on
-    /// every replica wake up. It ends the grant's lock-delay. With
-    /// `honour_minimum` (a holder's release), before the grant's
-    /// hold-at-least has run it shortens the key to end then instead (and
-    /// answers true). With the releasing acquisition's `epoch`, nothing is
+    /// every replica wake up. What becomes of the grant's hold-at-least and
+    /// lock-delay is `ending`'s to say ([`Ending`]). With the releasing
+    /// acquisition's `epoch`, nothing is
     /// deleted where another acquisition of the token took the lock over
     /// (`super::claim`); without, whatever the epoch (a client's Release).
     fn release(
@@ -264,7 +284,7 @@ pub trait Master: Send + Sync {
         keys: &LockKeys,
         token: &Token,
         notice: &str,
-        honour_minimum: bool,
+        ending: Ending,
         epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>>;
 

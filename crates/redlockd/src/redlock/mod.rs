@@ -57,7 +57,7 @@ pub(crate) use fence::proposal_window;
 pub use fence::{clock_allowance, FenceRead, Proposal};
 pub use keys::LockKeys;
 pub(crate) use kinds::multi::Member;
-pub use master::{AcquireAllVote, AcquireVote, ExtendVote, Master};
+pub use master::{AcquireAllVote, AcquireVote, Ending, ExtendVote, Master};
 pub(crate) use quorum::Decision;
 pub(crate) use quorum::Vote;
 pub use quorum::{Quorum, Tally};

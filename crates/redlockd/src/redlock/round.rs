@@ -7,7 +7,7 @@
 //! stragglers) are dropped, or handed to a caller that wants them.
 
 use super::claim::Claim;
-use super::master::{AcquireVote, ExtendVote, Master};
+use super::master::{AcquireVote, Ending, ExtendVote, Master};
 use super::quorum::Vote;
 use super::{LockKeys, NodeError, Redlock, Tally, Token};
 use futures::future::{BoxFuture, FutureExt};
@@ -102,8 +102,8 @@ pub(crate) enum Command {
     Release {
         /// The encoded release notice to publish.
         notice: std::sync::Arc<str>,
-        /// A holder's release: the grant's hold-at-least is honoured.
-        honour_minimum: bool,
+        /// What becomes of the grant's terms.
+        ending: Ending,
     },
     /// See [`Master::check`].
     Check,
@@ -192,12 +192,9 @@ impl Command {
                     Reply::Extend,
                 )
             }
-            Command::Release {
-                notice,
-                honour_minimum,
-            } => tagged(
+            Command::Release { notice, ending } => tagged(
                 index,
-                node.release(keys, token, notice, *honour_minimum, subject.epoch),
+                node.release(keys, token, notice, *ending, subject.epoch),
                 Reply::Released,
             ),
             Command::Check => tagged(index, node.check(keys, token), Reply::Held),

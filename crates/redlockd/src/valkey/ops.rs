@@ -10,7 +10,7 @@ use super::ValkeyMaster;
 use crate::redlock::claim::{self, Claim, Epoch};
 use crate::redlock::fence::{FenceRead, Proposal};
 use crate::redlock::master::Seen;
-use crate::redlock::{AcquireVote, ExtendVote, Holder, LockKeys, Master, NodeError, Token};
+use crate::redlock::{AcquireVote, Ending, ExtendVote, Holder, LockKeys, Master, NodeError, Token};
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Value};
 use fred::types::{ClusterHash, CustomCommand};
@@ -283,7 +283,7 @@ impl Master for ValkeyMaster {
         keys: &LockKeys,
         token: &Token,
         notice: &str,
-        honour_minimum: bool,
+        ending: Ending,
         epoch: Option<Epoch>,
     ) -> BoxFuture<'static, Result<bool, NodeError>> {
         // Static flags: no copy per command.
@@ -312,7 +312,7 @@ impl Master for ValkeyMaster {
         push_optional(
             &mut args,
             [
-                honour_minimum.then(|| flag(true)),
+                ending_flag(ending),
                 epoch.map(|epoch| epoch.encode().into()),
             ],
         );
@@ -425,5 +425,16 @@ impl Master for ValkeyMaster {
             }
         }
         .boxed()
+    }
+}
+
+/// The release script's `OPT[5]`: `1` a holder's release (hold-at-least
+/// honoured, the lock-delay ended), `2` a lapsed lock's remains (the
+/// lock-delay kept), none (`0`) a forced delete.
+fn ending_flag(ending: Ending) -> Option<Value> {
+    match ending {
+        Ending::Released => Some(Value::Bytes(Bytes::from_static(b"1"))),
+        Ending::Lapsed => Some(Value::Bytes(Bytes::from_static(b"2"))),
+        Ending::Forced => None,
     }
 }

@@ -6,7 +6,7 @@ use super::Failure;
 use crate::redlock::admission::Admitted;
 use crate::redlock::quorum::Vote;
 use crate::redlock::round::Subject;
-use crate::redlock::{Claim, Epoch, Holder, Lock, LockError, Redlock, WakeWaiters};
+use crate::redlock::{Claim, Ending, Epoch, Holder, Lock, LockError, Redlock, WakeWaiters};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -42,7 +42,7 @@ impl Redlock {
                                 self.release_everywhere(
                                     subject,
                                     cleanup,
-                                    false,
+                                    Ending::Forced,
                                     self.round_deadline(Instant::now()),
                                     Vote::Failed,
                                 )
@@ -95,7 +95,7 @@ impl Redlock {
                 self.release_everywhere(
                     subject,
                     cleanup,
-                    false,
+                    Ending::Forced,
                     self.round_deadline(Instant::now()),
                     Vote::Failed,
                 )

@@ -79,7 +79,7 @@
 use crate::metrics;
 use crate::redlock::acquire::DetachedAcquire;
 use crate::redlock::attempt::{AttemptStats, Failure};
-use crate::redlock::master::AcquireAllVote;
+use crate::redlock::master::{AcquireAllVote, Ending};
 use crate::redlock::notices::Notice;
 use crate::redlock::quorum::Vote;
 use crate::redlock::round::{Command, Pending, Reply, Until};
@@ -327,7 +327,7 @@ impl Redlock {
                 subject,
                 notice,
                 WakeWaiters::IfDeleted,
-                false,
+                Ending::Forced,
                 deadline,
                 Vote::Failed,
             )

@@ -846,11 +846,11 @@ impl Master for Far {
         keys: &LockKeys,
         token: &Token,
         notice: &str,
-        honour_minimum: bool,
+        ending: super::Ending,
         epoch: Option<super::Epoch>,
     ) -> futures::future::BoxFuture<'static, Result<bool, NodeError>> {
         let (keys, token, notice) = (keys.clone(), token.clone(), notice.to_owned());
-        self.late(move |n| n.release(&keys, &token, &notice, honour_minimum, epoch))
+        self.late(move |n| n.release(&keys, &token, &notice, ending, epoch))
     }
     fn proclaim(
         &self,

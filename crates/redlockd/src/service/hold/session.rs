@@ -197,10 +197,11 @@ impl<W: Wire> Session<W> {
                 // validity it was given stands (an extension that failed
                 // with a little validity left is declared lost early, to
                 // warn in time). What goes then is any later extension's
-                // key on a minority.
+                // key on a minority; the grant's lock_delay stays, as
+                // after any lock that ran out: its holder never let go.
                 let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
                 Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
-                let _ = Box::pin(self.engine.release_held_now(&lock)).await;
+                let _ = Box::pin(self.engine.release_lapsed(&lock)).await;
             }
         }
         // A leadership over (released, or left to expire): observers on

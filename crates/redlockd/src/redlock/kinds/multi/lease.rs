@@ -2,7 +2,7 @@
 //! [`super`]): the plain per-resource round on every resource at once.
 
 use super::Member;
-use crate::redlock::{Claim, Lock, LockError, Redlock, Tally, Token};
+use crate::redlock::{Claim, Ending, Lock, LockError, Redlock, Tally, Token};
 use futures::future::join_all;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl Redlock {
         resource: &str,
         members: &[String],
         token: &Token,
-        honour_minimum: bool,
+        ending: Ending,
     ) -> Result<bool, LockError> {
         if !members.iter().any(|m| m == resource) {
             return Ok(false);
@@ -70,7 +70,7 @@ impl Redlock {
         let results = join_all(
             members
                 .iter()
-                .map(|member| self.release_one(member, token, None, honour_minimum)),
+                .map(|member| self.release_one(member, token, None, ending)),
         )
         .await;
         let mut all_held = true;

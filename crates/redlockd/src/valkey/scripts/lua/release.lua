@@ -18,7 +18,7 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return 0
 end
-if mine and h[3] then redis.call('HDEL', KEYS[2], 'nb') end
+if mine and h[3] and OPT[5] ~= '2' then redis.call('HDEL', KEYS[2], 'nb') end
 local wm = h[4]
 if KEYS[3] ~= KEYS[2] then wm = redis.call('HGET', KEYS[3], 'wm') end
 if wm then
