@@ -83,6 +83,36 @@ pub(crate) fn times(plan: &Plan, budget: Budget, deadline: Time) -> Vec<Time> {
     chosen
 }
 
+/// The daemon replica each burst of `times` goes to: in turn, but past a
+/// replica the plan kills or drains while the burst starts (its process
+/// would find no server, and the burst would not run). With every replica
+/// faulted then (at most one is, at a time), the turn's.
+pub(crate) fn replicas_for(
+    plan: &Plan,
+    budget: Budget,
+    times: &[Time],
+    replicas: usize,
+) -> Vec<usize> {
+    let faulted = |replica: usize, at: Time| {
+        plan.faults.iter().any(|f| {
+            !f.kind.on_master()
+                && f.target == replica
+                && f.at <= at + QUIET
+                && at <= f.at + f.len + budget.after(f.kind)
+        })
+    };
+    times
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| {
+            (0..replicas)
+                .map(|step| (k + step) % replicas)
+                .find(|&replica| !faulted(replica, at))
+                .unwrap_or(k % replicas.max(1))
+        })
+        .collect()
+}
+
 /// `--unrecorded-burst-outage`: at each of `times`, three masters' links
 /// blackholed for [`QUIET`], a fault the history does not record. A
 /// counterfactual only: the daemons then rightly answer part of the burst
@@ -104,7 +134,7 @@ pub(crate) async fn unrecorded_outage(cluster: &Cluster, clock: Clock, times: Ve
 /// The hidden first argument of the burst process mode.
 pub(crate) const BURST_FLAG: &str = "--burst-client";
 
-/// Fires a burst at each of `times`, each from a process of its own (this
+/// Fires a burst at each of `times` through its replica, each from a process of its own (this
 /// binary with [`BURST_FLAG`]), so that its thousands of tasks do not
 /// starve the checker's own tasks (among them the proxies in front of the
 /// masters, whose delay the daemon would rightly count against them);
@@ -112,16 +142,15 @@ pub(crate) const BURST_FLAG: &str = "--burst-client";
 pub(crate) async fn bursts(
     shared: Arc<Shared>,
     addrs: Vec<std::net::SocketAddr>,
-    times: Vec<Time>,
+    times: Vec<(Time, usize)>,
     calls_each: usize,
 ) -> Fired {
     let clock = shared.clock;
     let (mut fired, mut calls, mut failed) = (0, Vec::new(), Vec::new());
     let start_ns =
         crate::frozen_child::monotonic_ns().saturating_sub(clock.now().as_nanos() as u64);
-    for at in times {
+    for (at, replica) in times {
         tokio::time::sleep_until(clock.deadline(at)).await;
-        let replica = fired % addrs.len().max(1);
         let Some(addr) = addrs.get(replica) else {
             break;
         };

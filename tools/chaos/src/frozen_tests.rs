@@ -187,6 +187,40 @@ fn bursts_start_where_masters_are_healthy() {
     assert_eq!(times, vec![ms(300), ms(7800), ms(14_300)]);
 }
 
+/// A burst goes to the replicas in turn, past one the plan kills or drains
+/// while it starts (seed 37's second burst found its replica draining and
+/// never ran).
+#[test]
+fn bursts_go_past_a_faulted_replica() {
+    let budget = Budget {
+        grace: ms(1000),
+        quarantine: ms(4000),
+    };
+    let drain = |target, at, len| Planned {
+        target,
+        ..planned(FaultKind::ReplicaDrain, at, len)
+    };
+    let plan = Plan {
+        // Replica 1 drains over the second burst, replica 0 over the third.
+        faults: vec![drain(1, 7000, 2000), drain(0, 14_000, 500)],
+        phases: Phases::default(),
+    };
+    let times = [ms(300), ms(7800), ms(14_300), ms(30_000)];
+    assert_eq!(
+        burst::replicas_for(&plan, budget, &times, 2),
+        vec![0, 0, 1, 1]
+    );
+    // Both faulted at once (never planned): the turn's replica.
+    let both = Plan {
+        faults: vec![drain(0, 7000, 2000), drain(1, 7000, 2000)],
+        phases: Phases::default(),
+    };
+    assert_eq!(
+        burst::replicas_for(&both, budget, &times[..2], 2),
+        vec![0, 1]
+    );
+}
+
 fn call(code: Option<tonic::Code>, sent: u64) -> BurstCall {
     BurstCall {
         burst: 0,

@@ -6,7 +6,9 @@
 //!   the lock, so only a figure);
 //! - a Release answered UNAVAILABLE while every master was answering: no
 //!   master was down, stopped, slowed or cut off during the call (restart
-//!   quarantines may be running: the masters answer all the same).
+//!   quarantines may be running: the masters answer all the same), and no
+//!   daemon replica was killed or drained (a client's channel to a dead
+//!   replica answers UNAVAILABLE itself, before any daemon sees the call).
 
 use crate::history::{Failure, Fault, FaultKind, Grant, History, Kind, Time};
 use std::collections::HashMap;
@@ -37,6 +39,13 @@ fn master_out(faults: &[Fault], from: Time, to: Time) -> bool {
         ) && f.start <= to
             && f.end >= from
     })
+}
+
+/// Whether a daemon replica was killed or draining in `[from, to]`.
+fn replica_out(faults: &[Fault], from: Time, to: Time) -> bool {
+    faults
+        .iter()
+        .any(|f| !f.kind.on_master() && f.start <= to && f.end >= from)
 }
 
 /// Computes the figures over `history`.
@@ -76,9 +85,66 @@ pub(crate) fn figures(history: &History) -> RefusalFigures {
     };
     for r in releases.filter(|r| first(r) == unavailable) {
         out.release_unavailable.0 += 1;
-        if !master_out(&history.faults, r.sent, r.received) {
+        if !master_out(&history.faults, r.sent, r.received)
+            && !replica_out(&history.faults, r.sent, r.received)
+        {
             out.release_unavailable.1 += 1;
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::figures;
+    use crate::checks_tests::grant;
+    use crate::history::{Failure, Fault, FaultKind, History, ReleaseRecord};
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn fault(kind: FaultKind, start: u64, end: u64) -> Fault {
+        Fault {
+            kind,
+            target: 0,
+            start: ms(start),
+            end: ms(end),
+            counts_until: ms(end + 1000),
+            three_phase: false,
+        }
+    }
+
+    /// A Release UNAVAILABLE counts as "every master answering" only when
+    /// no master and no replica was out during the call: seed 41's one
+    /// such Release took 0.1 ms, refused by the client's channel to a
+    /// replica killed a moment before.
+    #[test]
+    fn release_unavailable_beside_a_dead_replica_is_not_the_daemons() {
+        let unavailable = |id, at| {
+            let mut g = grant(id, id, at, at + 1, 1000, at + 100);
+            g.release = Some(ReleaseRecord {
+                sent: ms(at + 100),
+                received: ms(at + 101),
+                outcome: Err(Failure::Status(tonic::Code::Unavailable)),
+                calls: 1,
+                first_failure: None,
+            });
+            g
+        };
+        let history = History {
+            grants: vec![
+                unavailable(1, 0),
+                unavailable(2, 1000),
+                unavailable(3, 2000),
+            ],
+            faults: vec![
+                fault(FaultKind::ReplicaKill, 1050, 1500),
+                fault(FaultKind::MasterPause, 2050, 2500),
+            ],
+            ..History::default()
+        };
+        assert_eq!(figures(&history).release_unavailable, (3, 1));
+    }
 }

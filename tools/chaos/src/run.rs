@@ -229,10 +229,11 @@ pub(crate) async fn run(
     let burst_times = (args.schedule == Schedule::Full && args.bursts > 0)
         .then(|| burst::times(&plan, budget, args.duration));
     let bursts = burst_times.clone().map(|times| {
+        let to = burst::replicas_for(&plan, budget, &times, faults::REPLICAS);
         let run = burst::bursts(
             Arc::clone(&shared),
             replicas.grpc_addrs(),
-            times,
+            times.into_iter().zip(to).collect(),
             args.bursts,
         );
         tokio::spawn(run)
