@@ -100,5 +100,9 @@ async fn a_lost_sessions_lock_keeps_its_delay(flavor: Flavor) {
         .await
         .expect_err("granted inside the lost lock's lock_delay");
     assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+    assert!(
+        refused.message().contains("lock_delay"),
+        "the refusal says what keeps the resource: {refused:?}"
+    );
     println!("{flavor}: inside the delay, every master answering: {refused:?}");
 }

@@ -204,7 +204,6 @@ impl Redlock {
         let start = validity::Started::now();
         let mut granted: Vec<(usize, FenceRead)> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
-        let mut delayed = false;
         let mut conflicts = 0;
         let mut own = 0;
         let votes = self
@@ -226,9 +225,8 @@ impl Redlock {
                         holder_ttl,
                         delayed: by_delay,
                     }) => {
-                        tally.count(Vote::No);
+                        tally.count(if by_delay { Vote::Delayed } else { Vote::No });
                         refusals.extend(holder_ttl);
-                        delayed |= by_delay;
                     }
                     Reply::Acquire(AcquireVote::Conflict) => {
                         tally.count(Vote::No);
@@ -262,7 +260,7 @@ impl Redlock {
                 Vote::Failed,
             )
             .await;
-            if delayed && votes.refused_by_majority() {
+            if votes.delayed() > 0 && votes.refused_by_majority() {
                 // Refused (also) because a vanished holder's lock-delay
                 // still runs on some master: counted once per attempt.
                 metrics::lock_delay_refusal();

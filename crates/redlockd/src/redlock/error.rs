@@ -8,8 +8,9 @@ use super::waiters::WaitLimit;
 /// one status code in one place.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    /// The resource stayed held by someone else for the whole wait.
-    #[error("resource is held by another owner ({0})")]
+    /// The resource stayed held by someone else for the whole wait (or
+    /// was kept by the lock-delay of a holder that did not release it).
+    #[error("{}", contended(.0))]
     Contended(Tally),
     /// The wait ended while other waiters were ahead in the queue.
     #[error("resource stayed held for the whole wait")]
@@ -115,5 +116,20 @@ impl NodeError {
             NodeError::Server(_) => "server",
             NodeError::Protocol(_) => "protocol",
         }
+    }
+}
+
+/// [`LockError::Contended`]'s message: "held" is not said of a resource
+/// that only a lock-delay keeps (its holder vanished; nobody holds it now).
+fn contended(votes: &Tally) -> String {
+    if votes.delayed() > 0 && votes.delayed() == votes.no() {
+        format!(
+            "resource is free but kept by the lock_delay of a holder that did not release it \
+             ({votes})"
+        )
+    } else if votes.delayed() > 0 {
+        format!("resource is held by another owner, or kept by a lock_delay ({votes})")
+    } else {
+        format!("resource is held by another owner ({votes})")
     }
 }

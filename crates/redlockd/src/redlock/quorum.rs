@@ -60,6 +60,9 @@ pub struct Tally {
     yes: usize,
     /// Masters that answered no (held by someone else, token not there).
     no: usize,
+    /// Of `no`, the refusals of a free key whose lock-delay still ran
+    /// ([`Vote::Delayed`]).
+    delayed: usize,
     /// Masters that did not answer in time or answered with an error.
     failed: usize,
     /// Of `failed`, those silent at the round's deadline although they
@@ -75,6 +78,10 @@ pub(crate) enum Vote {
     Yes,
     /// Held by someone else, token not there.
     No,
+    /// A no: the key was free, but the lock-delay of a holder that did not
+    /// release it still ran on this master. Counted apart so that the
+    /// caller is not told a free resource is held by someone.
+    Delayed,
     /// No answer in time, an error, or an answer that does not count
     /// (a master not trusted now).
     Failed,
@@ -95,6 +102,7 @@ impl Tally {
             quorum,
             yes: 0,
             no: 0,
+            delayed: 0,
             failed: 0,
             late: 0,
         }
@@ -106,6 +114,10 @@ impl Tally {
         match vote {
             Vote::Yes => self.yes += 1,
             Vote::No => self.no += 1,
+            Vote::Delayed => {
+                self.no += 1;
+                self.delayed += 1;
+            }
             Vote::Failed => self.failed += 1,
             Vote::Late => {
                 self.failed += 1;
@@ -122,6 +134,11 @@ impl Tally {
     /// Masters that said no so far.
     pub(crate) fn no(&self) -> usize {
         self.no
+    }
+
+    /// Of the no answers, those of a running lock-delay ([`Vote::Delayed`]).
+    pub(crate) fn delayed(&self) -> usize {
+        self.delayed
     }
 
     /// Masters that failed to answer so far.
@@ -220,11 +237,11 @@ impl Tally {
 
 impl fmt::Display for Tally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} yes, {} no, {} failed",
-            self.yes, self.no, self.failed
-        )?;
+        write!(f, "{} yes, {} no", self.yes, self.no)?;
+        if self.delayed > 0 {
+            write!(f, " ({} in a lock_delay)", self.delayed)?;
+        }
+        write!(f, ", {} failed", self.failed)?;
         if self.late > 0 {
             write!(f, " ({} still queued in the daemon)", self.late)?;
         }

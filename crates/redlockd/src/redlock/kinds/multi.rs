@@ -201,7 +201,6 @@ impl Redlock {
             .collect();
         let mut granted: Vec<Vec<crate::redlock::FenceRead>> = Vec::with_capacity(self.nodes.len());
         let mut refusals: Vec<Duration> = Vec::new();
-        let mut delayed = false;
         let mut votes = Tally::new(self.quorum);
         self.listen(
             &mut pending,
@@ -218,9 +217,8 @@ impl Redlock {
                     holder_ttl,
                     delayed: by_delay,
                 }) => {
-                    tally.count(Vote::No);
+                    tally.count(if by_delay { Vote::Delayed } else { Vote::No });
                     refusals.extend(holder_ttl);
-                    delayed |= by_delay;
                 }
                 _ => tally.count(Vote::Failed),
             },
@@ -231,7 +229,7 @@ impl Redlock {
         if votes.decision() != Decision::Reached {
             let notices = self.release_all_of(&subjects, cleanup_deadline).await;
             stats.cleanup_notices.extend(notices);
-            if delayed && votes.refused_by_majority() {
+            if votes.delayed() > 0 && votes.refused_by_majority() {
                 metrics::lock_delay_refusal();
             }
             let failure = if votes.held() {

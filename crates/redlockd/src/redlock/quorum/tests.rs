@@ -111,6 +111,7 @@ fn the_outcome_table() {
             quorum: q,
             yes,
             no,
+            delayed: 0,
             failed,
             late: 0,
         };
@@ -169,6 +170,48 @@ fn three_failures_settle_at_once() {
     assert!(!t.refused_by_majority());
 }
 
+/// A refusal of a free key whose lock-delay runs counts as a no, and is
+/// said apart: the caller is told what keeps the resource, not "held by
+/// another owner" when nobody holds it.
+#[test]
+fn lock_delay_refusals_are_said_apart() {
+    let q = Quorum::majority(5).expect("5 > 0");
+    let mut t = Tally::new(q);
+    t.count(Vote::Yes);
+    for _ in 0..3 {
+        t.count(Vote::Delayed);
+    }
+    assert!(t.refused_by_majority());
+    assert_eq!((t.no(), t.delayed()), (3, 3));
+    assert_eq!(
+        t.to_string(),
+        "1 yes, 3 no (3 in a lock_delay), 0 failed of 5 masters (quorum 3)"
+    );
+    let only_delay = crate::redlock::LockError::Contended(t).to_string();
+    assert!(
+        only_delay.starts_with("resource is free but kept by the lock_delay"),
+        "{only_delay}"
+    );
+    let mut mixed = Tally::new(q);
+    mixed.count(Vote::No);
+    mixed.count(Vote::Delayed);
+    mixed.count(Vote::No);
+    let mixed = crate::redlock::LockError::Contended(mixed).to_string();
+    assert!(
+        mixed.starts_with("resource is held by another owner, or kept by a lock_delay"),
+        "{mixed}"
+    );
+    let mut held = Tally::new(q);
+    for _ in 0..3 {
+        held.count(Vote::No);
+    }
+    let held = crate::redlock::LockError::Contended(held).to_string();
+    assert_eq!(
+        held,
+        "resource is held by another owner (0 yes, 3 no, 0 failed of 5 masters (quorum 3))"
+    );
+}
+
 proptest! {
     /// A settled round stays settled and has a decision; a complete one is
     /// always settled; and a round settled as lost without a refusal can
@@ -200,7 +243,7 @@ proptest! {
         let q = Quorum::majority(n).expect("n > 0");
         prop_assert!(2 * q.needed() > n);
         prop_assert!(q.needed() <= n);
-        let t = Tally { quorum: q, yes: yes.min(n), no: no.min(n - yes.min(n)), failed: 0, late: 0 };
+        let t = Tally { quorum: q, yes: yes.min(n), no: no.min(n - yes.min(n)), delayed: 0, failed: 0, late: 0 };
         let t = Tally { failed: failed.min(n - t.yes - t.no), ..t };
         if t.complete() {
             prop_assert_ne!(t.decision(), Decision::Pending);
