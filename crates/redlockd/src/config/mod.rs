@@ -300,6 +300,14 @@ pub struct RedlockConfig {
     pub max_clock_offset: Duration,
 }
 
+impl RedlockConfig {
+    /// What a fence hash must outlive after a grant: the longest lock or
+    /// hold-at-least, then its lock-delay (the hash keeps when both end).
+    pub(crate) fn fence_outlives(&self) -> Duration {
+        self.max_ttl.max(self.max_hold_at_least) + self.max_lock_delay
+    }
+}
+
 impl Default for RedlockConfig {
     fn default() -> Self {
         Self {

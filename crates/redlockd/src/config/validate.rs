@@ -334,7 +334,7 @@ impl RedlockConfig {
                 ),
             ));
         }
-        let outlived = self.max_ttl.max(self.max_hold_at_least) + self.max_lock_delay;
+        let outlived = self.fence_outlives();
         if self.fence_ttl <= outlived {
             return Err(invalid(
                 "redlock.fence_ttl",

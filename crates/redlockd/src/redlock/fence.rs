@@ -67,7 +67,8 @@
 //!   paths.
 //!
 //! Fence hashes expire after `fence_ttl` (longer than any lock; refreshed by
-//! every commit and extension) so resources never locked again do not leak
+//! every commit and extension, and by a one-round grant once per period of
+//! fences, [`refresh_period`]) so resources never locked again do not leak
 //! keys; after such an expiry the counter restarts from the masters' wall
 //! clock, the floor. The fence stays below 2^53 until the year 2255, so
 //! clients that hold numbers as IEEE doubles (JavaScript) read it exactly.
@@ -118,6 +119,38 @@ const CLOCK_SLACK: Duration = Duration::from_secs(1);
 /// ([`Proposal::window`]), for proposals `lead` ahead of the estimate.
 pub(crate) fn proposal_window(lead: Duration) -> Duration {
     lead * 2 + CLOCK_SLACK
+}
+
+/// How often, by the fences' own clock, a plain one-round grant renews its
+/// fence hash's expiry: once per period of this length, at the first grant
+/// whose fence falls in a new one (`FENCE_REFRESH_US` in the acquire
+/// script), not at every grant. One `PEXPIRE` fewer per grant on each
+/// master of a resource locked again and again (docs/benchmarks.md, "A
+/// fence hash renewed once per period").
+///
+/// Why it is safe: a fence is taken only within `window` of the master's
+/// clock, so the grant that renewed the expiry was at most `period +
+/// window` before any later grant of the same period, and every other
+/// writer of `max` (a commit, an extension) renews it too. After any grant
+/// the hash therefore has at least `fence_ttl - period - window` left. An
+/// eighth of `fence_ttl`, only where `fence_ttl >= 2 x (outlived +
+/// window)`: the hash then still outlives the lock and its delays
+/// (`outlived`, what config validation holds `fence_ttl` above) and the
+/// clock floor's window by far (docs/design/fences.md, A8). Otherwise one
+/// microsecond: every grant's fence is in a new period, and every grant
+/// renews the expiry, as before.
+pub(crate) fn refresh_period(
+    fence_ttl: Duration,
+    outlived: Duration,
+    window: Duration,
+) -> Duration {
+    match outlived
+        .checked_add(window)
+        .and_then(|sum| sum.checked_mul(2))
+    {
+        Some(needed) if fence_ttl >= needed => fence_ttl / 8,
+        _ => Duration::from_micros(1),
+    }
 }
 
 /// How long after a lock's end a master that lost its fence counters must

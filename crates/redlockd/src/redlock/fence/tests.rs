@@ -116,7 +116,53 @@ fn short_fence_ttl_proposes_nothing() {
     assert_eq!(proposer.propose(true), Proposal::NONE);
 }
 
+/// At the defaults a plain grant renews its fence hash's expiry once per
+/// 21 hours of fences; where `fence_ttl` is not comfortably above what the
+/// hash must outlive, at every grant.
+#[test]
+fn refresh_period_at_the_defaults_and_below() {
+    let redlock = crate::config::Config::default().redlock;
+    let window = proposal_window(redlock.node_timeout);
+    let period = refresh_period(redlock.fence_ttl, redlock.fence_outlives(), window);
+    assert_eq!(period, Duration::from_secs(21 * 60 * 60));
+    let outlived = Duration::from_secs(60);
+    let tight = (outlived + window) * 2 - Duration::from_millis(1);
+    assert_eq!(
+        refresh_period(tight, outlived, window),
+        Duration::from_micros(1)
+    );
+    assert_eq!(
+        refresh_period(tight + Duration::from_millis(1), outlived, window),
+        (tight + Duration::from_millis(1)) / 8
+    );
+    assert_eq!(
+        refresh_period(Duration::MAX, Duration::MAX, window),
+        Duration::from_micros(1)
+    );
+}
+
 proptest! {
+    /// After any grant a fence hash keeps at least `fence_ttl - period -
+    /// window`, and that still outlives the lock and its delays
+    /// (`outlived`) and the proposal window.
+    #[test]
+    fn a_renewed_hash_outlives_its_lock(
+        fence_ttl_s in 1u64..1_000_000,
+        outlived_s in 1u64..1_000_000,
+        window_ms in 1u64..100_000,
+    ) {
+        let (fence_ttl, outlived) = (Duration::from_secs(fence_ttl_s), Duration::from_secs(outlived_s));
+        let window = Duration::from_millis(window_ms);
+        prop_assume!(fence_ttl > outlived);
+        let period = refresh_period(fence_ttl, outlived, window);
+        let left = fence_ttl.saturating_sub(period + window);
+        if period > Duration::from_micros(1) {
+            prop_assert!(left > outlived, "{left:?} <= {outlived:?}");
+            prop_assert!(left > window, "{left:?} <= {window:?}");
+            prop_assert!(left >= fence_ttl / 2, "{left:?} < half of {fence_ttl:?}");
+        }
+    }
+
     /// The fence is strictly above every counter in the quorum, the
     /// proposal where taken, and no lower than any clock.
     #[test]

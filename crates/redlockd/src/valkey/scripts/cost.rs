@@ -15,7 +15,7 @@ use crate::config::Counterfactuals;
 /// is taken: the record's fields, and the fence hash's expiry.
 const FENCE_RECORD_LINES: [&str; 2] = [
     "  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])\n",
-    "  redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS')\n",
+    "  if math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end\n",
 ];
 
 /// The reads of the fence hash, in [`ACQUIRE`] and in [`RELEASE`], and what

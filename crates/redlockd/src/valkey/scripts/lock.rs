@@ -49,14 +49,17 @@
 /// `F` as the fence and the acquire's instant as `at`): `max`, `holder`,
 /// `fence`, `owner`, `kind`, `at`, the lock-delay (`delay`, `nb`) and the
 /// hold-at-least (`lu`), clears the writer-waiting marker (`ww`: the writer
-/// it was set for is in, as the commit clears it), refreshes the hash's
-/// expiry and raises the horizon to the lock's ttl (the one-round grant,
-/// see `crate::redlock::fence`).
+/// it was set for is in, as the commit clears it), renews the hash's
+/// expiry where `F` is the first fence of a new period of
+/// `FENCE_REFRESH_US` (`crate::redlock::refresh_period`: once per period,
+/// not per grant) and raises the horizon to the lock's ttl (the one-round
+/// grant, see `crate::redlock::fence`).
 /// `nb` counts from now, the key's own start, so it is the key's expiry +
 /// delay as with the commit. An earlier grant's terms are deleted only
 /// where the first read found them (the script runs atomically, so that
 /// read is current): in the common case, no terms then or now, the grant
-/// costs `HMGET`, `SET`, `HSET` and `PEXPIRE`, with no `HDEL`. The proposal block is the part after the
+/// costs `HMGET`, `SET` and `HSET` (and a `PEXPIRE` once per period), with
+/// no `HDEL`. The proposal block is the part after the
 /// SET, kept apart so that other changes to the script merge easily.
 /// Reads before it writes: the fence hash is read first and the `SET NX`
 /// comes last, so an operation that raises (a fence key of another type:

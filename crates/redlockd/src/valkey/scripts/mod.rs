@@ -5,6 +5,7 @@
 //! carries the operations of every caller waiting for that master at that
 //! moment. Key layout: see `crate::redlock::keys`.
 
+mod constants;
 pub mod cost;
 mod lock;
 pub(crate) mod multi;
@@ -12,13 +13,13 @@ pub(crate) mod pack;
 pub(crate) mod rw;
 pub(crate) mod semaphore;
 
+pub(crate) use constants::Constants;
 pub(crate) use lock::{
     ACQUIRE, ANNOUNCE, CHECK, COMMIT_FENCE, EXTEND, INSPECT, PROCLAIM, RECREATE, RELEASE,
 };
 
 use crate::config::Counterfactuals;
 use fred::prelude::Value;
-use std::time::Duration;
 
 /// Which script a batched operation runs: its index (from 1) in the
 /// batch script's table of operations, see [`batch_script`].
@@ -214,7 +215,8 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// argument becomes a Lua string), so an operation sends only what varies:
 /// - per-daemon constants are part of the script's text, set when it is
 ///   built ([`Constants`]): a body names them (`PROPOSAL_WINDOW_US`,
-///   `FENCE_TTL_MS`) where it would have read an argument;
+///   `FENCE_TTL_MS`, `FENCE_REFRESH_US`) where it would have read an
+///   argument;
 /// - trailing arguments that are usually zero are optional: a body reads
 ///   argument `n` as `OPT[n]`, which is `'0'` where the operation sent
 ///   fewer than `n` arguments (the sender drops trailing zeros, see
@@ -266,52 +268,6 @@ fn assemble(constants: Constants, body: impl Fn(Op) -> String) -> String {
     }
     lua.push_str(include_str!("lua/batch_tail.lua"));
     constants.write_into(&lua)
-}
-
-/// The values every operation of one daemon would send alike, written into
-/// the batch script's text instead (see [`batch_script`]). They come from
-/// the one configuration (`crate::server::build_engine`), as do the
-/// engine's proposals; an acquire whose proposal names other values is
-/// refused by the sender (`super::ops`), never run with these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Constants {
-    /// How far beyond each lock's ttl horizons are raised (`ALLOWANCE`).
-    pub horizon_allowance: Duration,
-    /// How far ahead of the master's clock a proposed fence may be and
-    /// still be taken (`crate::redlock::Proposal::window`).
-    pub proposal_window: Duration,
-    /// The fence hash's expiry where a proposal is taken
-    /// (`crate::redlock::Proposal::fence_ttl`).
-    pub fence_ttl: Duration,
-}
-
-impl Constants {
-    /// The constants of the settings in `redlock`.
-    pub(crate) fn of(redlock: &crate::config::RedlockConfig) -> Constants {
-        Constants {
-            horizon_allowance: crate::redlock::clock_allowance(
-                redlock.node_timeout,
-                redlock.max_clock_offset,
-            ),
-            proposal_window: crate::redlock::proposal_window(redlock.node_timeout),
-            fence_ttl: redlock.fence_ttl,
-        }
-    }
-
-    /// The constants of the default settings.
-    pub(crate) fn defaults() -> Constants {
-        Constants::of(&crate::config::Config::default().redlock)
-    }
-
-    /// `lua` with each constant's name replaced by its value.
-    fn write_into(self, lua: &str) -> String {
-        lua.replace("ALLOWANCE", &self.horizon_allowance.as_millis().to_string())
-            .replace(
-                "PROPOSAL_WINDOW_US",
-                &self.proposal_window.as_micros().to_string(),
-            )
-            .replace("FENCE_TTL_MS", &self.fence_ttl.as_millis().to_string())
-    }
 }
 
 /// An operation's header in the batch: its code, its number of keys and

@@ -1,6 +1,7 @@
 //! The batch script's assembly: offsets, headers, constants.
 
 use super::*;
+use std::time::Duration;
 
 /// Offsets replace every index the scripts use.
 #[test]
@@ -72,12 +73,19 @@ fn constants_are_written_in() {
         horizon_allowance: Duration::from_millis(1234),
         proposal_window: Duration::from_micros(5_678_901),
         fence_ttl: Duration::from_millis(98_765),
+        fence_refresh: Duration::from_micros(12_345_678),
     };
     let lua = batch_script(Counterfactuals::default(), constants);
-    for placeholder in ["ALLOWANCE", "PROPOSAL_WINDOW_US", "FENCE_TTL_MS", "OPT["] {
+    for placeholder in [
+        "ALLOWANCE",
+        "PROPOSAL_WINDOW_US",
+        "FENCE_TTL_MS",
+        "FENCE_REFRESH_US",
+        "OPT[",
+    ] {
         assert!(!lua.contains(placeholder), "{placeholder}");
     }
-    for value in ["+ 1234", "t + 5678901", "'98765'"] {
+    for value in ["+ 1234", "t + 5678901", "'98765'", "p / 12345678"] {
         assert!(lua.contains(value), "{value}");
     }
 }

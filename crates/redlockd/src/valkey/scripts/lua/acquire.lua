@@ -23,9 +23,9 @@ end
 if f[5] then redis.call('HDEL', KEYS[2], 'lim') end
 if OPT[10] ~= '0' and f[8] == ARGV[1] then redis.call('HSET', KEYS[2], 'ep', OPT[10]) end
 -- one-round fence: take the proposal ARGV[3] if it fits
-local p, now = tonumber(ARGV[3]), now_micros()
+local p, m, now = tonumber(ARGV[3]), tonumber(max), now_micros()
 local t = now_us()
-if p > tonumber(max) and p >= t and p <= t + PROPOSAL_WINDOW_US then
+if p > m and p >= t and p <= t + PROPOSAL_WINDOW_US then
   raise(ARGV[2])
   redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])
   local nowm = now_ms()
@@ -40,7 +40,7 @@ if p > tonumber(max) and p >= t and p <= t + PROPOSAL_WINDOW_US then
     redis.call('HDEL', KEYS[2], 'lu')
   end
   if f[7] then redis.call('HDEL', KEYS[2], 'ww') end
-  redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS')
+  if math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end
   return {1, max, now, 1}
 end
 return {1, max, now, 0}

@@ -1,0 +1,126 @@
+//! A plain one-round grant renews its fence hash's expiry once per period
+//! of fences (an eighth of `fence_ttl` at the defaults, 21 h), not at
+//! every grant: a resource locked again and again costs each master one
+//! `PEXPIRE` per period instead of one per grant. The hash still lives at
+//! least `fence_ttl` less a period and the proposal window after any grant
+//! (`crates/redlockd/src/redlock/fence.rs`, `refresh_period`).
+//!
+//! Tested on the masters' own data: a new hash gets the full `fence_ttl`;
+//! an expiry shortened by hand (as if days had passed) stays as it is
+//! after another grant in the same period; and once the hash's `max` says
+//! the last grant was a period ago, the next grant renews it.
+
+mod common;
+
+use common::*;
+use redlockd::pb::lock_service_client::LockServiceClient;
+use redlockd_testkit::masters::Flavor;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+against_both_servers!(a_grant_renews_the_fence_hash_once_per_period);
+
+const RESOURCE: &str = "renewal";
+const FENCE_KEY: &str = "redlock:fence:renewal";
+/// The expiry put on the hashes by hand: less than `fence_ttl` (168 h) by
+/// far more than the test takes.
+const SHORTENED_MS: i64 = 100 * 60 * 60 * 1000;
+
+/// Grants whose fence the acquire round fixed (one-round grants).
+fn one_round_grants(metrics: SocketAddr) -> f64 {
+    redlockd_testkit::metrics::counter(metrics, "redlock_fence_grants_total", r#"path="one_round""#)
+}
+
+async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let fence_ttl_ms = i64::try_from(h.config().redlock.fence_ttl.as_millis()).expect("fits");
+    let period_us = u64::try_from(Duration::from_secs(21 * 60 * 60).as_micros()).expect("fits");
+    let (_daemon, metrics, channel) = h.metered_daemon().await;
+    let mut client = LockServiceClient::new(channel);
+    // The daemon's first grant has no master clock to propose from yet.
+    let warm = acquire(&mut client, "renewal/warm", 10_000, 0)
+        .await
+        .expect("free");
+    assert!(release(&mut client, &warm).await.expect("Release"));
+
+    // A new hash: the full fence_ttl on every master.
+    let first = grant(&mut client, metrics).await;
+    for i in 0..5 {
+        let left = pttl(&h, i).await;
+        assert!(left > fence_ttl_ms - 60_000, "master {i}: {left} ms");
+    }
+    assert!(release(&mut client, &first).await.expect("Release"));
+
+    // Shortened by hand; a grant in the same period leaves it as it is.
+    shorten(&h).await;
+    let second = grant(&mut client, metrics).await;
+    let same_period = first.fence / period_us == second.fence / period_us;
+    for i in 0..5 {
+        let left = pttl(&h, i).await;
+        if same_period {
+            assert!(left <= SHORTENED_MS, "master {i}: renewed ({left} ms)");
+        } else {
+            // The two grants straddled a period's end (odds about 1 in
+            // 10^5): the second renewed, as it should.
+            assert!(left > fence_ttl_ms - 60_000, "master {i}: {left} ms");
+        }
+    }
+    assert!(release(&mut client, &second).await.expect("Release"));
+
+    // The hash says its last grant was a period ago: the next renews it.
+    shorten(&h).await;
+    let a_period_ago = second.fence - period_us - 1;
+    for i in 0..5 {
+        h.raw(
+            i,
+            "HSET",
+            vec![
+                FENCE_KEY.into(),
+                "max".into(),
+                a_period_ago.to_string().into(),
+            ],
+        )
+        .await;
+    }
+    let third = grant(&mut client, metrics).await;
+    assert!(third.fence > second.fence, "fences still increase");
+    for i in 0..5 {
+        let left = pttl(&h, i).await;
+        assert!(
+            left > fence_ttl_ms - 60_000,
+            "master {i}: not renewed ({left} ms)"
+        );
+    }
+    assert!(release(&mut client, &third).await.expect("Release"));
+}
+
+/// A grant of [`RESOURCE`] that took its fence in one round (the commit
+/// round renews the expiry always: those are released and tried again).
+async fn grant(client: &mut LockClient, metrics: SocketAddr) -> redlockd::pb::Lock {
+    loop {
+        let before = one_round_grants(metrics);
+        let lock = acquire(client, RESOURCE, 10_000, 0).await.expect("free");
+        if one_round_grants(metrics) > before {
+            return lock;
+        }
+        assert!(release(client, &lock).await.expect("Release"));
+    }
+}
+
+async fn pttl(h: &Harness, i: usize) -> i64 {
+    h.raw(i, "PTTL", vec![FENCE_KEY.into()])
+        .await
+        .as_i64()
+        .expect("PTTL is a number")
+}
+
+async fn shorten(h: &Harness) {
+    for i in 0..5 {
+        h.raw(
+            i,
+            "PEXPIRE",
+            vec![FENCE_KEY.into(), SHORTENED_MS.to_string().into()],
+        )
+        .await;
+    }
+}
