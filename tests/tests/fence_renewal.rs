@@ -44,7 +44,7 @@ async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
     assert!(release(&mut client, &warm).await.expect("Release"));
 
     // A new hash: the full fence_ttl on every master.
-    let first = grant(&mut client, metrics).await;
+    let first = grant(&h, &mut client, metrics).await;
     for i in 0..5 {
         let left = pttl(&h, i).await;
         assert!(left > fence_ttl_ms - 60_000, "master {i}: {left} ms");
@@ -53,7 +53,7 @@ async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
 
     // Shortened by hand; a grant in the same period leaves it as it is.
     shorten(&h).await;
-    let second = grant(&mut client, metrics).await;
+    let second = grant(&h, &mut client, metrics).await;
     let same_period = first.fence / period_us == second.fence / period_us;
     for i in 0..5 {
         let left = pttl(&h, i).await;
@@ -82,7 +82,7 @@ async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
         )
         .await;
     }
-    let third = grant(&mut client, metrics).await;
+    let third = grant(&h, &mut client, metrics).await;
     assert!(third.fence > second.fence, "fences still increase");
     for i in 0..5 {
         let left = pttl(&h, i).await;
@@ -95,12 +95,14 @@ async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
 }
 
 /// A grant of [`RESOURCE`] that took its fence in one round (the commit
-/// round renews the expiry always: those are released and tried again).
-async fn grant(client: &mut LockClient, metrics: SocketAddr) -> redlockd::pb::Lock {
+/// round renews the expiry always: those are released and tried again),
+/// once every master has run it (the grant waited for a quorum only).
+async fn grant(h: &Harness, client: &mut LockClient, metrics: SocketAddr) -> redlockd::pb::Lock {
     loop {
         let before = one_round_grants(metrics);
         let lock = acquire(client, RESOURCE, 10_000, 0).await.expect("free");
         if one_round_grants(metrics) > before {
+            h.held_everywhere(RESOURCE, &lock.token).await;
             return lock;
         }
         assert!(release(client, &lock).await.expect("Release"));
