@@ -34,6 +34,7 @@ fn one_round_grants(metrics: SocketAddr) -> f64 {
 async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
     let h = Harness::start(flavor).await;
     let fence_ttl_ms = i64::try_from(h.config().redlock.fence_ttl.as_millis()).expect("fits");
+    // The period at the defaults (`refresh_period`'s unit test pins it).
     let period_us = u64::try_from(Duration::from_secs(21 * 60 * 60).as_micros()).expect("fits");
     let (_daemon, metrics, channel) = h.metered_daemon().await;
     let mut client = LockServiceClient::new(channel);

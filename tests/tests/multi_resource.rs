@@ -657,18 +657,7 @@ async fn lock_delay_holds_per_resource() {
     check_shape(&lock, &["delay/1", "delay/2"]);
     // On a quorum of masters at least: the grant did not wait for the
     // others, which may not have run it yet.
-    let mut recorded = 0;
-    for i in 0..5 {
-        let owner = h
-            .raw(
-                i,
-                "HGET",
-                vec!["redlock:fence:delay/2".into(), "owner".into()],
-            )
-            .await
-            .as_string();
-        recorded += usize::from(owner.as_deref() == Some("multi-test"));
-    }
+    let recorded = h.fence_field_on("delay/2", "owner", "multi-test").await;
     assert!(recorded >= 3, "the owner recorded on {recorded} masters");
     // Its holder vanishes: the keys expire, the delay keeps both.
     keys_gone(&h, &["delay/1", "delay/2"]).await;

@@ -181,6 +181,18 @@ impl Harness {
             .as_string()
     }
 
+    /// How many masters have `field` = `value` in `resource`'s fence hash
+    /// (a grant's record is on a quorum at least when it is answered).
+    pub async fn fence_field_on(&self, resource: &str, field: &str, value: &str) -> usize {
+        let mut n = 0;
+        for i in 0..self.masters.len() {
+            let key = format!("redlock:fence:{resource}");
+            let found = self.raw(i, "HGET", vec![key.into(), field.into()]).await;
+            n += usize::from(found.as_string().as_deref() == Some(value));
+        }
+        n
+    }
+
     /// How many masters hold `token` on `resource`'s lock key.
     pub async fn holders(&self, resource: &str, token: &str) -> usize {
         let mut n = 0;

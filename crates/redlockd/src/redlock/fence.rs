@@ -130,8 +130,8 @@ pub(crate) fn proposal_window(lead: Duration) -> Duration {
 ///
 /// Why it is safe: a fence is taken only within `window` of the master's
 /// clock, so the grant that renewed the expiry was at most `period +
-/// window` before any later grant of the same period, and every other
-/// writer of `max` (a commit, an extension) renews it too. After any grant
+/// window` before any later grant of the same period, and the other
+/// writers of `max` (the commits) and every extension renew it too. After any grant
 /// the hash therefore has at least `fence_ttl - period - window` left. An
 /// eighth of `fence_ttl`, only where `fence_ttl >= 2 x (outlived +
 /// window)`: the hash then still outlives the lock and its delays
