@@ -19,6 +19,7 @@ use crate::config::{Config, ValidConfig};
 use crate::conn::accept::{incoming, AcceptSettings};
 use crate::conn::gate::Gate;
 use crate::conn::streams::StreamsLayer;
+use crate::conn::write_turn::TakingTurns;
 use crate::metrics::MetricsError;
 use crate::pb::election_service_server::ElectionServiceServer;
 use crate::pb::lock_admin_service_server::LockAdminServiceServer;
@@ -29,6 +30,7 @@ use crate::service::hold::{OpenSessions, Sessions};
 use crate::service::rate::ConnectionCalls;
 use crate::service::{request::RequestBounds, AdminApi, LockApi};
 use crate::{health, metrics_endpoint};
+use futures::TryStreamExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::sync::Arc;
@@ -318,7 +320,8 @@ async fn serve_until_drained(
     // counted. Connections report the socket's own `TcpConnectInfo`, and
     // under TLS tonic puts `TlsConnectInfo<TcpConnectInfo>` in each
     // request's extensions, which `Request::peer_certs` (certificate
-    // identities, see `service::auth`) reads.
+    // identities, see `service::auth`) reads. Each connection, above its
+    // TLS, gives way once before it writes (`conn::write_turn`).
     let incoming = incoming(
         listener,
         gate,
@@ -335,14 +338,15 @@ async fn serve_until_drained(
                 tls,
                 config.server.tls_handshake_timeout,
                 "grpc",
-            );
+            )
+            .map_ok(TakingTurns::new);
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
         }
         None => {
             router
-                .serve_with_incoming_shutdown(incoming, shutdown)
+                .serve_with_incoming_shutdown(incoming.map_ok(TakingTurns::new), shutdown)
                 .await
         }
     };
