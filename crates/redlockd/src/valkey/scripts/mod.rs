@@ -243,6 +243,15 @@ pub(crate) const ERROR_MARKER: &str = "!err";
 /// least the marker's ttl when it has less (the marker may have created
 /// it): `PTTL` and `PEXPIRE` rather than `PEXPIRE .. NX`, which Redis 6
 /// (`crate::valkey::server_info::MIN_VERSION`) lacks.
+///
+/// The permits' lock-delays: `permits_delay(fence hash, lim)` is the
+/// longest lock-delay still to run (ms, 0 for none) among the `lim` permits
+/// of the resource whose hash it is, each kept in its permit's own hash.
+/// A plain, shared or multi-resource acquisition reads it where the
+/// resource has a semaphore record (`lim`) and no permit is held, and is
+/// refused as a delay while it runs: a lock-delay keeps the resource from
+/// every kind, not only its own ([`semaphore::ACQUIRE_PERMIT`] reads a
+/// plain holder's). One `HGET` per permit, only on that path.
 pub(crate) fn batch_script(counterfactuals: Counterfactuals, constants: Constants) -> String {
     assemble(constants, |op| op.lua_with(counterfactuals))
 }

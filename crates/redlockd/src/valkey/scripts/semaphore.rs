@@ -16,7 +16,11 @@
 /// under another limit: its plain lock key exists (`held` = '0'), or `lim`
 /// names another limit and one of that limit's permit keys exists (`held`
 /// = that limit). A `lim` whose permits are all gone is stale and
-/// overwritten. Otherwise it is [`super::ACQUIRE`] on the
+/// overwritten. A plain holder's lock-delay (`nb` in the resource's hash)
+/// refuses it as a delay (`{0, left, 'delay'}`), as its own permit's
+/// does: a delay keeps the resource from every kind (the other kinds read
+/// the permits' delays through `permits_delay`, [`super::batch_script`]).
+/// Otherwise it is [`super::ACQUIRE`] on the
 /// permit's keys (lock-delay included), and where the `SET NX` succeeds it
 /// writes `lim` (where it differs) and refreshes the resource's hash's
 /// expiry to the fence ttl, above any lock's ttl; a permit's extension

@@ -5,6 +5,8 @@ if f[5] then
   local ks = {}
   for i = 0, tonumber(f[5]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[5]} end
+  local left = permits_delay(KEYS[2], f[5])
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
 if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   local left = tonumber(f[2]) - now_ms()

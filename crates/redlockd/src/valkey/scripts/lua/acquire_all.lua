@@ -13,6 +13,12 @@ for i = 0, n - 1 do
       held = true
       wait = -1
       marks[#marks + 1] = {fence, f[4]}
+    elseif not held then
+      local left = permits_delay(fence, lim)
+      if left > 0 then
+        delayed = true
+        if left > wait then wait = left end
+      end
     end
   end
   local pttl = redis.call('PTTL', lock)

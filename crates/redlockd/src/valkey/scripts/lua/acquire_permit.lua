@@ -1,11 +1,15 @@
 
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, '0', 'limit', '0'} end
-local b = redis.call('HMGET', KEYS[4], 'lim', 'wm', 'max')
+local b = redis.call('HMGET', KEYS[4], 'lim', 'wm', 'max', 'nb')
 local lim = b[1]
 if lim and lim ~= ARGV[3] then
   local ks = {}
   for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[3] .. '\31' .. i end
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+end
+if b[4] then
+  local left = tonumber(b[4]) - now_ms()
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
 local f = redis.call('HMGET', KEYS[2], 'max', 'nb')
 local max = b[3] or '0'

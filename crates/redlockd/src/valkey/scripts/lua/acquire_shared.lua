@@ -4,6 +4,8 @@ if f[4] then
   local ks = {}
   for i = 0, tonumber(f[4]) - 1 do ks[i + 1] = KEYS[1] .. '\31' .. i end
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', f[4]} end
+  local left = permits_delay(KEYS[2], f[4])
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
 local max = f[1] or '0'
 local held = redis.call('GET', KEYS[1])

@@ -24,6 +24,14 @@ local function mark(h, ttl, cur)
   redis.call('HSET', h, 'wm', string.format('%d', nowm + t))
   if redis.call('PTTL', h) < t then redis.call('PEXPIRE', h, ttl) end
 end
+local function permits_delay(fence, lim)
+  local left = 0
+  for i = 0, tonumber(lim) - 1 do
+    local nb = redis.call('HGET', fence .. '\31' .. i, 'nb')
+    if nb and tonumber(nb) - now_ms() > left then left = tonumber(nb) - now_ms() end
+  end
+  return left
+end
 local horizon = 0
 local function raise(ttl)
   ttl = tonumber(ttl)
