@@ -8,7 +8,11 @@
 //! Tested on the masters' own data: a new hash gets the full `fence_ttl`;
 //! an expiry shortened by hand (as if days had passed) stays as it is
 //! after another grant in the same period; and once the hash's `max` says
-//! the last grant was a period ago, the next grant renews it.
+//! the last grant was a period ago, the next grant renews it. And where
+//! another daemon with a shorter `fence_ttl` renewed the hash last (a
+//! rolling change of the setting), the next grant renews it to its own,
+//! whatever the period: the hash records whose `fence_ttl` renewed it
+//! (`ft`).
 
 mod common;
 
@@ -18,7 +22,10 @@ use redlockd_testkit::masters::Flavor;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-against_both_servers!(a_grant_renews_the_fence_hash_once_per_period);
+against_both_servers!(
+    a_grant_renews_the_fence_hash_once_per_period,
+    a_grant_renews_over_a_shorter_fence_ttl
+);
 
 const RESOURCE: &str = "renewal";
 const FENCE_KEY: &str = "redlock:fence:renewal";
@@ -93,6 +100,86 @@ async fn a_grant_renews_the_fence_hash_once_per_period(flavor: Flavor) {
         );
     }
     assert!(release(&mut client, &third).await.expect("Release"));
+}
+
+async fn a_grant_renews_over_a_shorter_fence_ttl(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let fence_ttl_ms = i64::try_from(h.config().redlock.fence_ttl.as_millis()).expect("fits");
+    let (_daemon, metrics, channel) = h.metered_daemon().await;
+    let mut client = LockServiceClient::new(channel);
+    let warm = acquire(&mut client, "renewal/warm", 10_000, 0)
+        .await
+        .expect("free");
+    assert!(release(&mut client, &warm).await.expect("Release"));
+    let first = grant(&h, &mut client, metrics).await;
+    assert!(release(&mut client, &first).await.expect("Release"));
+
+    // A second daemon over the same masters, with a shorter fence_ttl (as
+    // in the middle of a rolling change of it): its grant renews the hash
+    // to its own setting, shortening it on every master.
+    let short = Duration::from_secs(2 * 60 * 60);
+    let mut config = h.config();
+    config.redlock.fence_ttl = short;
+    let other = daemon::Daemon::start(config.validated().expect("valid"))
+        .await
+        .expect("second daemon");
+    let other_channel = client::endpoint(other.addr)
+        .expect("endpoint")
+        .connect_lazy();
+    client::wait_serving(other_channel.clone(), Duration::from_secs(10))
+        .await
+        .expect("the other daemon SERVING");
+    let mut other_client = LockServiceClient::new(other_channel);
+    let theirs = acquire(&mut other_client, RESOURCE, 10_000, 0)
+        .await
+        .expect("free");
+    h.held_everywhere(RESOURCE, &theirs.token).await;
+    // An extension renews too, and says so: with the record made to name
+    // the first daemon's setting by hand, the other's Extend must rewrite it.
+    for i in 0..5 {
+        h.raw(
+            i,
+            "HSET",
+            vec![
+                FENCE_KEY.into(),
+                "ft".into(),
+                fence_ttl_ms.to_string().into(),
+            ],
+        )
+        .await;
+    }
+    let theirs = extend(&mut other_client, &theirs, 10_000)
+        .await
+        .expect("Extend");
+    let short_text = short.as_millis().to_string();
+    eventually(
+        Duration::from_secs(5),
+        "the Extend records its fence_ttl on every master",
+        || async { h.fence_field_on(RESOURCE, "ft", &short_text).await == 5 },
+    )
+    .await;
+    assert!(release(&mut other_client, &theirs).await.expect("Release"));
+    let short_ms = i64::try_from(short.as_millis()).expect("fits");
+    for i in 0..5 {
+        let left = pttl(&h, i).await;
+        assert!(
+            left <= short_ms,
+            "master {i}: {left} ms after the other's grant"
+        );
+    }
+
+    // The first daemon's next grant is (almost surely) in the same period
+    // as the other's fence, yet renews: the hash was not renewed to its
+    // fence_ttl.
+    let again = grant(&h, &mut client, metrics).await;
+    for i in 0..5 {
+        let left = pttl(&h, i).await;
+        assert!(
+            left > fence_ttl_ms - 60_000,
+            "master {i}: left at the shorter expiry ({left} ms)"
+        );
+    }
+    assert!(release(&mut client, &again).await.expect("Release"));
 }
 
 /// A grant of [`RESOURCE`] that took its fence in one round (the commit

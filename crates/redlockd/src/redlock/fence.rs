@@ -128,6 +128,11 @@ pub(crate) fn proposal_window(lead: Duration) -> Duration {
 /// master of a resource locked again and again (docs/benchmarks.md, "A
 /// fence hash renewed once per period").
 ///
+/// Only a renewal to this daemon's own `fence_ttl` counts: every renewal
+/// records the value it renewed to in the hash (`ft`), and a grant whose
+/// hash names another (a replica with a shorter setting renewed it last)
+/// renews whatever the period.
+///
 /// Why it is safe: a fence is taken only within `window` of the master's
 /// clock, so the grant that renewed the expiry was at most `period +
 /// window` before any later grant of the same period, and the other

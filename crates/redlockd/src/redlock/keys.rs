@@ -9,8 +9,10 @@
 //!   after `fence_ttl`. See [`super::fence`]. It also holds the grant's
 //!   recorded owner, kind and time (`owner`, `kind`, `at`), its terms (`delay`,
 //!   `nb`, `lu`), the writer-waiting marker (`ww`, see [`super::kinds::rw`]), a
-//!   semaphore's limit (`lim`, see below) and the waiter marker (`wm`, see
-//!   below): every field an acquire or release must see is in the one hash it
+//!   semaphore's limit (`lim`, see below), the waiter marker (`wm`, see
+//!   below) and the `fence_ttl` the hash was last renewed to (`ft`, so that
+//!   a replica with another setting renews rather than trust a renewal it
+//!   did not make, see [`super::fence`]): every field an acquire or release must see is in the one hash it
 //!   reads anyway (one `HMGET` per step).
 //!
 //! A semaphore of resource `orders/42` keeps its permits' keys beside it:

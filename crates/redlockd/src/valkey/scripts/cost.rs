@@ -14,8 +14,8 @@ use crate::config::Counterfactuals;
 /// The lines of [`ACQUIRE`] that write the fence's record where a proposal
 /// is taken: the record's fields, and the fence hash's expiry.
 const FENCE_RECORD_LINES: [&str; 2] = [
-    "  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])\n",
-    "  if math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end\n",
+    "  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10], 'ft', 'FENCE_TTL_MS')\n",
+    "  if f[9] ~= 'FENCE_TTL_MS' or math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end\n",
 ];
 
 /// The reads of the fence hash, in [`ACQUIRE`] and in [`RELEASE`], and what
@@ -23,7 +23,7 @@ const FENCE_RECORD_LINES: [&str; 2] = [
 const FENCE_READS: [(Op, &str, &str); 2] = [
     (
         Op::Acquire,
-        "local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder')",
+        "local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder', 'ft')",
         "local f = {}",
     ),
     (

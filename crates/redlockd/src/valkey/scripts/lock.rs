@@ -20,7 +20,8 @@
 /// Everything the acquire needs to know before its `SET NX` is in the one
 /// `HMGET` of the fence hash (no other key read in the common
 /// cycle): `max`, the terms (`nb`, `delay`, `lu`), the semaphore limit
-/// field `lim` and the waiter marker `wm`. First, before anything is
+/// field `lim`, the waiter marker `wm` and `ft`, the `fence_ttl` the hash
+/// was last renewed to. First, before anything is
 /// written: returns `{0, '0', 'limit', limit}` when a semaphore's permit of
 /// the resource is held here (`lim` names its limit, and one of its permit
 /// keys exists: `crate::redlock::semaphore`); a `lim` whose permits are all
@@ -52,7 +53,9 @@
 /// it was set for is in, as the commit clears it), renews the hash's
 /// expiry where `F` is the first fence of a new period of
 /// `FENCE_REFRESH_US` (`crate::redlock::refresh_period`: once per period,
-/// not per grant) and raises the horizon to the lock's ttl (the one-round
+/// not per grant) or where `ft` names another `fence_ttl` than this
+/// daemon's (another replica's shorter setting renewed it last, and the
+/// period's reckoning assumes this daemon's), records `ft`, and raises the horizon to the lock's ttl (the one-round
 /// grant, see `crate::redlock::fence`).
 /// `nb` counts from now, the key's own start, so it is the key's expiry +
 /// delay as with the commit. An earlier grant's terms are deleted only
@@ -84,7 +87,8 @@ pub(crate) const ACQUIRE: &str = include_str!("lua/acquire.lua");
 /// `crate::redlock::fence`), record the holder's fence, owner, session kind
 /// and the master's time of
 /// the commit (`at`, microseconds: when it was acquired, for `Inspect`),
-/// refresh the expiry, raise the horizon to the
+/// refresh the expiry and record the `fence_ttl` it was renewed to (`ft`,
+/// which [`ACQUIRE`] reads before skipping a renewal), raise the horizon to the
 /// lock's ttl (a grant stands once a majority committed: see
 /// `super::super::horizon`). Returns 1 if done. The owner rides on the commit
 /// that every grant sends anyway: no extra command, one HSET as before.
@@ -126,8 +130,9 @@ pub(crate) const COMMIT_FENCE: &str = include_str!("lua/commit_fence.lua");
 /// epoch with the holder (where the record was another token's or gone,
 /// the record becomes the token's without a fence: the grant's fence is
 /// on the other masters).
-/// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl. A
-/// permit's extension also refreshes its resource's fence hash to the
+/// Compare-and-PEXPIRE; where extended, raises the horizon to the ttl,
+/// renews the fence hash to the fence ttl and records that value (`ft`,
+/// only where it was another: see [`ACQUIRE`]). A permit's extension also refreshes its resource's fence hash to the
 /// fence ttl (above any lock's ttl), so that the semaphore's limit field
 /// there (`lim`, see `semaphore::ACQUIRE_PERMIT`) lives at
 /// least as long as the permit key: a permit kept for days by extensions

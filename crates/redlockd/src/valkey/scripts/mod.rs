@@ -175,7 +175,7 @@ const COUNTERFACTUALS: &[Counterfactual] = &[
     (
         Op::CommitFence,
         |c| c.per_kind_fences,
-        "if KEYS[3] ~= KEYS[2] then maxs = redis.call('HGET', KEYS[3], 'max') end",
+        "if KEYS[3] ~= KEYS[2] then maxs, ft = unpack(redis.call('HMGET', KEYS[3], 'max', 'ft')) end",
         "",
     ),
     (

@@ -1,5 +1,5 @@
 
-local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder')
+local f = redis.call('HMGET', KEYS[2], 'max', 'nb', 'delay', 'lu', 'lim', 'wm', 'ww', 'holder', 'ft')
 local max = f[1] or '0'
 if f[5] then
   local ks = {}
@@ -29,7 +29,7 @@ local p, m, now = tonumber(ARGV[3]), tonumber(max), now_micros()
 local t = now_us()
 if p > m and p >= t and p <= t + PROPOSAL_WINDOW_US then
   raise(ARGV[2])
-  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10])
+  redis.call('HSET', KEYS[2], 'max', ARGV[3], 'holder', ARGV[1], 'fence', ARGV[3], 'owner', ARGV[4], 'kind', ARGV[5], 'at', now, 'ep', OPT[10], 'ft', 'FENCE_TTL_MS')
   local nowm = now_ms()
   if OPT[7] ~= '0' and tonumber(OPT[7]) > 0 then
     redis.call('HSET', KEYS[2], 'delay', OPT[7], 'nb', string.format('%d', nowm + tonumber(ARGV[2]) + tonumber(OPT[7])))
@@ -42,7 +42,7 @@ if p > m and p >= t and p <= t + PROPOSAL_WINDOW_US then
     redis.call('HDEL', KEYS[2], 'lu')
   end
   if f[7] then redis.call('HDEL', KEYS[2], 'ww') end
-  if math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end
+  if f[9] ~= 'FENCE_TTL_MS' or math.floor(p / FENCE_REFRESH_US) ~= math.floor(m / FENCE_REFRESH_US) then redis.call('PEXPIRE', KEYS[2], 'FENCE_TTL_MS') end
   return {1, max, now, 1}
 end
 return {1, max, now, 0}

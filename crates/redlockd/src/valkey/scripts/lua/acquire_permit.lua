@@ -1,6 +1,6 @@
 
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, '0', 'limit', '0'} end
-local b = redis.call('HMGET', KEYS[4], 'lim', 'wm', 'max', 'nb')
+local b = redis.call('HMGET', KEYS[4], 'lim', 'wm', 'max', 'nb', 'ft')
 local lim = b[1]
 if lim and lim ~= ARGV[3] then
   local ks = {}
@@ -18,7 +18,7 @@ if f[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if lim ~= ARGV[3] then redis.call('HSET', KEYS[4], 'lim', ARGV[3]) end
+  if lim ~= ARGV[3] or b[5] ~= ARGV[4] then redis.call('HSET', KEYS[4], 'lim', ARGV[3], 'ft', ARGV[4]) end
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   return {1, max, now_micros()}
 end

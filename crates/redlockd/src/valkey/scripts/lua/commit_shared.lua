@@ -5,7 +5,7 @@ local r = redis.call('HMGET', KEYS[2], 'max', 'e:' .. ARGV[1])
 if ARGV[9] ~= '0' and r[2] and r[2] ~= ARGV[9] then return 0 end
 raise(ARGV[4])
 if tonumber(ARGV[2]) > tonumber(r[1] or '0') then redis.call('HSET', KEYS[2], 'max', ARGV[2]) end
-redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], 'r:' .. ARGV[1], ARGV[2], 'ft', ARGV[3])
 if ARGV[9] ~= '0' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ARGV[9]) end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
