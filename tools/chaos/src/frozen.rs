@@ -20,7 +20,9 @@
 //! - a third of the children's sessions ask for a `lock_delay` ([`frozen_child::LOCK_DELAY`],
 //!   longer than the keepalive bound): a freeze holding one of those is a
 //!   vanished holder to the daemon, so no other grant of the resource comes
-//!   before the freeze's start plus the delay ([`check_delay`]).
+//!   before the freeze's start plus the delay ([`check_delay`]), of any
+//!   kind: under `--mix` the mix's permits, shared and exclusive locks
+//!   also go for the children's resource.
 //!
 //! It also counts, as figures, the freezes during which the frozen lock passed
 //! on to another client, and the resumed children told their lock was gone.

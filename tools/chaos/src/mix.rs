@@ -2,7 +2,9 @@
 //! semaphore permits (`limit`), on a [`Menu`] of resources. The `full`
 //! schedule's semaphore clients and `--rw` clients are menus of resources
 //! of their own; `--mix` points menus of every kind at the SAME hot
-//! resources as the plain, session and multi clients, with:
+//! resources as the plain, session and multi clients (and, where frozen
+//! children run, at theirs too: a frozen holder's lock_delay must keep
+//! every kind out, `crate::frozen`), with:
 //! - request ids on some exclusive and shared Acquires (a fresh one per
 //!   acquisition), some of them first sent with a short gRPC deadline so
 //!   that they end DEADLINE_EXCEEDED while waiting; an Acquire answered
@@ -136,10 +138,12 @@ impl Menu {
     }
 
     /// `--mix`: every kind on the hot resources, with request ids and
-    /// short deadlines.
-    pub(crate) fn mix(hot: &[String]) -> Menu {
+    /// short deadlines; and on the frozen children's resource where they
+    /// run, so that a vanished holder's lock_delay is judged against every
+    /// kind (`crate::frozen`).
+    pub(crate) fn mix(hot: &[String], frozen: Option<String>) -> Menu {
         Menu {
-            resources: hot.to_vec(),
+            resources: hot.iter().cloned().chain(frozen).collect(),
             asks: vec![
                 (3, Ask::Permit(2)),
                 (2, Ask::Permit(3)),

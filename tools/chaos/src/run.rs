@@ -194,13 +194,21 @@ pub(crate) async fn run(
         Schedule::Full => SEMAPHORE_CLIENTS,
         _ => 0,
     };
+    // Session clients in processes of their own, frozen now and then.
+    let frozen_clients = match args.schedule {
+        Schedule::Full => FROZEN_CLIENTS,
+        _ => 0,
+    };
+    let frozen_resource = (frozen_clients > 0).then(|| frozen::resource(&shared.tag));
     let menus = (0..semaphore_clients)
         .map(|id| (mix::SEMAPHORE_FIRST_ID + id, Menu::semaphore(&shared.tag)))
         .chain((0..args.rw).map(|id| (mix::RW_FIRST_ID + id, Menu::rw(&shared.tag))))
-        .chain(
-            (0..MIX_CLIENTS * u32::from(args.mix))
-                .map(|id| (mix::MIX_FIRST_ID + id, Menu::mix(&shared.hot))),
-        );
+        .chain((0..MIX_CLIENTS * u32::from(args.mix)).map(|id| {
+            (
+                mix::MIX_FIRST_ID + id,
+                Menu::mix(&shared.hot, frozen_resource.clone()),
+            )
+        }));
     for (id, menu) in menus.collect::<Vec<_>>() {
         let run = mix::client(id, Arc::clone(&shared), menu, args.seed);
         tasks.push(tokio::spawn(run));
@@ -209,11 +217,6 @@ pub(crate) async fn run(
     let elections = args
         .mix
         .then(|| tokio::spawn(crate::elections::run(Arc::clone(&shared), args.seed)));
-    // Session clients in processes of their own, frozen now and then.
-    let frozen_clients = match args.schedule {
-        Schedule::Full => FROZEN_CLIENTS,
-        _ => 0,
-    };
     let frozen_registers = Arc::new(Registers::new(frozen::resource(&shared.tag)));
     let mut frozen_tasks = Vec::new();
     for id in 0..frozen_clients {
