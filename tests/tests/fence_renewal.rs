@@ -134,9 +134,21 @@ async fn a_grant_renews_over_a_shorter_fence_ttl(flavor: Flavor) {
         .await
         .expect("free");
     h.held_everywhere(RESOURCE, &theirs.token).await;
+    let short_text = short.as_millis().to_string();
+    // Its grant (a commit: its first, with no master clock to propose
+    // from) recorded its setting.
+    eventually(
+        Duration::from_secs(5),
+        "the grant records its fence_ttl on every master",
+        || async { h.fence_field_on(RESOURCE, "ft", &short_text).await == 5 },
+    )
+    .await;
     // An extension renews too, and says so: with the record made to name
-    // the first daemon's setting by hand, the other's Extend must rewrite it.
-    for i in 0..5 {
+    // the first daemon's setting by hand, the other's Extend must rewrite
+    // it; and where the hash is gone (master 0), it must not leave one
+    // that never expires.
+    h.raw(0, "DEL", vec![FENCE_KEY.into()]).await;
+    for i in 1..5 {
         h.raw(
             i,
             "HSET",
@@ -148,16 +160,23 @@ async fn a_grant_renews_over_a_shorter_fence_ttl(flavor: Flavor) {
         )
         .await;
     }
-    let theirs = extend(&mut other_client, &theirs, 10_000)
+    let theirs = extend(&mut other_client, &theirs, 20_000)
         .await
         .expect("Extend");
-    let short_text = short.as_millis().to_string();
     eventually(
         Duration::from_secs(5),
-        "the Extend records its fence_ttl on every master",
-        || async { h.fence_field_on(RESOURCE, "ft", &short_text).await == 5 },
+        "the Extend records its fence_ttl on masters 1 to 4",
+        || async { h.fence_field_on(RESOURCE, "ft", &short_text).await >= 4 },
     )
     .await;
+    // The Extend ran on master 0 too once its lock key has the new ttl.
+    let lock_key = format!("redlock:lock:{RESOURCE}");
+    eventually(Duration::from_secs(5), "the Extend on master 0", || async {
+        let left = h.raw(0, "PTTL", vec![lock_key.clone().into()]).await;
+        left.as_i64().is_some_and(|ms| ms > 10_000)
+    })
+    .await;
+    assert_ne!(pttl(&h, 0).await, -1, "a fence hash without an expiry");
     assert!(release(&mut other_client, &theirs).await.expect("Release"));
     let short_ms = i64::try_from(short.as_millis()).expect("fits");
     for i in 0..5 {

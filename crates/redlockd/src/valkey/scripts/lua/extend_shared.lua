@@ -11,6 +11,5 @@ prune()
 redis.call('ZADD', KEYS[3], string.format('%d', nowm + tonumber(ARGV[2])), ARGV[1])
 cover()
 if mode == 't' then redis.call('HSET', KEYS[2], 'e:' .. ARGV[1], ep) end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if r[3] ~= ARGV[3] then redis.call('HSET', KEYS[2], 'ft', ARGV[3]) end
+if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 1 and r[3] ~= ARGV[3] then redis.call('HSET', KEYS[2], 'ft', ARGV[3]) end
 return {1, r[1] or '0'}
