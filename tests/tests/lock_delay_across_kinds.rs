@@ -1,7 +1,7 @@
 //! A `lock_delay` keeps the resource from every kind of lock, not only
 //! from its own: a plain holder's delay keeps out a semaphore's permits,
-//! and a permit holder's delay keeps out a plain lock, readers and a lock
-//! on several resources, as the
+//! and a permit holder's delay keeps out a plain lock, readers, a lock
+//! on several resources and a semaphore of another limit, as the
 //! API promises ("nobody acquires the resource until lock_delay after the
 //! expiry"). Before, each kind read only its own record (a plain lock the
 //! resource's fence hash, a permit its own), and a permit was granted at
@@ -106,4 +106,13 @@ async fn other_kinds_wait_out_a_permit_holders_lock_delay(flavor: Flavor) {
         ..Default::default()
     };
     kept_by_the_delay(&mut c, several, "a lock on several resources").await;
+    // A semaphore of another limit is another kind: its permits, whatever
+    // their index, wait out the delay too.
+    let other_limit = pb::AcquireRequest {
+        resource: "delay/permit".into(),
+        ttl: ms(10_000),
+        limit: 3,
+        ..Default::default()
+    };
+    kept_by_the_delay(&mut c, other_limit, "a permit of another limit").await;
 }

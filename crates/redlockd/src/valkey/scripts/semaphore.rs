@@ -16,7 +16,8 @@
 /// under another limit: its plain lock key exists (`held` = '0'), or `lim`
 /// names another limit and one of that limit's permit keys exists (`held`
 /// = that limit). A `lim` whose permits are all gone is stale and
-/// overwritten. A plain holder's lock-delay (`nb` in the resource's hash)
+/// overwritten, once their lock-delays have run (a semaphore of another
+/// limit is another kind: refused as a delay while any runs). A plain holder's lock-delay (`nb` in the resource's hash)
 /// refuses it as a delay (`{0, left, 'delay'}`), as its own permit's
 /// does: a delay keeps the resource from every kind (the other kinds read
 /// the permits' delays through `permits_delay`, [`super::batch_script`]).

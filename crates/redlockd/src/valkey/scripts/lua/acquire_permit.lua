@@ -6,6 +6,8 @@ if lim and lim ~= ARGV[3] then
   local ks = {}
   for i = 0, tonumber(lim) - 1 do ks[i + 1] = KEYS[3] .. '\31' .. i end
   if redis.call('EXISTS', unpack(ks)) > 0 then return {0, '0', 'limit', lim} end
+  local left = permits_delay(KEYS[4], lim)
+  if left > 0 then return {0, string.format('%d', left), 'delay'} end
 end
 if b[4] then
   local left = tonumber(b[4]) - now_ms()
