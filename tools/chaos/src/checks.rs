@@ -7,6 +7,7 @@ use crate::exclusion;
 use crate::findings::{describe, Check, Findings, KindFigures, Violation};
 use crate::history::{Fault, Grant, History, Kind, ReleaseRecord, Time, Workload};
 use crate::hold_at_least::hold_at_least;
+use crate::lock_delay;
 use crate::register_checks;
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,6 +25,7 @@ pub(crate) fn check(history: &History) -> Findings {
     for grants in by_resource.values() {
         exclusion::exclusion(grants, &mut findings, &mut kinds);
         hold_at_least(grants, &mut findings, &mut kinds);
+        lock_delay::left_to_expire(grants, &history.faults, &mut findings, &mut kinds);
         if grants.len() > 1 {
             exclusion::fence_order(grants, &mut findings);
             critical_sections(grants, &mut findings);

@@ -48,6 +48,7 @@ pub(crate) fn grant(
         paused: false,
         hold_at_least: Duration::ZERO,
         hold_from: ms(sent),
+        left_to_expire: None,
         cs_end: ms(released),
         release: Some(ReleaseRecord {
             sent: ms(released),

@@ -301,6 +301,7 @@ impl Shared {
             release: None,
             hold_at_least: Duration::ZERO,
             hold_from: Time::ZERO,
+            left_to_expire: None,
         }
     }
 }

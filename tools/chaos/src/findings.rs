@@ -41,7 +41,9 @@ pub(crate) enum Check {
     /// daemon had long enough to clean up (`crate::leftovers`).
     LeftLocked,
     /// A frozen (vanished) holder's lock with a lock_delay was granted to
-    /// another client before the delay could have run (`crate::frozen`).
+    /// another client before the delay could have run (`crate::frozen`),
+    /// or a conflicting grant was answered inside the lock_delay of a
+    /// grant left to expire (`crate::lock_delay`).
     LockDelay,
     /// A conflicting grant answered inside the `hold_at_least` of a grant
     /// released before it ran (`crate::hold_at_least`).
@@ -154,6 +156,9 @@ pub(crate) struct KindFigures {
     /// Grants with a `hold_at_least` released before it ran: the holds
     /// `crate::hold_at_least` judged.
     pub holds_released_early: usize,
+    /// Grants left to expire with a `lock_delay`: the delays
+    /// `crate::lock_delay` judged.
+    pub delays_left_to_expire: usize,
 }
 
 /// A grant in a violation's evidence.

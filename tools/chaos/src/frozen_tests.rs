@@ -37,6 +37,7 @@ fn grant(id: u64, client: u32, received: u64) -> Grant {
         paused: false,
         hold_at_least: Duration::ZERO,
         hold_from: ms(received),
+        left_to_expire: None,
         cs_end: ms(received),
         release: None,
     }

@@ -282,6 +282,10 @@ pub(crate) struct Grant {
     /// acquired, and the masters count the hold from that acquisition),
     /// else `sent`.
     pub hold_from: Time,
+    /// Asked with a `lock_delay` and never released, left to expire as a
+    /// holder that vanished would be: the ttl and the delay it asked for
+    /// (`crate::lock_delay` judges it).
+    pub left_to_expire: Option<(Duration, Duration)>,
 }
 
 impl Grant {

@@ -60,6 +60,9 @@ mod hold_retry;
 mod hold_stream;
 mod interleavings;
 mod leftovers;
+mod lock_delay;
+#[cfg(test)]
+mod lock_delay_tests;
 mod mix;
 mod multi;
 mod observers;

@@ -17,7 +17,11 @@
 //!   read directly (`crate::leftovers`);
 //! - a `hold_at_least` of 50-400 ms on some exclusive Acquires, asked
 //!   without waiting as a scheduled job asks, so that most are released
-//!   before it ran (`crate::hold_at_least` judges them).
+//!   before it ran (`crate::hold_at_least` judges them);
+//! - a `lock_delay` of [`ABANDONED_DELAY`] on a few permits, which their
+//!   client then never releases, as a holder that vanished would not: no
+//!   conflicting grant of any kind may come before its expiry plus the
+//!   delay (`crate::lock_delay` judges them).
 //!
 //! A permit asked under another limit than the resource's holders' is
 //! FAILED_PRECONDITION: recorded, not a violation. Every grant goes into
@@ -97,7 +101,15 @@ pub(crate) struct Menu {
     /// Share of exclusive Acquires with a `hold_at_least` in
     /// [`HOLD_AT_LEAST_MS`].
     pub hold_at_least_share: f64,
+    /// Share of permit Acquires asked with a lock_delay of
+    /// [`ABANDONED_DELAY`] and left to expire.
+    pub abandon_share: f64,
 }
+
+/// The lock_delay of a permit the mix leaves to expire: long enough that
+/// other kinds come asking inside it, short enough that the resource is
+/// not kept from the others for long.
+const ABANDONED_DELAY: Duration = Duration::from_millis(700);
 
 /// The `hold_at_least` of the mix's exclusive Acquires that ask for one,
 /// in ms: within the mix's lease, mostly longer than its work.
@@ -118,6 +130,7 @@ impl Menu {
             short_deadline_share: 0.0,
             fresh_deadline_share: 0.0,
             hold_at_least_share: 0.0,
+            abandon_share: 0.0,
         }
     }
 
@@ -134,6 +147,7 @@ impl Menu {
             short_deadline_share: 0.0,
             fresh_deadline_share: 0.0,
             hold_at_least_share: 0.0,
+            abandon_share: 0.0,
         }
     }
 
@@ -158,6 +172,7 @@ impl Menu {
             short_deadline_share: 0.05,
             fresh_deadline_share: 0.06,
             hold_at_least_share: 0.5,
+            abandon_share: 0.1,
         }
     }
 
@@ -198,6 +213,7 @@ struct Call<'a> {
     deadline: Option<Duration>,
     request_id: Option<&'a str>,
     hold_at_least: Duration,
+    lock_delay: Duration,
 }
 
 /// Sends `call` through the replica `home` prefers: (replica, sent,
@@ -223,6 +239,9 @@ async fn acquire(
         limit,
         hold_at_least: (!call.hold_at_least.is_zero())
             .then(|| proto(call.hold_at_least))
+            .flatten(),
+        lock_delay: (!call.lock_delay.is_zero())
+            .then(|| proto(call.lock_delay))
             .flatten(),
         ..Default::default()
     });
@@ -289,6 +308,11 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         // that the acquisition, from which the masters count the hold, is
         // close to the send, from which the check counts it.
         let wait = if with_hold { Duration::ZERO } else { wait };
+        let abandon = matches!(ask, Ask::Permit(_)) && rng.random_bool(menu.abandon_share);
+        let lock_delay = match abandon {
+            true => ABANDONED_DELAY,
+            false => Duration::ZERO,
+        };
         let mut deadline = match rng.random_bool(menu.short_deadline_share) {
             true => Some(Duration::from_millis(rng.random_range(1..=20))),
             // A retried acquisition: first sent with a deadline shorter
@@ -313,6 +337,7 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
                 deadline,
                 request_id: request_id.as_deref(),
                 hold_at_least,
+                lock_delay,
             };
             let (replica, sent, received, outcome) = acquire(&shared, replica_home, &call).await;
             first_sent.get_or_insert(sent);
@@ -357,6 +382,12 @@ pub(crate) async fn client(id: u32, shared: Arc<Shared>, menu: Menu, seed: u64) 
         let first = Window::of_call(sent, received, validity(&lock));
         (grant.sent, grant.received, grant.valid_until) = (sent, received, first.end);
         grant.windows.push(first);
+        if abandon {
+            grant.cs_end = received;
+            grant.left_to_expire = Some((menu.ttl, lock_delay));
+            log.grants.push(grant);
+            continue;
+        }
         let room = grant.valid_until.saturating_sub(clock.now());
         let work = Duration::from_millis(rng.random_range(menu.work_ms.0..=menu.work_ms.1));
         let work = work.min(room);
@@ -398,6 +429,7 @@ async fn short_deadline_on_fresh(
         deadline: Some(Duration::from_millis(rng.random_range(1..=20))),
         request_id: Some(&id_text),
         hold_at_least: Duration::ZERO,
+        lock_delay: Duration::ZERO,
     };
     let (replica, sent, received, outcome) = acquire(shared, home, &call).await;
     let failure = match outcome {

@@ -162,7 +162,7 @@ impl Figures {
              \"unknown_transport\":{},\"unknown_other\":{},\"unknown_during_replica_fault\":{},\
              \"shared_aborted\":{},\"shared_aborted_while_free\":{},\"longest_refused_free_ms\":{},\
              \"release_unavailable\":{},\"release_unavailable_masters_answering\":{},\
-             \"holds_released_early\":{},\"campaigns\":{},\"campaigns_withdrawn\":{},\
+             \"holds_released_early\":{},\"delays_left_to_expire\":{},\"campaigns\":{},\"campaigns_withdrawn\":{},\
              \"stale_resigns\":{},\"stale_resigns_found_leader\":{},\"observed_changes\":{},\
              \"proclaims\":{},\"proclaims_accepted\":{}}}}}",
             self.mixed,
@@ -185,6 +185,7 @@ impl Figures {
             self.refusals.release_unavailable.0,
             self.refusals.release_unavailable.1,
             kinds.holds_released_early,
+            kinds.delays_left_to_expire,
             m.campaigns,
             m.campaigns_withdrawn,
             m.stale_resigns.0,
@@ -307,7 +308,7 @@ impl Figures {
              acquisitions granted on a retry); {} Holds retried on a new connection ({} \
              granted); short deadlines probed {} (+{} CANCELLED), left locked on a majority \
              with all healthy {}, other leftovers {}; {} grants released inside their \
-             hold_at_least; elections: {} campaigns ({} withdrawn unelected), {} Resigns \
+             hold_at_least; {} lock_delays of permits left to expire judged; elections: {} campaigns ({} withdrawn unelected), {} Resigns \
              sent again after their leadership ended ({} found it still held), {} changes \
              observed, {} Proclaims ({} accepted)",
             if self.mixed { "on" } else { "off" },
@@ -320,6 +321,7 @@ impl Figures {
             m.leftovers.majority_healthy,
             m.leftovers.other_leftovers,
             kinds.holds_released_early,
+            kinds.delays_left_to_expire,
             m.campaigns,
             m.campaigns_withdrawn,
             m.stale_resigns.0,
