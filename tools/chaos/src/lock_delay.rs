@@ -37,13 +37,12 @@ pub(crate) fn left_to_expire(
     figures: &mut KindFigures,
 ) {
     for g in grants {
-        let Some(end) = certain_end(g) else {
+        let (Some((ttl, delay)), Some(end)) = (g.left_to_expire, certain_end(g)) else {
             continue;
         };
         // Restarted after it may have written the delay (a lease before the
         // send, on the safe side): one that restarted earlier and sat out
         // the grant never had it, as a master the grant did not reach.
-        let (ttl, _) = g.left_to_expire.unwrap_or_default();
         let forgotten = faults.iter().any(|f| {
             f.kind == FaultKind::MasterRestart && f.start + ttl >= g.sent && f.start <= end
         });
@@ -62,8 +61,8 @@ pub(crate) fn left_to_expire(
                         describe(other),
                         (end - other.received).as_secs_f64() * 1e3,
                         describe(g),
-                        g.left_to_expire.map(|(_, d)| d).unwrap_or_default(),
-                        g.left_to_expire.map(|(t, _)| t).unwrap_or_default(),
+                        delay,
+                        ttl,
                         end.as_secs_f64()
                     ),
                 });

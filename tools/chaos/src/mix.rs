@@ -198,6 +198,12 @@ fn proto(d: Duration) -> Option<prost_types::Duration> {
     prost_types::Duration::try_from(d).ok()
 }
 
+/// A term of the request: none where zero, as a client that does not ask
+/// for it sends.
+fn unless_zero(d: Duration) -> Option<prost_types::Duration> {
+    (!d.is_zero()).then(|| proto(d)).flatten()
+}
+
 fn validity(lock: &Lock) -> Duration {
     lock.validity
         .and_then(|d| Duration::try_from(d).ok())
@@ -237,12 +243,8 @@ async fn acquire(
         request_id: call.request_id.unwrap_or_default().to_owned(),
         mode: mode as i32,
         limit,
-        hold_at_least: (!call.hold_at_least.is_zero())
-            .then(|| proto(call.hold_at_least))
-            .flatten(),
-        lock_delay: (!call.lock_delay.is_zero())
-            .then(|| proto(call.lock_delay))
-            .flatten(),
+        hold_at_least: unless_zero(call.hold_at_least),
+        lock_delay: unless_zero(call.lock_delay),
         ..Default::default()
     });
     if let Some(deadline) = call.deadline {
