@@ -29,11 +29,14 @@ session.extend_at) and a slack for a loaded 2-core machine:
   replica (the masters announce the release); a Python standby that waited
   longer than its ttl enters its block at the first extension,
   TTL * extend_at later: KILL_BOUND = TTL * extend_at + SLACK;
-- a SIGSTOPped leader's kernel still answers TCP, so the daemon keeps its
-  leadership until the connection's PING goes unanswered (at most
-  keepalive_interval + keepalive_timeout): STOP_BOUND = keepalive_interval
-  + keepalive_timeout + TTL * extend_at + 2 * SLACK. Its client stops claiming
-  the leadership when the last validity (at most TTL) runs out, before that;
+- a SIGSTOPped leader's kernel still answers TCP, and it may resume and
+  act on the validity it was last told, so the daemon keeps its leadership
+  for that validity: extended only while the leader was heard from within
+  keepalive_timeout, so at most TTL + keepalive_timeout after the stop,
+  then released (the connection itself is closed after keepalive_interval
+  + keepalive_timeout): STOP_BOUND = TTL + keepalive_timeout + TTL *
+  extend_at + 2 * SLACK. Its client stops claiming the leadership when the
+  last validity it read runs out, before that;
 - an observer on the other replica re-reads the election at the latest
   every redlock.wait_fallback: OBSERVE_BOUND = wait_fallback + SLACK after
   the new leader's ``elected``.
@@ -76,7 +79,7 @@ WAIT_FALLBACK = 1.0
 #: (twice that after a stop: the keepalive's PING timing adds its own).
 SLACK = 1.0
 KILL_BOUND = TTL * EXTEND_AT + SLACK
-STOP_BOUND = KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT + TTL * EXTEND_AT + 2 * SLACK
+STOP_BOUND = TTL + KEEPALIVE_TIMEOUT + TTL * EXTEND_AT + 2 * SLACK
 #: Observe streams an observer may see end (UNAVAILABLE when too few
 #: masters answered a read in time, as on a loaded machine) and re-open.
 OBSERVER_REOPENS = 2
@@ -513,8 +516,8 @@ class Run:
 
     def stop(self) -> None:
         """SIGSTOPs the leader until the next is elected (longer than its
-        ttl: the daemon keeps a frozen client's leadership until its PING
-        goes unanswered), resumes it, and waits for it to report the loss."""
+        ttl: the daemon keeps a frozen client's leadership for the validity
+        it was last told), resumes it, and waits for it to report the loss."""
         lead = self.settle()
         pid = int(lead["pid"])  # type: ignore[arg-type]
         self.faulted.add(pid)

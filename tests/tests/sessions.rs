@@ -16,6 +16,7 @@ use tonic::Code;
 against_both_servers!(
     release_message_and_half_close_release,
     vanished_client_frees_the_lock,
+    cancelled_stream_frees_the_lock,
     three_masters_down_means_lost,
     first_message_must_be_acquire,
     session_limit,
@@ -73,6 +74,26 @@ async fn vanished_client_frees_the_lock(flavor: Flavor) {
     println!(
         "{flavor}: lock free {:?} after the client vanished",
         vanished.elapsed()
+    );
+    assert!(lock.fence > 0);
+}
+
+/// A client that cancels its session's stream (a `RST_STREAM` on a
+/// connection it keeps using) ended it itself: its lock is free again at
+/// once, not left to its 60 s ttl as a silent client's would be
+/// (`liveness.rs`).
+async fn cancelled_stream_frees_the_lock(flavor: Flavor) {
+    let h = Harness::start(flavor).await;
+    let mut c = h.client().await;
+    let (requests, events, _) = hold(&mut c, "cancelled", 60_000, 0).await;
+    let cancelled = Instant::now();
+    drop((requests, events)); // resets the stream; `c` stays connected
+    let lock = acquire(&mut c, "cancelled", 1_000, 2_000)
+        .await
+        .expect("free within 2 s, on the same connection");
+    println!(
+        "{flavor}: lock free {:?} after the stream was cancelled",
+        cancelled.elapsed()
     );
     assert!(lock.fence > 0);
 }

@@ -842,8 +842,10 @@ type CampaignRequest_Start struct {
 	// What the leader publishes: an address, a pod name (at most 128
 	// bytes, no control characters).
 	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// The leadership's ttl: how long a frozen or killed leader keeps it
-	// (at least session.min_ttl). A standby takes over within about this.
+	// The leadership's ttl (at least session.min_ttl): a killed leader's
+	// ends at once, a frozen or cut-off leader keeps it for the validity it
+	// was last told, at most this plus the daemon's
+	// server.keepalive_timeout. A standby takes over within about that.
 	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -314,7 +314,10 @@ type AcquireRequest struct {
 	//     over: the earlier call's or session's late release, clean-up or
 	//     extension no longer acts on it (the earlier session is told `lost`,
 	//     "another acquisition with this request_id took the lock over"), and
-	//     the lock stays held by the retry until it releases or expires.
+	//     the lock stays held by the retry until it releases or expires. From
+	//     the moment you send a retry, act only on its answer: the validity an
+	//     earlier call or session told you no longer stands, and a retry that
+	//     fails, or that you cancel, releases what it took over.
 	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Lock-delay (Chubby, Consul): if this lock ends by expiry (its holder
 	// vanished: never released, or its Hold session's connection was lost)

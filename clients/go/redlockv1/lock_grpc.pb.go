@@ -101,9 +101,12 @@ type LockServiceClient interface {
 	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
 	// Hold is a lock session. The first client message must be `acquire`.
 	// While the stream stays open the daemon extends the lock before it
-	// expires; a `release` message, the client half-closing, cancelling or
-	// disconnecting releases it at once. If an extension fails the daemon
-	// sends `lost` and ends the stream. A release that too few masters
+	// expires; a `release` message, the client half-closing, cancelling the
+	// stream or closing its connection releases it at once. A client that
+	// goes silent instead (frozen, or cut off: its keepalive PINGs go
+	// unanswered) is extended no further, and its lock passes on only once
+	// the validity it was last told has run out: it may resume and act on
+	// it. If an extension fails the daemon sends `lost` and ends the stream. A release that too few masters
 	// answered in time to tell whether the lock was still held ends the
 	// stream with UNAVAILABLE instead of `released` (the lock then expires
 	// with its ttl where the delete did not land).
@@ -241,9 +244,12 @@ type LockServiceServer interface {
 	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
 	// Hold is a lock session. The first client message must be `acquire`.
 	// While the stream stays open the daemon extends the lock before it
-	// expires; a `release` message, the client half-closing, cancelling or
-	// disconnecting releases it at once. If an extension fails the daemon
-	// sends `lost` and ends the stream. A release that too few masters
+	// expires; a `release` message, the client half-closing, cancelling the
+	// stream or closing its connection releases it at once. A client that
+	// goes silent instead (frozen, or cut off: its keepalive PINGs go
+	// unanswered) is extended no further, and its lock passes on only once
+	// the validity it was last told has run out: it may resume and act on
+	// it. If an extension fails the daemon sends `lost` and ends the stream. A release that too few masters
 	// answered in time to tell whether the lock was still held ends the
 	// stream with UNAVAILABLE instead of `released` (the lock then expires
 	// with its ttl where the delete did not land).

@@ -129,7 +129,8 @@ impl LeaseEvents {
 /// let lost = lease.lost().await;
 /// if let Some(end) = lease.ended() {
 ///     if !end.gone {
-///         // Nobody else can get the lock before end.valid_until: stop by then.
+///         // The lock may still be held until end.valid_until; stop now if
+///         // the stream broke (the daemon may have released it), else by then.
 ///         let left = end.valid_until.saturating_duration_since(std::time::Instant::now());
 ///         println!("{} ({left:?} left)", end.reason);
 ///     }
@@ -150,7 +151,11 @@ pub struct LeaseEnd {
     /// held, at most until [`LeaseEnd::valid_until`].
     pub gone: bool,
     /// When the lock's last known validity ends, on this process's
-    /// monotonic clock: no one else is granted it before then, and work
-    /// done under it must have stopped by then.
+    /// monotonic clock: work done under it must have stopped by then. The
+    /// daemon grants it to no one else before then while this process is
+    /// silent (frozen, cut off); but a stream this process saw break may
+    /// have been ended by its own side (its connection closed, or a proxy
+    /// in between reset it), which the daemon takes for a release: after
+    /// a broken stream, stop at once.
     pub valid_until: Instant,
 }

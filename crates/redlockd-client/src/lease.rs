@@ -209,7 +209,8 @@ impl Lease {
     /// known validity. A holder that must stop its work in time reads it
     /// after [`Lease::lost`] resolved: when the lease ended without the
     /// daemon's word the lock may still be held until
-    /// [`LeaseEnd::valid_until`], and nobody else gets it before then.
+    /// [`LeaseEnd::valid_until`] (after a broken stream it may also be
+    /// gone already: see there).
     ///
     /// ```no_run
     /// # async fn demo(lease: redlockd_client::Lease) {

@@ -125,14 +125,17 @@ pub struct ServerConfig {
     /// How often the daemon sends an HTTP/2 PING on an idle connection (and
     /// the TCP keepalive idle time). A client process that is frozen
     /// (SIGSTOP, a stop-the-world pause, a suspended VM) or whose host or
-    /// network is gone stops answering; its `Hold` sessions then end and
-    /// their locks are released instead of being extended forever.
+    /// network is gone stops answering; its `Hold` sessions' locks are then
+    /// no longer extended, and pass on once the validity it was last told
+    /// runs out, instead of being extended forever.
     #[serde(with = "humantime_serde")]
     pub keepalive_interval: Duration,
     /// How long a PING may go unanswered before the connection is closed
-    /// (and with it every session on it). A frozen client loses its
-    /// sessions' locks at most `keepalive_interval + keepalive_timeout`
-    /// after it stopped answering.
+    /// (and with it every session on it). A session's lock is extended only
+    /// while its client was heard from within this (or within
+    /// `keepalive_interval` plus half of it, if longer), so a frozen
+    /// client's locks pass on at most their ttl plus this after it stopped
+    /// answering, once the validity it was last told has run out.
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
     /// How long before a caller's gRPC deadline the daemon stops accepting a

@@ -13,13 +13,15 @@ pub struct TestingConfig {
     /// Fixed defects to re-introduce, by name (a list, or one
     /// comma-separated string, as `REDLOCKD__TESTING__COUNTERFACTUALS`):
     /// `recreate-without-limit`, `per-kind-fences`,
-    /// `release-ignores-hold-at-least`, `resign-ignores-token`.
+    /// `release-ignores-hold-at-least`, `resign-ignores-token`,
+    /// `release-silent-sessions`.
     #[serde(deserialize_with = "deserialize_counterfactuals")]
     pub counterfactuals: Counterfactuals,
 }
 
-/// Which fixed defects the masters' scripts re-introduce
-/// (`crate::valkey::scripts::batch_script`).
+/// Which fixed defects to re-introduce: most in the masters' scripts
+/// (`crate::valkey::scripts::batch_script`), one in the sessions
+/// (`crate::service::hold`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counterfactuals {
     /// An Extend puts a permit's lost key back without its semaphore's
@@ -38,6 +40,10 @@ pub struct Counterfactuals {
     /// ended ends the next leader's while that leader still holds a
     /// validity.
     pub resign_ignores_token: bool,
+    /// A Hold or Campaign session whose connection the daemon closed for
+    /// an unanswered keepalive (a frozen or cut-off client) releases its
+    /// lock at once, inside the validity the client was last told.
+    pub release_silent_sessions: bool,
 }
 
 impl Counterfactuals {
@@ -47,6 +53,7 @@ impl Counterfactuals {
             || self.per_kind_fences
             || self.release_ignores_hold_at_least
             || self.resign_ignores_token
+            || self.release_silent_sessions
     }
 
     /// The names of those that are on.
@@ -64,6 +71,9 @@ impl Counterfactuals {
         if self.resign_ignores_token {
             names.push(RESIGN_IGNORES_TOKEN);
         }
+        if self.release_silent_sessions {
+            names.push(RELEASE_SILENT_SESSIONS);
+        }
         names
     }
 
@@ -73,10 +83,12 @@ impl Counterfactuals {
             PER_KIND_FENCES => self.per_kind_fences = true,
             RELEASE_IGNORES_HOLD_AT_LEAST => self.release_ignores_hold_at_least = true,
             RESIGN_IGNORES_TOKEN => self.resign_ignores_token = true,
+            RELEASE_SILENT_SESSIONS => self.release_silent_sessions = true,
             other => {
                 return Err(format!(
                     "unknown counterfactual {other:?} (known: {RECREATE_WITHOUT_LIMIT}, \
-                     {PER_KIND_FENCES}, {RELEASE_IGNORES_HOLD_AT_LEAST}, {RESIGN_IGNORES_TOKEN})"
+                     {PER_KIND_FENCES}, {RELEASE_IGNORES_HOLD_AT_LEAST}, {RESIGN_IGNORES_TOKEN}, \
+                     {RELEASE_SILENT_SESSIONS})"
                 ))
             }
         }
@@ -88,6 +100,7 @@ const RECREATE_WITHOUT_LIMIT: &str = "recreate-without-limit";
 const PER_KIND_FENCES: &str = "per-kind-fences";
 const RELEASE_IGNORES_HOLD_AT_LEAST: &str = "release-ignores-hold-at-least";
 const RESIGN_IGNORES_TOKEN: &str = "resign-ignores-token";
+const RELEASE_SILENT_SESSIONS: &str = "release-silent-sessions";
 
 fn deserialize_counterfactuals<'de, D>(deserializer: D) -> Result<Counterfactuals, D::Error>
 where

@@ -2,22 +2,28 @@
 //! open at once, and at most `limits.max_connections_per_peer` from one IP
 //! address. Pure counting, no sockets, so it is unit-tested directly.
 
+use super::heard::Heard;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
 /// Open streams of one connection, and when the last one ended: what the
-/// idle timeout (`conn::streams`) looks at.
+/// idle timeout (`conn::streams`) looks at; and when its client was last
+/// heard from, which a session whose stream ended looks at
+/// ([`super::heard`]).
 #[derive(Debug)]
 pub(crate) struct Activity {
     state: Mutex<(usize, Instant)>,
+    /// Moved by the connection's reads (`conn::accept::Conn`).
+    pub(crate) heard: Heard,
 }
 
 impl Activity {
     fn new() -> Activity {
         Activity {
             state: Mutex::new((0, Instant::now())),
+            heard: Heard::new(),
         }
     }
 
@@ -47,6 +53,23 @@ impl Activity {
     pub(crate) fn idle_since(&self) -> Option<Instant> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         (state.0 == 0).then_some(state.1)
+    }
+}
+
+/// The connection a session's stream came on, as the session sees it:
+/// when its client was last heard from ([`super::heard`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientSocket(Arc<Activity>);
+
+impl ClientSocket {
+    /// The socket of the connection `activity` counts.
+    pub(crate) fn of(activity: &Arc<Activity>) -> ClientSocket {
+        ClientSocket(Arc::clone(activity))
+    }
+
+    /// How long ago its client was last heard from.
+    pub(crate) fn silent_for(&self) -> std::time::Duration {
+        self.0.heard.silent_for()
     }
 }
 

@@ -1,12 +1,14 @@
 //! Client connections on the gRPC port and the HTTP gateway: how many may
 //! be open ([`gate`]), how they are accepted ([`accept`]), their TLS
 //! handshake ([`handshake`]), how idle ones are told apart from ones with
-//! open streams ([`streams`]), and how a gRPC connection's answers finishing
+//! open streams ([`streams`]), when each last heard from its client
+//! ([`heard`]), and how a gRPC connection's answers finishing
 //! together share a write ([`write_turn`]).
 
 pub(crate) mod accept;
 pub(crate) mod gate;
 pub(crate) mod handshake;
+pub(crate) mod heard;
 pub(crate) mod streams;
 pub(crate) mod write_turn;
 

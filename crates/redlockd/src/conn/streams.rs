@@ -6,7 +6,7 @@
 //! (`limits.max_unauthenticated_calls`, see [`Unauthenticated`]), and ties
 //! an `Acquire` answer's grant to its body (`service::delivery`).
 
-use super::gate::{Gate, OpenStream};
+use super::gate::{ClientSocket, Gate, OpenStream};
 use super::Throttled;
 use crate::service::denied::Denied;
 use std::pin::Pin;
@@ -17,6 +17,13 @@ use std::time::Duration;
 use tonic::body::Body;
 use tonic::codegen::http::{Request, Response};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+
+/// The calls that hold a lock for as long as their stream lives: each is
+/// told when its connection last heard from its client ([`ClientSocket`]).
+const SESSIONS: [&str; 2] = [
+    "/redlock.v1.LockService/Hold",
+    "/redlock.v1.ElectionService/Campaign",
+];
 
 /// At most one log line per this period for refused unauthenticated calls.
 const LOG_PERIOD: Duration = Duration::from_secs(10);
@@ -189,9 +196,14 @@ where
                 None => return Box::pin(std::future::ready(Ok(self.refuse()))),
             }
         };
-        let open = peer(&request)
-            .and_then(|p| self.gate.activity(p))
-            .map(|activity| activity.open_stream());
+        let mut request = request;
+        let activity = peer(&request).and_then(|p| self.gate.activity(p));
+        if let Some(activity) = &activity {
+            if SESSIONS.contains(&request.uri().path()) {
+                request.extensions_mut().insert(ClientSocket::of(activity));
+            }
+        }
+        let open = activity.map(|activity| activity.open_stream());
         let response = self.inner.call(request);
         Box::pin(async move {
             // A grant in the answer is released unless the answer is sent.

@@ -13,6 +13,9 @@ const SUSPEND_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// A gap between the two clocks above this is a suspend, not jitter.
 const SUSPEND_THRESHOLD: Duration = Duration::from_millis(100);
 
+/// How often an extension held back by a silent client looks again.
+pub(crate) const HEARD_POLL: Duration = Duration::from_millis(50);
+
 /// How a held session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HoldEnd {
@@ -66,18 +69,41 @@ impl Redlock {
         ttl: Duration,
         extend_at: f64,
         until: impl Future<Output = ()>,
+        on_extended: impl FnMut(&Lock),
+    ) -> HoldEnd {
+        self.hold_while_heard(lock, ttl, extend_at, until, on_extended, || true)
+            .await
+    }
+
+    /// [`Redlock::hold`] for a holder that may go silent: an extension
+    /// falls due only while `heard()` says its client still shows signs of
+    /// life; while it does not, the extension waits (looking again every
+    /// [`HEARD_POLL`]), and the lock is lost if its validity runs out
+    /// first. So a frozen or cut-off client is never told a validity
+    /// beyond what it could have read before it went silent (plus the
+    /// silence `heard` allows): the lock passes on soon after that
+    /// validity, which the daemon then lets run out
+    /// (`service::hold`).
+    pub(crate) async fn hold_while_heard(
+        &self,
+        lock: &mut Lock,
+        ttl: Duration,
+        extend_at: f64,
+        until: impl Future<Output = ()>,
         mut on_extended: impl FnMut(&Lock),
+        heard: impl Fn() -> bool,
     ) -> HoldEnd {
         tokio::pin!(until);
         let period = ttl.mul_f64(extend_at);
         let mut extend_at = Instant::now() + period;
         let mut suspends = self.suspends.subscribe();
+        let mut silent = false;
         loop {
             let valid_until = lock.deadline.mono;
             tokio::select! {
                 () = &mut until => return HoldEnd::Stopped,
                 () = tokio::time::sleep_until(valid_until) => {
-                    return HoldEnd::Lost("the lock's validity ran out before an extension succeeded".into());
+                    return HoldEnd::Lost(ran_out(silent));
                 }
                 () = tokio::time::sleep_until(extend_at.min(valid_until)) => {}
                 Ok(()) = suspends.changed() => {
@@ -92,12 +118,15 @@ impl Redlock {
             // Both timers above may be due at once (a starved task): the
             // monotonic deadline passing is not a suspend.
             if Instant::now() >= lock.deadline.mono {
-                return HoldEnd::Lost(
-                    "the lock's validity ran out before an extension succeeded".into(),
-                );
+                return HoldEnd::Lost(ran_out(silent));
             }
             if lock.deadline.passed_on_boot_clock() {
                 return HoldEnd::Lost("the host was suspended past the lock's validity".into());
+            }
+            silent = !heard();
+            if silent {
+                extend_at = Instant::now() + HEARD_POLL;
+                continue;
             }
             let started = Instant::now();
             // Boxed: a held session's future stays small between extensions.
@@ -130,5 +159,15 @@ impl Redlock {
                 }
             }
         }
+    }
+}
+
+/// Why a held lock's validity ran out: its extensions failed, or they were
+/// held back while its client was silent.
+fn ran_out(silent: bool) -> String {
+    if silent {
+        "the client was not heard from (keepalive) before the lock's validity ran out".into()
+    } else {
+        "the lock's validity ran out before an extension succeeded".into()
     }
 }

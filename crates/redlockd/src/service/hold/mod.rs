@@ -1,8 +1,12 @@
 //! `Hold`: a lock session over a bidirectional stream. The daemon acquires
 //! the lock, keeps extending it while the stream lives, and releases it the
-//! moment the client says so, half-closes, cancels or disappears, or the
-//! daemon's shutdown grace runs out. If the lock cannot be kept, the client
-//! is told `lost`. When the daemon starts draining (`super::drain`), each
+//! moment the client says so (`release`, a half-close) or closes its
+//! connection. A client that goes silent (frozen, cut off: the daemon
+//! closes its connection for an unanswered keepalive), a session whose
+//! client vanished with a lock_delay, and one still open when the daemon's
+//! shutdown grace runs out are no longer extended: their lock expires with
+//! the validity the client was last told, which it may still act on. If
+//! the lock cannot be kept, the client is told `lost`. When the daemon starts draining (`super::drain`), each
 //! session is told `draining` and kept until it ends or the grace is over.
 //!
 //! The first message must arrive within `session.first_message_timeout`,
@@ -26,6 +30,7 @@ pub(crate) use wire::{Campaign, Hold, Wire};
 use super::auth::Gatekeeper;
 use super::denied::Denied;
 use super::LockApi;
+use crate::conn::gate::ClientSocket;
 use registry::Slot;
 use session::Session;
 use std::sync::Arc;
@@ -39,8 +44,8 @@ use tonic::{Request, Response, Status, Streaming};
 /// How long a session whose client's stream ended waits to learn whether
 /// the client is still there (a half-close: it still reads its events) or
 /// went away (a reset stream or a lost connection: hyper drops the events
-/// stream at once). Only a lock with a lock_delay waits: for one without,
-/// both mean release.
+/// stream at once). A half-close releases the lock; a client gone may
+/// leave it to expire (`session.rs`).
 pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `lost` reason of a session whose lock an operator force-released.
@@ -118,8 +123,10 @@ enum ClientEnd {
     /// apart by the session ([`SETTLE`]).
     Ended,
     /// The stream broke (connection lost, cancelled): the client vanished.
-    /// Released as at an orderly end, unless the lock has a lock-delay:
-    /// then it is left to expire, so that the delay applies.
+    /// Released as at an orderly end if the client closed its socket
+    /// itself and the lock has no lock-delay; otherwise left to expire
+    /// with the validity last told (a frozen client may resume and act on
+    /// it; a lock-delay applies after it).
     Gone,
     /// A message that makes no sense mid-session.
     Invalid(SessionError),
@@ -137,6 +144,7 @@ impl LockApi {
         let key = Gatekeeper::quota_key_of(&request, &identity);
         let drain = &self.sessions.drain;
         drain.refuse_new()?;
+        let socket = request.extensions().get::<ClientSocket>().cloned();
         let mut incoming = request.into_inner();
         let bound = self.sessions.first_message;
         // Bounded, and given up when the daemon drains: until it speaks, a
@@ -183,6 +191,12 @@ impl LockApi {
             registry: self.sessions.registry(),
             args,
             incoming,
+            socket,
+            silent_at_most: self.sessions.silent_at_most,
+            heard_within: match self.sessions.release_silent {
+                true => Duration::MAX,
+                false => self.sessions.heard_within,
+            },
             events,
             drain: drain.clone(),
             extend_at: self.sessions.extend_at,

@@ -22,6 +22,19 @@ pub(crate) struct Sessions {
     pub(super) first_message: Duration,
     /// `session.min_ttl`.
     pub(super) min_ttl: Duration,
+    /// Half of `server.keepalive_timeout`: a session's client heard from
+    /// within this when its stream broke ended the stream itself; one
+    /// silent for longer may be frozen (`crate::conn::heard`).
+    pub(super) heard_within: Duration,
+    /// How long a session's client may go unheard and still have its lock
+    /// extended: `server.keepalive_timeout`, or the keepalive interval plus
+    /// half the timeout if that is longer (a healthy idle client is heard
+    /// at least each interval, when it answers the daemon's PING). A
+    /// frozen client's lock is then last extended within this of the
+    /// freeze and passes on at most this plus its ttl after it.
+    pub(super) silent_at_most: Duration,
+    /// The counterfactual `release-silent-sessions` (`[testing]`).
+    pub(super) release_silent: bool,
     slots: Arc<Semaphore>,
     max: usize,
     open: Arc<watch::Sender<usize>>,
@@ -141,6 +154,12 @@ impl Sessions {
             extend_at: config.session.extend_at,
             first_message: config.session.first_message_timeout,
             min_ttl: config.session.min_ttl,
+            heard_within: config.server.keepalive_timeout / 2,
+            silent_at_most: config
+                .server
+                .keepalive_timeout
+                .max(config.server.keepalive_interval + config.server.keepalive_timeout / 2),
+            release_silent: config.testing.counterfactuals.release_silent_sessions,
             slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),

@@ -6,6 +6,7 @@ use super::registry::{SessionRegistry, Slot};
 use super::{
     draining, next_end, ClientEnd, Outgoing, Wire, DRAIN_OVER, RELEASED_BY_OPERATOR, SETTLE,
 };
+use crate::conn::gate::ClientSocket;
 use crate::metrics;
 use crate::redlock::{validity, HoldEnd, Holder, Lock, LockError, Redlock};
 use crate::service::drain::{Drain, Phase};
@@ -21,6 +22,16 @@ pub(super) struct Session<W: Wire> {
     pub(super) registry: SessionRegistry,
     pub(super) args: AcquireArgs,
     pub(super) incoming: Streaming<W::Request>,
+    /// The connection the stream came on (`None` where the server does not
+    /// say, then a broken stream never counts as the client closing it).
+    pub(super) socket: Option<ClientSocket>,
+    /// A client heard from within this before its stream broke ended it
+    /// itself (half of `server.keepalive_timeout`; `Duration::MAX` under
+    /// the counterfactual `release-silent-sessions`).
+    pub(super) heard_within: std::time::Duration,
+    /// The session's lock is extended only while its client was heard from
+    /// within this (`Redlock::hold_while_heard`).
+    pub(super) silent_at_most: std::time::Duration,
     pub(super) events: mpsc::Sender<Outgoing<W>>,
     pub(super) drain: Drain,
     pub(super) extend_at: f64,
@@ -102,7 +113,6 @@ impl<W: Wire> Session<W> {
             let forced = &mut forced;
             let ending = &registered.ending;
             let events = &events;
-            let delayed = !self.args.lock_delay.is_zero();
             async move {
                 let mut told = false;
                 loop {
@@ -113,7 +123,7 @@ impl<W: Wire> Session<W> {
                         }
                         end = next_end::<W>(incoming) => {
                             *client_end = Some(match end {
-                                ClientEnd::Ended if delayed => {
+                                ClientEnd::Ended => {
                                     // Half-closed, or gone? A client gone has
                                     // its events stream dropped too.
                                     match tokio::time::timeout(SETTLE, events.closed()).await {
@@ -121,7 +131,6 @@ impl<W: Wire> Session<W> {
                                         Err(_) => ClientEnd::Done,
                                     }
                                 }
-                                ClientEnd::Ended => ClientEnd::Done,
                                 end => end,
                             });
                             return;
@@ -150,13 +159,19 @@ impl<W: Wire> Session<W> {
         // overlap a moved-from local with the future it moved into), and
         // the task lives as long as the session (10,000 sessions
         // opened at once under 100 MB).
-        let end = Box::pin(self.engine.hold(
+        let (socket, silent_at_most) = (&self.socket, self.silent_at_most);
+        let end = Box::pin(self.engine.hold_while_heard(
             &mut lock,
             self.args.ttl,
             self.extend_at,
             Box::pin(until),
             |lock| {
                 let _ = events.try_send(Box::new(Ok(W::extended(lock.clone(), args))));
+            },
+            || {
+                socket
+                    .as_ref()
+                    .is_none_or(|socket| socket.silent_for() < silent_at_most)
             },
         ))
         .await;
@@ -169,10 +184,16 @@ impl<W: Wire> Session<W> {
                 let _ = Box::pin(self.send(W::lost(RELEASED_BY_OPERATOR.into()))).await;
             }
             HoldEnd::Stopped
-                if matches!(client_end, Some(ClientEnd::Gone))
-                    && !self.args.lock_delay.is_zero() =>
+                if matches!(client_end, Some(ClientEnd::Gone)) && !self.gone_for_good() =>
             {
-                tracing::debug!(rpc = W::RPC, resource = %lock.resource, "client vanished; lock left to expire (lock_delay)");
+                // Its connection ended without the client closing its
+                // socket (the daemon closed it for an unanswered keepalive:
+                // a frozen or cut-off client, which may still act on the
+                // validity it was told), or the lock has a lock_delay (a
+                // vanished holder's delay is what it is for). No longer
+                // extended: it expires with the validity last told.
+                tracing::debug!(rpc = W::RPC, resource = %lock.resource, "client vanished; lock left to expire");
+                Box::pin(self.let_expire(&lock)).await;
             }
             HoldEnd::Stopped if client_end.is_none() => {
                 // The drain's grace ran out (or a second signal came) with
@@ -199,9 +220,7 @@ impl<W: Wire> Session<W> {
                 // warn in time). What goes then is any later extension's
                 // key on a minority; the grant's lock_delay stays, as
                 // after any lock that ran out: its holder never let go.
-                let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
-                Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
-                let _ = Box::pin(self.engine.release_lapsed(&lock)).await;
+                Box::pin(self.let_expire(&lock)).await;
             }
         }
         // A leadership over (released, or left to expire): observers on
@@ -263,6 +282,31 @@ impl<W: Wire> Session<W> {
     }
 
     /// Releases at once, then tells the client if its stream still exists.
+    /// Whether a client whose stream broke ended it itself, so that its
+    /// lock may go at once: the connection heard from it a moment ago (it
+    /// cancelled the stream, or closed its socket: it exited, was killed,
+    /// dropped its channel), where a frozen or cut-off client's connection
+    /// is closed by the daemon after a keepalive timeout of silence
+    /// (`crate::conn::heard`); and the lock has no lock_delay. Without the
+    /// connection's word it may not have.
+    fn gone_for_good(&self) -> bool {
+        self.args.lock_delay.is_zero()
+            && self
+                .socket
+                .as_ref()
+                .is_some_and(|socket| socket.silent_for() < self.heard_within)
+    }
+
+    /// Leaves `lock` to expire: waits until the validity last told has run
+    /// out (its deadline plus the drift allowance, when its keys expire on
+    /// the masters), then deletes what is left of it, keeping its
+    /// lock_delay (`Redlock::release_lapsed`).
+    async fn let_expire(&self, lock: &Lock) {
+        let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
+        Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
+        let _ = Box::pin(self.engine.release_lapsed(lock)).await;
+    }
+
     async fn release(&self, lock: &Lock, client_end: Option<ClientEnd>) {
         let was_held = self.engine.release_held(lock).await;
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, ?was_held, "session released");

@@ -36,6 +36,7 @@ fn counterfactuals_apply() {
         per_kind_fences: true,
         release_ignores_hold_at_least: true,
         resign_ignores_token: true,
+        release_silent_sessions: true,
     };
     for (op, on, fixed, defect) in COUNTERFACTUALS {
         assert!(op.lua().contains(fixed), "{op:?}: {fixed}");
