@@ -1,7 +1,8 @@
 //! Clients frozen mid-session. A few session clients run as OS
 //! processes of their own (`crate::frozen_child`), so that a fault can
-//! SIGSTOP one while it holds a lock, keep it frozen for [`FREEZE`] (well
-//! past its ttl plus the daemons' keepalive bound), then SIGCONT it.
+//! SIGSTOP one while it holds a lock, keep it frozen for [`freeze_for`]
+//! its lock's ttl (well past the daemons' keepalive bound plus that ttl),
+//! then SIGCONT it.
 //!
 //! The children share one resource of their own ([`resource`]): on the hot
 //! resources, which `--mix` fills with permits and shared locks, a plain
@@ -14,8 +15,22 @@
 //! - no write of a child is decided at or after the end of its validity
 //!   (counted from when it sent the request that proved it);
 //! - no child writes, after it resumed, under a grant it held before a
-//!   freeze longer than the keepalive bound: it must first be told `lost`
-//!   or find the lock gone.
+//!   freeze longer than the keepalive bound plus the grant's ttl
+//!   ([`bound`]): it must first be told `lost` or find the lock gone.
+//!
+//! The daemon closes a frozen child's connection within the keepalive
+//! bound, but the validity the child was last told may still run: the
+//! lock must expire with it, not be released then. A third of the
+//! children's sessions have a ttl as long as that bound
+//! ([`frozen_child::LONG_TTL`]), and are frozen within 150 ms of their
+//! grant, so a daemon that released the lock when it closed the
+//! connection would grant it to another client inside the window of the
+//! frozen child's grant, which the ordinary exclusion check judges
+//! (`overlapping_validity`; the counterfactual `release-silent-sessions`).
+//! That needs the connection closed before the window ends: 1.5 to 2 s
+//! into the freeze on the second replica, whose keepalive is shorter
+//! (`crate::replicas`); 2 to 3 s at the defaults, about when the window
+//! of a 3 s lease ends.
 //!
 //! - a third of the children's sessions ask for a `lock_delay` ([`frozen_child::LOCK_DELAY`],
 //!   longer than the keepalive bound): a freeze holding one of those is a
@@ -44,11 +59,23 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Frozen-able clients' ids start here (apart from the other clients').
 pub(crate) const FIRST_ID: u32 = 2_000;
-/// How long a child stays frozen: its ttl plus the daemons' keepalive
-/// bound (interval 1 s + timeout 2 s, their defaults) plus 1.5 s.
-pub(crate) const FREEZE: Duration = Duration::from_millis(5_000);
-/// A freeze longer than this must cost the child its lock.
-const BOUND: Duration = Duration::from_millis(3_500);
+/// The daemons' keepalive bound: a frozen client's connection is closed at
+/// most this long after the freeze (interval 1 s + timeout 2 s, their
+/// defaults).
+const KEEPALIVE_BOUND: Duration = Duration::from_secs(3);
+
+/// A freeze longer than this must cost a child holding a lock of `ttl` its
+/// lock: its connection is closed within the keepalive bound, and the lock
+/// then expires with the validity last told (at most the ttl), plus 0.5 s.
+fn bound(ttl: Duration) -> Duration {
+    KEEPALIVE_BOUND + ttl + Duration::from_millis(500)
+}
+
+/// How long a child holding a lock of `ttl` stays frozen: 1.5 s past
+/// [`bound`], so that the lock passes on during the freeze.
+fn freeze_for(ttl: Duration) -> Duration {
+    bound(ttl) + Duration::from_millis(1_500)
+}
 /// The resource the frozen-able children share.
 pub(crate) fn resource(tag: &str) -> String {
     format!("{tag}/frozen")
@@ -92,6 +119,8 @@ pub(crate) struct Freeze {
     pub end: Time,
     /// The grant it held at SIGSTOP, and its resource.
     pub holding: Option<(u64, String)>,
+    /// That grant's ttl.
+    pub ttl: Duration,
 }
 
 /// What the frozen-able clients recorded.
@@ -126,6 +155,10 @@ pub(crate) struct FrozenFigures {
     /// Freezes of a child holding a lock with a lock_delay, no quorum or
     /// master restart around: those the delay check judged.
     pub delays_checked: usize,
+    /// Freezes of a child holding a lock of [`frozen_child::LONG_TTL`]:
+    /// its `acquired` validity still ran when the daemon closed the
+    /// connection.
+    pub long_ttl: usize,
 }
 
 /// What the freezer and the reader of one child share.
@@ -136,6 +169,8 @@ struct State {
     holding: Option<(u64, String)>,
     /// When that grant came.
     since: Time,
+    /// Its ttl.
+    ttl: Duration,
 }
 
 fn lock_state(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -195,6 +230,10 @@ pub(crate) async fn client(
                 let (sent, received, valid_until) =
                     (at(words.next())?, at(words.next())?, at(words.next())?);
                 let delay = Duration::from_millis(words.next().unwrap_or("0").parse()?);
+                let ttl = match words.next() {
+                    Some(ms) => Duration::from_millis(ms.parse()?),
+                    None => frozen_child::TTL,
+                };
                 let resource = registers.resource();
                 let lock = Lock {
                     resource: resource.to_owned(),
@@ -216,6 +255,7 @@ pub(crate) async fn client(
                 *lock_state(&state) = State {
                     holding: Some((grant.id, resource.to_owned())),
                     since: clock.now(),
+                    ttl,
                 };
                 let reply = format!("R {}\n", grant.id);
                 current = Some((grant, plain, fenced));
@@ -303,7 +343,7 @@ async fn freezer(
     let mut freezes = Vec::new();
     let last_start = shared
         .deadline
-        .saturating_sub(FREEZE + Duration::from_secs(2));
+        .saturating_sub(freeze_for(frozen_child::LONG_TTL) + Duration::from_secs(2));
     loop {
         let pause = Duration::from_millis(rng.random_range(BETWEEN_MS.0..=BETWEEN_MS.1));
         tokio::time::sleep(pause).await;
@@ -317,9 +357,9 @@ async fn freezer(
             if clock.now() >= last_start {
                 return freezes;
             }
-            let (held, since) = {
+            let (held, since, ttl) = {
                 let state = lock_state(&state);
-                (state.holding.clone(), state.since)
+                (state.holding.clone(), state.since, state.ttl)
             };
             let Some(held) = held.filter(|_| clock.now() < since + FRESH) else {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -327,20 +367,22 @@ async fn freezer(
             };
             tokio::time::sleep(Duration::from_millis(rng.random_range(0..100))).await;
             if lock_state(&state).holding.as_ref() == Some(&held) {
-                break Some(held);
+                break (Some(held), ttl);
             }
         };
+        let (holding, ttl) = holding;
         if kill(pid, Signal::SIGSTOP).is_err() {
             return freezes;
         }
         let start = clock.now();
-        tokio::time::sleep(FREEZE).await;
+        tokio::time::sleep(freeze_for(ttl)).await;
         let resumed = kill(pid, Signal::SIGCONT);
         freezes.push(Freeze {
             client: id,
             start,
             end: clock.now(),
             holding,
+            ttl,
         });
         if resumed.is_err() {
             return freezes;
@@ -403,7 +445,7 @@ fn check_delay(
         // before its end: it has forgotten the delay (the quarantine covers
         // the lock's ttl, not its delay).
         let forgot = f.kind == FaultKind::MasterRestart
-            && f.start + frozen_child::TTL >= asked
+            && f.start + freeze.ttl >= asked
             && f.start <= until
             && f.counts_until <= until;
         quorum_lost || forgot
@@ -460,6 +502,7 @@ pub(crate) fn check(
             continue;
         };
         figures.freezes_holding += 1;
+        figures.long_ttl += usize::from(freeze.ttl >= frozen_child::LONG_TTL);
         let others = history.grants.iter().filter(|g| {
             g.resource == *resource
                 && g.id != *grant
@@ -479,7 +522,7 @@ pub(crate) fn check(
             )
         }));
         check_delay(history, frozen, freeze, &mut figures, findings);
-        if freeze.end - freeze.start < BOUND {
+        if freeze.end - freeze.start < bound(freeze.ttl) {
             continue;
         }
         for write in frozen

@@ -3,7 +3,7 @@
 //! SIGSTOP while it holds a lock (see `crate::frozen`).
 //!
 //! It loops until its deadline: a `Hold` session on the frozen children's resource
-//! (ttl [`TTL`]), work while the daemon extends, then, before its one
+//! (ttl [`TTL`], or for a third of the sessions [`LONG_TTL`]), work while the daemon extends, then, before its one
 //! critical-section write, a `Validate` round trip: the write is made only
 //! if the lock is still held and `now` is before the validity counted on
 //! CLOCK_MONOTONIC from when the Validate was *sent*. A client frozen
@@ -18,7 +18,7 @@
 //! to the checker, which owns the registers.
 //!
 //! Lines to the checker (stdout), times in ns on the run's clock:
-//! - `G <hot> <fence> <sent> <received> <valid_until> <lock_delay_ms>`:
+//! - `G <hot> <fence> <sent> <received> <valid_until> <lock_delay_ms> <ttl_ms>`:
 //!   granted; the checker answers `R <grant id>` on stdin;
 //! - `W <id> <checked> <validate_received> <valid_until>`: the write,
 //!   decided at `checked`; the checker answers `A`;
@@ -47,6 +47,15 @@ use tonic::transport::Channel;
 pub(crate) const CHILD_FLAG: &str = "--session-client";
 /// Lease of the child's sessions.
 pub(crate) const TTL: Duration = Duration::from_millis(500);
+/// Lease of a third of them: the run's `max_ttl` (3 s by default; a
+/// longer one is refused). A freeze soon after the grant finds the
+/// validity told in `acquired` still running when the second replica, with
+/// its shorter keepalive (`crate::replicas`), closes the silent connection
+/// 1.5 to 2 s into the freeze. A daemon that released the lock then,
+/// rather than leaving it to expire with that validity, would grant it to
+/// another client inside the frozen child's window
+/// (`overlapping_validity`).
+pub(crate) const LONG_TTL: Duration = Duration::from_secs(3);
 /// Work between the grant and the write, in ms.
 const WORK_MS: (u64, u64) = (200, 1200);
 /// How long an acquisition waits.
@@ -158,12 +167,17 @@ async fn run(
         } else {
             Duration::ZERO
         };
+        let ttl = if rng.random_bool(1.0 / 3.0) {
+            LONG_TTL
+        } else {
+            TTL
+        };
         let channel = channels[replica].clone();
         let (requests, outgoing) = tokio::sync::mpsc::channel(1);
         let first = HoldRequest {
             request: Some(Request::Acquire(AcquireRequest {
                 resource: hot[h].clone(),
-                ttl: to_proto(TTL),
+                ttl: to_proto(ttl),
                 wait: to_proto(WAIT),
                 owner: "chaos-frozen-client".to_owned(),
                 request_id: String::new(),
@@ -203,9 +217,10 @@ async fn run(
         let valid_until = sent + from_proto(lock.validity).as_nanos() as u64;
         let reply = link
             .ask(&format!(
-                "G {h} {} {sent} {received} {valid_until} {}",
+                "G {h} {} {sent} {received} {valid_until} {} {}",
                 lock.fence,
-                delay.as_millis()
+                delay.as_millis(),
+                ttl.as_millis()
             ))
             .await?;
         let id: u64 = reply.strip_prefix("R ").ok_or("expected R <id>")?.parse()?;

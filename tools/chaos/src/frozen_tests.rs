@@ -59,6 +59,7 @@ fn frozen_history(writes: Vec<FrozenWrite>, ended: Vec<Ended>) -> (History, Froz
             start: ms(1100),
             end: ms(6100),
             holding: Some((1, "hot/0".to_owned())),
+            ttl: crate::frozen_child::TTL,
         }],
     };
     (history, log)

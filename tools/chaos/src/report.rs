@@ -106,13 +106,14 @@ impl Figures {
             out,
             ",\"frozen\":{{\"freezes_holding\":{},\"handoffs_during_freeze\":{},\
              \"resumed_told_gone\":{},\"resumed_told_lost\":{},\"writes\":{},\
-             \"lock_delays_checked\":{}}}}}",
+             \"lock_delays_checked\":{},\"long_ttl_freezes\":{}}}}}",
             fz.freezes_holding,
             fz.handoffs,
             fz.resumed_told_gone,
             fz.resumed_told_lost,
             fz.writes,
-            fz.delays_checked
+            fz.delays_checked,
+            fz.long_ttl
         );
         let b = &self.bursts;
         let codes: Vec<String> = b
@@ -286,13 +287,14 @@ impl Figures {
             s,
             "  frozen clients    {} freezes holding a lock: passed on during {}, resumed \
              client found it gone {} (told lost {}); {} writes by those clients; {} \
-             lock_delays judged",
+             lock_delays judged; {} of the freezes with a lease of max_ttl",
             fz.freezes_holding,
             fz.handoffs,
             fz.resumed_told_gone,
             fz.resumed_told_lost,
             fz.writes,
-            fz.delays_checked
+            fz.delays_checked,
+            fz.long_ttl
         );
         let kinds = &self.findings.kinds;
         let _ = writeln!(
