@@ -845,7 +845,8 @@ type CampaignRequest_Start struct {
 	// The leadership's ttl (at least session.min_ttl): a killed leader's
 	// ends at once, a frozen or cut-off leader keeps it for the validity it
 	// was last told, at most this plus the daemon's
-	// server.keepalive_timeout. A standby takes over within about that.
+	// server.keepalive_timeout (at its defaults). A standby takes over
+	// within about that.
 	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -50,8 +50,9 @@ type ElectionServiceClient interface {
 	// the leader's lock is released or expires, not by polling) and then sends
 	// `elected`, keeps the leadership alive while the stream lives (`kept`
 	// after each extension), and ends it when the client sends `resign`,
-	// half-closes, cancels or disappears (`resigned`), or sends `lost` when it
-	// could not be kept, exactly as Hold does. A client paused past its
+	// half-closes, cancels or closes its connection (`resigned`), or sends
+	// `lost` when it could not be kept, exactly as Hold does; a client that
+	// goes silent keeps it until the validity it was last told runs out. A client paused past its
 	// leadership's validity learns `lost` before it can act on a stale term:
 	// act as leader only within the last validity received.
 	Campaign(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CampaignRequest, CampaignResponse], error)
@@ -165,8 +166,9 @@ type ElectionServiceServer interface {
 	// the leader's lock is released or expires, not by polling) and then sends
 	// `elected`, keeps the leadership alive while the stream lives (`kept`
 	// after each extension), and ends it when the client sends `resign`,
-	// half-closes, cancels or disappears (`resigned`), or sends `lost` when it
-	// could not be kept, exactly as Hold does. A client paused past its
+	// half-closes, cancels or closes its connection (`resigned`), or sends
+	// `lost` when it could not be kept, exactly as Hold does; a client that
+	// goes silent keeps it until the validity it was last told runs out. A client paused past its
 	// leadership's validity learns `lost` before it can act on a stale term:
 	// act as leader only within the last validity received.
 	Campaign(grpc.BidiStreamingServer[CampaignRequest, CampaignResponse]) error

@@ -134,7 +134,7 @@ pub struct ServerConfig {
     /// (and with it every session on it). A session's lock is extended only
     /// while its client was heard from within this (or within
     /// `keepalive_interval` plus half of it, if longer), so a frozen
-    /// client's locks pass on at most their ttl plus this after it stopped
+    /// client's locks pass on at most their ttl plus that after it stopped
     /// answering, once the validity it was last told has run out.
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,

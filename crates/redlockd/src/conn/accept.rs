@@ -104,14 +104,11 @@ impl AsyncRead for Conn {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if let Poll::Ready(read) = Pin::new(&mut this.stream).poll_read(cx, buf) {
-            // Data, the end of the stream, or a reset: the client was
-            // heard from, recorded before hyper sees it (`super::heard`).
-            // A timeout (TCP keepalive gave up: a partition) is not.
-            let from_client = match &read {
-                Ok(()) => true,
-                Err(error) => error.kind() == io::ErrorKind::ConnectionReset,
-            };
-            if from_client {
+            // Data or the end of the stream (FIN): the client was heard
+            // from, recorded before hyper sees it (`super::heard`). An
+            // error is not: a timeout (TCP keepalive gave up) or a reset,
+            // which a middlebox may send for a client cut off behind it.
+            if read.is_ok() {
                 this.admitted.activity.heard.now();
             }
             return Poll::Ready(read);

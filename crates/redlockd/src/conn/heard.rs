@@ -2,9 +2,11 @@
 //! whose stream ended to tell a client that ended it from one that went
 //! silent.
 //!
-//! Every byte a client sends, the end of its stream (FIN) and a reset
-//! (RST) reach the daemon as a read of its socket; so does a `RST_STREAM`
-//! that cancels one call, and the acknowledgement of each keepalive PING.
+//! Every byte a client sends and the end of its stream (FIN) reach the
+//! daemon as a read of its socket; so does a `RST_STREAM` that cancels one
+//! call, and the acknowledgement of each keepalive PING. A reset (RST) is
+//! not counted: a NAT or load balancer may send one for a client cut off
+//! behind it.
 //! A client process that exits, is killed, or cancels its stream is heard
 //! at the moment it ends the stream. A frozen process (SIGSTOP, a
 //! stop-the-world pause, a suspended VM) or one cut off by a partition
@@ -35,8 +37,8 @@ impl Heard {
         }
     }
 
-    /// The client was heard from now: a read gave data, the end of the
-    /// stream, or a reset.
+    /// The client was heard from now: a read gave data or the end of the
+    /// stream.
     pub(crate) fn now(&self) {
         let ns = self.admitted.elapsed().as_nanos();
         self.last_ns

@@ -14,7 +14,7 @@ const SUSPEND_CHECK_EVERY: Duration = Duration::from_secs(1);
 const SUSPEND_THRESHOLD: Duration = Duration::from_millis(100);
 
 /// How often an extension held back by a silent client looks again.
-pub(crate) const HEARD_POLL: Duration = Duration::from_millis(50);
+pub(crate) const HEARD_POLL: Duration = Duration::from_millis(200);
 
 /// How a held session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

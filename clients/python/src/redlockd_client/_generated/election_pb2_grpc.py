@@ -74,8 +74,9 @@ class ElectionServiceServicer:
         the leader's lock is released or expires, not by polling) and then sends
         `elected`, keeps the leadership alive while the stream lives (`kept`
         after each extension), and ends it when the client sends `resign`,
-        half-closes, cancels or disappears (`resigned`), or sends `lost` when it
-        could not be kept, exactly as Hold does. A client paused past its
+        half-closes, cancels or closes its connection (`resigned`), or sends
+        `lost` when it could not be kept, exactly as Hold does; a client that
+        goes silent keeps it until the validity it was last told runs out. A client paused past its
         leadership's validity learns `lost` before it can act on a stale term:
         act as leader only within the last validity received.
         """

@@ -106,6 +106,9 @@ impl<W: Wire> Session<W> {
         let registered = self.registry.register(&lock.token);
         let events = self.events.clone();
         let args = &self.args;
+        let (socket, heard_within) = (&self.socket, self.heard_within);
+        let client_heard = move || heard_lately(socket.as_ref(), heard_within);
+        let delayed = !self.args.lock_delay.is_zero();
         let until = {
             let incoming = &mut self.incoming;
             let drain = &self.drain;
@@ -113,6 +116,7 @@ impl<W: Wire> Session<W> {
             let forced = &mut forced;
             let ending = &registered.ending;
             let events = &events;
+            let client_heard = &client_heard;
             async move {
                 let mut told = false;
                 loop {
@@ -123,7 +127,7 @@ impl<W: Wire> Session<W> {
                         }
                         end = next_end::<W>(incoming) => {
                             *client_end = Some(match end {
-                                ClientEnd::Ended => {
+                                ClientEnd::Ended if delayed => {
                                     // Half-closed, or gone? A client gone has
                                     // its events stream dropped too.
                                     match tokio::time::timeout(SETTLE, events.closed()).await {
@@ -131,6 +135,13 @@ impl<W: Wire> Session<W> {
                                         Err(_) => ClientEnd::Done,
                                     }
                                 }
+                                // The stream's end (a half-close, or a reset
+                                // read as one) came from a client heard a
+                                // moment ago: its own act. A silent client's
+                                // stream ends when the daemon closes its
+                                // connection: it may still act on its lock.
+                                ClientEnd::Ended if client_heard() => ClientEnd::Done,
+                                ClientEnd::Ended => ClientEnd::Gone,
                                 end => end,
                             });
                             return;
@@ -159,7 +170,7 @@ impl<W: Wire> Session<W> {
         // overlap a moved-from local with the future it moved into), and
         // the task lives as long as the session (10,000 sessions
         // opened at once under 100 MB).
-        let (socket, silent_at_most) = (&self.socket, self.silent_at_most);
+        let silent_at_most = self.silent_at_most;
         let end = Box::pin(self.engine.hold_while_heard(
             &mut lock,
             self.args.ttl,
@@ -168,11 +179,7 @@ impl<W: Wire> Session<W> {
             |lock| {
                 let _ = events.try_send(Box::new(Ok(W::extended(lock.clone(), args))));
             },
-            || {
-                socket
-                    .as_ref()
-                    .is_none_or(|socket| socket.silent_for() < silent_at_most)
-            },
+            || heard_lately(socket.as_ref(), silent_at_most),
         ))
         .await;
         drop(registered);
@@ -281,20 +288,11 @@ impl<W: Wire> Session<W> {
         }
     }
 
-    /// Releases at once, then tells the client if its stream still exists.
     /// Whether a client whose stream broke ended it itself, so that its
-    /// lock may go at once: the connection heard from it a moment ago (it
-    /// cancelled the stream, or closed its socket: it exited, was killed,
-    /// dropped its channel), where a frozen or cut-off client's connection
-    /// is closed by the daemon after a keepalive timeout of silence
-    /// (`crate::conn::heard`); and the lock has no lock_delay. Without the
-    /// connection's word it may not have.
+    /// lock may go at once: it was heard from lately ([`heard_lately`])
+    /// and the lock has no lock_delay.
     fn gone_for_good(&self) -> bool {
-        self.args.lock_delay.is_zero()
-            && self
-                .socket
-                .as_ref()
-                .is_some_and(|socket| socket.silent_for() < self.heard_within)
+        self.args.lock_delay.is_zero() && heard_lately(self.socket.as_ref(), self.heard_within)
     }
 
     /// Leaves `lock` to expire: waits until the validity last told has run
@@ -307,6 +305,7 @@ impl<W: Wire> Session<W> {
         let _ = Box::pin(self.engine.release_lapsed(lock)).await;
     }
 
+    /// Releases at once, then tells the client if its stream still exists.
     async fn release(&self, lock: &Lock, client_end: Option<ClientEnd>) {
         let was_held = self.engine.release_held(lock).await;
         tracing::debug!(rpc = W::RPC, resource = %lock.resource, ?was_held, "session released");
@@ -331,6 +330,17 @@ impl<W: Wire> Session<W> {
     async fn send(&self, event: W::Event) -> Result<(), ()> {
         self.events.send(Box::new(Ok(event))).await.map_err(|_| ())
     }
+}
+
+/// Whether the connection heard from the client within `within`: what
+/// ended its stream then was the client's own act (it cancelled the stream
+/// or half-closed it, or closed its socket: it exited, was killed, dropped
+/// its channel), where a frozen or cut-off client's connection is closed by
+/// the daemon after a keepalive timeout of silence (`crate::conn::heard`).
+/// Without the connection's word (a server that does not give it, as
+/// in-process tests), it counts as heard.
+fn heard_lately(socket: Option<&ClientSocket>, within: std::time::Duration) -> bool {
+    socket.is_none_or(|socket| socket.silent_for() < within)
 }
 
 #[cfg(test)]
