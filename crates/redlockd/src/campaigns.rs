@@ -163,9 +163,11 @@ impl Campaign {
                     tracing::info!(election = %self.name, "resigned: the daemon stops");
                     return;
                 }
-                HoldEnd::Lost(reason) => {
+                // No client to go silent here (`hold`, not
+                // `hold_while_heard`): `Unheard` cannot come.
+                lost @ (HoldEnd::Lost(_) | HoldEnd::Unheard) => {
                     metrics::lock_lost();
-                    tracing::warn!(election = %self.name, %reason, "leadership lost; campaigning again");
+                    tracing::warn!(election = %self.name, end = ?lost, "leadership lost; campaigning again");
                     // What is left of it goes once its last validity (and
                     // the drift allowance) is over, as for a lost session.
                     let drift = validity::drift(self.ttl, self.engine.settings().drift_factor);

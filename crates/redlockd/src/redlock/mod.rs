@@ -64,6 +64,7 @@ pub use quorum::{Quorum, Tally};
 pub(crate) use retry::RetryPolicy;
 pub(crate) use round::QUEUE_ALLOWANCE;
 pub use session::HoldEnd;
+pub(crate) use session::UNHEARD;
 pub(crate) use token::TokenKind;
 pub use token::{RequestId, RequestIdError, Token, TokenError};
 pub(crate) use validity::Deadline;

@@ -24,6 +24,12 @@ pub enum HoldEnd {
     Stopped,
     /// The lock is no longer guaranteed; the reason, fit for the client.
     Lost(String),
+    /// Its validity ran out while extensions were held back for a silent
+    /// client ([`Redlock::hold_while_heard`]): no longer guaranteed, and
+    /// not to be deleted: the client (or a client library keeping the
+    /// lock with Extend calls of its own while its session is cut off)
+    /// may hold it still; it expires on the masters by itself.
+    Unheard,
 }
 
 impl Redlock {
@@ -103,7 +109,7 @@ impl Redlock {
             tokio::select! {
                 () = &mut until => return HoldEnd::Stopped,
                 () = tokio::time::sleep_until(valid_until) => {
-                    return HoldEnd::Lost(ran_out(silent));
+                    return ran_out(silent);
                 }
                 () = tokio::time::sleep_until(extend_at.min(valid_until)) => {}
                 Ok(()) = suspends.changed() => {
@@ -118,7 +124,7 @@ impl Redlock {
             // Both timers above may be due at once (a starved task): the
             // monotonic deadline passing is not a suspend.
             if Instant::now() >= lock.deadline.mono {
-                return HoldEnd::Lost(ran_out(silent));
+                return ran_out(silent);
             }
             if lock.deadline.passed_on_boot_clock() {
                 return HoldEnd::Lost("the host was suspended past the lock's validity".into());
@@ -162,12 +168,16 @@ impl Redlock {
     }
 }
 
-/// Why a held lock's validity ran out: its extensions failed, or they were
-/// held back while its client was silent.
-fn ran_out(silent: bool) -> String {
+/// How a held lock ends when its validity ran out: its extensions failed,
+/// or they were held back while its client was silent.
+fn ran_out(silent: bool) -> HoldEnd {
     if silent {
-        "the client was not heard from (keepalive) before the lock's validity ran out".into()
+        HoldEnd::Unheard
     } else {
-        "the lock's validity ran out before an extension succeeded".into()
+        HoldEnd::Lost("the lock's validity ran out before an extension succeeded".into())
     }
 }
+
+/// What a session whose client went silent is told (if it ever reads it).
+pub(crate) const UNHEARD: &str =
+    "the client was not heard from (keepalive) before the lock's validity ran out";

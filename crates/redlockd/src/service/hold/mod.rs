@@ -5,8 +5,10 @@
 //! closes its connection for an unanswered keepalive), a session whose
 //! client vanished with a lock_delay, and one still open when the daemon's
 //! shutdown grace runs out are no longer extended: their lock expires with
-//! the validity the client was last told, which it may still act on. If
-//! the lock cannot be kept, the client is told `lost`. When the daemon starts draining (`super::drain`), each
+//! the validity the client was last told, which it may still act on (and
+//! are not deleted then: a client library may keep the lock with Extend
+//! calls of its own). If the lock cannot be kept, the client is told
+//! `lost`. When the daemon starts draining (`super::drain`), each
 //! session is told `draining` and kept until it ends or the grace is over.
 //!
 //! The first message must arrive within `session.first_message_timeout`,
@@ -233,4 +235,29 @@ async fn next_end<W: Wire>(incoming: &mut Streaming<W::Request>) -> ClientEnd {
         Ok(None) => ClientEnd::Ended,
         Err(_) => ClientEnd::Gone,
     }
+}
+
+/// What a session whose lock is left to expire does once its last
+/// validity is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Leftovers {
+    /// Delete what is left of the lock: keys of an extension that landed on
+    /// a minority only (the masters could not keep it: `lost`).
+    Delete,
+    /// Leave it: the client went silent, and a client library may keep
+    /// the lock alive with Extend calls of its own while its session is
+    /// cut off (the Rust client's and redlockctl's re-attachment); what
+    /// is left expires by itself.
+    Keep,
+}
+
+/// Whether the connection heard from the client within `within`: what
+/// ended its stream then was the client's own act (it cancelled the stream
+/// or half-closed it, or closed its socket: it exited, was killed, dropped
+/// its channel), where a frozen or cut-off client's connection is closed by
+/// the daemon after a keepalive timeout of silence (`crate::conn::heard`).
+/// Without the connection's word (a server that does not give it, as
+/// in-process tests), it counts as heard.
+pub(super) fn heard_lately(socket: Option<&ClientSocket>, within: std::time::Duration) -> bool {
+    socket.is_none_or(|socket| socket.silent_for() < within)
 }

@@ -4,11 +4,12 @@
 
 use super::registry::{SessionRegistry, Slot};
 use super::{
-    draining, next_end, ClientEnd, Outgoing, Wire, DRAIN_OVER, RELEASED_BY_OPERATOR, SETTLE,
+    draining, heard_lately, next_end, ClientEnd, Leftovers, Outgoing, Wire, DRAIN_OVER,
+    RELEASED_BY_OPERATOR, SETTLE,
 };
 use crate::conn::gate::ClientSocket;
 use crate::metrics;
-use crate::redlock::{validity, HoldEnd, Holder, Lock, LockError, Redlock};
+use crate::redlock::{validity, HoldEnd, Holder, Lock, LockError, Redlock, UNHEARD};
 use crate::service::drain::{Drain, Phase};
 use crate::service::quota::QuotaSlot;
 use crate::service::rate::CallSlot;
@@ -200,7 +201,7 @@ impl<W: Wire> Session<W> {
                 // vanished holder's delay is what it is for). No longer
                 // extended: it expires with the validity last told.
                 tracing::debug!(rpc = W::RPC, resource = %lock.resource, "client vanished; lock left to expire");
-                Box::pin(self.let_expire(&lock)).await;
+                Box::pin(self.let_expire(&lock, Leftovers::Keep)).await;
             }
             HoldEnd::Stopped if client_end.is_none() => {
                 // The drain's grace ran out (or a second signal came) with
@@ -227,7 +228,18 @@ impl<W: Wire> Session<W> {
                 // warn in time). What goes then is any later extension's
                 // key on a minority; the grant's lock_delay stays, as
                 // after any lock that ran out: its holder never let go.
-                Box::pin(self.let_expire(&lock)).await;
+                Box::pin(self.let_expire(&lock, Leftovers::Delete)).await;
+            }
+            HoldEnd::Unheard => {
+                // Extensions were held back while the client was silent,
+                // and the validity it was last told ran out: it may still
+                // act on its lock until then (a client library may even
+                // keep it with Extend calls of its own while its session
+                // is cut off), so nothing is deleted: it expires by itself.
+                metrics::lock_lost();
+                tracing::warn!(rpc = W::RPC, resource = %lock.resource, reason = UNHEARD, "session lost its lock");
+                let _ = Box::pin(self.send(W::lost(UNHEARD.into()))).await;
+                Box::pin(self.let_expire(&lock, Leftovers::Keep)).await;
             }
         }
         // A leadership over (released, or left to expire): observers on
@@ -297,12 +309,14 @@ impl<W: Wire> Session<W> {
 
     /// Leaves `lock` to expire: waits until the validity last told has run
     /// out (its deadline plus the drift allowance, when its keys expire on
-    /// the masters), then deletes what is left of it, keeping its
-    /// lock_delay (`Redlock::release_lapsed`).
-    async fn let_expire(&self, lock: &Lock) {
+    /// the masters), then, with [`Leftovers::Delete`], deletes what is
+    /// left of it, keeping its lock_delay (`Redlock::release_lapsed`).
+    async fn let_expire(&self, lock: &Lock, leftovers: Leftovers) {
         let drift = validity::drift(self.args.ttl, self.engine.settings().drift_factor);
         Box::pin(tokio::time::sleep_until(lock.deadline.mono + drift)).await;
-        let _ = Box::pin(self.engine.release_lapsed(lock)).await;
+        if leftovers == Leftovers::Delete {
+            let _ = Box::pin(self.engine.release_lapsed(lock)).await;
+        }
     }
 
     /// Releases at once, then tells the client if its stream still exists.
@@ -330,17 +344,6 @@ impl<W: Wire> Session<W> {
     async fn send(&self, event: W::Event) -> Result<(), ()> {
         self.events.send(Box::new(Ok(event))).await.map_err(|_| ())
     }
-}
-
-/// Whether the connection heard from the client within `within`: what
-/// ended its stream then was the client's own act (it cancelled the stream
-/// or half-closed it, or closed its socket: it exited, was killed, dropped
-/// its channel), where a frozen or cut-off client's connection is closed by
-/// the daemon after a keepalive timeout of silence (`crate::conn::heard`).
-/// Without the connection's word (a server that does not give it, as
-/// in-process tests), it counts as heard.
-fn heard_lately(socket: Option<&ClientSocket>, within: std::time::Duration) -> bool {
-    socket.is_none_or(|socket| socket.silent_for() < within)
 }
 
 #[cfg(test)]
