@@ -1,7 +1,7 @@
 //! Clients frozen mid-session. A few session clients run as OS
 //! processes of their own (`crate::frozen_child`), so that a fault can
 //! SIGSTOP one while it holds a lock, keep it frozen for [`freeze_for`]
-//! its lock's ttl (well past the daemons' keepalive bound plus that ttl),
+//! (well past the daemons' keepalive bound plus the short lease's ttl),
 //! then SIGCONT it.
 //!
 //! The children share one resource of their own ([`resource`]): on the hot
@@ -71,10 +71,15 @@ fn bound(ttl: Duration) -> Duration {
     KEEPALIVE_BOUND + ttl + Duration::from_millis(500)
 }
 
-/// How long a child holding a lock of `ttl` stays frozen: 1.5 s past
-/// [`bound`], so that the lock passes on during the freeze.
-fn freeze_for(ttl: Duration) -> Duration {
-    bound(ttl) + Duration::from_millis(1_500)
+/// How long a child stays frozen: 1.5 s past [`bound`] of the short
+/// lease, so that its lock passes on during the freeze. A freeze of the
+/// long lease ([`frozen_child::LONG_TTL`]) is as long: what it is for comes
+/// 1.5 to 3 s in, when the daemon closes the silent connection; its lock
+/// may still be held when the child resumes (its own deadline has passed
+/// by then), and the check after resuming applies only past its own bound.
+/// One length for all keeps a short run's freezes as many as before.
+fn freeze_for(_ttl: Duration) -> Duration {
+    bound(frozen_child::TTL) + Duration::from_millis(1_500)
 }
 /// The resource the frozen-able children share.
 pub(crate) fn resource(tag: &str) -> String {
@@ -376,11 +381,13 @@ async fn freezer(
         }
         let start = clock.now();
         tokio::time::sleep(freeze_for(ttl)).await;
+        // Read before SIGCONT: what the resumed child does comes after it.
+        let end = clock.now();
         let resumed = kill(pid, Signal::SIGCONT);
         freezes.push(Freeze {
             client: id,
             start,
-            end: clock.now(),
+            end,
             holding,
             ttl,
         });
