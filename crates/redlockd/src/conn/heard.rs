@@ -8,7 +8,9 @@
 //! not counted: a NAT or load balancer may send one for a client cut off
 //! behind it.
 //! A client process that exits, is killed, or cancels its stream is heard
-//! at the moment it ends the stream. A frozen process (SIGSTOP, a
+//! at the moment it ends the stream (unless its kernel resets the
+//! connection, with data it never read: then it counts as silent, and its
+//! lock runs out its validity). A frozen process (SIGSTOP, a
 //! stop-the-world pause, a suspended VM) or one cut off by a partition
 //! sends nothing, and its connection ends when the daemon closes it for a
 //! PING unanswered for `server.keepalive_timeout` (or TCP keepalive gives

@@ -46,8 +46,8 @@ use tonic::{Request, Response, Status, Streaming};
 /// How long a session whose client's stream ended waits to learn whether
 /// the client is still there (a half-close: it still reads its events) or
 /// went away (a reset stream or a lost connection: hyper drops the events
-/// stream at once). A half-close releases the lock; a client gone may
-/// leave it to expire (`session.rs`).
+/// stream at once). Only a lock with a lock_delay waits: for one without,
+/// when the client was last heard from decides (`heard_lately`).
 pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `lost` reason of a session whose lock an operator force-released.
@@ -125,10 +125,10 @@ enum ClientEnd {
     /// apart by the session ([`SETTLE`]).
     Ended,
     /// The stream broke (connection lost, cancelled): the client vanished.
-    /// Released as at an orderly end if the client closed its socket
-    /// itself and the lock has no lock-delay; otherwise left to expire
-    /// with the validity last told (a frozen client may resume and act on
-    /// it; a lock-delay applies after it).
+    /// Released as at an orderly end if the client was heard from a moment
+    /// before (it ended the stream itself) and the lock has no lock-delay;
+    /// otherwise left to expire with the validity last told (a frozen
+    /// client may resume and act on it; a lock-delay applies after it).
     Gone,
     /// A message that makes no sense mid-session.
     Invalid(SessionError),
@@ -195,10 +195,7 @@ impl LockApi {
             incoming,
             socket,
             silent_at_most: self.sessions.silent_at_most,
-            heard_within: match self.sessions.release_silent {
-                true => Duration::MAX,
-                false => self.sessions.heard_within,
-            },
+            heard_within: self.sessions.heard_within,
             events,
             drain: drain.clone(),
             extend_at: self.sessions.extend_at,

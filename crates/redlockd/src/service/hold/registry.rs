@@ -24,7 +24,8 @@ pub(crate) struct Sessions {
     pub(super) min_ttl: Duration,
     /// Half of `server.keepalive_timeout`: a session's client heard from
     /// within this when its stream broke ended the stream itself; one
-    /// silent for longer may be frozen (`crate::conn::heard`).
+    /// silent for longer may be frozen (`crate::conn::heard`). Unbounded
+    /// under the counterfactual `release-silent-sessions` (`[testing]`).
     pub(super) heard_within: Duration,
     /// How long a session's client may go unheard and still have its lock
     /// extended: `server.keepalive_timeout`, or the keepalive interval plus
@@ -33,8 +34,6 @@ pub(crate) struct Sessions {
     /// frozen client's lock is then last extended within this of the
     /// freeze and passes on at most this plus its ttl after it.
     pub(super) silent_at_most: Duration,
-    /// The counterfactual `release-silent-sessions` (`[testing]`).
-    pub(super) release_silent: bool,
     slots: Arc<Semaphore>,
     max: usize,
     open: Arc<watch::Sender<usize>>,
@@ -154,12 +153,14 @@ impl Sessions {
             extend_at: config.session.extend_at,
             first_message: config.session.first_message_timeout,
             min_ttl: config.session.min_ttl,
-            heard_within: config.server.keepalive_timeout / 2,
+            heard_within: match config.testing.counterfactuals.release_silent_sessions {
+                true => Duration::MAX,
+                false => config.server.keepalive_timeout / 2,
+            },
             silent_at_most: config
                 .server
                 .keepalive_timeout
                 .max(config.server.keepalive_interval + config.server.keepalive_timeout / 2),
-            release_silent: config.testing.counterfactuals.release_silent_sessions,
             slots: Arc::new(Semaphore::new(config.limits.max_sessions)),
             max: config.limits.max_sessions,
             open: Arc::new(watch::channel(0).0),

@@ -24,7 +24,7 @@ pub(super) struct Session<W: Wire> {
     pub(super) args: AcquireArgs,
     pub(super) incoming: Streaming<W::Request>,
     /// The connection the stream came on (`None` where the server does not
-    /// say, then a broken stream never counts as the client closing it).
+    /// say, as in-process tests: the client then counts as heard).
     pub(super) socket: Option<ClientSocket>,
     /// A client heard from within this before its stream broke ended it
     /// itself (half of `server.keepalive_timeout`; `Duration::MAX` under
